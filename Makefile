@@ -1,0 +1,38 @@
+# Magnetar — the commands a developer needs. `make run` and `make test` work on a fresh machine.
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PROTOS := $(wildcard proto/*.proto)
+
+.PHONY: setup run test test-fast test-slow lint bench proto clean
+
+setup:
+	@bash scripts/setup.sh
+
+run: setup
+	@$(VENV)/bin/magnetar standalone
+
+test: setup lint
+	@$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+test-fast: setup
+	@$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+test-slow: setup
+	@$(PY) -m pytest -m slow $(PYTEST_ARGS)
+
+lint: setup
+	@$(VENV)/bin/ruff check src tests bench
+	@$(VENV)/bin/ruff format --check src tests bench
+	@$(VENV)/bin/mypy
+	@$(VENV)/bin/lint-imports
+
+bench: setup
+	@for b in bench/*_bench.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+# Generated protobuf/gRPC modules: built from proto/ by scripts/gen_proto.sh, never edited.
+proto:
+	@bash scripts/gen_proto.sh
+
+clean:
+	rm -rf $(VENV) .cache .mypy_cache .pytest_cache .ruff_cache
+	find src -name _gen -type d -prune -exec rm -rf {} +

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Installs everything Magnetar needs on a fresh Debian machine: system packages via apt,
+# a Python venv with the project and its dev tools, and generated code. Idempotent: each
+# step is skipped when its result is already there (stamps live in .cache/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+CACHE="$ROOT/.cache"
+VENV="$ROOT/.venv"
+mkdir -p "$CACHE"
+
+log() { printf '[setup] %s\n' "$*"; }
+
+# --- system packages -------------------------------------------------------------------
+# etcd-server: Debian bookworm ships etcd 3.4.23; it serves the v3 API our client speaks,
+# and it is the one etcd the machine's package registry provides (the metadata contract
+# tests run against it).
+APT_PKGS=(etcd-server etcd-client)
+missing=()
+for p in "${APT_PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    log "apt-get install ${missing[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# The Debian package starts no daemon inside containers; make sure none of ours is left
+# running either way (tests start their own etcd on free ports).
+# --- Python --------------------------------------------------------------------------------
+PY=""
+for cand in python3.11 python3.12 python3.13 python3; do
+    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+        PY=$(command -v "$cand"); break
+    fi
+done
+[ -n "$PY" ] || { echo "setup: Python >= 3.11 is required" >&2; exit 1; }
+if [ ! -x "$VENV/bin/python" ]; then
+    log "creating venv with $PY"
+    "$PY" -m venv "$VENV"
+fi
+stamp="$CACHE/pip.stamp"
+want=$(cat pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    log "installing Python dependencies"
+    "$VENV/bin/pip" install -q --upgrade pip
+    "$VENV/bin/pip" install -q -e ".[dev]"
+    echo "$want" > "$stamp"
+fi
+# --- generated code ------------------------------------------------------------------------
+make -s proto
+log "ready"

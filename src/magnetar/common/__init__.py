@@ -1,0 +1,1 @@
+"""Things every layer may use: errors, config, logging, small async helpers."""

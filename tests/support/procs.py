@@ -1,0 +1,133 @@
+"""Start real processes for tests on free loopback ports, wait for readiness with a bounded
+timeout, and stop them by pid — never by name, never leaving one behind."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+LOOPBACK = "127.0.0.1"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((LOOPBACK, 0))
+        return int(s.getsockname()[1])
+
+
+def port_open(port: int, host: str = LOOPBACK) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
+        return True
+    return False
+
+
+def wait_until(
+    predicate: Callable[[], bool], *, timeout: float, interval: float = 0.05, what: str = ""
+) -> None:
+    """Poll ``predicate`` until it is true; raise TimeoutError after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what or predicate}")
+        time.sleep(interval)
+
+
+class Proc:
+    """A child process run for a test, with its output captured in a log file.
+
+    ``start()`` launches it (in its own process group), ``ready`` is polled after each start;
+    ``stop()`` sends SIGTERM then SIGKILL by pid; ``kill()`` is SIGKILL at once (crash test).
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        log_path: Path,
+        ready: Callable[[], bool] | None = None,
+        ready_timeout: float = 30.0,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
+        self.argv = list(argv)
+        self.log_path = log_path
+        self.ready = ready
+        self.ready_timeout = ready_timeout
+        self.env = env
+        self.cwd = cwd
+        self.popen: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.popen.pid if self.popen else None
+
+    def start(self) -> Proc:
+        assert self.popen is None or self.popen.poll() is not None, "already running"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        env = {**os.environ, **(self.env or {})}
+        self.popen = subprocess.Popen(
+            self.argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=self.cwd,
+            start_new_session=True,
+        )
+        log.close()
+        if self.ready is not None:
+            deadline = time.monotonic() + self.ready_timeout
+            while not self.ready():
+                if self.popen.poll() is not None:
+                    raise RuntimeError(
+                        f"{self.argv[0]} exited with {self.popen.returncode}:\n{self.tail()}"
+                    )
+                if time.monotonic() > deadline:
+                    self.kill()
+                    raise TimeoutError(
+                        f"{self.argv[0]} not ready after {self.ready_timeout}s:\n{self.tail()}"
+                    )
+                time.sleep(0.05)
+        return self
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL by pid, and reap."""
+        if self.popen is not None and self.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.popen.pid, signal.SIGKILL)
+            self.popen.wait(timeout=10)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM by pid, SIGKILL if it is not gone after ``timeout``."""
+        if self.popen is None or self.popen.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.popen.pid, signal.SIGTERM)
+        try:
+            self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def signal(self, sig: int) -> None:
+        if self.popen is not None and self.popen.poll() is None:
+            os.kill(self.popen.pid, sig)
+
+    def tail(self, n: int = 40) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(lines[-n:])
