@@ -46,7 +46,7 @@ want=$(cat pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     log "installing Python dependencies"
     "$VENV/bin/pip" install -q --upgrade pip
-    "$VENV/bin/pip" install -q -e ".[dev]"
+    "$VENV/bin/pip" install -q -e ".[dev,k8s]"
     echo "$want" > "$stamp"
 fi
 # --- generated code ------------------------------------------------------------------------
