@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
+export PATH="$(pwd)/.venv/bin:$PATH"   # protoc plugins (mypy-protobuf)
 shopt -s nullglob
 # proto/<package>/<name>.proto -> src/magnetar/<package>/_gen/<name>_pb2.py
 for dir in proto/*/; do
@@ -15,7 +16,7 @@ for dir in proto/*/; do
     want=$(cat "${files[@]}" scripts/gen_proto.sh | sha256sum | cut -d' ' -f1)
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then continue; fi
     rm -rf "$out"; mkdir -p "$out"
-    "$PY" -m grpc_tools.protoc -I "$dir" --python_out="$out" --mypy_out="$out" \
+    "$PY" -m grpc_tools.protoc -I "$dir" --python_out="$out" --mypy_out="$out" --mypy_grpc_out="$out" \
         --grpc_python_out="$out" "${files[@]}"
     # generated gRPC modules import siblings absolutely; make them package-relative
     sed -i -E 's/^import ([a-z_0-9]+_pb2) as /from . import \1 as /' "$out"/*.py
