@@ -1,0 +1,287 @@
+"""One gRPC connection per bookie, shared by every ledger a broker writes or reads.
+
+Adds go on a single long-lived bidirectional stream: callers queue entries and get a future
+per entry; a sender task drains the queue and coalesces consecutive entries of one ledger
+into one request, a reader task resolves futures as the bookie confirms durability. When the
+stream breaks or an add outlives its timeout, every pending future fails with a BookieError
+(the ledger handle then changes its ensemble) and the next add opens a fresh stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from magnetar.ledger.errors import BookieError, NoSuchEntryError
+from magnetar.rpc import bookie_pb2, bookie_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
+DEADLINE_EXCEEDED = grpc.StatusCode.DEADLINE_EXCEEDED.value[0]
+NOT_FOUND = grpc.StatusCode.NOT_FOUND.value[0]
+OUT_OF_RANGE = grpc.StatusCode.OUT_OF_RANGE.value[0]
+FAILED_PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION.value[0]
+
+_MAX_ENTRIES_PER_REQUEST = 512
+_MAX_BYTES_PER_REQUEST = 4 * 1024 * 1024
+GRPC_OPTIONS = [
+    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.http2.max_pings_without_data", 0),
+    ("grpc.keepalive_permit_without_calls", 1),
+]
+
+
+@dataclass(slots=True)
+class _QueuedAdd:
+    ledger_id: int
+    entry_id: int
+    master_key: bytes
+    lac: int
+    recovery: bool
+    data: bytes
+    future: asyncio.Future[None]
+    queued_at: float
+
+
+def _code_of(err: grpc.aio.AioRpcError) -> int:
+    code: Any = err.code()
+    return int(code.value[0]) if code is not None else UNAVAILABLE
+
+
+class BookieClient:
+    """Client of one bookie. ``add`` pipelines; reads and control calls are unary."""
+
+    def __init__(self, bookie_id: str, *, add_timeout: float = 10.0, rpc_timeout: float = 10.0):
+        self.bookie_id = bookie_id
+        self.add_timeout = add_timeout
+        self.rpc_timeout = rpc_timeout
+        self._channel = grpc.aio.insecure_channel(bookie_id, options=GRPC_OPTIONS)
+        self._stub = bookie_pb2_grpc.BookieStub(self._channel)
+        self._queue: deque[_QueuedAdd] = deque()
+        self._wakeup = asyncio.Event()
+        self._pending: dict[tuple[int, int], _QueuedAdd] = {}
+        self._stream_task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # --- adds -----------------------------------------------------------------------------
+
+    def add(
+        self,
+        *,
+        ledger_id: int,
+        entry_id: int,
+        master_key: bytes,
+        lac: int,
+        data: bytes,
+        recovery: bool = False,
+    ) -> asyncio.Future[None]:
+        """Queue one entry; the future resolves when the bookie made it durable."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self._closed:
+            fut.set_exception(BookieError(self.bookie_id, UNAVAILABLE, "client closed"))
+            return fut
+        item = _QueuedAdd(
+            ledger_id, entry_id, master_key, lac, recovery, data, fut, time.monotonic()
+        )
+        self._queue.append(item)
+        self._wakeup.set()
+        if self._stream_task is None or self._stream_task.done():
+            self._stream_task = asyncio.create_task(self._run_stream())
+        return fut
+
+    async def _run_stream(self) -> None:
+        call = self._stub.AddEntries(wait_for_ready=False)
+        reader = asyncio.create_task(self._read_responses(call))
+        watchdog = asyncio.create_task(self._watch_timeouts())
+        error: BookieError | None = None
+        try:
+            while not self._closed:
+                if not self._queue:
+                    self._wakeup.clear()
+                    waiter = asyncio.create_task(self._wakeup.wait())
+                    done, _ = await asyncio.wait(
+                        {waiter, reader, watchdog}, return_when=asyncio.FIRST_COMPLETED
+                    )
+                    if waiter not in done:
+                        waiter.cancel()
+                        break
+                    continue
+                for request in self._drain_requests():
+                    await call.write(request)
+        except grpc.aio.AioRpcError as err:
+            error = BookieError(self.bookie_id, _code_of(err), err.details() or "stream failed")
+        except asyncio.CancelledError:
+            error = BookieError(self.bookie_id, UNAVAILABLE, "client closed")
+            raise
+        finally:
+            if error is None:
+                if reader.done() and not reader.cancelled() and reader.exception():
+                    exc = reader.exception()
+                    error = (
+                        exc
+                        if isinstance(exc, BookieError)
+                        else BookieError(self.bookie_id, UNAVAILABLE, str(exc))
+                    )
+                elif watchdog.done() and not watchdog.cancelled() and watchdog.exception():
+                    exc = watchdog.exception()
+                    assert isinstance(exc, BookieError)
+                    error = exc
+                else:
+                    error = BookieError(self.bookie_id, UNAVAILABLE, "stream ended")
+            for task in (reader, watchdog):
+                task.cancel()
+            call.cancel()
+            self._fail_all(error)
+
+    def _drain_requests(self) -> list[Any]:
+        requests: list[Any] = []
+        current: Any = None
+        count = size = 0
+        while self._queue:
+            item = self._queue.popleft()
+            if item.future.done():
+                continue
+            key = (item.ledger_id, item.entry_id)
+            self._pending[key] = item
+            if (
+                current is None
+                or current.ledger_id != item.ledger_id
+                or current.recovery != item.recovery
+                or count >= _MAX_ENTRIES_PER_REQUEST
+                or size >= _MAX_BYTES_PER_REQUEST
+            ):
+                current = bookie_pb2.AddRequest(
+                    ledger_id=item.ledger_id, master_key=item.master_key, recovery=item.recovery
+                )
+                requests.append(current)
+                count = size = 0
+            current.last_add_confirmed = max(current.last_add_confirmed, item.lac)
+            current.entries.append(bookie_pb2.Entry(entry_id=item.entry_id, data=item.data))
+            count += 1
+            size += len(item.data)
+        return requests
+
+    async def _read_responses(self, call: Any) -> None:
+        while True:
+            try:
+                response = await call.read()
+            except grpc.aio.AioRpcError as err:
+                raise BookieError(
+                    self.bookie_id, _code_of(err), err.details() or "stream failed"
+                ) from None
+            if response is grpc.aio.EOF:
+                raise BookieError(self.bookie_id, UNAVAILABLE, "stream closed by bookie")
+            for result in response.results:
+                item = self._pending.pop((response.ledger_id, result.entry_id), None)
+                if item is None or item.future.done():
+                    continue
+                if result.code == 0:
+                    item.future.set_result(None)
+                else:
+                    item.future.set_exception(
+                        BookieError(self.bookie_id, result.code, result.message)
+                    )
+
+    async def _watch_timeouts(self) -> None:
+        interval = min(1.0, self.add_timeout / 4)
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            oldest = min((i.queued_at for i in self._pending.values()), default=now)
+            if now - oldest > self.add_timeout:
+                raise BookieError(
+                    self.bookie_id, DEADLINE_EXCEEDED, f"add not confirmed in {self.add_timeout}s"
+                )
+
+    def _fail_all(self, error: BookieError) -> None:
+        items = list(self._pending.values()) + list(self._queue)
+        self._pending.clear()
+        self._queue.clear()
+        for item in items:
+            if not item.future.done():
+                item.future.set_exception(error)
+
+    # --- unary calls -------------------------------------------------------------------------
+
+    async def _call(self, method: Any, request: Any) -> Any:
+        try:
+            return await method(request, timeout=self.rpc_timeout)
+        except grpc.aio.AioRpcError as err:
+            code = _code_of(err)
+            if code in (NOT_FOUND, OUT_OF_RANGE):
+                raise NoSuchEntryError(f"{self.bookie_id}: {err.details()}") from None
+            raise BookieError(self.bookie_id, code, err.details() or str(code)) from None
+
+    async def read(
+        self,
+        ledger_id: int,
+        first: int,
+        last: int,
+        *,
+        past_lac: bool = False,
+        fence: bool = False,
+        master_key: bytes = b"",
+        max_bytes: int = 0,
+    ) -> list[tuple[int, bytes]]:
+        response = await self._call(
+            self._stub.ReadEntries,
+            bookie_pb2.ReadRequest(
+                ledger_id=ledger_id,
+                first_entry_id=first,
+                last_entry_id=last,
+                past_lac=past_lac,
+                fence=fence,
+                master_key=master_key,
+                max_bytes=max_bytes,
+            ),
+        )
+        return [(e.entry_id, e.data) for e in response.entries]
+
+    async def read_lac(self, ledger_id: int) -> tuple[int, int, bool]:
+        """(last add confirmed, last entry stored, fenced) as this bookie knows them."""
+        r = await self._call(self._stub.ReadLac, bookie_pb2.ReadLacRequest(ledger_id=ledger_id))
+        return int(r.last_add_confirmed), int(r.last_entry_id), bool(r.fenced)
+
+    async def write_lac(self, ledger_id: int, master_key: bytes, lac: int) -> None:
+        await self._call(
+            self._stub.WriteLac,
+            bookie_pb2.WriteLacRequest(
+                ledger_id=ledger_id, master_key=master_key, last_add_confirmed=lac
+            ),
+        )
+
+    async def fence(self, ledger_id: int, master_key: bytes) -> tuple[int, int]:
+        """Fence the ledger here; returns (last add confirmed, last entry stored)."""
+        r = await self._call(
+            self._stub.Fence, bookie_pb2.FenceRequest(ledger_id=ledger_id, master_key=master_key)
+        )
+        return int(r.last_add_confirmed), int(r.last_entry_id)
+
+    async def delete_ledger(self, ledger_id: int) -> None:
+        await self._call(
+            self._stub.DeleteLedger, bookie_pb2.DeleteLedgerRequest(ledger_id=ledger_id)
+        )
+
+    async def info(self) -> Any:
+        return await self._call(self._stub.Info, bookie_pb2.InfoRequest())
+
+    async def close(self) -> None:
+        self._closed = True
+        self._wakeup.set()
+        if self._stream_task is not None:
+            self._stream_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._stream_task
+        self._fail_all(BookieError(self.bookie_id, UNAVAILABLE, "client closed"))
+        await self._channel.close()

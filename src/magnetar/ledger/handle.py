@@ -1,0 +1,305 @@
+"""A ledger as one client sees it: the single writer's pipelined adds, and reads.
+
+Every in-flight add is its own object (:class:`PendingAddOp`), sent to the Wq bookies of its
+write set; it completes once Aq of them confirmed, and completions are delivered strictly
+in entry order, advancing the last-add-confirmed (LAC), which travels with later adds. A
+bookie that fails or times out triggers an ensemble change: a replacement takes its position
+in a new fragment recorded by compare-and-set on the ledger metadata, and every pending add
+is re-sent where its write set changed — no acknowledged entry is lost, and the caller sees
+no error. A fenced answer (another client recovered the ledger) fails the handle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from collections import deque
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from magnetar.ledger import entry
+from magnetar.ledger.bookie_client import FAILED_PRECONDITION
+from magnetar.ledger.errors import (
+    BookieError,
+    LedgerClosedError,
+    LedgerError,
+    LedgerFencedError,
+    NoSuchEntryError,
+)
+from magnetar.ledger.metadata import BookieId, LedgerMetadata, LedgerState
+from magnetar.metadata import api
+
+if TYPE_CHECKING:
+    from magnetar.ledger.client import LedgerClient
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False, slots=True)
+class PendingAddOp:
+    """One entry on its way to its write set."""
+
+    entry_id: int
+    stored: bytes
+    length: int
+    future: asyncio.Future[int]
+    sent_to: dict[int, BookieId] = field(default_factory=dict)
+    """Ensemble position -> bookie the entry was last sent to at that position."""
+    acked: dict[int, BookieId] = field(default_factory=dict)
+    """Ensemble position -> bookie that confirmed it durable."""
+
+
+class LedgerHandle:
+    """Writer (``writable=True``, from create) or reader (from open) of one ledger."""
+
+    def __init__(
+        self,
+        client: LedgerClient,
+        metadata: LedgerMetadata,
+        version: api.Version,
+        *,
+        writable: bool,
+        last_add_confirmed: int = -1,
+        length: int = 0,
+    ) -> None:
+        self._client = client
+        self.metadata = metadata
+        self._version = version
+        self.writable = writable
+        self.last_add_confirmed = last_add_confirmed
+        self._length = length  # bytes confirmed (writer) / known (reader)
+        self._next_entry_id = last_add_confirmed + 1
+        self._pushed_length = length
+        self._pending: deque[PendingAddOp] = deque()
+        self._failed: LedgerError | None = None
+        self._changing = False
+        self._failed_bookies: set[BookieId] = set()
+        self._change_task: asyncio.Task[None] | None = None
+        self._closing = False
+
+    @property
+    def ledger_id(self) -> int:
+        return self.metadata.ledger_id
+
+    @property
+    def length(self) -> int:
+        return self._length
+
+    @property
+    def closed(self) -> bool:
+        return self.metadata.closed
+
+    @property
+    def pending_adds(self) -> int:
+        return len(self._pending)
+
+    # --- adds ------------------------------------------------------------------------------
+
+    def append(self, data: bytes) -> asyncio.Future[int]:
+        """Start adding ``data``; the future gives its entry id once durable on Aq bookies.
+        Futures complete in entry order."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[int] = loop.create_future()
+        if not self.writable or self.metadata.closed or self._closing:
+            fut.set_exception(LedgerClosedError(f"ledger {self.ledger_id} is not writable"))
+            return fut
+        if self._failed is not None:
+            fut.set_exception(self._failed)
+            return fut
+        self._pushed_length += len(data)
+        op = PendingAddOp(
+            entry_id=self._next_entry_id,
+            stored=entry.wrap(self._pushed_length, data),
+            length=self._pushed_length,
+            future=fut,
+        )
+        self._next_entry_id += 1
+        self._pending.append(op)
+        self._send(op)
+        return fut
+
+    async def add_entry(self, data: bytes) -> int:
+        return await self.append(data)
+
+    def _send(self, op: PendingAddOp) -> None:
+        """Send ``op`` to every position of its write set it has not been sent to."""
+        ensemble = self.metadata.last_fragment.ensemble
+        for idx in self.metadata.write_set_indices(op.entry_id):
+            bookie = ensemble[idx]
+            if op.sent_to.get(idx) == bookie or bookie in self._failed_bookies:
+                continue
+            op.sent_to[idx] = bookie
+            op.acked.pop(idx, None)
+            fut = self._client.bookie(bookie).add(
+                ledger_id=self.ledger_id,
+                entry_id=op.entry_id,
+                master_key=self.metadata.password,
+                lac=self.last_add_confirmed,
+                data=op.stored,
+            )
+            fut.add_done_callback(functools.partial(self._on_add, op=op, idx=idx, bookie=bookie))
+
+    def _on_add(
+        self, fut: asyncio.Future[None], *, op: PendingAddOp, idx: int, bookie: str
+    ) -> None:
+        if self._failed is not None or op.future.done() or op.sent_to.get(idx) != bookie:
+            return
+        exc = fut.exception() if not fut.cancelled() else BookieError(bookie, 1, "cancelled")
+        if exc is None:
+            op.acked[idx] = bookie
+            self._complete_in_order()
+            return
+        if isinstance(exc, BookieError) and exc.code == FAILED_PRECONDITION:
+            self._fail(LedgerFencedError(f"ledger {self.ledger_id} fenced by {bookie}"))
+            return
+        log.warning(
+            "ledger %d: add of entry %d to %s failed: %s", self.ledger_id, op.entry_id, bookie, exc
+        )
+        self._bookie_failed(bookie)
+
+    def _complete_in_order(self) -> None:
+        if self._changing:
+            return  # BookKeeper's rule: no completions while the ensemble is changing
+        aq = self.metadata.ack_quorum
+        ensemble = self.metadata.last_fragment.ensemble
+        while self._pending:
+            op = self._pending[0]
+            confirmed = sum(1 for i, b in op.acked.items() if ensemble[i] == b)
+            if confirmed < aq:
+                break
+            self._pending.popleft()
+            self.last_add_confirmed = op.entry_id
+            self._length = op.length
+            if not op.future.done():
+                op.future.set_result(op.entry_id)
+
+    def _fail(self, error: LedgerError) -> None:
+        if self._failed is None:
+            self._failed = error
+        while self._pending:
+            op = self._pending.popleft()
+            if not op.future.done():
+                op.future.set_exception(error)
+
+    # --- ensemble change --------------------------------------------------------------------
+
+    def _bookie_failed(self, bookie: BookieId) -> None:
+        self._failed_bookies.add(bookie)
+        self._changing = True
+        if self._change_task is None or self._change_task.done():
+            self._change_task = asyncio.create_task(self._change_ensemble())
+
+    async def _change_ensemble(self) -> None:
+        try:
+            while True:
+                ensemble = self.metadata.last_fragment.ensemble
+                failed = [i for i, b in enumerate(ensemble) if b in self._failed_bookies]
+                if not failed:
+                    break
+                await self._replace(failed)
+        except LedgerError as err:
+            log.error("ledger %d: ensemble change failed: %s", self.ledger_id, err)
+            self._fail(err)
+            return
+        except Exception as err:  # keep the handle consistent whatever went wrong
+            log.exception("ledger %d: ensemble change failed", self.ledger_id)
+            self._fail(LedgerError(f"ensemble change failed: {err}"))
+            return
+        finally:
+            self._changing = False
+        for op in list(self._pending):
+            self._send(op)
+        self._complete_in_order()
+
+    async def _replace(self, positions: list[int]) -> None:
+        bookies = await self._client.bookies()
+        ensemble = list(self.metadata.last_fragment.ensemble)
+        for idx in positions:
+            ensemble[idx] = self._client.placement.replace(
+                bookies, ensemble, idx, exclude=self._failed_bookies
+            )
+        first = self.last_add_confirmed + 1
+        new = self.metadata.with_fragment(first, tuple(ensemble))
+        try:
+            self._version = await self._client.store_metadata(new, self._version)
+        except api.BadVersionError:
+            current, version = await self._client.read_metadata(self.ledger_id)
+            if current.state is not LedgerState.OPEN:
+                raise LedgerFencedError(
+                    f"ledger {self.ledger_id} is {current.state.value}: fenced"
+                ) from None
+            self.metadata, self._version = current, version
+            return  # loop again on the fresh metadata
+        log.info(
+            "ledger %d: ensemble change at entry %d: %s -> %s",
+            self.ledger_id,
+            first,
+            list(self.metadata.last_fragment.ensemble),
+            ensemble,
+        )
+        self.metadata = new
+
+    # --- close ------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Wait for pending adds, then record the ledger closed at its LAC."""
+        if self.metadata.closed or not self.writable:
+            return
+        self._closing = True
+        if self._pending:
+            with contextlib.suppress(LedgerError):
+                await asyncio.gather(*(op.future for op in list(self._pending)))
+        if self._change_task is not None and not self._change_task.done():
+            with contextlib.suppress(Exception):
+                await self._change_task
+        if isinstance(self._failed, LedgerFencedError):
+            raise self._failed
+        closed = replace(
+            self.metadata,
+            state=LedgerState.CLOSED,
+            last_entry_id=self.last_add_confirmed,
+            length=self._length,
+        )
+        try:
+            self._version = await self._client.store_metadata(closed, self._version)
+        except api.BadVersionError:
+            current, version = await self._client.read_metadata(self.ledger_id)
+            if current.closed and current.last_entry_id == self.last_add_confirmed:
+                self.metadata, self._version = current, version
+                return
+            raise LedgerFencedError(
+                f"ledger {self.ledger_id} was recovered by another client"
+            ) from None
+        self.metadata = closed
+        await self._client.write_lac_best_effort(self.metadata, self.last_add_confirmed)
+
+    # --- reads ------------------------------------------------------------------------------
+
+    async def refresh_lac(self) -> int:
+        """Reader of an open ledger: learn the LAC from the bookies (or the closed end)."""
+        if self.writable:
+            return self.last_add_confirmed
+        current, self._version = await self._client.read_metadata(self.ledger_id)
+        self.metadata = current
+        if current.closed:
+            self.last_add_confirmed = current.last_entry_id
+            self._length = current.length
+        else:
+            lac = await self._client.read_lac(current)
+            self.last_add_confirmed = max(self.last_add_confirmed, lac)
+        return self.last_add_confirmed
+
+    async def read(self, first: int, last: int) -> list[tuple[int, bytes]]:
+        """Entries ``first..last`` (inclusive) as (entry id, payload), with failover to the
+        other replicas of each entry. Only entries up to the LAC are readable."""
+        if first < 0 or last < first:
+            raise ValueError(f"bad range {first}..{last}")
+        if last > self.last_add_confirmed:
+            raise NoSuchEntryError(
+                f"ledger {self.ledger_id}: entry {last} is past the last add confirmed "
+                f"{self.last_add_confirmed}"
+            )
+        stored = await self._client.read_entries(self.metadata, first, last)
+        return [(eid, entry.unwrap(data)[1]) for eid, data in stored]
