@@ -35,6 +35,11 @@ NOT_EXISTS = Version(0)
 MAX_KEY_BYTES = 4096
 MAX_VALUE_BYTES = 1024 * 1024
 DEFAULT_PAGE_SIZE = 1000
+MAX_TXN_OPS = 128
+"""Most compares, and most operations per branch, in one transaction (etcd's default)."""
+MAX_TXN_BYTES = 1_400_000
+"""Most bytes of keys and values in one transaction branch (etcd refuses requests over
+1.5 MiB; this leaves room for the encoding). A single maximal put always fits."""
 
 
 # --- errors -----------------------------------------------------------------------------------
@@ -54,6 +59,11 @@ class KeyTooLargeError(MetadataError, errors.PermanentError, ValueError):
 
 class ValueTooLargeError(MetadataError, errors.PermanentError, ValueError):
     """The value is larger than MAX_VALUE_BYTES."""
+
+
+class InvalidTxnError(MetadataError, errors.PermanentError, ValueError):
+    """A transaction is malformed: more than MAX_TXN_OPS compares or operations in a branch,
+    or one key written twice in the same branch."""
 
 
 class BadVersionError(MetadataError, errors.PermanentError):
@@ -267,8 +277,11 @@ class MetadataStore(Protocol):
         prefix: bool = False,
         start_revision: int | None = None,
     ) -> AsyncIterator[WatchEvent]:
-        """Every change of ``key`` (or of keys below it when ``prefix``) in revision order,
-        starting after the current revision, or at ``start_revision`` inclusive.
+        """Every change of ``key`` (or of keys strictly below ``key + '/'`` when ``prefix``)
+        in revision order, starting after the store's revision at the time the watch is set
+        up, or at ``start_revision`` inclusive. The set-up moment differs by backend (the
+        embedded store registers at this call, etcd when first iterated): to miss nothing,
+        read ``revision()`` (or a record) first and pass ``start_revision=rev + 1``.
 
         Survives reconnects without losing or repeating events; raises WatchCompactedError
         when the needed history is gone. Ends when the iterator is closed (aclose) or the
@@ -283,6 +296,11 @@ class MetadataStore(Protocol):
 
     async def revision(self) -> int:
         """The store's current revision."""
+
+    async def compact(self, revision: int) -> None:
+        """Drop the change history before ``revision``: watches starting earlier then raise
+        WatchCompactedError. Keys and their versions are unaffected. (Operations tool; the
+        embedded store also compacts on its own to keep a bounded history.)"""
 
     async def close(self) -> None:
         """Stop keep-alives, close watches and connections. Sessions are not revoked:
@@ -330,3 +348,30 @@ def check_prefix(prefix: str) -> str:
 def check_limit(limit: int) -> None:
     if limit <= 0:
         raise ValueError(f"limit must be positive, got {limit}")
+
+
+def check_txn(compares: Sequence[Compare], success: Sequence[Op], failure: Sequence[Op]) -> None:
+    """Validate a transaction: keys, values, sizes, no key written twice in one branch."""
+    if len(compares) > MAX_TXN_OPS:
+        raise InvalidTxnError(f"{len(compares)} compares, the limit is {MAX_TXN_OPS}")
+    for compare in compares:
+        check_key(compare.key)
+    for name, branch in (("success", success), ("failure", failure)):
+        if len(branch) > MAX_TXN_OPS:
+            raise InvalidTxnError(f"{len(branch)} {name} operations, the limit is {MAX_TXN_OPS}")
+        seen: set[str] = set()
+        size = 0
+        for op in branch:
+            size += len(check_key(op.key))
+            if isinstance(op, Put):
+                check_value(op.key, op.value)
+                size += len(op.value)
+            elif not isinstance(op, Delete):
+                raise TypeError(f"not a transaction operation: {op!r}")
+            if op.key in seen:
+                raise InvalidTxnError(f"{op.key}: written twice in the {name} branch")
+            seen.add(op.key)
+        if size > MAX_TXN_BYTES:
+            raise ValueTooLargeError(
+                f"the {name} branch writes {size} bytes, the limit is {MAX_TXN_BYTES}"
+            )

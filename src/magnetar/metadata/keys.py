@@ -1,0 +1,196 @@
+"""Where every piece of metadata lives: pure functions building store keys.
+
+Why this module exists: brokers, bookies and the operator must agree on one key layout
+(documented in docs/metadata.md). Building keys in one place keeps that agreement
+checkable, and keeps name encoding (which characters are escaped) consistent.
+
+Names coming from users (tenants, namespaces, topics, subscriptions) are percent-encoded
+into a single key segment, so a ``/`` or ``%`` inside a name can never create or merge
+segments. Ledger ids and schema versions are zero-padded to 20 digits (the width of the
+largest unsigned 64-bit number) so that key order is numeric order.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Literal
+
+Domain = Literal["persistent", "non-persistent"]
+DOMAINS: tuple[Domain, ...] = ("persistent", "non-persistent")
+
+_SAFE = ":@=+,-._~"
+"""Characters kept as they are in a segment (readable ``host:port``); all else is escaped."""
+
+_ID_WIDTH = 20
+_MAX_ID = 2**64 - 1
+
+# Top-level prefixes (children and scans start here).
+ADMIN = "/admin"
+CLUSTERS = "/admin/clusters"
+POLICIES = "/admin/policies"
+DYNAMIC_CONFIG = "/admin/configuration"
+PARTITIONED_TOPICS = "/admin/partitioned-topics"
+MANAGED_LEDGERS = "/managed-ledgers"
+LEDGERS = "/ledgers"
+BOOKIES = "/bookies"
+BOOKIES_AVAILABLE = "/bookies/available"
+BOOKIES_READONLY = "/bookies/readonly"
+BOOKIE_COOKIES = "/bookies/cookies"
+BOOKIE_INSTANCE_ID = "/bookies/instance-id"
+BROKERS = "/loadbalance/brokers"
+BROKER_LOAD = "/loadbalance/load"
+OWNERSHIP = "/namespace"
+SCHEMAS = "/schemas"
+COUNTERS = "/counters"
+
+LEDGER_COUNTER = "ledger"
+"""Name of the id counter handing out ledger ids (data and cursor ledgers alike)."""
+
+DEDUP_CURSOR = "pulsar.dedup"
+"""The cursor whose ledger holds a topic's deduplication snapshots (as in Pulsar)."""
+
+
+def segment(name: str) -> str:
+    """One key segment holding ``name``, percent-encoded; raises ValueError when empty."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a key segment must be a non-empty string, got {name!r}")
+    return urllib.parse.quote(name, safe=_SAFE)
+
+
+def unsegment(encoded: str) -> str:
+    """The name a segment was built from (inverse of :func:`segment`)."""
+    return urllib.parse.unquote(encoded)
+
+
+def _domain(domain: str) -> str:
+    if domain not in DOMAINS:
+        raise ValueError(f"topic domain must be one of {DOMAINS}, got {domain!r}")
+    return domain
+
+
+def _id(kind: str, value: int) -> str:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_ID:
+        raise ValueError(f"{kind} must be an unsigned 64-bit integer, got {value!r}")
+    return f"{value:0{_ID_WIDTH}d}"
+
+
+# --- cluster, tenants, namespaces ------------------------------------------------------------
+
+
+def cluster(name: str) -> str:
+    """Cluster data (service URLs) of cluster ``name``."""
+    return f"{CLUSTERS}/{segment(name)}"
+
+
+def tenant(name: str) -> str:
+    """Tenant info (admin roles, allowed clusters)."""
+    return f"{POLICIES}/{segment(name)}"
+
+
+def namespace(tenant_name: str, namespace_name: str) -> str:
+    """Namespace policies (bundles, retention, backlog quotas, TTL, dedup, ...)."""
+    return f"{tenant(tenant_name)}/{segment(namespace_name)}"
+
+
+def partitioned_topic(tenant_name: str, namespace_name: str, domain: Domain, topic: str) -> str:
+    """Partitioned-topic metadata (number of partitions) of a topic's base name."""
+    return (
+        f"{PARTITIONED_TOPICS}/{segment(tenant_name)}/{segment(namespace_name)}"
+        f"/{_domain(domain)}/{segment(topic)}"
+    )
+
+
+# --- managed ledgers and cursors -------------------------------------------------------------
+
+
+def managed_ledger(tenant_name: str, namespace_name: str, domain: Domain, topic: str) -> str:
+    """A topic's (or partition's) managed-ledger info: its list of ledgers."""
+    return (
+        f"{MANAGED_LEDGERS}/{segment(tenant_name)}/{segment(namespace_name)}"
+        f"/{_domain(domain)}/{segment(topic)}"
+    )
+
+
+def cursors(tenant_name: str, namespace_name: str, domain: Domain, topic: str) -> str:
+    """Parent of a managed ledger's cursors (``children`` lists the cursor names)."""
+    return f"{managed_ledger(tenant_name, namespace_name, domain, topic)}/cursors"
+
+
+def cursor(tenant_name: str, namespace_name: str, domain: Domain, topic: str, name: str) -> str:
+    """Cursor pointer: the cursor ledger id and the last persisted mark-delete position."""
+    return f"{cursors(tenant_name, namespace_name, domain, topic)}/{segment(name)}"
+
+
+def dedup_cursor(tenant_name: str, namespace_name: str, domain: Domain, topic: str) -> str:
+    """Pointer to a topic's deduplication snapshot (the ``pulsar.dedup`` cursor)."""
+    return cursor(tenant_name, namespace_name, domain, topic, DEDUP_CURSOR)
+
+
+# --- ledgers and bookies ---------------------------------------------------------------------
+
+
+def ledger(ledger_id: int) -> str:
+    """Ledger metadata: ensembles per fragment, E/Wq/Aq, state, last entry at close."""
+    return f"{LEDGERS}/{_id('ledger id', ledger_id)}"
+
+
+def ledger_id_of(key: str) -> int:
+    """The ledger id in a key built by :func:`ledger`."""
+    head, _, tail = key.rpartition("/")
+    if head != LEDGERS or len(tail) != _ID_WIDTH or not tail.isdigit():
+        raise ValueError(f"not a ledger key: {key!r}")
+    return int(tail)
+
+
+def bookie_available(bookie_id: str) -> str:
+    """A writable bookie's registration (leased by the bookie's session)."""
+    return f"{BOOKIES_AVAILABLE}/{segment(bookie_id)}"
+
+
+def bookie_readonly(bookie_id: str) -> str:
+    """A read-only bookie's registration (leased)."""
+    return f"{BOOKIES_READONLY}/{segment(bookie_id)}"
+
+
+def bookie_cookie(bookie_id: str) -> str:
+    """A bookie's cookie: ties its identity to its directories (persistent, CAS-updated)."""
+    return f"{BOOKIE_COOKIES}/{segment(bookie_id)}"
+
+
+# --- brokers and ownership -------------------------------------------------------------------
+
+
+def broker(broker_id: str) -> str:
+    """A live broker's registration and lookup data (leased)."""
+    return f"{BROKERS}/{segment(broker_id)}"
+
+
+def broker_load(broker_id: str) -> str:
+    """A live broker's latest load report (leased, rewritten periodically)."""
+    return f"{BROKER_LOAD}/{segment(broker_id)}"
+
+
+def bundle_owner(tenant_name: str, namespace_name: str, bundle_range: str) -> str:
+    """Ownership of a namespace bundle (``0x00000000_0x40000000``), leased by its broker.
+
+    Topics are owned through the bundle their name hashes into.
+    """
+    return f"{OWNERSHIP}/{segment(tenant_name)}/{segment(namespace_name)}/{segment(bundle_range)}"
+
+
+# --- schemas and counters --------------------------------------------------------------------
+
+
+def schemas(tenant_name: str, namespace_name: str, topic: str) -> str:
+    """Parent of a topic's schema versions (one history per topic base name)."""
+    return f"{SCHEMAS}/{segment(tenant_name)}/{segment(namespace_name)}/{segment(topic)}"
+
+
+def schema_version(tenant_name: str, namespace_name: str, topic: str, version: int) -> str:
+    """Schema version ``version`` of a topic (created once, never rewritten)."""
+    return f"{schemas(tenant_name, namespace_name, topic)}/{_id('schema version', version)}"
+
+
+def id_counter(name: str) -> str:
+    """The counter behind ``MetadataStore.next_id(name)``."""
+    return f"{COUNTERS}/{segment(name)}"
