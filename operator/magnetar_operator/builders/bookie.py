@@ -1,0 +1,168 @@
+"""Bookies: headless Service, ConfigMap, StatefulSet (journal + ledger PVCs), PDB, rack map.
+
+The StatefulSet uses ``updateStrategy: OnDelete``: Kubernetes never restarts a bookie on
+its own. The operator's rollout step (``magnetar_operator.rollout``) deletes one outdated
+pod at a time, and only when every bookie is Ready, so a spec change can never take two
+bookies (and with them a write quorum) down together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from magnetar_operator.builders import common, etcd
+from magnetar_operator.builders.common import BOOKIE_HTTP_PORT, BOOKIE_PORT, Owner
+from magnetar_operator.spec import ClusterSpec, Json
+
+COMPONENT = "bookie"
+CONFIG_FILE = "bookkeeper.conf"
+JOURNAL_DIR = "/var/lib/magnetar/journal"
+LEDGERS_DIR = "/var/lib/magnetar/ledgers"
+
+
+def service_name(owner: Owner) -> str:
+    return owner.name_of(COMPONENT)
+
+
+def config_data(owner: Owner, spec: ClusterSpec) -> dict[str, str]:
+    """bookkeeper.conf properties: ours first, then the user's overrides win."""
+    data = {
+        "clusterName": owner.name,
+        "metadataStoreUrl": etcd.metadata_store_url(owner, spec),
+        "bookiePort": str(BOOKIE_PORT),
+        "httpServerPort": str(BOOKIE_HTTP_PORT),
+        "journalDirectories": JOURNAL_DIR,
+        "ledgerDirectories": LEDGERS_DIR,
+        "advertisedAddressTemplate": f"${{POD_NAME}}.{service_name(owner)}.{owner.namespace}.svc",
+    }
+    if spec.bookies.rack.enabled:
+        data["rackMapConfigMap"] = rack_map_name(owner)
+    data.update(spec.bookies.config)
+    return data
+
+
+def config_map(owner: Owner, spec: ClusterSpec) -> Json:
+    return common.config_map(owner, COMPONENT, filename=CONFIG_FILE, data=config_data(owner, spec))
+
+
+def service(owner: Owner) -> Json:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": common.metadata(owner, COMPONENT, name=service_name(owner)),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": common.selector_labels(owner, COMPONENT),
+            "ports": [
+                {"name": "bookie", "port": BOOKIE_PORT, "targetPort": "bookie"},
+                {"name": "http", "port": BOOKIE_HTTP_PORT, "targetPort": "http"},
+            ],
+        },
+    }
+
+
+def statefulset(owner: Owner, spec: ClusterSpec, *, replicas: int | None = None) -> Json:
+    """The bookie StatefulSet; ``replicas`` overrides the spec during a stepwise scale-down."""
+    bk = spec.bookies
+    pod_sc, container_sc = common.security_context()
+    container: Json = {
+        "name": "bookie",
+        "image": spec.images.bookie,
+        "imagePullPolicy": spec.images.pull_policy,
+        "args": ["bookie", "--config", f"/etc/magnetar/{CONFIG_FILE}"],
+        "env": [
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        ],
+        "ports": [
+            {"name": "bookie", "containerPort": BOOKIE_PORT},
+            {"name": "http", "containerPort": BOOKIE_HTTP_PORT},
+        ],
+        "readinessProbe": common.http_probe("/metrics", "http", period=5),
+        "livenessProbe": common.http_probe("/metrics", "http", period=10, failures=6, initial=30),
+        "volumeMounts": [
+            {"name": "journal", "mountPath": JOURNAL_DIR},
+            {"name": "ledgers", "mountPath": LEDGERS_DIR},
+            {"name": "config", "mountPath": "/etc/magnetar", "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},  # noqa: S108  (an emptyDir, per pod)
+        ],
+        "securityContext": container_sc,
+    }
+    if bk.resources.to_k8s():
+        container["resources"] = bk.resources.to_k8s()
+    pod_spec: Json = {
+        "securityContext": pod_sc,
+        "terminationGracePeriodSeconds": 60,
+        "containers": [container],
+        "volumes": [
+            {"name": "config", "configMap": {"name": owner.name_of(COMPONENT)}},
+            {"name": "tmp", "emptyDir": {}},
+        ],
+        **common.spread(
+            owner,
+            COMPONENT,
+            topology_key=bk.rack.topology_key if bk.rack.enabled else "kubernetes.io/hostname",
+            hard=bk.rack.enabled,
+        ),
+    }
+    if bk.node_selector:
+        pod_spec["nodeSelector"] = dict(bk.node_selector)
+    if spec.images.pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": s} for s in spec.images.pull_secrets]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": common.metadata(owner, COMPONENT, version=spec.version),
+        "spec": {
+            "serviceName": service_name(owner),
+            "replicas": bk.replicas if replicas is None else replicas,
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "OnDelete"},
+            "selector": {"matchLabels": common.selector_labels(owner, COMPONENT)},
+            "template": {
+                "metadata": {
+                    "labels": common.labels(owner, COMPONENT, spec.version),
+                    "annotations": {
+                        common.CONFIG_HASH_ANNOTATION: common.config_hash(config_data(owner, spec))
+                    },
+                },
+                "spec": pod_spec,
+            },
+            "volumeClaimTemplates": [
+                common.volume_claim(
+                    "journal", size=bk.journal.size, storage_class=bk.journal.storage_class
+                ),
+                common.volume_claim(
+                    "ledgers", size=bk.ledgers.size, storage_class=bk.ledgers.storage_class
+                ),
+            ],
+            "persistentVolumeClaimRetentionPolicy": {
+                "whenDeleted": spec.reclaim_policy,
+                "whenScaled": "Retain",
+            },
+        },
+    }
+
+
+def rack_map_name(owner: Owner) -> str:
+    return owner.name_of("bookie-racks")
+
+
+def rack_map(owner: Owner, racks: Mapping[str, str]) -> Json:
+    """ConfigMap ``<cluster>-bookie-racks``: bookie pod name -> rack (its node's label)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": common.metadata(owner, COMPONENT, name=rack_map_name(owner)),
+        "data": {pod: f"/{rack}" for pod, rack in sorted(racks.items())},
+    }
+
+
+def build(owner: Owner, spec: ClusterSpec, *, replicas: int | None = None) -> list[Json]:
+    return [
+        config_map(owner, spec),
+        service(owner),
+        statefulset(owner, spec, replicas=replicas),
+        common.pdb(owner, COMPONENT),
+    ]

@@ -1,0 +1,195 @@
+"""Brokers: ConfigMap (broker.conf), Deployment, client Service (6650/8080), PDB.
+
+Brokers hold no durable state, so a plain Deployment with a surge-only rolling update is
+right for them: a new broker is Ready before an old one goes, and topics move by lookup.
+"""
+
+from __future__ import annotations
+
+from magnetar_operator.builders import common, etcd
+from magnetar_operator.builders.common import (
+    BROKER_PORT,
+    BROKER_TLS_PORT,
+    HTTP_PORT,
+    HTTPS_PORT,
+    Owner,
+)
+from magnetar_operator.spec import ClusterSpec, Json
+
+COMPONENT = "broker"
+CONFIG_FILE = "broker.conf"
+TLS_DIR = "/etc/magnetar/tls"
+AUTH_DIR = "/etc/magnetar/auth"
+
+
+def service_name(owner: Owner) -> str:
+    return owner.name_of(COMPONENT)
+
+
+def service_url(owner: Owner, spec: ClusterSpec) -> str:
+    host = f"{service_name(owner)}.{owner.namespace}.svc"
+    if spec.tls.enabled:
+        return f"pulsar+ssl://{host}:{BROKER_TLS_PORT}"
+    return f"pulsar://{host}:{BROKER_PORT}"
+
+
+def admin_url(owner: Owner, spec: ClusterSpec) -> str:
+    host = f"{service_name(owner)}.{owner.namespace}.svc"
+    if spec.tls.enabled:
+        return f"https://{host}:{HTTPS_PORT}"
+    return f"http://{host}:{HTTP_PORT}"
+
+
+def config_data(owner: Owner, spec: ClusterSpec) -> dict[str, str]:
+    """broker.conf properties (Pulsar's key names); the user's overrides win."""
+    bk = spec.bookies
+    data = {
+        "clusterName": owner.name,
+        "metadataStoreUrl": etcd.metadata_store_url(owner, spec),
+        "brokerServicePort": str(BROKER_PORT),
+        "webServicePort": str(HTTP_PORT),
+        "managedLedgerDefaultEnsembleSize": str(bk.ensemble_size),
+        "managedLedgerDefaultWriteQuorum": str(bk.write_quorum),
+        "managedLedgerDefaultAckQuorum": str(bk.ack_quorum),
+        "bookkeeperClientRackawarePolicyEnabled": str(bk.rack.enabled).lower(),
+    }
+    off = spec.offload
+    if off.enabled:
+        data.update(
+            {
+                "managedLedgerOffloadDriver": "aws-s3",
+                "s3ManagedLedgerOffloadBucket": off.bucket or "",
+                "s3ManagedLedgerOffloadRegion": off.region,
+                "managedLedgerOffloadThresholdInBytes": str(off.threshold_bytes),
+                "managedLedgerOffloadThresholdInSeconds": str(off.threshold_seconds),
+                "managedLedgerOffloadDeletionLagMs": str(off.deletion_lag_seconds * 1000),
+            }
+        )
+        if off.endpoint:
+            data["s3ManagedLedgerOffloadServiceEndpoint"] = off.endpoint
+    if spec.tls.enabled:
+        data.update(
+            {
+                "brokerServicePortTls": str(BROKER_TLS_PORT),
+                "webServicePortTls": str(HTTPS_PORT),
+                "tlsCertificateFilePath": f"{TLS_DIR}/tls.crt",
+                "tlsKeyFilePath": f"{TLS_DIR}/tls.key",
+                "tlsTrustCertsFilePath": f"{TLS_DIR}/ca.crt",
+            }
+        )
+    if spec.auth.enabled:
+        data.update(
+            {
+                "authenticationEnabled": "true",
+                "authorizationEnabled": "true",
+                "authenticationProviders": "token",
+                "tokenSecretKey": f"file://{AUTH_DIR}/signing.key",
+                "superUserRoles": ",".join(spec.auth.super_user_roles),
+                "brokerClientAuthenticationPlugin": "token",
+                "brokerClientAuthenticationParameters": f"file:{AUTH_DIR}/admin.token",
+            }
+        )
+    data.update(spec.brokers.config)
+    return data
+
+
+def config_map(owner: Owner, spec: ClusterSpec) -> Json:
+    return common.config_map(owner, COMPONENT, filename=CONFIG_FILE, data=config_data(owner, spec))
+
+
+def _ports(spec: ClusterSpec) -> list[tuple[str, int]]:
+    ports = [("pulsar", BROKER_PORT), ("http", HTTP_PORT)]
+    if spec.tls.enabled:
+        ports += [("pulsar-tls", BROKER_TLS_PORT), ("https", HTTPS_PORT)]
+    return ports
+
+
+def deployment(owner: Owner, spec: ClusterSpec) -> Json:
+    pod_sc, container_sc = common.security_context()
+    mounts: list[Json] = [
+        {"name": "config", "mountPath": "/etc/magnetar/conf", "readOnly": True},
+        {"name": "tmp", "mountPath": "/tmp"},  # noqa: S108  (an emptyDir, per pod)
+    ]
+    volumes: list[Json] = [
+        {"name": "config", "configMap": {"name": owner.name_of(COMPONENT)}},
+        {"name": "tmp", "emptyDir": {}},
+    ]
+    if spec.tls.enabled:
+        mounts.append({"name": "tls", "mountPath": TLS_DIR, "readOnly": True})
+        volumes.append({"name": "tls", "secret": {"secretName": spec.tls.secret_name}})
+    if spec.auth.enabled:
+        mounts.append({"name": "auth", "mountPath": AUTH_DIR, "readOnly": True})
+        volumes.append({"name": "auth", "secret": {"secretName": spec.auth.secret_name}})
+    container: Json = {
+        "name": "broker",
+        "image": spec.images.broker,
+        "imagePullPolicy": spec.images.pull_policy,
+        "args": ["broker", "--config", f"/etc/magnetar/conf/{CONFIG_FILE}"],
+        "env": [
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        ],
+        "ports": [{"name": n, "containerPort": p} for n, p in _ports(spec)],
+        "readinessProbe": common.http_probe("/metrics", "http", period=5),
+        "livenessProbe": common.http_probe("/metrics", "http", period=10, failures=6, initial=30),
+        "volumeMounts": mounts,
+        "securityContext": container_sc,
+    }
+    if spec.offload.enabled and spec.offload.credentials_secret:
+        container["envFrom"] = [{"secretRef": {"name": spec.offload.credentials_secret}}]
+    if spec.brokers.resources.to_k8s():
+        container["resources"] = spec.brokers.resources.to_k8s()
+    pod_spec: Json = {
+        "securityContext": pod_sc,
+        "terminationGracePeriodSeconds": 30,
+        "containers": [container],
+        "volumes": volumes,
+        **common.spread(owner, COMPONENT, topology_key="kubernetes.io/hostname", hard=False),
+    }
+    if spec.brokers.node_selector:
+        pod_spec["nodeSelector"] = dict(spec.brokers.node_selector)
+    if spec.images.pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": s} for s in spec.images.pull_secrets]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": common.metadata(owner, COMPONENT, version=spec.version),
+        "spec": {
+            "replicas": spec.brokers.replicas,
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
+            },
+            "selector": {"matchLabels": common.selector_labels(owner, COMPONENT)},
+            "template": {
+                "metadata": {
+                    "labels": common.labels(owner, COMPONENT, spec.version),
+                    "annotations": {
+                        common.CONFIG_HASH_ANNOTATION: common.config_hash(config_data(owner, spec))
+                    },
+                },
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def service(owner: Owner, spec: ClusterSpec) -> Json:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": common.metadata(owner, COMPONENT, name=service_name(owner)),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": common.selector_labels(owner, COMPONENT),
+            "ports": [{"name": n, "port": p, "targetPort": n} for n, p in _ports(spec)],
+        },
+    }
+
+
+def build_workload(owner: Owner, spec: ClusterSpec) -> list[Json]:
+    return [config_map(owner, spec), deployment(owner, spec), common.pdb(owner, COMPONENT)]
+
+
+def build_services(owner: Owner, spec: ClusterSpec) -> list[Json]:
+    return [service(owner, spec)]

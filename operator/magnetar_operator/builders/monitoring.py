@@ -1,0 +1,58 @@
+"""Prometheus Operator objects: one ServiceMonitor (or PodMonitor) per component."""
+
+from __future__ import annotations
+
+from magnetar_operator.builders import common
+from magnetar_operator.builders.common import Owner
+from magnetar_operator.spec import ClusterSpec, Json
+
+API_VERSION = "monitoring.coreos.com/v1"
+
+# component -> (Service name suffix, metrics port name)
+ENDPOINTS = {
+    "broker": ("broker", "http"),
+    "bookie": ("bookie", "http"),
+    "etcd": ("etcd", "metrics"),
+}
+
+
+def service_monitor(owner: Owner, spec: ClusterSpec, component: str) -> Json:
+    _svc, port = ENDPOINTS[component]
+    meta = common.metadata(owner, component)
+    meta["labels"].update(spec.monitoring.labels)
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ServiceMonitor",
+        "metadata": meta,
+        "spec": {
+            "selector": {"matchLabels": common.selector_labels(owner, component)},
+            "namespaceSelector": {"matchNames": [owner.namespace]},
+            "endpoints": [{"port": port, "path": "/metrics", "interval": spec.monitoring.interval}],
+        },
+    }
+
+
+def pod_monitor(owner: Owner, spec: ClusterSpec, component: str) -> Json:
+    _svc, port = ENDPOINTS[component]
+    meta = common.metadata(owner, component)
+    meta["labels"].update(spec.monitoring.labels)
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "PodMonitor",
+        "metadata": meta,
+        "spec": {
+            "selector": {"matchLabels": common.selector_labels(owner, component)},
+            "namespaceSelector": {"matchNames": [owner.namespace]},
+            "podMetricsEndpoints": [
+                {"port": port, "path": "/metrics", "interval": spec.monitoring.interval}
+            ],
+        },
+    }
+
+
+def build(owner: Owner, spec: ClusterSpec) -> list[Json]:
+    if not spec.monitoring.enabled:
+        return []
+    components = ["broker", "bookie"] + (["etcd"] if spec.metadata.managed else [])
+    make = service_monitor if spec.monitoring.kind == "ServiceMonitor" else pod_monitor
+    return [make(owner, spec, c) for c in components]

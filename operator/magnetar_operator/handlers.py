@@ -1,0 +1,285 @@
+"""kopf handlers: thin adapters from kopf's causes to ``cluster`` and ``resources``.
+
+PulsarCluster: create/update/resume and a resync timer all run the same idempotent
+reconcile (under a per-object lock), so rollouts and status progress even without spec
+changes. Tenant/Topic: the same, against the cluster's admin API; their finalizers give up
+(with a Warning event) once the cluster is gone or stays unreachable, so deletion never
+hangs on a cluster that no longer exists.
+
+Settings from the environment (read at import):
+``MAGNETAR_OPERATOR_CLUSTER_RESYNC`` (s, default 10), ``MAGNETAR_OPERATOR_RESOURCE_RESYNC``
+(s, default 60), ``MAGNETAR_OPERATOR_RETRY_DELAY`` (s, default 10),
+``MAGNETAR_OPERATOR_DELETE_RETRIES`` (attempts before a finalizer gives up, default 5).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+
+from magnetar_operator import cluster, conditions, resources
+from magnetar_operator.builders import broker
+from magnetar_operator.builders.common import API_VERSION, GROUP, Owner
+from magnetar_operator.kube import Kube
+from magnetar_operator.pulsar import Admin, AdminError, AdminUnavailable
+from magnetar_operator.spec import ClusterSpec, Json
+
+CLUSTER_RESYNC = float(os.environ.get("MAGNETAR_OPERATOR_CLUSTER_RESYNC", "10"))
+RESOURCE_RESYNC = float(os.environ.get("MAGNETAR_OPERATOR_RESOURCE_RESYNC", "60"))
+RETRY_DELAY = float(os.environ.get("MAGNETAR_OPERATOR_RETRY_DELAY", "10"))
+DELETE_RETRIES = int(os.environ.get("MAGNETAR_OPERATOR_DELETE_RETRIES", "5"))
+ADMIN_URL_ANNOTATION = f"{GROUP}/admin-url"
+
+log = logging.getLogger("magnetar_operator")
+
+
+@dataclass
+class State:
+    """Operator-wide state kept in kopf's memo."""
+
+    kube: Kube
+    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+
+    def lock(self, body: Mapping[str, Any]) -> asyncio.Lock:
+        uid = str(body["metadata"]["uid"])
+        return self.locks.setdefault(uid, asyncio.Lock())
+
+    def forget(self, body: Mapping[str, Any]) -> None:
+        self.locks.pop(str(body["metadata"]["uid"]), None)
+
+
+def _state(memo: kopf.Memo) -> State:
+    state = memo["magnetar"]
+    assert isinstance(state, State)
+    return state
+
+
+@kopf.on.startup()
+async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    settings.persistence.finalizer = f"{GROUP}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration"
+    )
+    settings.posting.level = logging.INFO
+    settings.watching.server_timeout = 300
+    memo["magnetar"] = State(kube=Kube.from_environment())
+
+
+@kopf.on.cleanup()
+async def shutdown(memo: kopf.Memo, **_: Any) -> None:
+    await _state(memo).kube.close()
+
+
+def _events(body: kopf.Body) -> cluster.EventFn:
+    def post(type_: str, reason: str, message: str) -> None:
+        kopf.event(body, type=type_, reason=reason, message=message)
+        log.info("%s/%s %s: %s", body.metadata.namespace, body.metadata.name, reason, message)
+
+    return post
+
+
+# --- PulsarCluster -------------------------------------------------------------------------
+async def _reconcile_cluster(body: kopf.Body, memo: kopf.Memo) -> None:
+    state = _state(memo)
+    if body.metadata.get("deletionTimestamp"):
+        return
+    async with state.lock(body):
+        await cluster.reconcile(state.kube, body, event=_events(body), now=conditions.now_iso())
+
+
+@kopf.on.create(GROUP, "pulsarclusters")
+@kopf.on.update(GROUP, "pulsarclusters")
+@kopf.on.resume(GROUP, "pulsarclusters")
+async def cluster_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await _reconcile_cluster(body, memo)
+
+
+@kopf.timer(GROUP, "pulsarclusters", interval=CLUSTER_RESYNC, initial_delay=CLUSTER_RESYNC)
+async def cluster_resync(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await _reconcile_cluster(body, memo)
+
+
+@kopf.on.delete(GROUP, "pulsarclusters")
+async def cluster_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    state = _state(memo)
+    async with state.lock(body):
+        await cluster.cleanup(state.kube, body, event=_events(body))
+    state.forget(body)
+
+
+# --- Tenant / Topic ------------------------------------------------------------------------
+class ClusterGone(Exception):
+    """The referenced PulsarCluster does not exist (or is being deleted)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    url: str
+    cluster_name: str
+    token: str | None = None
+
+
+async def _target(kube: Kube, namespace: str, ref: Mapping[str, Any]) -> Target:
+    """Where a Tenant/Topic's admin calls go: an explicit adminUrl or a PulsarCluster's."""
+    if ref.get("adminUrl"):
+        return Target(str(ref["adminUrl"]), str(ref.get("clusterName") or "standalone"))
+    name = str(ref.get("name"))
+    pc = await kube.get(API_VERSION, "PulsarCluster", namespace, name)
+    if pc is None or pc["metadata"].get("deletionTimestamp"):
+        raise ClusterGone(f"PulsarCluster {namespace}/{name} not found")
+    spec = ClusterSpec.parse(pc.get("spec"))
+    owner = Owner.from_body(pc)
+    url = (
+        pc["metadata"].get("annotations", {}).get(ADMIN_URL_ANNOTATION)
+        or (pc.get("status") or {}).get("adminUrl")
+        or broker.admin_url(owner, spec)
+    )
+    token = None
+    if spec.auth.enabled and spec.auth.secret_name:
+        secret = await kube.get("v1", "Secret", namespace, spec.auth.secret_name)
+        raw = ((secret or {}).get("data") or {}).get("admin.token")
+        token = base64.b64decode(raw).decode().strip() if raw else None
+    return Target(str(url), str(ref.get("clusterName") or name), token)
+
+
+async def _write_status(
+    kube: Kube, body: kopf.Body, plural_kind: str, cond: conditions.Condition, extra: Json
+) -> None:
+    generation = int(body.metadata.get("generation") or 0)
+    status = {
+        **extra,
+        "conditions": conditions.merge(
+            (body.get("status") or {}).get("conditions"),
+            [cond],
+            now=conditions.now_iso(),
+            generation=generation,
+        ),
+        "observedGeneration": generation,
+    }
+    await kube.patch_status(
+        API_VERSION, plural_kind, str(body.metadata.namespace), str(body.metadata.name), status
+    )
+
+
+async def _sync(body: kopf.Body, memo: kopf.Memo, kind: str) -> None:
+    """Reconcile one Tenant or Topic; errors go to status, then to kopf as retry/permanent."""
+    state = _state(memo)
+    if body.metadata.get("deletionTimestamp"):
+        return
+    spec = body.spec
+    extra: Json = {}
+    async with state.lock(body):
+        try:
+            target = await _target(state.kube, str(body.metadata.namespace), spec["clusterRef"])
+            extra["adminUrl"] = target.url
+            async with Admin(target.url, token=target.token) as admin:
+                if kind == "Tenant":
+                    managed = list((body.get("status") or {}).get("namespaces") or ())
+                    changes, managed = await resources.reconcile_tenant(
+                        admin, spec, default_cluster=target.cluster_name, managed=managed
+                    )
+                    extra["namespaces"] = managed
+                else:
+                    changes = await resources.reconcile_topic(admin, spec)
+                    extra["topicName"] = str(resources.topic_name(spec))
+        except (ClusterGone, AdminUnavailable) as e:
+            reason = "ClusterNotFound" if isinstance(e, ClusterGone) else "AdminUnavailable"
+            await _write_status(
+                state.kube,
+                body,
+                kind,
+                conditions.Condition(conditions.READY, False, reason, str(e)),
+                extra,
+            )
+            raise kopf.TemporaryError(str(e), delay=RETRY_DELAY) from e
+        except (AdminError, resources.TopicConflict) as e:
+            await _write_status(
+                state.kube,
+                body,
+                kind,
+                conditions.Condition(conditions.READY, False, "AdminError", str(e)),
+                extra,
+            )
+            if isinstance(e, AdminError) and e.retryable:
+                raise kopf.TemporaryError(str(e), delay=RETRY_DELAY) from e
+            raise kopf.PermanentError(str(e)) from e
+        post = _events(body)
+        for change in changes:
+            post("Normal", "Synced", change)
+        extra["lastSyncTime"] = conditions.now_iso()
+        await _write_status(
+            state.kube,
+            body,
+            kind,
+            conditions.Condition(conditions.READY, True, "Synced", f"in sync with {target.url}"),
+            extra,
+        )
+
+
+async def _delete(body: kopf.Body, memo: kopf.Memo, kind: str, retry: int) -> None:
+    """Finalizer: delete in Pulsar unless orphaned; give up cleanly when the cluster is gone."""
+    state = _state(memo)
+    spec = body.spec
+    post = _events(body)
+    if spec.get("deletionPolicy") == "Orphan":
+        return
+    try:
+        target = await _target(state.kube, str(body.metadata.namespace), spec["clusterRef"])
+        async with Admin(target.url, token=target.token) as admin:
+            if kind == "Tenant":
+                managed = list((body.get("status") or {}).get("namespaces") or ())
+                await resources.delete_tenant(admin, spec, managed=managed)
+            else:
+                await resources.delete_topic(admin, spec)
+    except ClusterGone as e:
+        post("Warning", "ClusterGone", f"{e}: nothing to delete in Pulsar")
+    except (AdminUnavailable, AdminError) as e:
+        if isinstance(e, AdminError) and not e.retryable:
+            post("Warning", "DeleteFailed", f"{e}: giving up")
+        elif retry + 1 >= DELETE_RETRIES:
+            post("Warning", "ClusterUnreachable", f"{e}: giving up after {retry + 1} attempts")
+        else:
+            raise kopf.TemporaryError(str(e), delay=RETRY_DELAY) from e
+    state.forget(body)
+
+
+@kopf.on.create(GROUP, "tenants")
+@kopf.on.update(GROUP, "tenants")
+@kopf.on.resume(GROUP, "tenants")
+async def tenant_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await _sync(body, memo, "Tenant")
+
+
+@kopf.timer(GROUP, "tenants", interval=RESOURCE_RESYNC, initial_delay=RESOURCE_RESYNC)
+async def tenant_resync(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await _sync(body, memo, "Tenant")
+
+
+@kopf.on.delete(GROUP, "tenants")
+async def tenant_deleted(body: kopf.Body, memo: kopf.Memo, retry: int, **_: Any) -> None:
+    await _delete(body, memo, "Tenant", retry)
+
+
+@kopf.on.create(GROUP, "topics")
+@kopf.on.update(GROUP, "topics")
+@kopf.on.resume(GROUP, "topics")
+async def topic_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await _sync(body, memo, "Topic")
+
+
+@kopf.timer(GROUP, "topics", interval=RESOURCE_RESYNC, initial_delay=RESOURCE_RESYNC)
+async def topic_resync(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    await _sync(body, memo, "Topic")
+
+
+@kopf.on.delete(GROUP, "topics")
+async def topic_deleted(body: kopf.Body, memo: kopf.Memo, retry: int, **_: Any) -> None:
+    await _delete(body, memo, "Topic", retry)
