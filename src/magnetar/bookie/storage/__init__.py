@@ -1,0 +1,18 @@
+"""A bookie's local storage: journal (group commit) + entry logs + LMDB index.
+
+Program against :class:`api.LedgerStorage`; get one with :func:`open_storage`, then
+``await storage.start()`` ... ``await storage.close()``. Knobs: :class:`config.BookieStorageConfig`.
+"""
+
+from __future__ import annotations
+
+from magnetar.bookie.storage import api, config
+
+__all__ = ["api", "config", "open_storage"]
+
+
+def open_storage(cfg: config.BookieStorageConfig) -> api.LedgerStorage:
+    """The default strategy (DbLedgerStorage: entry logs + LMDB index). Not started yet."""
+    from magnetar.bookie.storage import db
+
+    return db.DbLedgerStorage(cfg)
