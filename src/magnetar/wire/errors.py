@@ -81,3 +81,9 @@ class InvalidTopicNameError(WireError):
 
     server_error = pb.InvalidTopicName
     fatal = False
+
+
+class CompressedPayloadError(WireError):
+    """A compressed payload was asked to be split without permission to decompress it."""
+
+    fatal = False
