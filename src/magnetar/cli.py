@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from magnetar import __version__
 
@@ -21,6 +22,43 @@ def _standalone(args: argparse.Namespace) -> int:
     return 2
 
 
+def _bookie(args: argparse.Namespace) -> int:
+    from magnetar.bookie import identity, server
+    from magnetar.common import aio, logs
+
+    logs.setup(args.log_level)
+    overrides: dict[str, object] = {}
+    if args.journal_group_wait_ms is not None:
+        overrides["journal_max_group_wait_ms"] = args.journal_group_wait_ms
+    if args.flush_interval is not None:
+        overrides["flush_interval_s"] = args.flush_interval
+    if args.gc_interval is not None:
+        overrides["gc_interval_s"] = args.gc_interval
+    if args.disk_usage_threshold is not None:
+        overrides["disk_usage_threshold"] = args.disk_usage_threshold
+        overrides["disk_usage_lwm"] = min(args.disk_usage_threshold, 0.90)
+    options = server.BookieOptions(
+        data_dir=Path(args.data_dir),
+        journal_dir=Path(args.journal_dir) if args.journal_dir else None,
+        port=args.port,
+        http_port=args.http_port,
+        bind_address=args.bind_address,
+        advertised_address=args.advertised_address,
+        rack=args.rack,
+        session_ttl=args.session_ttl,
+        storage_overrides=overrides,
+    )
+    try:
+        aio.run(server.run(args.metadata_url, options))
+    except identity.IdentityError as err:
+        print(f"magnetar bookie: refusing to start: {err}", file=sys.stderr)
+        return 3
+    except ValueError as err:
+        print(f"magnetar bookie: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="magnetar", description=__doc__)
     parser.add_argument("--version", action="version", version=f"magnetar {__version__}")
@@ -31,6 +69,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--http-port", type=int, default=8080)
     p.add_argument("--advertised-address", default="127.0.0.1")
     p.set_defaults(func=_standalone)
+
+    p = sub.add_parser("bookie", help="a storage node: journal + entry logs + index, over gRPC")
+    p.add_argument("--metadata-url", required=True, help="etcd://host:port[,host:port]")
+    p.add_argument("--data-dir", required=True, help="entry logs and index (and the journal)")
+    p.add_argument("--journal-dir", help="journal on its own (fast) disk; default DATA_DIR/journal")
+    p.add_argument("--port", type=int, default=3181, help="gRPC port")
+    p.add_argument("--http-port", type=int, default=8000, help="/metrics and /health")
+    p.add_argument("--bind-address", default="0.0.0.0")
+    p.add_argument("--advertised-address", default="127.0.0.1", help="host part of the bookie id")
+    p.add_argument("--rack", default="/default-rack")
+    p.add_argument("--session-ttl", type=float, default=10.0, help="registration lease, seconds")
+    p.add_argument("--journal-group-wait-ms", type=float, help="group commit max wait")
+    p.add_argument("--flush-interval", type=float, help="write cache flush period, seconds")
+    p.add_argument("--gc-interval", type=float, help="garbage collection period, seconds")
+    p.add_argument("--disk-usage-threshold", type=float, help="go read-only above this fraction")
+    p.add_argument("--log-level", default=None)
+    p.set_defaults(func=_bookie)
     return parser
 
 

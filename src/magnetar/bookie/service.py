@@ -1,0 +1,247 @@
+"""The bookie's gRPC service: the bookie protocol (proto/rpc/bookie.proto) over LedgerStorage.
+
+Adds arrive on a bidirectional stream; each request is handed to the storage as one batch as
+soon as it is read, without waiting for the previous batch to become durable, so the
+journal's group commit sees everything the client pipelined. Responses are written back in
+the order batches were read. Per-entry failures travel as gRPC status code numbers inside the
+response, so one fenced ledger does not break a stream other ledgers share; whole-call
+failures (unknown ledger, read past the LAC, bad arguments) are gRPC errors with a message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import time
+from typing import Any
+
+import grpc
+
+from magnetar import __version__
+from magnetar.bookie import metrics
+from magnetar.bookie.storage import api as storage
+from magnetar.rpc import bookie_pb2
+
+log = logging.getLogger(__name__)
+
+DEFAULT_READ_MAX_BYTES = 4 * 1024 * 1024
+_MAX_IN_FLIGHT_BATCHES = 1024
+
+_ADD_ERROR_CODES: dict[type[storage.StorageError], grpc.StatusCode] = {
+    storage.LedgerFencedError: grpc.StatusCode.FAILED_PRECONDITION,
+    storage.EntryTooLargeError: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    storage.BadMasterKeyError: grpc.StatusCode.PERMISSION_DENIED,
+    storage.ReadOnlyError: grpc.StatusCode.UNAVAILABLE,
+    storage.NoSuchLedgerError: grpc.StatusCode.NOT_FOUND,
+}
+
+
+def status_of(err: BaseException) -> grpc.StatusCode:
+    for cls, code in _ADD_ERROR_CODES.items():
+        if isinstance(err, cls):
+            return code
+    if isinstance(err, storage.NoSuchEntryError):
+        return grpc.StatusCode.NOT_FOUND
+    return grpc.StatusCode.INTERNAL
+
+
+def _code_number(code: grpc.StatusCode) -> int:
+    return int(code.value[0])
+
+
+class BookieService:
+    """The Bookie gRPC service (see bookie_pb2_grpc.add_BookieServicer_to_server)."""
+
+    def __init__(self, store: storage.LedgerStorage, *, bookie_id: str, rack: str) -> None:
+        self.storage = store
+        self.bookie_id = bookie_id
+        self.rack = rack
+
+    # --- adds ------------------------------------------------------------------------------
+
+    async def AddEntries(self, request_iterator: Any, context: Any) -> None:
+        batches: asyncio.Queue[tuple[int, asyncio.Task[list[storage.AddResult]]] | None] = (
+            asyncio.Queue(maxsize=_MAX_IN_FLIGHT_BATCHES)
+        )
+        writer = asyncio.create_task(self._write_results(batches, context))
+        try:
+            while True:
+                request = await context.read()
+                if request is grpc.aio.EOF:
+                    break
+                await batches.put((request.ledger_id, asyncio.create_task(self._add(request))))
+                if writer.done():
+                    break
+        finally:
+            with contextlib.suppress(asyncio.QueueFull):
+                batches.put_nowait(None)
+            if not writer.done():
+                await writer
+
+    async def _add(self, request: Any) -> list[storage.AddResult]:
+        ledger_id = storage.LedgerId(request.ledger_id)
+        entries = [
+            storage.AddRequest(
+                ledger_id,
+                storage.EntryId(e.entry_id),
+                request.master_key,
+                request.last_add_confirmed,
+                e.data,
+                request.recovery,
+            )
+            for e in request.entries
+        ]
+        started = time.perf_counter()
+        try:
+            results = await self.storage.add_entries(entries)
+        except Exception as err:  # the whole batch failed (storage closing, disk error)
+            log.warning("add batch for ledger %d failed: %s", ledger_id, err)
+            failure = err if isinstance(err, storage.StorageError) else storage.StorageError(err)
+            return [storage.AddResult(ledger_id, e.entry_id, failure) for e in entries]
+        elapsed = time.perf_counter() - started
+        metrics.ADD_ENTRY.observe(elapsed)
+        metrics.ADD_ENTRIES.inc(len(entries))
+        metrics.ADD_BYTES.inc(sum(len(e.data) for e in request.entries))
+        return results
+
+    async def _write_results(
+        self,
+        batches: asyncio.Queue[tuple[int, asyncio.Task[list[storage.AddResult]]] | None],
+        context: Any,
+    ) -> None:
+        while True:
+            item = await batches.get()
+            if item is None:
+                return
+            ledger_id, task = item
+            response = bookie_pb2.AddResponse(ledger_id=ledger_id)
+            for r in await task:
+                if r.error is None:
+                    response.results.append(bookie_pb2.AddResult(entry_id=r.entry_id))
+                else:
+                    metrics.ADD_FAILURES.inc()
+                    response.results.append(
+                        bookie_pb2.AddResult(
+                            entry_id=r.entry_id,
+                            code=_code_number(status_of(r.error)),
+                            message=str(r.error),
+                        )
+                    )
+            await context.write(response)
+
+    # --- reads -----------------------------------------------------------------------------
+
+    async def ReadEntries(self, request: Any, context: Any) -> Any:
+        ledger_id = storage.LedgerId(request.ledger_id)
+        first, last = request.first_entry_id, request.last_entry_id
+        if first < 0 or last < first:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"bad entry range {first}..{last}"
+            )
+        started = time.perf_counter()
+        try:
+            if request.fence:
+                await self.storage.fence(ledger_id, request.master_key)
+            lac = await self.storage.last_add_confirmed(ledger_id)
+            if not request.past_lac:
+                if first > lac:
+                    await context.abort(
+                        grpc.StatusCode.OUT_OF_RANGE,
+                        f"ledger {ledger_id}: entry {first} is past the last add confirmed {lac}",
+                    )
+                last = min(last, lac)
+            max_bytes = request.max_bytes or DEFAULT_READ_MAX_BYTES
+            entries = await self._read(ledger_id, first, last, max_bytes)
+            fenced = await self.storage.is_fenced(ledger_id)
+        except storage.StorageError as err:
+            await context.abort(status_of(err), str(err))
+        metrics.READ_ENTRY.observe(time.perf_counter() - started)
+        metrics.READ_ENTRIES.inc(len(entries))
+        return bookie_pb2.ReadResponse(
+            entries=[bookie_pb2.Entry(entry_id=eid, data=data) for eid, data in entries],
+            last_add_confirmed=lac,
+            fenced=fenced,
+        )
+
+    async def _read(
+        self, ledger_id: storage.LedgerId, first: int, last: int, max_bytes: int
+    ) -> list[tuple[storage.EntryId, bytes]]:
+        """Entries first..last held here, skipping entries this bookie does not store (its
+        stripe when E > Wq), up to ``max_bytes``. The first entry must exist."""
+        if first == last:
+            return [
+                (
+                    storage.EntryId(first),
+                    await self.storage.read_entry(ledger_id, storage.EntryId(first)),
+                )
+            ]
+        end = min(last, await self.storage.last_entry_id(ledger_id))
+        out: list[tuple[storage.EntryId, bytes]] = []
+        size = 0
+        cur = first
+        while cur <= end and size < max_bytes:
+            try:
+                got = await self.storage.read_range(
+                    ledger_id, storage.EntryId(cur), storage.EntryId(end), max_bytes - size
+                )
+            except storage.NoSuchEntryError:
+                if cur == first:
+                    raise
+                cur += 1
+                continue
+            out.extend(got)
+            size += sum(len(d) for _, d in got)
+            cur = got[-1][0] + 1
+        return out
+
+    async def ReadLac(self, request: Any, context: Any) -> Any:
+        ledger_id = storage.LedgerId(request.ledger_id)
+        try:
+            return bookie_pb2.ReadLacResponse(
+                last_add_confirmed=await self.storage.last_add_confirmed(ledger_id),
+                last_entry_id=await self.storage.last_entry_id(ledger_id),
+                fenced=await self.storage.is_fenced(ledger_id),
+            )
+        except storage.StorageError as err:
+            await context.abort(status_of(err), str(err))
+
+    async def WriteLac(self, request: Any, context: Any) -> Any:
+        try:
+            await self.storage.write_lac(
+                storage.LedgerId(request.ledger_id),
+                request.master_key,
+                request.last_add_confirmed,
+            )
+        except storage.StorageError as err:
+            await context.abort(status_of(err), str(err))
+        return bookie_pb2.WriteLacResponse()
+
+    async def Fence(self, request: Any, context: Any) -> Any:
+        ledger_id = storage.LedgerId(request.ledger_id)
+        try:
+            lac = await self.storage.fence(ledger_id, request.master_key)
+            last = await self.storage.last_entry_id(ledger_id)
+        except storage.StorageError as err:
+            await context.abort(status_of(err), str(err))
+        return bookie_pb2.FenceResponse(last_add_confirmed=lac, last_entry_id=last)
+
+    async def DeleteLedger(self, request: Any, context: Any) -> Any:
+        try:
+            await self.storage.delete_ledger(storage.LedgerId(request.ledger_id))
+        except storage.StorageError as err:
+            await context.abort(status_of(err), str(err))
+        return bookie_pb2.DeleteLedgerResponse()
+
+    async def Info(self, request: Any, context: Any) -> Any:
+        stats = self.storage.stats()
+        usage = shutil.disk_usage(".")
+        return bookie_pb2.InfoResponse(
+            bookie_id=self.bookie_id,
+            read_only=stats.read_only,
+            free_bytes=usage.free,
+            total_bytes=usage.total,
+            rack=self.rack,
+            version=__version__,
+        )
