@@ -1,0 +1,308 @@
+"""The managed-ledger contract the broker programs against.
+
+Why this module exists: the broker (topics, subscriptions, dispatchers, admin stats) and
+the storage of a topic's log are built and tested independently; this is the seam. It
+follows Pulsar's ManagedLedger/ManagedCursor:
+
+* A managed ledger is a topic's log: an ordered list of ledgers, of which the last is open
+  for writes. It rolls over to a new ledger at a size, entry-count or age limit; ledgers
+  every cursor has passed (and no retention needs) are deleted; positions are
+  (ledger id, entry id) and totally ordered.
+* A cursor is a subscription's position: the mark-delete position (everything at or before
+  it is acknowledged), plus the individually deleted (acknowledged) positions after it, plus
+  partially acknowledged batches (batch-index ack sets). Durable cursors persist that state
+  at a bounded rate; non-durable cursors (readers) keep it in memory only.
+* Entries are opaque bytes here (the broker stores the Pulsar headers-and-payload as is).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from magnetar.common import errors
+
+# --- positions and entries -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Position:
+    ledger_id: int
+    entry_id: int
+
+    def __str__(self) -> str:
+        return f"{self.ledger_id}:{self.entry_id}"
+
+    @classmethod
+    def parse(cls, text: str) -> Position:
+        ledger, _, entry = text.partition(":")
+        return cls(int(ledger), int(entry))
+
+
+EARLIEST = Position(-1, -1)
+"""Before the first entry of any managed ledger."""
+LATEST = Position(2**63 - 1, 2**63 - 1)
+"""After the last entry of any managed ledger."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    position: Position
+    data: bytes
+
+
+class InitialPosition(enum.Enum):
+    EARLIEST = "earliest"
+    LATEST = "latest"
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+
+class ManagedLedgerError(errors.MagnetarError):
+    """Base of managed-ledger errors."""
+
+
+class ManagedLedgerFencedError(ManagedLedgerError, errors.PermanentError):
+    """Another broker took the managed ledger over: this instance must close."""
+
+
+class ManagedLedgerClosedError(ManagedLedgerError, errors.PermanentError):
+    pass
+
+
+class ManagedLedgerTerminatedError(ManagedLedgerError, errors.PermanentError):
+    """The topic was terminated: no more adds."""
+
+
+class CursorNotFoundError(ManagedLedgerError, errors.PermanentError):
+    pass
+
+
+class CursorAlreadyExistsError(ManagedLedgerError, errors.PermanentError):
+    pass
+
+
+class InvalidPositionError(ManagedLedgerError, errors.PermanentError, ValueError):
+    pass
+
+
+class StorageUnavailableError(ManagedLedgerError, errors.TemporaryError):
+    """Bookies or the metadata store failed the operation; it may succeed later."""
+
+
+# --- configuration --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ManagedLedgerConfig:
+    ensemble_size: int = 1
+    write_quorum: int = 1
+    ack_quorum: int = 1
+    max_entries_per_ledger: int = 50_000
+    max_ledger_bytes: int = 2 * 1024**3
+    max_ledger_age_s: float = 4 * 3600.0
+    min_ledger_age_s: float = 0.0
+    """A ledger is not rolled over before this age (except on ownership change)."""
+    retention_time_s: float = 0.0
+    """Keep acknowledged data this long (0: none; -1: forever)."""
+    retention_bytes: int = 0
+    """Keep at most this many bytes of acknowledged data (0: none; -1: unlimited)."""
+    cursor_persist_interval_s: float = 1.0
+    """Durable cursors persist their state at most this often (the crash redelivery window)."""
+    cache_max_bytes: int = 64 * 1024**2
+    """Entry cache for tail reads (shared budget per managed ledger)."""
+
+
+# --- stats (admin internalStats) -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerInfo:
+    ledger_id: int
+    entries: int
+    size: int
+    timestamp_ms: int
+    offloaded: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CursorStats:
+    name: str
+    durable: bool
+    mark_delete_position: Position
+    read_position: Position
+    individually_deleted: str
+    """Pulsar's format, e.g. ``[(3:1..3:3], (3:5..3:6]]``: open-closed ranges."""
+    messages_consumed: int
+    cursor_ledger_id: int
+    state: str
+    properties: Mapping[str, int] = field(default_factory=dict)
+
+
+# --- interfaces ------------------------------------------------------------------------------
+
+
+class ManagedCursor(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def durable(self) -> bool: ...
+
+    @property
+    def mark_delete_position(self) -> Position: ...
+
+    @property
+    def read_position(self) -> Position:
+        """The next position ``read_entries`` returns."""
+
+    async def read_entries(self, max_entries: int, *, max_bytes: int = 0) -> list[Entry]:
+        """Up to ``max_entries`` entries from the read position (skipping individually
+        deleted ones), advancing it; returns at once, possibly empty."""
+
+    async def read_entries_or_wait(self, max_entries: int, *, max_bytes: int = 0) -> list[Entry]:
+        """Like read_entries, but waits until at least one entry is available. Cancellable."""
+
+    async def replay(self, positions: Iterable[Position]) -> list[Entry]:
+        """The entries at ``positions`` that still exist and are not deleted (redelivery)."""
+
+    def has_more_entries(self) -> bool: ...
+
+    def rewind(self) -> None:
+        """Read position back to the first position after the mark-delete position."""
+
+    def seek(self, position: Position) -> None:
+        """Move the read position (not the acknowledgements)."""
+
+    async def reset(self, position: Position) -> None:
+        """Reset the cursor to ``position``: it becomes the read position and everything
+        before it counts as acknowledged (Pulsar's resetCursor / SEEK)."""
+
+    async def mark_delete(
+        self, position: Position, *, properties: Mapping[str, int] | None = None
+    ) -> None:
+        """Cumulative acknowledgement up to and including ``position``."""
+
+    async def delete(self, positions: Sequence[Position]) -> None:
+        """Individual acknowledgements; the mark-delete position advances over any prefix
+        of acknowledged positions."""
+
+    async def delete_batch_indexes(
+        self, position: Position, *, acked: Iterable[int], batch_size: int
+    ) -> None:
+        """Acknowledge messages ``acked`` (indexes) of the batch entry at ``position``;
+        when every index of the batch is acknowledged the entry itself is deleted."""
+
+    def batch_ack_set(self, position: Position) -> list[int] | None:
+        """The still-unacknowledged batch indexes of a partially acknowledged entry, as
+        Pulsar's ack_set bitmap words (bit set = not yet acknowledged), or None."""
+
+    def is_deleted(self, position: Position) -> bool: ...
+
+    def backlog(self) -> int:
+        """Entries after the mark-delete position that are not acknowledged."""
+
+    async def skip(self, n: int) -> None:
+        """Acknowledge the next ``n`` unacknowledged entries (admin skip)."""
+
+    async def clear_backlog(self) -> None:
+        """Acknowledge everything up to the last confirmed entry."""
+
+    def stats(self) -> CursorStats: ...
+
+    async def close(self) -> None:
+        """Persist the state now (durable cursors) and stop."""
+
+
+class ManagedLedger(Protocol):
+    @property
+    def name(self) -> str:
+        """``tenant/namespace/domain/topic`` (the managed ledger's key path)."""
+
+    @property
+    def last_confirmed_entry(self) -> Position:
+        """The last entry written; (ledger, -1) of the current ledger when none yet."""
+
+    @property
+    def first_position(self) -> Position:
+        """The first entry still stored (or the position after the last when empty)."""
+
+    @property
+    def number_of_entries(self) -> int: ...
+
+    @property
+    def total_size(self) -> int:
+        """Bytes of entries stored (all ledgers)."""
+
+    @property
+    def entries_added(self) -> int:
+        """Entries added by this instance since it opened."""
+
+    @property
+    def terminated(self) -> bool: ...
+
+    @property
+    def cursors(self) -> Mapping[str, ManagedCursor]:
+        """Durable and non-durable cursors by name."""
+
+    async def add_entry(self, data: bytes) -> Position:
+        """Append; returns once durable on Aq bookies. Concurrent calls complete in order
+        (the positions increase in call order)."""
+
+    async def read_entries(
+        self, start: Position, *, max_entries: int, max_bytes: int = 0
+    ) -> list[Entry]:
+        """Entries from ``start`` (inclusive) on, up to the last confirmed entry."""
+
+    async def read_entry(self, position: Position) -> Entry: ...
+
+    def next_position(self, position: Position) -> Position:
+        """The position following ``position`` (crossing ledger boundaries)."""
+
+    async def open_cursor(
+        self,
+        name: str,
+        *,
+        initial_position: InitialPosition = InitialPosition.LATEST,
+        properties: Mapping[str, int] | None = None,
+    ) -> ManagedCursor:
+        """The durable cursor ``name``, created at the initial position if it is new."""
+
+    async def new_non_durable_cursor(
+        self, name: str, start: Position, *, inclusive: bool = True
+    ) -> ManagedCursor:
+        """A reader's cursor at ``start`` (EARLIEST/LATEST allowed), in memory only."""
+
+    async def delete_cursor(self, name: str) -> None: ...
+
+    async def wait_for_entries(self, after: Position) -> None:
+        """Return when an entry after ``after`` is confirmed (or the ledger closes)."""
+
+    async def terminate(self) -> Position:
+        """No more adds; returns the last position."""
+
+    def ledgers(self) -> list[LedgerInfo]: ...
+
+    async def close(self) -> None:
+        """Close the current ledger and persist cursors; the next owner opens it again."""
+
+    async def delete(self) -> None:
+        """Delete every ledger, cursor and the managed ledger's metadata."""
+
+
+class ManagedLedgerFactory(Protocol):
+    async def open(self, name: str, config: ManagedLedgerConfig | None = None) -> ManagedLedger:
+        """Open (or create) the managed ledger ``name``, recovering the previous owner's open
+        ledger (fencing it) and starting a new one."""
+
+    async def exists(self, name: str) -> bool: ...
+
+    async def delete(self, name: str) -> None: ...
+
+    async def list(self, prefix: str) -> list[str]:
+        """Names of managed ledgers under ``tenant/namespace/domain``."""
+
+    async def close(self) -> None: ...
