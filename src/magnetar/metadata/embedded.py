@@ -82,6 +82,8 @@ _SCAN_AFTER = (
     "SELECT key, value, mod_rev, create_rev, lease FROM kv "
     "WHERE key > ? AND key < ? ORDER BY key LIMIT ?"
 )
+_CHILDREN_PAGE_SIZE = 1000
+_CHILDREN_PAGE = "SELECT key FROM kv WHERE key >= ? AND key < ? ORDER BY key LIMIT 1000"
 _HISTORY_RANGE = (
     "SELECT rev, type, key, value FROM events WHERE rev >= ? AND key >= ? AND key < ? "
     "ORDER BY rev, seq"
@@ -246,7 +248,7 @@ class EmbeddedStore:
         except BlockingIOError:
             os.close(fd)
             raise api.MetadataError(
-                f"embedded store {self._dir} is already open in another process"
+                f"embedded store {self._dir} is already open (by another process or store)"
             ) from None
         self._lock_fd = fd
         conn = sqlite3.connect(self._dir / "metadata.db", isolation_level=None)
@@ -471,15 +473,21 @@ class EmbeddedStore:
         end = _range_end(p)
 
         def job() -> list[str]:
-            names: set[str] = set()
-            rows = self._db.execute(
-                "SELECT key FROM kv WHERE key >= ? AND key < ?", (p, end)
-            ).fetchall()
-            for (key,) in rows:
-                name = key[len(p) :].split("/", 1)[0]
-                if name:
-                    names.add(name)
-            return sorted(names)
+            names: list[str] = []
+            start = p
+            while True:
+                rows = self._db.execute(_CHILDREN_PAGE, (start, end)).fetchall()
+                for (key,) in rows:
+                    name = key[len(p) :].split("/", 1)[0]
+                    if name and (not names or names[-1] != name):
+                        names.append(name)
+                if len(rows) < _CHILDREN_PAGE_SIZE:
+                    return sorted(set(names))
+                last: str = rows[-1][0]
+                child = p + last[len(p) :].split("/", 1)[0]
+                # Skip the rest of the last child's subtree (keys like child + '-x' sort
+                # before child + '/', so they were already seen).
+                start = child + "0" if last.startswith(child + "/") else last + "\x00"
 
         return await self._run(job)
 

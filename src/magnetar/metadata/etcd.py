@@ -216,7 +216,7 @@ class EtcdSession:
                         return
                     self._renewed(sent_at, int(response.TTL))
                     await asyncio.sleep(self._ttl / 3)
-            except (grpc.aio.AioRpcError, ConnectionError) as exc:
+            except Exception as exc:  # keep trying until the watchdog says the TTL ran out
                 log.info("etcd session %x: keep-alive failed (%s), retrying", self._id, exc)
                 self._store._rotate(conn)
                 await asyncio.sleep(min(0.2, self._ttl / 10))

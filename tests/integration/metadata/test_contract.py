@@ -204,11 +204,18 @@ async def test_scan_pagination_sorting_and_children(metadata_store: Store) -> No
 
 
 async def test_children_many_subtrees(metadata_store: Store) -> None:
-    """Children with big subtrees (more keys than one etcd page) are each listed once."""
-    ops: list[api.Op] = [api.Put(f"/c/big/{i:04d}", b"") for i in range(120)]
-    await metadata_store.txn([], ops)
-    await metadata_store.txn([], [api.Put(f"/c/n{i:03d}", b"") for i in range(50)])
-    assert await metadata_store.children("/c") == ["big", *[f"n{i:03d}" for i in range(50)]]
+    """Children spread over more keys than one backend page (1000) are each listed once."""
+
+    async def put_all(keys: list[str]) -> None:
+        for n in range(0, len(keys), api.MAX_TXN_OPS):
+            await metadata_store.txn([], [api.Put(k, b"") for k in keys[n : n + api.MAX_TXN_OPS]])
+
+    await put_all([f"/c/big/{i:04d}" for i in range(1100)] + ["/c/big"])
+    await put_all([f"/c/n{i:04d}" for i in range(1010)])
+    await put_all([f"/c/z/{i:04d}/x" for i in range(990)] + ["/c/z-leaf", "/c/z0/y"])
+    expected = ["big", *[f"n{i:04d}" for i in range(1010)], "z", "z-leaf", "z0"]
+    assert await metadata_store.children("/c") == expected
+    assert len(await metadata_store.children("/c/z")) == 990
 
 
 # --- transactions -----------------------------------------------------------------------------
