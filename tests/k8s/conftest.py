@@ -1,0 +1,115 @@
+"""Fixtures of the k8s suite: one real control plane per session, the CRDs, the operator
+(real kopf, as a subprocess), a namespace per test, and a stand-in kubelet.
+
+Skips the whole suite with a clear message when the binaries are not built
+(``make k8s-tools`` builds them from the Go module proxy into .cache/k8s-bin).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import yaml
+from kubernetes import client, config
+
+from tests.k8s import helpers
+from tests.k8s.controlplane import ROOT, ControlPlane, missing_tools
+from tests.support.procs import LOOPBACK, Proc, free_port
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    missing = missing_tools()
+    if missing:
+        pytest.skip(
+            f"k8s control-plane binaries not built ({', '.join(missing)}): run `make k8s-tools`"
+        )
+    cp = ControlPlane(tmp_path_factory.mktemp("k8s")).start()
+    try:
+        yield cp
+    finally:
+        cp.stop()
+
+
+@pytest.fixture(scope="session")
+def api(control_plane: ControlPlane) -> client.ApiClient:
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=str(control_plane.kubeconfig), client_configuration=cfg)
+    return client.ApiClient(cfg)
+
+
+@pytest.fixture(scope="session")
+def crds(api: client.ApiClient) -> list[str]:
+    """Every CRD of crds/ created and Established."""
+    ext = client.ApiextensionsV1Api(api)
+    names = []
+    for path in sorted((ROOT / "crds").glob("*.yaml")):
+        body = yaml.safe_load(path.read_text())
+        ext.create_custom_resource_definition(body)
+        names.append(body["metadata"]["name"])
+    for name in names:
+        helpers.eventually(
+            lambda name=name: helpers.crd_established(ext, name),
+            timeout=30,
+            what=f"CRD {name} Established",
+        )
+    return names
+
+
+@pytest.fixture(scope="session")
+def operator(control_plane: ControlPlane, crds: list[str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proc]:
+    """The operator as `kopf run` in a subprocess, with short resync/retry intervals."""
+    port = free_port()
+    env = {
+        "KUBECONFIG": str(control_plane.kubeconfig),
+        "MAGNETAR_OPERATOR_CLUSTER_RESYNC": "1",
+        "MAGNETAR_OPERATOR_RESOURCE_RESYNC": "2",
+        "MAGNETAR_OPERATOR_RETRY_DELAY": "1",
+        "MAGNETAR_OPERATOR_DELETE_RETRIES": "3",
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "operator"), os.environ.get("PYTHONPATH", "")]),
+    }
+    log = tmp_path_factory.mktemp("operator") / "operator.log"
+    proc = Proc(
+        [
+            sys.executable, "-m", "kopf", "run", "--standalone", "--all-namespaces",
+            f"--liveness=http://{LOOPBACK}:{port}/healthz", "-m", "magnetar_operator.handlers",
+        ],
+        log_path=log,
+        env=env,
+        ready=lambda: helpers.http_ok(f"http://{LOOPBACK}:{port}/healthz"),
+        ready_timeout=60,
+        cwd=ROOT,
+    ).start()
+    try:
+        yield proc
+    finally:
+        proc.stop(timeout=15)
+        if os.environ.get("MAGNETAR_K8S_SHOW_OPERATOR_LOG"):
+            print(proc.tail(200))
+
+
+@pytest.fixture
+def namespace(api: client.ApiClient) -> Iterator[str]:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    core = client.CoreV1Api(api)
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    try:
+        yield name
+    finally:
+        core.delete_namespace(name)
+
+
+@pytest.fixture
+def kubelet(api: client.ApiClient, namespace: str) -> Iterator[helpers.FakeKubelet]:
+    """Marks pods of ``namespace`` Ready a moment after they appear (no real kubelet runs)."""
+    k = helpers.FakeKubelet(client.CoreV1Api(api), namespace, delay=1.0)
+    k.start()
+    try:
+        yield k
+    finally:
+        k.stop()
+
