@@ -36,9 +36,14 @@ def command_of_type(command_type: int, seed: int = 1) -> pb.BaseCommand:
     fill_required(body, seed)
     # a few optional fields too, so round trips compare something beyond the required ones
     for field in body.DESCRIPTOR.fields:
-        if not field.is_required and not field.is_repeated and field.type in (
-            FieldDescriptor.TYPE_UINT64,
-            FieldDescriptor.TYPE_UINT32,
+        if (
+            not field.is_required
+            and not field.is_repeated
+            and field.type
+            in (
+                FieldDescriptor.TYPE_UINT64,
+                FieldDescriptor.TYPE_UINT32,
+            )
         ):
             setattr(body, field.name, seed * 7 + field.number)
     return cmd
