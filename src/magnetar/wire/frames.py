@@ -26,7 +26,7 @@ import enum
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final, TypeAlias
+from typing import Any, Final, TypeAlias
 
 import google_crc32c
 from google.protobuf.message import DecodeError, Message
@@ -60,7 +60,7 @@ _MAGIC_U32: Final = struct.Struct(">HI")
 _FIELD_BY_TYPE: Final = commands.FIELD_BY_TYPE
 _PAYLOAD_TYPES: Final = commands.PAYLOAD_TYPES
 _EMPTY_BODY_TYPES: Final = commands.EMPTY_BODY_TYPES
-_HAS_FIELD: Final = commands._HAS_FIELD
+_HAS_FIELD: Final[Any] = pb.BaseCommand.HasField  # called with a computed field name
 _EMPTY: Final = memoryview(b"")
 
 
@@ -84,7 +84,11 @@ class Checksum(enum.Enum):
 
 @dataclass(slots=True, eq=False)
 class Frame:
-    """One decoded frame. Views point into the received bytes and are read-only."""
+    """One decoded frame. Views point into the received bytes and are read-only.
+
+    A view keeps the whole chunk it came from alive (up to the socket read size): code that
+    holds payloads for long (an entry cache) should keep ``bytes(view)`` rather than the view.
+    """
 
     command: pb.BaseCommand
     type: commands.CommandType

@@ -122,3 +122,8 @@ def test_encoding_refuses_missing_fields_the_client_requires() -> None:
         cmd.SerializeToString()
     # client-only commands are lenient
     pb.BaseCommand(type=pb.BaseCommand.SEND, send=pb.CommandSend()).SerializeToString()
+
+
+def test_unknown_enum_values_read_as_absent() -> None:
+    sub = pb.CommandSubscribe.FromString(b"\x18\x07")  # subType = 7, unknown to us
+    assert not sub.HasField("subType") and sub.subType == pb.CommandSubscribe.Exclusive
