@@ -1,0 +1,76 @@
+"""A bookie spec change rolls one bookie at a time, the next only after the previous is
+Ready again — shown by the order of the operator's RollingBookie events and by the pod
+timeline our stand-in kubelet records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from tests.k8s.helpers import CR, FakeKubelet, condition, eventually
+from tests.support.procs import Proc
+
+pytestmark = pytest.mark.k8s
+
+
+def test_bookie_spec_change_rolls_one_at_a_time(
+    api: client.ApiClient, operator: Proc, namespace: str, kubelet: FakeKubelet
+) -> None:
+    cr = CR(api, namespace)
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    cr.create("pulsarclusters", {
+        "apiVersion": "magnetar.dev/v1alpha1", "kind": "PulsarCluster",
+        "metadata": {"name": "roll"},
+        "spec": {"metadata": {"etcd": {"replicas": 1}}, "brokers": {"replicas": 1},
+                 "bookies": {"replicas": 3}},
+    })
+
+    def ready(generation: int | None = None) -> dict[str, Any]:
+        obj = cr.get("pulsarclusters", "roll")
+        cond = condition(obj, "Ready")
+        assert cond and cond["status"] == "True", obj.get("status")
+        if generation is not None:
+            assert obj["status"]["observedGeneration"] == generation
+        return obj
+
+    eventually(ready, timeout=60, what="cluster Ready")
+    before = {p.metadata.name: p.metadata.uid for p in core.list_namespaced_pod(
+        namespace, label_selector="app.kubernetes.io/component=bookie").items}
+    assert sorted(before) == ["roll-bookie-0", "roll-bookie-1", "roll-bookie-2"]
+    t_change = kubelet.timeline[-1].t
+
+    # A bookie config change: new pod template (config hash), so a new update revision.
+    obj = cr.patch("pulsarclusters", "roll", {"spec": {"bookies": {"config": {"journalMaxGroupWaitMSec": "2"}}}})
+    obj = eventually(lambda: ready(obj["metadata"]["generation"]), timeout=90, what="rolled and Ready")
+
+    sts = apps.read_namespaced_stateful_set("roll-bookie", namespace)
+    assert sts.status.current_revision == sts.status.update_revision or sts.status.updated_replicas == 3
+    after = {p.metadata.name: (p.metadata.uid, p.metadata.labels["controller-revision-hash"])
+             for p in core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/component=bookie").items}
+    assert all(after[n][0] != before[n] for n in before), "every bookie was restarted"
+    assert {rev for _, rev in after.values()} == {sts.status.update_revision}
+
+    # The operator's events: highest ordinal first, one at a time.
+    events = sorted(
+        (e for e in core.list_namespaced_event(namespace).items if e.reason == "RollingBookie"),
+        key=lambda e: (e.metadata.creation_timestamp, int(e.metadata.resource_version)),
+    )
+    order = [e.message.split()[1] for e in events]
+    assert order == ["roll-bookie-2", "roll-bookie-1", "roll-bookie-0"], order
+
+    # The timeline: each restart starts only after the previous bookie is back and Ready,
+    # so at most one bookie is ever down.
+    tl = [e for e in kubelet.timeline if e.t >= t_change and e.name.startswith("roll-bookie-")]
+    down: set[str] = set()
+    max_down = 0
+    for ev in tl:
+        if ev.kind == "gone":
+            down.add(ev.name)
+        elif ev.kind == "ready":
+            down.discard(ev.name)
+        max_down = max(max_down, len(down))
+    assert max_down == 1, tl
+    gone = [ev.name for ev in tl if ev.kind == "gone"]
+    assert gone == ["roll-bookie-2", "roll-bookie-1", "roll-bookie-0"], tl
