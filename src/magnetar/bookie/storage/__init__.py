@@ -13,6 +13,6 @@ __all__ = ["api", "config", "open_storage"]
 
 def open_storage(cfg: config.BookieStorageConfig) -> api.LedgerStorage:
     """The default strategy (DbLedgerStorage: entry logs + LMDB index). Not started yet."""
-    from magnetar.bookie.storage import db
+    from magnetar.bookie.storage.db import DbLedgerStorage
 
-    return db.DbLedgerStorage(cfg)
+    return DbLedgerStorage(cfg)

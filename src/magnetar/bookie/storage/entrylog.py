@@ -1,0 +1,268 @@
+"""Entry logs: where entries live once they have left the journal and the write cache.
+
+Why this module exists: the journal is ordered by arrival (all ledgers interleaved) and is
+deleted once checkpointed; entries need a home that is read-friendly and reclaimable. As in
+BookKeeper's ``EntryLogger``, each flush appends the write cache's content, sorted by ledger
+then entry, to the current entry log (``<id:08x>.log`` in the data directory), which rotates at
+a size. Sorting makes a ledger's entries contiguous, so range reads and compaction scans are
+sequential. Records are ``[u32 len][u32 crc32c][u64 ledger][u64 entry][data]`` (big endian,
+``len`` and the checksum cover ledger, entry and data), so a read verifies both the bytes and
+that the index pointed at the right entry.
+
+The writer is used by one thread at a time (the storage's flush/compaction thread); the reader
+is shared by read threads and keeps one file descriptor per log, closed only when no read is
+in flight (an unlinked log stays readable through an open descriptor).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import google_crc32c
+
+from magnetar.bookie.storage import api, journal
+
+MAGIC = b"MGELOG\x00\x01"
+RECORD_HEAD = struct.Struct(">IIQQ")  # len, crc, ledger, entry
+_KEY = struct.Struct(">QQ")
+_PREFIX = struct.Struct(">II")
+_WRITE_BUFFER = 4 * 1024 * 1024
+
+
+class Location(NamedTuple):
+    """Where one entry's record is: log id, byte offset, whole record size."""
+
+    log_id: int
+    offset: int
+    size: int
+
+
+def file_name(log_id: int) -> str:
+    return f"{log_id:08x}.log"
+
+
+def list_logs(directory: Path) -> list[int]:
+    ids = []
+    for name in os.listdir(directory):
+        if name.endswith(".log") and len(name) == 12:
+            with contextlib.suppress(ValueError):
+                ids.append(int(name[:8], 16))
+    return sorted(ids)
+
+
+def encode_record(ledger_id: int, entry_id: int, data: bytes) -> tuple[bytes, bytes]:
+    """The 24-byte record head and the data (no copy of ``data``)."""
+    key = _KEY.pack(ledger_id, entry_id)
+    crc = google_crc32c.extend(google_crc32c.value(key), data)
+    return _PREFIX.pack(16 + len(data), crc) + key, data
+
+
+def decode_record(record: bytes, ledger_id: int, entry_id: int, where: str) -> bytes:
+    """Verify a whole record read back from a log; return its data."""
+    if len(record) < RECORD_HEAD.size:
+        raise api.StorageCorruptedError(f"{where}: short record ({len(record)} bytes)")
+    length, crc, lid, eid = RECORD_HEAD.unpack_from(record, 0)
+    if length != len(record) - 8:
+        raise api.StorageCorruptedError(f"{where}: record length {length} != {len(record) - 8}")
+    if google_crc32c.value(record[8:]) != crc:
+        raise api.StorageCorruptedError(f"{where}: checksum mismatch")
+    if lid != ledger_id or eid != entry_id:
+        raise api.StorageCorruptedError(
+            f"{where}: holds {lid}/{eid}, the index said {ledger_id}/{entry_id}"
+        )
+    return record[RECORD_HEAD.size :]
+
+
+class EntryLogWriter:
+    """Appends records to the current log, rotating at ``max_bytes``. One thread at a time."""
+
+    def __init__(self, directory: Path, *, next_log_id: int, max_bytes: int) -> None:
+        self._dir = directory
+        self._max_bytes = max_bytes
+        self._next_id = next_log_id
+        self._fd = -1
+        self._log_id = -1
+        self._offset = 0
+        self._buf: list[bytes] = []
+        self._buf_bytes = 0
+        self._unsynced: list[int] = []  # rotated-out fds not yet synced
+        self._dir_dirty = False
+
+    @property
+    def current_log_id(self) -> int:
+        """The log being appended to (-1 before the first append)."""
+        return self._log_id
+
+    def _open_next(self) -> None:
+        log_id = self._next_id
+        self._next_id += 1
+        fd = os.open(self._dir / file_name(log_id), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.write(fd, MAGIC)
+        self._fd, self._log_id, self._offset = fd, log_id, len(MAGIC)
+        self._dir_dirty = True
+
+    def append(self, ledger_id: int, entry_id: int, data: bytes | memoryview) -> Location:
+        if type(data) is not bytes:
+            data = bytes(data)  # crc32c wants bytes; callers normally pass bytes
+        size = RECORD_HEAD.size + len(data)
+        if self._fd < 0:
+            self._open_next()
+        elif self._offset + size > self._max_bytes and self._offset > len(MAGIC):
+            self._write_buffer()
+            self._unsynced.append(self._fd)
+            self._open_next()
+        head, _ = encode_record(ledger_id, entry_id, data)
+        loc = Location(self._log_id, self._offset, size)
+        self._buf.append(head)
+        self._buf.append(data)
+        self._buf_bytes += size
+        self._offset += size
+        if self._buf_bytes >= _WRITE_BUFFER:
+            self._write_buffer()
+        return loc
+
+    def _write_buffer(self) -> None:
+        if not self._buf:
+            return
+        data = b"".join(self._buf)
+        self._buf.clear()
+        self._buf_bytes = 0
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+    def sync(self) -> None:
+        """Make everything appended so far durable (data, rotated logs, new directory entries)."""
+        self._write_buffer()
+        for fd in self._unsynced:
+            os.fdatasync(fd)
+            os.close(fd)
+        self._unsynced.clear()
+        if self._fd >= 0:
+            os.fdatasync(self._fd)
+        if self._dir_dirty:
+            journal.fsync_dir(self._dir)
+            self._dir_dirty = False
+
+    def roll(self) -> None:
+        """Close the current log (synced) so that the next append starts a new one."""
+        self.sync()
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd, self._log_id, self._offset = -1, -1, 0
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sync()
+        for fd in [*self._unsynced, self._fd]:
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._unsynced.clear()
+        self._fd = -1
+
+
+class ScannedRecord(NamedTuple):
+    ledger_id: int
+    entry_id: int
+    location: Location
+    data: bytes
+
+
+class EntryLogReader:
+    """Reads records back. Thread-safe; descriptors are cached per log."""
+
+    def __init__(self, directory: Path) -> None:
+        self._dir = directory
+        self._fds: dict[int, int] = {}
+        self._lock = threading.Lock()
+
+    def _fd(self, log_id: int) -> int:
+        fd = self._fds.get(log_id)
+        if fd is None:
+            with self._lock:
+                fd = self._fds.get(log_id)
+                if fd is None:
+                    fd = os.open(self._dir / file_name(log_id), os.O_RDONLY)
+                    self._fds[log_id] = fd
+        return fd
+
+    def read(self, ledger_id: int, entry_id: int, loc: Location) -> bytes:
+        record = os.pread(self._fd(loc.log_id), loc.size, loc.offset)
+        return decode_record(
+            record, ledger_id, entry_id, f"entry log {loc.log_id:08x} @{loc.offset}"
+        )
+
+    def read_many(self, ledger_id: int, wanted: list[tuple[int, Location]]) -> list[bytes]:
+        """Read several entries of one ledger; adjacent records are read with one pread."""
+        out: list[bytes] = []
+        i = 0
+        n = len(wanted)
+        while i < n:
+            _, first = wanted[i]
+            j = i + 1
+            end = first.offset + first.size
+            while (
+                j < n
+                and wanted[j][1].log_id == first.log_id
+                and wanted[j][1].offset == end
+                and end - first.offset < _WRITE_BUFFER
+            ):
+                end += wanted[j][1].size
+                j += 1
+            if j == i + 1:
+                out.append(self.read(ledger_id, wanted[i][0], first))
+            else:
+                span = os.pread(self._fd(first.log_id), end - first.offset, first.offset)
+                view = memoryview(span)
+                for entry_id, loc in wanted[i:j]:
+                    start = loc.offset - first.offset
+                    out.append(
+                        decode_record(
+                            bytes(view[start : start + loc.size]),
+                            ledger_id,
+                            entry_id,
+                            f"entry log {loc.log_id:08x} @{loc.offset}",
+                        )
+                    )
+            i = j
+        return out
+
+    def scan(self, log_id: int) -> Iterator[ScannedRecord]:
+        """Every record of a log in file order. A partial record at the very end (a flush cut
+        by a crash, never indexed) ends the scan; a bad record before the end raises."""
+        path = self._dir / file_name(log_id)
+        data = path.read_bytes()
+        if data[: len(MAGIC)] != MAGIC:
+            raise api.StorageCorruptedError(f"entry log {path}: bad file header")
+        offset = len(MAGIC)
+        size = len(data)
+        while offset + RECORD_HEAD.size <= size:
+            length, crc, lid, eid = RECORD_HEAD.unpack_from(data, offset)
+            stop = offset + 8 + length
+            if length < 16 or stop > size:
+                return  # torn tail of an interrupted flush
+            body = data[offset + 8 : stop]
+            if google_crc32c.value(body) != crc:
+                if stop == size:
+                    return
+                raise api.StorageCorruptedError(f"entry log {path} @{offset}: checksum mismatch")
+            yield ScannedRecord(lid, eid, Location(log_id, offset, stop - offset), body[16:])
+            offset = stop
+
+    def forget(self, log_ids: list[int]) -> None:
+        """Close the descriptors of logs that were deleted. Call with no read in flight."""
+        with self._lock:
+            for log_id in log_ids:
+                fd = self._fds.pop(log_id, None)
+                if fd is not None:
+                    os.close(fd)
+
+    def close(self) -> None:
+        self.forget(list(self._fds))

@@ -1,0 +1,510 @@
+"""The bookie's write-ahead journal: the point where an add becomes durable.
+
+Why this module exists: an add may only be acknowledged once it survives a crash, and one
+``fdatasync`` per entry would cap a bookie at the disk's sync rate. So, as in BookKeeper's
+``Journal``, a single writer task takes every record waiting in the queue (a *group*, bounded
+by ``max_group_bytes`` and by how long the oldest record may wait), writes the group with one
+``writev`` and makes it durable with one ``fdatasync`` in a dedicated thread (the event loop is
+never blocked on the disk), then runs each waiter's completion callback and resolves its future
+— one future per submitted batch, not per entry.
+
+On disk: ``journal-<seq:016x>.jnl`` files in the journal directory, each starting with
+:data:`MAGIC`, then records ``[u32 len][u32 crc32c(payload)][payload]`` (big endian). Payloads
+(see :func:`encode_add` and friends) are an *add batch* (one ledger, its LAC and master key,
+then ``[u64 entry][u32 len][data]`` per entry — one header and one checksum per batch instead of
+per entry), a *fence*, a *delete* or an explicit *LAC*. Files rotate at ``max_file_bytes``; the
+storage records a checkpoint (:class:`Position`) once the journal's content up to it is in the
+entry logs and index, and :meth:`Journal.release` deletes the files before it.
+
+On start, :meth:`Journal.replay` reads from the checkpoint, verifies each record's length and
+checksum and hands decoded records to the storage. A torn tail in the newest file — a partial
+record or a bad checksum, i.e. a group whose write was cut by a crash and was therefore never
+acknowledged — is logged and cut off (the file is truncated); the same in an older file is
+corruption and stops the start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import struct
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import google_crc32c
+
+from magnetar.bookie.storage import api
+
+log = logging.getLogger(__name__)
+
+MAGIC = b"MGJRNL\x00\x01"
+HEADER = struct.Struct(">II")  # payload length, crc32c(payload)
+_IOV_MAX = 1024
+
+Buffer = bytes | memoryview
+
+# --- record codec (no I/O) ------------------------------------------------------------------
+
+ADD, FENCE, DELETE, LAC = 1, 2, 3, 4
+_ADD_HEAD = struct.Struct(">BQqI")  # type, ledger, lac, key length   (+ key, then u32 count)
+_COUNT = struct.Struct(">I")
+_ENTRY_HEAD = struct.Struct(">QI")  # entry id, data length
+_FENCE_HEAD = struct.Struct(">BQI")  # type, ledger, key length (+ key)
+_DELETE = struct.Struct(">BQ")
+_LAC_HEAD = struct.Struct(">BQqI")  # type, ledger, lac, key length (+ key)
+
+
+class AddRecord(NamedTuple):
+    ledger_id: int
+    lac: int
+    master_key: bytes
+    entries: list[tuple[int, bytes]]
+
+
+class FenceRecord(NamedTuple):
+    ledger_id: int
+    master_key: bytes
+
+
+class DeleteRecord(NamedTuple):
+    ledger_id: int
+
+
+class LacRecord(NamedTuple):
+    ledger_id: int
+    lac: int
+    master_key: bytes
+
+
+Record = AddRecord | FenceRecord | DeleteRecord | LacRecord
+
+
+def frame(payload: bytes) -> bytes:
+    """The ``[len][crc]`` header that goes in front of ``payload``."""
+    return HEADER.pack(len(payload), google_crc32c.value(payload))
+
+
+def encode_add(
+    ledger_id: int, lac: int, master_key: bytes, entries: Iterable[tuple[int, Buffer]]
+) -> bytes:
+    """One add-batch payload; ``entries`` are (entry id, data) pairs of that ledger."""
+    parts: list[Buffer] = [_ADD_HEAD.pack(ADD, ledger_id, lac, len(master_key)), master_key, b""]
+    pack = _ENTRY_HEAD.pack
+    append = parts.append
+    n = 0
+    for entry_id, data in entries:
+        append(pack(entry_id, len(data)))
+        append(data)
+        n += 1
+    parts[2] = _COUNT.pack(n)
+    return b"".join(parts)
+
+
+def encode_fence(ledger_id: int, master_key: bytes) -> bytes:
+    return _FENCE_HEAD.pack(FENCE, ledger_id, len(master_key)) + master_key
+
+
+def encode_delete(ledger_id: int) -> bytes:
+    return _DELETE.pack(DELETE, ledger_id)
+
+
+def encode_lac(ledger_id: int, lac: int, master_key: bytes) -> bytes:
+    return _LAC_HEAD.pack(LAC, ledger_id, lac, len(master_key)) + master_key
+
+
+def decode(payload: bytes) -> Record:
+    """Decode one payload; raises :class:`api.StorageCorruptedError` on malformed input."""
+    try:
+        kind = payload[0]
+        if kind == ADD:
+            _, ledger_id, lac, klen = _ADD_HEAD.unpack_from(payload, 0)
+            pos = _ADD_HEAD.size
+            key = payload[pos : pos + klen]
+            pos += klen
+            (count,) = _COUNT.unpack_from(payload, pos)
+            pos += _COUNT.size
+            entries: list[tuple[int, bytes]] = []
+            for _ in range(count):
+                entry_id, dlen = _ENTRY_HEAD.unpack_from(payload, pos)
+                pos += _ENTRY_HEAD.size
+                if pos + dlen > len(payload):
+                    raise ValueError("entry runs past the record")
+                entries.append((entry_id, payload[pos : pos + dlen]))
+                pos += dlen
+            if pos != len(payload) or len(key) != klen:
+                raise ValueError("add record length mismatch")
+            return AddRecord(ledger_id, lac, key, entries)
+        if kind == FENCE:
+            _, ledger_id, klen = _FENCE_HEAD.unpack_from(payload, 0)
+            key = payload[_FENCE_HEAD.size :]
+            if len(key) != klen:
+                raise ValueError("fence record length mismatch")
+            return FenceRecord(ledger_id, key)
+        if kind == DELETE:
+            if len(payload) != _DELETE.size:
+                raise ValueError("delete record length mismatch")
+            _, ledger_id = _DELETE.unpack(payload)
+            return DeleteRecord(ledger_id)
+        if kind == LAC:
+            _, ledger_id, lac, klen = _LAC_HEAD.unpack_from(payload, 0)
+            key = payload[_LAC_HEAD.size :]
+            if len(key) != klen:
+                raise ValueError("lac record length mismatch")
+            return LacRecord(ledger_id, lac, key)
+        raise ValueError(f"unknown record type {kind}")
+    except (struct.error, IndexError, ValueError) as exc:
+        raise api.StorageCorruptedError(f"malformed journal record: {exc}") from exc
+
+
+# --- files ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Position:
+    """A point in the journal: file sequence number and byte offset in that file."""
+
+    seq: int
+    offset: int
+
+
+def file_name(seq: int) -> str:
+    return f"journal-{seq:016x}.jnl"
+
+
+def list_files(directory: Path) -> list[int]:
+    seqs = []
+    for name in os.listdir(directory):
+        if name.startswith("journal-") and name.endswith(".jnl"):
+            with contextlib.suppress(ValueError):
+                seqs.append(int(name[8:-4], 16))
+    return sorted(seqs)
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    records: int
+    entries: int
+    truncated_bytes: int
+    """Bytes of torn tail cut from the newest file (0 when it ended cleanly)."""
+    end: Position
+
+
+def replay(directory: Path, start: Position, apply: Callable[[Record], None]) -> ReplayResult:
+    """Read every record from ``start`` on, in order, into ``apply``; cut a torn tail.
+
+    Files before ``start.seq`` (already checkpointed) are deleted. Synchronous: run it before
+    the writer starts, off the event loop.
+    """
+    seqs = list_files(directory)
+    for seq in seqs:
+        if seq < start.seq:
+            os.unlink(directory / file_name(seq))
+    seqs = [s for s in seqs if s >= start.seq]
+    records = entries = truncated = 0
+    end = start
+    for i, seq in enumerate(seqs):
+        last = i == len(seqs) - 1
+        path = directory / file_name(seq)
+        data = path.read_bytes()
+        if data[: len(MAGIC)] != MAGIC:
+            if last and len(data) < len(MAGIC) and MAGIC.startswith(data):
+                # created but the header never made it: an empty journal file
+                log.warning("journal %s: incomplete file header, rewriting it", path)
+                path.write_bytes(MAGIC)
+                _fsync_path(path)
+                end = Position(seq, len(MAGIC))
+                truncated += len(data)
+                continue
+            raise api.StorageCorruptedError(f"journal {path}: bad file header")
+        offset = start.offset if seq == start.seq else len(MAGIC)
+        offset = max(offset, len(MAGIC))
+        size = len(data)
+        while offset < size:
+            reason = ""
+            if offset + HEADER.size > size:
+                reason = "partial record header"
+            else:
+                length, crc = HEADER.unpack_from(data, offset)
+                stop = offset + HEADER.size + length
+                if length == 0:
+                    reason = "empty record"
+                elif stop > size:
+                    reason = f"partial record ({size - offset} of {stop - offset} bytes)"
+                else:
+                    payload = data[offset + HEADER.size : stop]
+                    if google_crc32c.value(payload) != crc:
+                        reason = "checksum mismatch"
+                    else:
+                        record = decode(payload)
+                        apply(record)
+                        records += 1
+                        if isinstance(record, AddRecord):
+                            entries += len(record.entries)
+                        offset = stop
+                        continue
+            if not last:
+                raise api.StorageCorruptedError(f"journal {path} @{offset}: {reason}")
+            log.warning(
+                "journal %s: torn tail at offset %d (%s): cutting %d unacknowledged bytes",
+                path,
+                offset,
+                reason,
+                size - offset,
+            )
+            truncated += size - offset
+            os.truncate(path, offset)
+            _fsync_path(path)
+            size = offset
+        end = Position(seq, size)
+    return ReplayResult(records=records, entries=entries, truncated_bytes=truncated, end=end)
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# --- the writer -----------------------------------------------------------------------------
+
+
+class _Pending:
+    __slots__ = ("chunks", "entries", "future", "nbytes", "on_durable", "since")
+
+    def __init__(
+        self,
+        chunks: Sequence[Buffer],
+        nbytes: int,
+        entries: int,
+        on_durable: Callable[[], None] | None,
+        future: asyncio.Future[None],
+        since: float,
+    ) -> None:
+        self.chunks = chunks
+        self.nbytes = nbytes
+        self.entries = entries
+        self.on_durable = on_durable
+        self.future = future
+        self.since = since
+
+
+class Journal:
+    """Group-committing append-only journal. Create, :func:`replay`, then :meth:`open`."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        max_group_bytes: int,
+        max_group_wait_s: float,
+        max_file_bytes: int,
+        fsync: bool = True,
+    ) -> None:
+        self._dir = directory
+        self._max_group_bytes = max_group_bytes
+        self._max_wait = max_group_wait_s
+        self._max_file_bytes = max_file_bytes
+        self._fsync = fsync
+        self._queue: deque[_Pending] = deque()
+        self._queue_bytes = 0
+        self._queue_entries = 0
+        self._wakeup = asyncio.Event()
+        self._full = asyncio.Event()
+        self._fd = -1
+        self._seq = 0
+        self._offset = 0
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="journal")
+        self.failed: BaseException | None = None
+        # counters
+        self.writes = 0
+        self.fsyncs = 0
+        self.entries_written = 0
+        self.bytes_written = 0
+
+    # state
+
+    @property
+    def durable_position(self) -> Position:
+        """Everything before this position is durable and its callbacks have run."""
+        return Position(self._seq, self._offset)
+
+    @property
+    def queue_entries(self) -> int:
+        return self._queue_entries
+
+    @property
+    def queue_bytes(self) -> int:
+        return self._queue_bytes
+
+    def file_count(self) -> int:
+        return len(list_files(self._dir))
+
+    # lifecycle
+
+    def open(self) -> None:
+        """Start a new journal file after the existing ones (synchronous, before start())."""
+        seqs = list_files(self._dir)
+        self._seq = (seqs[-1] + 1) if seqs else 1
+        self._fd = self._create(self._seq)
+        self._offset = len(MAGIC)
+
+    def _create(self, seq: int) -> int:
+        path = self._dir / file_name(seq)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        os.write(fd, MAGIC)
+        if self._fsync:
+            os.fdatasync(fd)
+            fsync_dir(self._dir)
+        return fd
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="journal-writer")
+
+    async def close(self) -> None:
+        """Write what is queued, then stop."""
+        self._closing = True
+        self._wakeup.set()
+        if self._task is not None:
+            await self._task
+            self._task = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self._executor.shutdown(wait=True)
+
+    def release(self, checkpoint: Position) -> None:
+        """Delete the journal files wholly before ``checkpoint`` (their content is flushed)."""
+        for seq in list_files(self._dir):
+            if seq < checkpoint.seq and seq != self._seq:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self._dir / file_name(seq))
+
+    # the hot path
+
+    def submit(
+        self,
+        chunks: Sequence[Buffer],
+        nbytes: int,
+        entries: int,
+        on_durable: Callable[[], None] | None = None,
+    ) -> asyncio.Future[None]:
+        """Queue already framed records; the future resolves once they are durable, right
+        after ``on_durable`` ran (on the loop, in journal order)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        if self.failed is not None:
+            future.set_exception(api.StorageIOError(f"journal failed: {self.failed}"))
+            return future
+        if self._closing:
+            future.set_exception(api.ReadOnlyError("the journal is closed"))
+            return future
+        self._queue.append(_Pending(chunks, nbytes, entries, on_durable, future, loop.time()))
+        self._queue_bytes += nbytes
+        self._queue_entries += entries
+        self._wakeup.set()
+        if self._queue_bytes >= self._max_group_bytes:
+            self._full.set()
+        return future
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        queue = self._queue
+        while True:
+            if not queue:
+                if self._closing:
+                    return
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            # let the callers woken by the previous group queue their next batch
+            await asyncio.sleep(0)
+            if self._max_wait > 0 and self._queue_bytes < self._max_group_bytes:
+                delay = queue[0].since + self._max_wait - loop.time()
+                if delay > 0 and not self._closing:
+                    self._full.clear()
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(delay):
+                            await self._full.wait()
+            group: list[_Pending] = []
+            bufs: list[Buffer] = []
+            nbytes = entries = 0
+            while queue and (not group or nbytes + queue[0].nbytes <= self._max_group_bytes):
+                p = queue.popleft()
+                group.append(p)
+                bufs.extend(p.chunks)
+                nbytes += p.nbytes
+                entries += p.entries
+            self._queue_bytes -= nbytes
+            self._queue_entries -= entries
+            if self._queue_bytes < self._max_group_bytes:
+                self._full.clear()
+            try:
+                if self.failed is not None:
+                    raise self.failed
+                await loop.run_in_executor(self._executor, self._write_group, bufs, nbytes)
+            except Exception as exc:
+                if self.failed is None:
+                    log.error("journal write failed, the bookie turns read-only: %s", exc)
+                    self.failed = exc
+                err = api.StorageIOError(f"journal write failed: {exc}")
+                for p in group:
+                    if not p.future.done():
+                        p.future.set_exception(err)
+                continue
+            self._offset += nbytes
+            self.writes += 1
+            self.entries_written += entries
+            self.bytes_written += nbytes
+            for p in group:
+                try:
+                    if p.on_durable is not None:
+                        p.on_durable()
+                except Exception as exc:
+                    log.exception("journal completion callback failed")
+                    if not p.future.done():
+                        p.future.set_exception(exc)
+                    continue
+                if not p.future.done():
+                    p.future.set_result(None)
+            if self._offset >= self._max_file_bytes:
+                try:
+                    seq = self._seq + 1
+                    fd = await loop.run_in_executor(self._executor, self._create, seq)
+                    os.close(self._fd)
+                    self._fd, self._seq, self._offset = fd, seq, len(MAGIC)
+                except OSError as exc:
+                    log.error("journal rotation failed, the bookie turns read-only: %s", exc)
+                    self.failed = exc
+
+    def _write_group(self, bufs: list[Buffer], nbytes: int) -> None:
+        """In the journal thread: one writev (per IOV_MAX buffers), one fdatasync."""
+        fd = self._fd
+        for i in range(0, len(bufs), _IOV_MAX):
+            part = bufs[i : i + _IOV_MAX]
+            want = sum(len(b) for b in part) if len(bufs) > _IOV_MAX else nbytes
+            done = os.writev(fd, part)
+            if done < want:  # short write: finish the rest plainly
+                rest = memoryview(b"".join(part))[done:]
+                while rest:
+                    rest = rest[os.write(fd, rest) :]
+        if self._fsync:
+            os.fdatasync(fd)
+            self.fsyncs += 1
