@@ -16,7 +16,6 @@ import logging
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
 
 import grpc
 from aiohttp import web
@@ -25,12 +24,11 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from magnetar import __version__
 from magnetar.bookie import identity, metrics
-from magnetar.bookie.service import BookieService
+from magnetar.bookie.service import BookieService, generic_handler
 from magnetar.bookie.storage import api as storage_api
 from magnetar.bookie.storage import config as storage_config
 from magnetar.bookie.storage import open_storage
 from magnetar.metadata import api, keys, open_store
-from magnetar.rpc import bookie_pb2_grpc
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +95,7 @@ class BookieServer:
 
         service = BookieService(self.storage, bookie_id=self.bookie_id, rack=opts.rack)
         self._grpc = grpc.aio.server(options=GRPC_SERVER_OPTIONS)
-        bookie_pb2_grpc.add_BookieServicer_to_server(cast(Any, service), self._grpc)
+        self._grpc.add_generic_rpc_handlers((generic_handler(service),))
         bound = self._grpc.add_insecure_port(f"{opts.bind_address}:{opts.port}")
         if bound == 0:
             raise OSError(f"cannot listen on {opts.bind_address}:{opts.port}")
@@ -164,9 +162,7 @@ class BookieServer:
         assert self._session is not None
         target = self._key_for_state()
         old = self._registered_key
-        await self.store.put(
-            target, json.dumps(self._info()).encode(), session=self._session
-        )
+        await self.store.put(target, json.dumps(self._info()).encode(), session=self._session)
         if old is not None and old != target:
             with contextlib.suppress(api.NotFoundError):
                 await self.store.delete(old)

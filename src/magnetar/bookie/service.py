@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import shutil
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from magnetar import __version__
 from magnetar.bookie import metrics
@@ -51,6 +55,37 @@ def _code_number(code: grpc.StatusCode) -> int:
     return int(code.value[0])
 
 
+@dataclass(frozen=True, slots=True)
+class Garbled:
+    """A request whose bytes did not decode (gRPC would answer UNKNOWN by itself)."""
+
+    reason: str
+
+
+def _tolerant(message_type: Any) -> Callable[[bytes], Any]:
+    def deserialize(raw: bytes) -> Any:
+        try:
+            return message_type.FromString(raw)
+        except DecodeError as err:
+            return Garbled(str(err))
+
+    return deserialize
+
+
+def _checked(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """Answer INVALID_ARGUMENT to a garbled unary request instead of calling ``method``."""
+
+    @functools.wraps(method)
+    async def wrapper(self: Any, request: Any, context: Any) -> Any:
+        if isinstance(request, Garbled):
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"malformed request: {request.reason}"
+            )
+        return await method(self, request, context)
+
+    return wrapper
+
+
 class BookieService:
     """The Bookie gRPC service (see bookie_pb2_grpc.add_BookieServicer_to_server)."""
 
@@ -71,6 +106,12 @@ class BookieService:
                 request = await context.read()
                 if request is grpc.aio.EOF:
                     break
+                if isinstance(request, Garbled):
+                    await batches.put(None)
+                    await writer
+                    await context.abort(
+                        grpc.StatusCode.INVALID_ARGUMENT, f"malformed request: {request.reason}"
+                    )
                 await batches.put((request.ledger_id, asyncio.create_task(self._add(request))))
                 if writer.done():
                     break
@@ -133,6 +174,7 @@ class BookieService:
 
     # --- reads -----------------------------------------------------------------------------
 
+    @_checked
     async def ReadEntries(self, request: Any, context: Any) -> Any:
         ledger_id = storage.LedgerId(request.ledger_id)
         first, last = request.first_entry_id, request.last_entry_id
@@ -196,6 +238,7 @@ class BookieService:
             cur = got[-1][0] + 1
         return out
 
+    @_checked
     async def ReadLac(self, request: Any, context: Any) -> Any:
         ledger_id = storage.LedgerId(request.ledger_id)
         try:
@@ -207,6 +250,7 @@ class BookieService:
         except storage.StorageError as err:
             await context.abort(status_of(err), str(err))
 
+    @_checked
     async def WriteLac(self, request: Any, context: Any) -> Any:
         try:
             await self.storage.write_lac(
@@ -218,6 +262,7 @@ class BookieService:
             await context.abort(status_of(err), str(err))
         return bookie_pb2.WriteLacResponse()
 
+    @_checked
     async def Fence(self, request: Any, context: Any) -> Any:
         ledger_id = storage.LedgerId(request.ledger_id)
         try:
@@ -227,6 +272,7 @@ class BookieService:
             await context.abort(status_of(err), str(err))
         return bookie_pb2.FenceResponse(last_add_confirmed=lac, last_entry_id=last)
 
+    @_checked
     async def DeleteLedger(self, request: Any, context: Any) -> Any:
         try:
             await self.storage.delete_ledger(storage.LedgerId(request.ledger_id))
@@ -234,6 +280,7 @@ class BookieService:
             await context.abort(status_of(err), str(err))
         return bookie_pb2.DeleteLedgerResponse()
 
+    @_checked
     async def Info(self, request: Any, context: Any) -> Any:
         stats = self.storage.stats()
         usage = shutil.disk_usage(".")
@@ -245,3 +292,33 @@ class BookieService:
             rack=self.rack,
             version=__version__,
         )
+
+
+_METHODS: dict[str, tuple[str, Any, Any]] = {
+    # name: (kind, request type, response type)
+    "AddEntries": ("stream_stream", bookie_pb2.AddRequest, bookie_pb2.AddResponse),
+    "ReadEntries": ("unary_unary", bookie_pb2.ReadRequest, bookie_pb2.ReadResponse),
+    "ReadLac": ("unary_unary", bookie_pb2.ReadLacRequest, bookie_pb2.ReadLacResponse),
+    "WriteLac": ("unary_unary", bookie_pb2.WriteLacRequest, bookie_pb2.WriteLacResponse),
+    "Fence": ("unary_unary", bookie_pb2.FenceRequest, bookie_pb2.FenceResponse),
+    "DeleteLedger": (
+        "unary_unary",
+        bookie_pb2.DeleteLedgerRequest,
+        bookie_pb2.DeleteLedgerResponse,
+    ),
+    "Info": ("unary_unary", bookie_pb2.InfoRequest, bookie_pb2.InfoResponse),
+}
+
+
+def generic_handler(service: BookieService) -> Any:
+    """The gRPC handler for ``service``: like the generated registration, but requests that
+    do not decode reach the service as :class:`Garbled` (-> INVALID_ARGUMENT)."""
+    handlers = {}
+    for name, (kind, request_type, response_type) in _METHODS.items():
+        factory = getattr(grpc, f"{kind}_rpc_method_handler")
+        handlers[name] = factory(
+            getattr(service, name),
+            request_deserializer=_tolerant(request_type),
+            response_serializer=response_type.SerializeToString,
+        )
+    return grpc.method_handlers_generic_handler("magnetar.bookie.v1.Bookie", handlers)

@@ -12,11 +12,14 @@ pytestmark = pytest.mark.etcd
 
 
 async def write(ledgers: LedgerClient, n: int) -> tuple[int, list[bytes]]:
+    """n entries: all but the last pipelined, then the last one alone (so that it is the
+    journal's last record: the journal writes one record per add request)."""
     handle = await ledgers.create(ensemble_size=1, write_quorum=1, ack_quorum=1)
     data = [f"entry-{i}".encode() * 20 for i in range(n)]
-    futures = [handle.append(d) for d in data]
+    futures = [handle.append(d) for d in data[:-1]]
     for i, f in enumerate(futures):
         assert await f == i
+    assert await handle.add_entry(data[-1]) == n - 1
     return handle.ledger_id, data
 
 
@@ -54,7 +57,7 @@ async def test_torn_journal_tail_is_cut_on_restart(bookies, store) -> None:
     )
     newest = journals[-1]
     size = newest.stat().st_size
-    with open(newest, "r+b") as f:  # cut the last record in half: a torn write
+    with open(newest, "r+b") as f:  # cut the last record (the last entry) mid-way: torn
         f.truncate(size - 60)
 
     bookie.start()
