@@ -84,8 +84,13 @@ build_k8s_cmd() {
 
 # build_helm: helm's go.mod has no replace directives, but the same builder keeps it cached.
 build_helm() {
-    go_build helm "$HELM_VERSION" helm.sh/helm/v3 helm.sh/helm/v3/cmd/helm \
-        "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+    local ld="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" pkg
+    # Helm's default capabilities (`helm template`/`lint` without a cluster) come from
+    # ldflags, as in helm's own Makefile; without them it assumes Kubernetes 1.20.
+    for pkg in pkg/lint/rules pkg/chartutil; do
+        ld+=" -X helm.sh/helm/v3/$pkg.k8sVersionMajor=1 -X helm.sh/helm/v3/$pkg.k8sVersionMinor=$HELM_KUBE_MINOR"
+    done
+    go_build helm "$HELM_VERSION" helm.sh/helm/v3 helm.sh/helm/v3/cmd/helm "$ld"
 }
 
 # build_etcd: etcd's server module replaces its sibling modules with ../api etc.

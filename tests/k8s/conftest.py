@@ -61,7 +61,9 @@ def crds(api: client.ApiClient) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def operator(control_plane: ControlPlane, crds: list[str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proc]:
+def operator(
+    control_plane: ControlPlane, crds: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Proc]:
     """The operator as `kopf run` in a subprocess, with short resync/retry intervals."""
     port = free_port()
     env = {
@@ -75,8 +77,15 @@ def operator(control_plane: ControlPlane, crds: list[str], tmp_path_factory: pyt
     log = tmp_path_factory.mktemp("operator") / "operator.log"
     proc = Proc(
         [
-            sys.executable, "-m", "kopf", "run", "--standalone", "--all-namespaces",
-            f"--liveness=http://{LOOPBACK}:{port}/healthz", "-m", "magnetar_operator.handlers",
+            sys.executable,
+            "-m",
+            "kopf",
+            "run",
+            "--standalone",
+            "--all-namespaces",
+            f"--liveness=http://{LOOPBACK}:{port}/healthz",
+            "-m",
+            "magnetar_operator.handlers",
         ],
         log_path=log,
         env=env,
@@ -112,4 +121,3 @@ def kubelet(api: client.ApiClient, namespace: str) -> Iterator[helpers.FakeKubel
         yield k
     finally:
         k.stop()
-

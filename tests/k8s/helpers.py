@@ -24,7 +24,9 @@ def http_ok(url: str) -> bool:
         return False
 
 
-def eventually(fn: Callable[[], T], *, timeout: float = 30, interval: float = 0.25, what: str = "") -> T:
+def eventually(
+    fn: Callable[[], T], *, timeout: float = 30, interval: float = 0.25, what: str = ""
+) -> T:
     """Call ``fn`` until it returns a truthy value without raising AssertionError/ApiException."""
     deadline = time.monotonic() + timeout
     last: BaseException | None = None
@@ -53,11 +55,15 @@ class CR:
         self.ns = namespace
 
     def create(self, plural: str, body: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = self.api.create_namespaced_custom_object(GROUP, VERSION, self.ns, plural, body)
+        out: dict[str, Any] = self.api.create_namespaced_custom_object(
+            GROUP, VERSION, self.ns, plural, body
+        )
         return out
 
     def get(self, plural: str, name: str) -> dict[str, Any]:
-        out: dict[str, Any] = self.api.get_namespaced_custom_object(GROUP, VERSION, self.ns, plural, name)
+        out: dict[str, Any] = self.api.get_namespaced_custom_object(
+            GROUP, VERSION, self.ns, plural, name
+        )
         return out
 
     def patch(self, plural: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -86,10 +92,18 @@ def condition(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:
     return None
 
 
-def events(api: client.ApiClient, namespace: str, *, reason: str | None = None) -> list[client.CoreV1Event]:
+def events(
+    api: client.ApiClient, namespace: str, *, reason: str | None = None
+) -> list[client.CoreV1Event]:
     items = client.CoreV1Api(api).list_namespaced_event(namespace).items
     out = [e for e in items if reason is None or e.reason == reason]
-    return sorted(out, key=lambda e: (e.first_timestamp or e.event_time or e.metadata.creation_timestamp, e.metadata.resource_version))
+    return sorted(
+        out,
+        key=lambda e: (
+            e.first_timestamp or e.event_time or e.metadata.creation_timestamp,
+            e.metadata.resource_version,
+        ),
+    )
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,10 @@ pytestmark = pytest.mark.k8s
 SPEC: dict[str, Any] = {
     "metadata": {"etcd": {"replicas": 1}},
     "bookies": {
-        "replicas": 3, "ensembleSize": 2, "writeQuorum": 2, "ackQuorum": 2,
+        "replicas": 3,
+        "ensembleSize": 2,
+        "writeQuorum": 2,
+        "ackQuorum": 2,
         "journal": {"storageClassName": "local-nvme", "size": "2Gi"},
         "ledgers": {"size": "8Gi"},
     },
@@ -27,10 +30,15 @@ SPEC: dict[str, Any] = {
 
 
 def make_cluster(cr: CR, name: str, spec: dict[str, Any] | None = None) -> dict[str, Any]:
-    return cr.create("pulsarclusters", {
-        "apiVersion": "magnetar.dev/v1alpha1", "kind": "PulsarCluster",
-        "metadata": {"name": name}, "spec": spec or SPEC,
-    })
+    return cr.create(
+        "pulsarclusters",
+        {
+            "apiVersion": "magnetar.dev/v1alpha1",
+            "kind": "PulsarCluster",
+            "metadata": {"name": name},
+            "spec": spec or SPEC,
+        },
+    )
 
 
 def test_cluster_objects_scaling_status_and_cleanup(
@@ -43,8 +51,10 @@ def test_cluster_objects_scaling_status_and_cleanup(
     uid = pc["metadata"]["uid"]
 
     # -- the expected objects, with the expected specs and owner references
-    bookies = eventually(lambda: apps.read_namespaced_stateful_set("dev-bookie", namespace),
-                         what="bookie StatefulSet")
+    bookies = eventually(
+        lambda: apps.read_namespaced_stateful_set("dev-bookie", namespace),
+        what="bookie StatefulSet",
+    )
     assert bookies.spec.replicas == 3
     assert bookies.spec.update_strategy.type == "OnDelete"
     claims = {c.metadata.name: c.spec for c in bookies.spec.volume_claim_templates}
@@ -54,7 +64,12 @@ def test_cluster_objects_scaling_status_and_cleanup(
     assert claims["ledgers"].resources.requests["storage"] == "8Gi"
     assert bookies.spec.persistent_volume_claim_retention_policy.when_deleted == "Delete"
     owner = bookies.metadata.owner_references[0]
-    assert (owner.kind, owner.name, owner.uid, owner.controller) == ("PulsarCluster", "dev", uid, True)
+    assert (owner.kind, owner.name, owner.uid, owner.controller) == (
+        "PulsarCluster",
+        "dev",
+        uid,
+        True,
+    )
 
     etcd = apps.read_namespaced_stateful_set("dev-etcd", namespace)
     assert etcd.spec.replicas == 1
@@ -93,23 +108,42 @@ def test_cluster_objects_scaling_status_and_cleanup(
     ready_since = types["Ready"]["lastTransitionTime"]
 
     # -- a replicas change: brokers 2 -> 3 at once, bookies 3 -> 4 up at once
-    cr.patch("pulsarclusters", "dev", {"spec": {"brokers": {"replicas": 3}, "bookies": {"replicas": 4}}})
-    eventually(lambda: apps.read_namespaced_deployment("dev-broker", namespace).spec.replicas == 3,
-               what="brokers scaled to 3")
-    eventually(lambda: apps.read_namespaced_stateful_set("dev-bookie", namespace).spec.replicas == 4,
-               what="bookies scaled to 4")
-    obj = eventually(lambda: (o := ready()) and o["status"]["observedGeneration"] == o["metadata"]["generation"] and o,
-                     timeout=60, what="Ready at the new generation")
+    cr.patch(
+        "pulsarclusters", "dev", {"spec": {"brokers": {"replicas": 3}, "bookies": {"replicas": 4}}}
+    )
+    eventually(
+        lambda: apps.read_namespaced_deployment("dev-broker", namespace).spec.replicas == 3,
+        what="brokers scaled to 3",
+    )
+    eventually(
+        lambda: apps.read_namespaced_stateful_set("dev-bookie", namespace).spec.replicas == 4,
+        what="bookies scaled to 4",
+    )
+    obj = eventually(
+        lambda: (
+            (o := ready())
+            and o["status"]["observedGeneration"] == o["metadata"]["generation"]
+            and o
+        ),
+        timeout=60,
+        what="Ready at the new generation",
+    )
     assert obj["status"]["bookies"]["summary"] == "4/4"
     # Ready may have dipped while pods started; if it did not, its transition time stayed.
     assert condition(obj, "Ready")["lastTransitionTime"] >= ready_since
 
     # -- scale down bookies 4 -> 2: one bookie per step, each step only when all are Ready
     cr.patch("pulsarclusters", "dev", {"spec": {"bookies": {"replicas": 2}}})
-    eventually(lambda: apps.read_namespaced_stateful_set("dev-bookie", namespace).spec.replicas == 2,
-               timeout=60, what="bookies scaled down to 2")
-    scaled = [e.message for e in client.CoreV1Api(api).list_namespaced_event(namespace).items
-              if e.reason == "ScalingBookies"]
+    eventually(
+        lambda: apps.read_namespaced_stateful_set("dev-bookie", namespace).spec.replicas == 2,
+        timeout=60,
+        what="bookies scaled down to 2",
+    )
+    scaled = [
+        e.message
+        for e in client.CoreV1Api(api).list_namespaced_event(namespace).items
+        if e.reason == "ScalingBookies"
+    ]
     assert any("4 -> 3" in m for m in scaled) and any("3 -> 2" in m for m in scaled), scaled
 
     # -- deleting the cluster removes every owned object (kube-controller-manager's GC)
@@ -117,11 +151,13 @@ def test_cluster_objects_scaling_status_and_cleanup(
 
     def gone() -> bool:
         assert not cr.exists("pulsarclusters", "dev")
-        for read in (lambda: apps.read_namespaced_stateful_set("dev-bookie", namespace),
-                     lambda: apps.read_namespaced_stateful_set("dev-etcd", namespace),
-                     lambda: apps.read_namespaced_deployment("dev-broker", namespace),
-                     lambda: core.read_namespaced_service("dev-broker", namespace),
-                     lambda: core.read_namespaced_config_map("dev-bookie", namespace)):
+        for read in (
+            lambda: apps.read_namespaced_stateful_set("dev-bookie", namespace),
+            lambda: apps.read_namespaced_stateful_set("dev-etcd", namespace),
+            lambda: apps.read_namespaced_deployment("dev-broker", namespace),
+            lambda: core.read_namespaced_service("dev-broker", namespace),
+            lambda: core.read_namespaced_config_map("dev-bookie", namespace),
+        ):
             try:
                 read()
             except ApiException as e:

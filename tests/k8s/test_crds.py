@@ -16,7 +16,11 @@ pytestmark = pytest.mark.k8s
 
 
 def test_crds_established_with_short_names(api: client.ApiClient, crds: list[str]) -> None:
-    assert sorted(crds) == ["pulsarclusters.magnetar.dev", "tenants.magnetar.dev", "topics.magnetar.dev"]
+    assert sorted(crds) == [
+        "pulsarclusters.magnetar.dev",
+        "tenants.magnetar.dev",
+        "topics.magnetar.dev",
+    ]
     resources = client.CustomObjectsApi(api).get_api_resources("magnetar.dev", "v1alpha1")
     short = {r.name: set(r.short_names or []) for r in resources.resources}
     assert short["pulsarclusters"] == {"pc", "mgc"}
@@ -31,14 +35,22 @@ def _rejected(fn: Any) -> str:
 
 
 def cluster(name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "magnetar.dev/v1alpha1", "kind": "PulsarCluster",
-            "metadata": {"name": name}, "spec": spec}
+    return {
+        "apiVersion": "magnetar.dev/v1alpha1",
+        "kind": "PulsarCluster",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
 
 
 def topic(name: str, **spec: Any) -> dict[str, Any]:
     base = {"clusterRef": {"name": "c"}, "tenant": "acme", "namespace": "orders", "name": name}
-    return {"apiVersion": "magnetar.dev/v1alpha1", "kind": "Topic",
-            "metadata": {"name": name}, "spec": {**base, **spec}}
+    return {
+        "apiVersion": "magnetar.dev/v1alpha1",
+        "kind": "Topic",
+        "metadata": {"name": name},
+        "spec": {**base, **spec},
+    }
 
 
 def test_defaults_applied(api: client.ApiClient, crds: list[str], namespace: str) -> None:
@@ -53,11 +65,23 @@ def test_defaults_applied(api: client.ApiClient, crds: list[str], namespace: str
 
 def test_invalid_quorums_rejected(api: client.ApiClient, crds: list[str], namespace: str) -> None:
     cr = CR(api, namespace)
-    body = _rejected(lambda: cr.create("pulsarclusters", cluster(
-        "bad", bookies={"replicas": 3, "ensembleSize": 2, "writeQuorum": 3, "ackQuorum": 2})))
+    body = _rejected(
+        lambda: cr.create(
+            "pulsarclusters",
+            cluster(
+                "bad", bookies={"replicas": 3, "ensembleSize": 2, "writeQuorum": 3, "ackQuorum": 2}
+            ),
+        )
+    )
     assert "ackQuorum <= writeQuorum <= ensembleSize is required" in body
-    body = _rejected(lambda: cr.create("pulsarclusters", cluster(
-        "bad", bookies={"replicas": 1, "ensembleSize": 2, "writeQuorum": 2, "ackQuorum": 2})))
+    body = _rejected(
+        lambda: cr.create(
+            "pulsarclusters",
+            cluster(
+                "bad", bookies={"replicas": 1, "ensembleSize": 2, "writeQuorum": 2, "ackQuorum": 2}
+            ),
+        )
+    )
     assert "ensembleSize must not exceed replicas" in body
 
 
@@ -65,22 +89,32 @@ def test_schema_errors_rejected(api: client.ApiClient, crds: list[str], namespac
     cr = CR(api, namespace)
     body = _rejected(lambda: cr.create("pulsarclusters", cluster("bad", brokers={"replicas": 0})))
     assert "spec.brokers.replicas" in body
-    body = _rejected(lambda: cr.create("pulsarclusters", cluster("bad", persistence={"reclaimPolicy": "Burn"})))
+    body = _rejected(
+        lambda: cr.create("pulsarclusters", cluster("bad", persistence={"reclaimPolicy": "Burn"}))
+    )
     assert "Unsupported value" in body
     body = _rejected(lambda: cr.create("pulsarclusters", cluster("bad", offload={"enabled": True})))
     assert "offload.bucket and offload.credentialsSecret are required" in body
-    body = _rejected(lambda: cr.create("pulsarclusters", cluster("bad", metadata={"mode": "external"})))
+    body = _rejected(
+        lambda: cr.create("pulsarclusters", cluster("bad", metadata={"mode": "external"}))
+    )
     assert "metadata.externalEndpoints is required" in body
 
 
 def test_etcd_replicas_immutable(api: client.ApiClient, crds: list[str], namespace: str) -> None:
     cr = CR(api, namespace)
     cr.create("pulsarclusters", cluster("fixed", metadata={"etcd": {"replicas": 1}}))
-    body = _rejected(lambda: cr.patch("pulsarclusters", "fixed", {"spec": {"metadata": {"etcd": {"replicas": 3}}}}))
+    body = _rejected(
+        lambda: cr.patch(
+            "pulsarclusters", "fixed", {"spec": {"metadata": {"etcd": {"replicas": 3}}}}
+        )
+    )
     assert "metadata.etcd.replicas is immutable" in body
 
 
-def test_topic_name_and_persistence_immutable(api: client.ApiClient, crds: list[str], namespace: str) -> None:
+def test_topic_name_and_persistence_immutable(
+    api: client.ApiClient, crds: list[str], namespace: str
+) -> None:
     cr = CR(api, namespace)
     cr.create("topics", topic("t1", partitions=2))
     body = _rejected(lambda: cr.patch("topics", "t1", {"spec": {"name": "other"}}))
@@ -92,10 +126,15 @@ def test_topic_name_and_persistence_immutable(api: client.ApiClient, crds: list[
     cr.patch("topics", "t1", {"spec": {"partitions": 4}})  # growing is fine
 
 
-def test_topic_cluster_ref_exactly_one(api: client.ApiClient, crds: list[str], namespace: str) -> None:
+def test_topic_cluster_ref_exactly_one(
+    api: client.ApiClient, crds: list[str], namespace: str
+) -> None:
     cr = CR(api, namespace)
-    body = _rejected(lambda: cr.create("topics", topic(
-        "t2", clusterRef={"name": "c", "adminUrl": "http://x:8080"})))
+    body = _rejected(
+        lambda: cr.create(
+            "topics", topic("t2", clusterRef={"name": "c", "adminUrl": "http://x:8080"})
+        )
+    )
     assert "set exactly one of name and adminUrl" in body
     body = _rejected(lambda: cr.create("topics", topic("bad name")))
     assert "metadata.name" in body or "spec.name" in body

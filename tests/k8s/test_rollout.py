@@ -20,12 +20,19 @@ def test_bookie_spec_change_rolls_one_at_a_time(
 ) -> None:
     cr = CR(api, namespace)
     apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
-    cr.create("pulsarclusters", {
-        "apiVersion": "magnetar.dev/v1alpha1", "kind": "PulsarCluster",
-        "metadata": {"name": "roll"},
-        "spec": {"metadata": {"etcd": {"replicas": 1}}, "brokers": {"replicas": 1},
-                 "bookies": {"replicas": 3}},
-    })
+    cr.create(
+        "pulsarclusters",
+        {
+            "apiVersion": "magnetar.dev/v1alpha1",
+            "kind": "PulsarCluster",
+            "metadata": {"name": "roll"},
+            "spec": {
+                "metadata": {"etcd": {"replicas": 1}},
+                "brokers": {"replicas": 1},
+                "bookies": {"replicas": 3},
+            },
+        },
+    )
 
     def ready(generation: int | None = None) -> dict[str, Any]:
         obj = cr.get("pulsarclusters", "roll")
@@ -36,19 +43,36 @@ def test_bookie_spec_change_rolls_one_at_a_time(
         return obj
 
     eventually(ready, timeout=60, what="cluster Ready")
-    before = {p.metadata.name: p.metadata.uid for p in core.list_namespaced_pod(
-        namespace, label_selector="app.kubernetes.io/component=bookie").items}
+    before = {
+        p.metadata.name: p.metadata.uid
+        for p in core.list_namespaced_pod(
+            namespace, label_selector="app.kubernetes.io/component=bookie"
+        ).items
+    }
     assert sorted(before) == ["roll-bookie-0", "roll-bookie-1", "roll-bookie-2"]
     t_change = kubelet.timeline[-1].t
 
     # A bookie config change: new pod template (config hash), so a new update revision.
-    obj = cr.patch("pulsarclusters", "roll", {"spec": {"bookies": {"config": {"journalMaxGroupWaitMSec": "2"}}}})
-    obj = eventually(lambda: ready(obj["metadata"]["generation"]), timeout=90, what="rolled and Ready")
+    obj = cr.patch(
+        "pulsarclusters",
+        "roll",
+        {"spec": {"bookies": {"config": {"journalMaxGroupWaitMSec": "2"}}}},
+    )
+    obj = eventually(
+        lambda: ready(obj["metadata"]["generation"]), timeout=90, what="rolled and Ready"
+    )
 
     sts = apps.read_namespaced_stateful_set("roll-bookie", namespace)
-    assert sts.status.current_revision == sts.status.update_revision or sts.status.updated_replicas == 3
-    after = {p.metadata.name: (p.metadata.uid, p.metadata.labels["controller-revision-hash"])
-             for p in core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/component=bookie").items}
+    assert (
+        sts.status.current_revision == sts.status.update_revision
+        or sts.status.updated_replicas == 3
+    )
+    after = {
+        p.metadata.name: (p.metadata.uid, p.metadata.labels["controller-revision-hash"])
+        for p in core.list_namespaced_pod(
+            namespace, label_selector="app.kubernetes.io/component=bookie"
+        ).items
+    }
     assert all(after[n][0] != before[n] for n in before), "every bookie was restarted"
     assert {rev for _, rev in after.values()} == {sts.status.update_revision}
 

@@ -31,13 +31,21 @@ def admin() -> Iterator[FakeAdmin]:
 
 
 def tenant(name: str, url: str, namespaces: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    return {"apiVersion": "magnetar.dev/v1alpha1", "kind": "Tenant", "metadata": {"name": name},
-            "spec": {"clusterRef": {"adminUrl": url}, "name": name, "namespaces": namespaces, **extra}}
+    return {
+        "apiVersion": "magnetar.dev/v1alpha1",
+        "kind": "Tenant",
+        "metadata": {"name": name},
+        "spec": {"clusterRef": {"adminUrl": url}, "name": name, "namespaces": namespaces, **extra},
+    }
 
 
 def topic(name: str, ref: dict[str, Any], **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "magnetar.dev/v1alpha1", "kind": "Topic", "metadata": {"name": name},
-            "spec": {"clusterRef": ref, "tenant": "acme", "namespace": "orders", "name": name, **spec}}
+    return {
+        "apiVersion": "magnetar.dev/v1alpha1",
+        "kind": "Topic",
+        "metadata": {"name": name},
+        "spec": {"clusterRef": ref, "tenant": "acme", "namespace": "orders", "name": name, **spec},
+    }
 
 
 def ready(cr: CR, plural: str, name: str) -> dict[str, Any]:
@@ -59,12 +67,27 @@ def test_tenant_and_topic_lifecycle(
     st = admin.state
     # Adoption: the tenant already exists in Pulsar (with other roles).
     st.tenants["acme"] = {"adminRoles": ["old"], "allowedClusters": ["standalone"]}
-    cr.create("tenants", tenant("acme", admin.url, [
-        {"name": "orders", "policies": {"messageTTLSeconds": 60, "retentionTimeMinutes": 10,
-                                        "retentionSizeMB": 100, "deduplicationEnabled": True,
-                                        "backlogQuota": {"limitBytes": 1000}}},
-        {"name": "events"},
-    ], adminRoles=["acme-admin"]))
+    cr.create(
+        "tenants",
+        tenant(
+            "acme",
+            admin.url,
+            [
+                {
+                    "name": "orders",
+                    "policies": {
+                        "messageTTLSeconds": 60,
+                        "retentionTimeMinutes": 10,
+                        "retentionSizeMB": 100,
+                        "deduplicationEnabled": True,
+                        "backlogQuota": {"limitBytes": 1000},
+                    },
+                },
+                {"name": "events"},
+            ],
+            adminRoles=["acme-admin"],
+        ),
+    )
     eventually(lambda: ready(cr, "tenants", "acme"), what="Tenant Ready")
     assert st.tenants["acme"] == {"adminRoles": ["acme-admin"], "allowedClusters": ["standalone"]}
     assert set(st.namespaces) == {"acme/orders", "acme/events"}
@@ -89,16 +112,36 @@ def test_tenant_and_topic_lifecycle(
 
     # Drift: the topic is deleted behind the operator's back; the resync recreates it.
     del st.topics["persistent://acme/orders/single"]
-    eventually(lambda: "persistent://acme/orders/single" in st.topics, timeout=20,
-               what="deleted topic recreated")
+    eventually(
+        lambda: "persistent://acme/orders/single" in st.topics,
+        timeout=20,
+        what="deleted topic recreated",
+    )
     # ...and a policy changed behind its back is put back.
     st.namespaces["acme/orders"]["message_ttl_in_seconds"] = 5
     eventually(lambda: st.namespaces["acme/orders"]["message_ttl_in_seconds"] == 60, timeout=20)
 
     # Tenant update: a namespace dropped from the spec is deleted.
-    cr.patch("tenants", "acme", {"spec": {"namespaces": [{"name": "orders", "policies": {
-        "messageTTLSeconds": 60, "retentionTimeMinutes": 10, "retentionSizeMB": 100,
-        "deduplicationEnabled": True, "backlogQuota": {"limitBytes": 1000}}}]}})
+    cr.patch(
+        "tenants",
+        "acme",
+        {
+            "spec": {
+                "namespaces": [
+                    {
+                        "name": "orders",
+                        "policies": {
+                            "messageTTLSeconds": 60,
+                            "retentionTimeMinutes": 10,
+                            "retentionSizeMB": 100,
+                            "deduplicationEnabled": True,
+                            "backlogQuota": {"limitBytes": 1000},
+                        },
+                    }
+                ]
+            }
+        },
+    )
     eventually(lambda: "acme/events" not in st.namespaces, what="namespace removed")
 
     # Deletion.
@@ -124,7 +167,9 @@ def test_errors_reported_in_status(
         return cond
 
     cond = eventually(failing)
-    assert "Namespace does not exist" in cond["message"] or "Tenant does not exist" in cond["message"]
+    assert (
+        "Namespace does not exist" in cond["message"] or "Tenant does not exist" in cond["message"]
+    )
     cr.delete("topics", "orphan")
     eventually(lambda: not cr.exists("topics", "orphan"))
 
@@ -149,8 +194,15 @@ def test_deletion_completes_when_cluster_is_gone(
     admin.stop_thread()  # the cluster is gone: nothing answers at adminUrl any more
     for plural, name in (("topics", "t"), ("tenants", "acme"), ("topics", "lost")):
         cr.delete(plural, name)
-    eventually(lambda: not any(cr.exists(p, n) for p, n in (("topics", "t"), ("tenants", "acme"),
-                                                             ("topics", "lost"))),
-               timeout=30, what="finalizers gave up")
+    eventually(
+        lambda: (
+            not any(
+                cr.exists(p, n)
+                for p, n in (("topics", "t"), ("tenants", "acme"), ("topics", "lost"))
+            )
+        ),
+        timeout=30,
+        what="finalizers gave up",
+    )
     got = reasons(api, namespace)
     assert "ClusterUnreachable" in got and "ClusterGone" in got, got

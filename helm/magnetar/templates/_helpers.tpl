@@ -1,0 +1,125 @@
+{{/* Names ----------------------------------------------------------------------- */}}
+{{- define "magnetar.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "magnetar.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else if contains (include "magnetar.name" .) .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name (include "magnetar.name" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "magnetar.operator.fullname" -}}
+{{- printf "%s-operator" (include "magnetar.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "magnetar.operator.serviceAccountName" -}}
+{{- if .Values.operator.serviceAccount.create -}}
+{{- default (include "magnetar.operator.fullname" .) .Values.operator.serviceAccount.name -}}
+{{- else -}}
+{{- required "operator.serviceAccount.name is required when operator.serviceAccount.create is false" .Values.operator.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "magnetar.cluster.name" -}}
+{{- default .Release.Name .Values.cluster.name | trunc 52 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels ---------------------------------------------------------------------- */}}
+{{- define "magnetar.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/part-of: magnetar
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "magnetar.operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "magnetar.name" . }}-operator
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end -}}
+
+{{- define "magnetar.operator.labels" -}}
+{{ include "magnetar.labels" . }}
+{{ include "magnetar.operator.selectorLabels" . }}
+{{- end -}}
+
+{{- define "magnetar.operator.image" -}}
+{{- $img := .Values.operator.image -}}
+{{- if $img.digest -}}
+{{- printf "%s@%s" $img.repository $img.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $img.repository (default .Chart.AppVersion $img.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* RBAC: what the operator needs inside each namespace it manages ------------------ */}}
+{{- define "magnetar.operator.namespacedRules" -}}
+- apiGroups: [magnetar.dev]
+  resources: [pulsarclusters, tenants, topics]
+  verbs: [get, list, watch, patch, update]
+- apiGroups: [magnetar.dev]
+  resources: [pulsarclusters/status, tenants/status, topics/status]
+  verbs: [get, patch, update]
+- apiGroups: [apps]
+  resources: [statefulsets, deployments]
+  verbs: [get, list, watch, create, patch, update]
+- apiGroups: [""]
+  resources: [services, configmaps]
+  verbs: [get, create, patch, update]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, delete]
+- apiGroups: [""]
+  resources: [persistentvolumeclaims]
+  verbs: [list, delete, deletecollection]
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get]
+- apiGroups: ["", events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [get, create, patch, update]
+- apiGroups: [monitoring.coreos.com]
+  resources: [servicemonitors, podmonitors]
+  verbs: [get, create, patch, update]
+{{- end -}}
+
+{{/* Validation: combinations values.schema.json cannot express ------------------ */}}
+{{- define "magnetar.validate" -}}
+{{- if ne (int .Values.operator.replicas) 1 -}}
+{{- fail (printf "operator.replicas must be 1 (got %v): the operator runs kopf in standalone mode, without peering, so two replicas would reconcile the same objects twice" .Values.operator.replicas) -}}
+{{- end -}}
+{{- range .Values.operator.watchNamespaces -}}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" .) -}}
+{{- fail (printf "operator.watchNamespaces: %q is not a valid namespace name (globs are not supported; leave the list empty to watch all namespaces)" .) -}}
+{{- end -}}
+{{- end -}}
+{{- if .Values.cluster.enabled -}}
+{{- $bk := default dict .Values.cluster.spec.bookies -}}
+{{- $replicas := int (default 3 $bk.replicas) -}}
+{{- $e := int (default 2 $bk.ensembleSize) -}}
+{{- $wq := int (default 2 $bk.writeQuorum) -}}
+{{- $aq := int (default 2 $bk.ackQuorum) -}}
+{{- if not (and (le $aq $wq) (le $wq $e)) -}}
+{{- fail (printf "cluster.spec.bookies: ackQuorum (%d) <= writeQuorum (%d) <= ensembleSize (%d) is required" $aq $wq $e) -}}
+{{- end -}}
+{{- if gt $e $replicas -}}
+{{- fail (printf "cluster.spec.bookies: ensembleSize (%d) must not exceed replicas (%d)" $e $replicas) -}}
+{{- end -}}
+{{- $off := default dict .Values.cluster.spec.offload -}}
+{{- if and $off.enabled (not (and $off.bucket $off.credentialsSecret)) -}}
+{{- fail "cluster.spec.offload: bucket and credentialsSecret are required when offload is enabled" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

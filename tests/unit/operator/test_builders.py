@@ -1,0 +1,167 @@
+"""Manifest builders: the objects each spec produces, and every one of them valid against
+the Kubernetes OpenAPI schemas (offline)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from magnetar_operator.builders import bookie, broker, build_all, common, etcd, monitoring
+from magnetar_operator.builders.common import Owner
+from magnetar_operator.spec import ClusterSpec
+from tests.unit.operator.schemas import ROOT, validate
+
+OWNER = Owner(name="dev", namespace="pulsar", uid="0b1c2d3e-aaaa-bbbb-cccc-000000000001")
+
+
+def example(name: str) -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load((ROOT / "crds/examples" / name).read_text())
+    return doc
+
+
+SPECS = {
+    "empty": {},
+    "minimal": example("pulsarcluster-minimal.yaml")["spec"],
+    "production": example("pulsarcluster-production.yaml")["spec"],
+    "external-metadata": {
+        "metadata": {
+            "mode": "external",
+            "externalEndpoints": ["http://etcd-0:2379", "http://etcd-1:2379"],
+        },
+        "monitoring": {"enabled": True, "kind": "PodMonitor"},
+    },
+}
+
+
+def by_kind_name(objs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(o["kind"], o["metadata"]["name"]): o for o in objs}
+
+
+@pytest.mark.parametrize("case", sorted(SPECS))
+def test_every_object_is_valid_and_owned(case: str) -> None:
+    objs = build_all(OWNER, ClusterSpec.parse(SPECS[case]))
+    assert objs
+    for obj in objs:
+        validate(obj)
+        meta = obj["metadata"]
+        assert meta["namespace"] == "pulsar"
+        assert meta["ownerReferences"] == [OWNER.owner_reference()]
+        assert meta["labels"]["app.kubernetes.io/managed-by"] == "magnetar-operator"
+    names = [(o["kind"], o["metadata"]["name"]) for o in objs]
+    assert len(names) == len(set(names)), "no object is built twice"
+
+
+def test_reconcile_order_metadata_bookies_brokers_services_monitoring() -> None:
+    objs = build_all(OWNER, ClusterSpec.parse(SPECS["production"]))
+    components = [o["metadata"]["labels"]["app.kubernetes.io/component"] for o in objs]
+    first = {c: components.index(c) for c in ("etcd", "bookie", "broker")}
+    assert first["etcd"] < first["bookie"] < first["broker"]
+    assert objs[-1]["kind"] == "ServiceMonitor"
+
+
+def test_builders_are_pure() -> None:
+    spec = ClusterSpec.parse(SPECS["production"])
+    assert build_all(OWNER, spec) == build_all(OWNER, spec)
+
+
+def test_bookie_statefulset_production() -> None:
+    spec = ClusterSpec.parse(SPECS["production"])
+    sts = bookie.statefulset(OWNER, spec)
+    s = sts["spec"]
+    assert s["replicas"] == 6
+    assert s["updateStrategy"] == {"type": "OnDelete"}, "the operator rolls bookies itself"
+    claims = {c["metadata"]["name"]: c["spec"] for c in s["volumeClaimTemplates"]}
+    assert claims["journal"]["storageClassName"] == "local-nvme"
+    assert claims["journal"]["resources"]["requests"]["storage"] == "100Gi"
+    assert claims["ledgers"]["storageClassName"] == "fast-ssd"
+    assert claims["ledgers"]["resources"]["requests"]["storage"] == "1Ti"
+    pod = s["template"]["spec"]
+    spread = pod["topologySpreadConstraints"][0]
+    assert spread["topologyKey"] == "topology.kubernetes.io/zone"
+    assert spread["whenUnsatisfiable"] == "DoNotSchedule"
+    anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+    assert anti["topologyKey"] == "kubernetes.io/hostname"
+    mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts["journal"] == bookie.JOURNAL_DIR and mounts["ledgers"] == bookie.LEDGERS_DIR
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert s["persistentVolumeClaimRetentionPolicy"] == {
+        "whenDeleted": "Retain",
+        "whenScaled": "Retain",
+    }
+
+
+def test_bookie_without_rack_awareness_only_prefers_spreading() -> None:
+    pod = bookie.statefulset(OWNER, ClusterSpec.parse({}))["spec"]["template"]["spec"]
+    assert pod["topologySpreadConstraints"][0]["whenUnsatisfiable"] == "ScheduleAnyway"
+    assert "preferredDuringSchedulingIgnoredDuringExecution" in pod["affinity"]["podAntiAffinity"]
+
+
+def test_config_change_changes_pod_template_hash() -> None:
+    a = bookie.statefulset(OWNER, ClusterSpec.parse({}))
+    b = bookie.statefulset(OWNER, ClusterSpec.parse({"bookies": {"config": {"x": "1"}}}))
+    key = common.CONFIG_HASH_ANNOTATION
+    assert (
+        a["spec"]["template"]["metadata"]["annotations"][key]
+        != (b["spec"]["template"]["metadata"]["annotations"][key])
+    )
+
+
+def test_scale_down_override() -> None:
+    sts = bookie.statefulset(OWNER, ClusterSpec.parse({"bookies": {"replicas": 3}}), replicas=4)
+    assert sts["spec"]["replicas"] == 4
+
+
+def test_rack_map() -> None:
+    cm = bookie.rack_map(OWNER, {"dev-bookie-1": "rack-b", "dev-bookie-0": "rack-a"})
+    validate(cm)
+    assert cm["data"] == {"dev-bookie-0": "/rack-a", "dev-bookie-1": "/rack-b"}
+
+
+def test_broker_deployment_service_and_config() -> None:
+    spec = ClusterSpec.parse(SPECS["production"])
+    dep = broker.deployment(OWNER, spec)
+    assert dep["spec"]["replicas"] == 3
+    assert dep["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    assert c["envFrom"] == [{"secretRef": {"name": "magnetar-offload-s3"}}]
+    assert {p["name"] for p in c["ports"]} == {"pulsar", "http", "pulsar-tls", "https"}
+    svc = broker.service(OWNER, spec)
+    assert {p["name"]: p["port"] for p in svc["spec"]["ports"]} == {
+        "pulsar": 6650,
+        "http": 8080,
+        "pulsar-tls": 6651,
+        "https": 8443,
+    }
+    conf = broker.config_data(OWNER, spec)
+    assert conf["managedLedgerDefaultEnsembleSize"] == "3"
+    assert conf["managedLedgerDefaultAckQuorum"] == "2"
+    assert conf["s3ManagedLedgerOffloadBucket"] == "magnetar-prod-offload"
+    assert conf["maxMessageSize"] == "5242880", "user overrides win"
+    assert conf["metadataStoreUrl"] == "etcd:http://dev-etcd-client.pulsar.svc:2379"
+    assert broker.service_url(OWNER, spec) == "pulsar+ssl://dev-broker.pulsar.svc:6651"
+    assert broker.admin_url(OWNER, ClusterSpec.parse({})) == "http://dev-broker.pulsar.svc:8080"
+    plain = broker.service(OWNER, ClusterSpec.parse({}))
+    assert {p["port"] for p in plain["spec"]["ports"]} == {6650, 8080}
+
+
+def test_etcd_initial_cluster_and_external_metadata() -> None:
+    spec = ClusterSpec.parse({"metadata": {"etcd": {"replicas": 3}}})
+    cmd = etcd.statefulset(OWNER, spec)["spec"]["template"]["spec"]["containers"][0]["command"]
+    init = next(a for a in cmd if a.startswith("--initial-cluster="))
+    assert (
+        init.count("=http://") == 3
+        and "dev-etcd-2=http://dev-etcd-2.dev-etcd.pulsar.svc:2380" in init
+    )
+    ext = ClusterSpec.parse(SPECS["external-metadata"])
+    assert etcd.build(OWNER, ext) == []
+    assert etcd.metadata_store_url(OWNER, ext) == "etcd:http://etcd-0:2379,http://etcd-1:2379"
+
+
+def test_monitoring_kinds() -> None:
+    assert monitoring.build(OWNER, ClusterSpec.parse({})) == []
+    sm = monitoring.build(OWNER, ClusterSpec.parse(SPECS["production"]))
+    assert [o["kind"] for o in sm] == ["ServiceMonitor"] * 3
+    pm = monitoring.build(OWNER, ClusterSpec.parse(SPECS["external-metadata"]))
+    assert [o["kind"] for o in pm] == ["PodMonitor"] * 2, "no etcd monitor for external etcd"

@@ -1,0 +1,152 @@
+"""helm/magnetar with the pinned helm (scripts/k8s/install-helm.sh): `helm lint` clean,
+`helm template` of every ci/values-*.yaml valid against the Kubernetes schemas offline,
+least-privilege RBAC, and bad values failing at render time with a clear message."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.k8s.controlplane import binary
+from tests.unit.operator.schemas import ROOT, validate
+
+CHART = ROOT / "helm/magnetar"
+CI_VALUES = sorted((CHART / "ci").glob("values-*.yaml"))
+KUBE = ["--kube-version", "1.34.0", "--api-versions", "monitoring.coreos.com/v1"]
+
+
+@pytest.fixture(scope="module")
+def helm() -> str:
+    path = binary("helm")
+    if path is None:
+        pytest.skip("helm is not built: run `make k8s-tools` (scripts/k8s/install-helm.sh)")
+    return str(path)
+
+
+def run(helm: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([helm, *args], capture_output=True, text=True, timeout=60, check=False)
+
+
+def render(helm: str, *args: str) -> list[dict[str, Any]]:
+    out = run(helm, "template", "rel", str(CHART), "--namespace", "magnetar", *KUBE, *args)
+    assert out.returncode == 0, out.stderr
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+@pytest.mark.parametrize("values", [None, *CI_VALUES], ids=lambda p: p.name if p else "defaults")
+def test_lint_clean(helm: str, values: Path | None) -> None:
+    args = ["-f", str(values)] if values else []
+    out = run(helm, "lint", str(CHART), "--strict", "--kube-version", "1.34.0", *args)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "0 chart(s) failed" in out.stdout
+    assert "[WARNING]" not in out.stdout and "[ERROR]" not in out.stdout, out.stdout
+
+
+@pytest.mark.parametrize("values", CI_VALUES, ids=lambda p: p.name)
+def test_rendered_objects_are_valid(helm: str, values: Path) -> None:
+    docs = render(helm, "-f", str(values), "--include-crds")
+    kinds = [d["kind"] for d in docs]
+    assert kinds.count("CustomResourceDefinition") == 3
+    assert "Deployment" in kinds
+    for doc in docs:
+        validate(doc)
+
+
+def test_defaults_cluster_wide_rbac(helm: str) -> None:
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in render(helm)}
+    dep = docs[("Deployment", "rel-magnetar-operator")]
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    assert c["image"] == "ghcr.io/magnetar/operator:0.1.0"
+    assert "--all-namespaces" in c["args"]
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    role = docs[("ClusterRole", "rel-magnetar-operator")]
+    assert not any(k == "Role" for k, _ in docs)
+    for rule in role["rules"]:
+        assert "*" not in rule["verbs"] and "*" not in rule["resources"], rule
+    secrets = [r for r in role["rules"] if "secrets" in r["resources"]]
+    assert secrets == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+    assert ("PulsarCluster", "rel") not in docs and ("ServiceMonitor", "rel-magnetar") not in docs
+
+
+def test_production_values(helm: str) -> None:
+    docs = render(helm, "-f", str(CHART / "ci/values-production.yaml"))
+    by = {(d["kind"], d["metadata"]["name"], d["metadata"].get("namespace")): d for d in docs}
+    assert ("Role", "rel-magnetar-operator", "pulsar") in by
+    assert ("RoleBinding", "rel-magnetar-operator", "pulsar") in by
+    cluster_role = by[("ClusterRole", "rel-magnetar-operator", None)]
+    assert {r for rule in cluster_role["rules"] for r in rule["resources"]} == {
+        "customresourcedefinitions",
+        "namespaces",
+        "nodes",
+    }
+    dep = by[("Deployment", "rel-magnetar-operator", "magnetar")]
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    assert c["image"].startswith("registry.example.com/magnetar/operator@sha256:")
+    assert c["args"][0] == "--namespace=pulsar" and "--verbose" in c["args"]
+    pc = by[("PulsarCluster", "prod", "magnetar")]
+    assert pc["spec"]["bookies"]["journal"]["storageClassName"] == "local-nvme"
+    sm = by[("ServiceMonitor", "rel-magnetar", "magnetar")]
+    assert sm["metadata"]["labels"]["release"] == "prometheus"
+    dashboards = [
+        d for d in docs if d["kind"] == "ConfigMap" and "dashboard" in d["metadata"]["name"]
+    ]
+    assert len(dashboards) == 2 and all(
+        d["metadata"]["namespace"] == "monitoring" for d in dashboards
+    )
+    assert all(d["metadata"]["labels"]["grafana_dashboard"] == "1" for d in dashboards)
+
+
+BAD = [
+    (["--set", "operator.replicas=2"], "operator.replicas must be 1"),
+    (
+        ["--set", "cluster.enabled=true", "--set", "cluster.spec.bookies.ackQuorum=3"],
+        "ackQuorum (3) <= writeQuorum (1) <= ensembleSize (1) is required",
+    ),
+    (
+        [
+            "--set",
+            "cluster.enabled=true",
+            "--set",
+            "cluster.spec.bookies.ensembleSize=2",
+            "--set",
+            "cluster.spec.bookies.writeQuorum=2",
+        ],
+        "ensembleSize (2) must not exceed replicas (1)",
+    ),
+    (
+        ["--set", "cluster.enabled=true", "--set", "cluster.spec.offload.enabled=true"],
+        "bucket and credentialsSecret are required",
+    ),
+    (["--set", "operator.watchNamespaces={team-*}"], "is not a valid namespace name"),
+    (["--set", "operator.logLevel=loud"], "value must be one of"),
+    (["--set", "operator.serviceAccount.create=false"], "operator.serviceAccount.name is required"),
+    (["--set", "unknownKey=1"], "additional properties 'unknownKey' not allowed"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD, ids=[m[:30] for _, m in BAD])
+def test_bad_values_fail_at_render_with_a_clear_message(
+    helm: str, args: list[str], message: str
+) -> None:
+    out = run(helm, "template", "rel", str(CHART), "--kube-version", "1.34.0", *args)
+    assert out.returncode != 0
+    assert message in out.stderr, out.stderr
+
+
+def test_service_monitor_needs_the_prometheus_operator(helm: str) -> None:
+    out = run(
+        helm, "template", "rel", str(CHART), "--set", "monitoring.serviceMonitor.enabled=true"
+    )
+    assert out.returncode != 0 and "ServiceMonitor CRD (monitoring.coreos.com/v1" in out.stderr
+
+
+def test_dashboards_are_json(helm: str) -> None:
+    import json
+
+    for path in (CHART / "files/dashboards").glob("*.json"):
+        dash = json.loads(path.read_text())
+        assert dash["uid"].startswith("magnetar-") and dash["panels"]
