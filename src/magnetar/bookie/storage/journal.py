@@ -332,6 +332,7 @@ class Journal:
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="journal")
+        self._rotated_sizes: dict[int, int] = {}  # seq -> final size, of files rotated out
         self.failed: BaseException | None = None
         # counters
         self.writes = 0
@@ -393,7 +394,12 @@ class Journal:
     def release(self, checkpoint: Position) -> None:
         """Delete the journal files wholly before ``checkpoint`` (their content is flushed)."""
         for seq in list_files(self._dir):
-            if seq < checkpoint.seq and seq != self._seq:
+            if seq == self._seq:
+                continue
+            if seq < checkpoint.seq or (
+                seq == checkpoint.seq and checkpoint.offset >= self._rotated_sizes.get(seq, -1) > 0
+            ):
+                self._rotated_sizes.pop(seq, None)
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self._dir / file_name(seq))
 
@@ -489,6 +495,7 @@ class Journal:
                     seq = self._seq + 1
                     fd = await loop.run_in_executor(self._executor, self._create, seq)
                     os.close(self._fd)
+                    self._rotated_sizes[self._seq] = self._offset
                     self._fd, self._seq, self._offset = fd, seq, len(MAGIC)
                 except OSError as exc:
                     log.error("journal rotation failed, the bookie turns read-only: %s", exc)
