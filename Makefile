@@ -36,3 +36,15 @@ proto:
 clean:
 	rm -rf $(VENV) .cache .mypy_cache .pytest_cache .ruff_cache
 	find src -name _gen -type d -prune -exec rm -rf {} +
+
+# --- Kubernetes (issue 6): operator, CRDs, chart -----------------------------------------------
+# k8s-tools builds the pinned kube-apiserver, kube-controller-manager and helm from the Go
+# module proxy into .cache/k8s-bin (minutes the first time, cached after; see
+# docs/kubernetes.md). test-k8s runs the operator's unit tests (builders, CRDs, helm) and the
+# suite against a real control plane started by a pytest fixture. Not part of `make test` yet.
+.PHONY: k8s-tools test-k8s
+k8s-tools:
+	@bash scripts/k8s/install-all.sh
+
+test-k8s: setup k8s-tools
+	@MAGNETAR_K8S_TESTS=1 $(PY) -m pytest tests/unit/operator tests/k8s $(PYTEST_ARGS)

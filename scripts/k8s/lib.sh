@@ -95,9 +95,12 @@ build_helm() {
 
 # build_etcd: etcd's server module replaces its sibling modules with ../api etc.
 build_etcd() {
-    local v=$ETCD_VERSION m replaces=()
-    for m in api/v3 client/pkg/v3 client/v3 client/v2 pkg/v3 raft/v3; do
+    local v=$ETCD_VERSION m replaces=() minor patch
+    for m in api/v3 client/pkg/v3 client/v3 pkg/v3 raft/v3; do
         replaces+=("go.etcd.io/etcd/$m => go.etcd.io/etcd/$m $v")
     done
+    # client/v2 is versioned v2.3MM.P for etcd v3.MM.P (v3.5.21 -> v2.305.21).
+    minor=${v#v3.}; minor=${minor%%.*}; patch=${v##*.}
+    replaces+=("go.etcd.io/etcd/client/v2 => go.etcd.io/etcd/client/v2 v2.3$(printf %02d "$minor").$patch")
     go_build etcd "$v" go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 "-s -w" "${replaces[@]}"
 }
