@@ -14,6 +14,7 @@ import contextlib
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,10 @@ GRPC_OPTIONS = [
 ]
 
 
+AddCallback = Callable[[BaseException | None], None]
+"""Called once per add: with None when the bookie made the entry durable, else the error."""
+
+
 @dataclass(slots=True)
 class _QueuedAdd:
     ledger_id: int
@@ -50,8 +55,14 @@ class _QueuedAdd:
     lac: int
     recovery: bool
     data: bytes
-    future: asyncio.Future[None]
+    callback: AddCallback
     queued_at: float
+    done: bool = False
+
+    def finish(self, error: BaseException | None) -> None:
+        if not self.done:
+            self.done = True
+            self.callback(error)
 
 
 def _code_of(err: grpc.aio.AioRpcError) -> int:
@@ -84,20 +95,54 @@ class BookieClient:
         master_key: bytes,
         lac: int,
         data: bytes,
+        callback: AddCallback,
         recovery: bool = False,
-    ) -> asyncio.Future[None]:
-        """Queue one entry; the future resolves when the bookie made it durable."""
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    ) -> None:
+        """Queue one entry; ``callback`` runs (synchronously, from the stream's reader) when
+        the bookie made it durable or the add failed. No Future per entry: on the hot path
+        that would cost an event-loop hop per entry and bookie."""
         if self._closed:
-            fut.set_exception(BookieError(self.bookie_id, UNAVAILABLE, "client closed"))
-            return fut
+            callback(BookieError(self.bookie_id, UNAVAILABLE, "client closed"))
+            return
         item = _QueuedAdd(
-            ledger_id, entry_id, master_key, lac, recovery, data, fut, time.monotonic()
+            ledger_id, entry_id, master_key, lac, recovery, data, callback, time.monotonic()
         )
         self._queue.append(item)
-        self._wakeup.set()
+        if not self._wakeup.is_set():
+            self._wakeup.set()
         if self._stream_task is None or self._stream_task.done():
             self._stream_task = asyncio.create_task(self._run_stream())
+
+    def add_future(
+        self,
+        *,
+        ledger_id: int,
+        entry_id: int,
+        master_key: bytes,
+        lac: int,
+        data: bytes,
+        recovery: bool = False,
+    ) -> asyncio.Future[None]:
+        """``add`` for callers off the hot path: a future resolved when durable."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def done(error: BaseException | None) -> None:
+            if fut.done():
+                return
+            if error is None:
+                fut.set_result(None)
+            else:
+                fut.set_exception(error)
+
+        self.add(
+            ledger_id=ledger_id,
+            entry_id=entry_id,
+            master_key=master_key,
+            lac=lac,
+            data=data,
+            recovery=recovery,
+            callback=done,
+        )
         return fut
 
     async def _run_stream(self) -> None:
@@ -150,7 +195,7 @@ class BookieClient:
         count = size = 0
         while self._queue:
             item = self._queue.popleft()
-            if item.future.done():
+            if item.done:
                 continue
             key = (item.ledger_id, item.entry_id)
             self._pending[key] = item
@@ -167,7 +212,7 @@ class BookieClient:
                 requests.append(current)
                 count = size = 0
             current.last_add_confirmed = max(current.last_add_confirmed, item.lac)
-            current.entries.append(bookie_pb2.Entry(entry_id=item.entry_id, data=item.data))
+            current.entries.add(entry_id=item.entry_id, data=item.data)
             count += 1
             size += len(item.data)
         return requests
@@ -182,16 +227,16 @@ class BookieClient:
                 ) from None
             if response is grpc.aio.EOF:
                 raise BookieError(self.bookie_id, UNAVAILABLE, "stream closed by bookie")
+            ledger_id = response.ledger_id
+            pending = self._pending
             for result in response.results:
-                item = self._pending.pop((response.ledger_id, result.entry_id), None)
-                if item is None or item.future.done():
+                item = pending.pop((ledger_id, result.entry_id), None)
+                if item is None:
                     continue
                 if result.code == 0:
-                    item.future.set_result(None)
+                    item.finish(None)
                 else:
-                    item.future.set_exception(
-                        BookieError(self.bookie_id, result.code, result.message)
-                    )
+                    item.finish(BookieError(self.bookie_id, result.code, result.message))
 
     async def _watch_timeouts(self) -> None:
         interval = min(1.0, self.add_timeout / 4)
@@ -209,8 +254,7 @@ class BookieClient:
         self._pending.clear()
         self._queue.clear()
         for item in items:
-            if not item.future.done():
-                item.future.set_exception(error)
+            item.finish(error)
 
     # --- unary calls -------------------------------------------------------------------------
 

@@ -132,21 +132,20 @@ class LedgerHandle:
                 continue
             op.sent_to[idx] = bookie
             op.acked.pop(idx, None)
-            fut = self._client.bookie(bookie).add(
+            self._client.bookie(bookie).add(
                 ledger_id=self.ledger_id,
                 entry_id=op.entry_id,
                 master_key=self.metadata.password,
                 lac=self.last_add_confirmed,
                 data=op.stored,
+                callback=functools.partial(self._on_add, op=op, idx=idx, bookie=bookie),
             )
-            fut.add_done_callback(functools.partial(self._on_add, op=op, idx=idx, bookie=bookie))
 
     def _on_add(
-        self, fut: asyncio.Future[None], *, op: PendingAddOp, idx: int, bookie: str
+        self, exc: BaseException | None, *, op: PendingAddOp, idx: int, bookie: str
     ) -> None:
         if self._failed is not None or op.future.done() or op.sent_to.get(idx) != bookie:
             return
-        exc = fut.exception() if not fut.cancelled() else BookieError(bookie, 1, "cancelled")
         if exc is None:
             op.acked[idx] = bookie
             self._complete_in_order()

@@ -8,6 +8,7 @@ where an entry lives and whether the ledger is closed from this one record.
 from __future__ import annotations
 
 import enum
+import functools
 import json
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -70,10 +71,9 @@ class LedgerMetadata:
             found = f
         return found
 
-    def write_set_indices(self, entry_id: int) -> list[int]:
+    def write_set_indices(self, entry_id: int) -> tuple[int, ...]:
         """Ensemble positions storing ``entry_id``: Wq consecutive ones, striped round-robin."""
-        e = self.ensemble_size
-        return [(entry_id + i) % e for i in range(self.write_quorum)]
+        return _write_sets(self.ensemble_size, self.write_quorum)[entry_id % self.ensemble_size]
 
     def write_set(self, entry_id: int) -> list[BookieId]:
         ensemble = self.fragment_of(entry_id).ensemble
@@ -116,6 +116,11 @@ class LedgerMetadata:
             fragments=tuple(Fragment(int(first), tuple(ens)) for first, ens in doc["ensembles"]),
             custom=dict(doc.get("customMetadata", {})),
         )
+
+
+@functools.cache
+def _write_sets(ensemble: int, write: int) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple((s + i) % ensemble for i in range(write)) for s in range(ensemble))
 
 
 def check_quorums(ensemble: int, write: int, ack: int) -> None:

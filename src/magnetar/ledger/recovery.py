@@ -131,7 +131,7 @@ class LedgerRecoveryOp:
         self, meta: LedgerMetadata, entry_id: int, data: bytes, lac: int
     ) -> None:
         futures = [
-            self._client.bookie(b).add(
+            self._client.bookie(b).add_future(
                 ledger_id=meta.ledger_id,
                 entry_id=entry_id,
                 master_key=meta.password,
