@@ -7,8 +7,8 @@ from magnetar.bookie.storage import cache
 
 def test_write_cache_counts_bytes_and_entries_and_overwrites_once() -> None:
     wc = cache.WriteCache()
-    wc.put_many(1, [(0, b"aa"), (1, b"bbb")], 5)
-    wc.put_many(1, [(1, b"c")], 1)  # recovery rewrite of entry 1
+    wc.put_many(1, [0, 1], [b"aa", b"bbb"], 5)
+    wc.put_many(1, [1], [b"c"], 1)  # recovery rewrite of entry 1
     assert (wc.entries, wc.bytes) == (2, 3)
     assert wc.get(1, 1) == b"c"
     assert wc.get(2, 0) is None
@@ -16,16 +16,16 @@ def test_write_cache_counts_bytes_and_entries_and_overwrites_once() -> None:
 
 def test_write_cache_sorted_items_by_ledger_then_entry_and_skip() -> None:
     wc = cache.WriteCache()
-    wc.put_many(5, [(3, b"x"), (1, b"y")], 2)
-    wc.put_many(2, [(9, b"z")], 1)
-    wc.put_many(4, [(0, b"w")], 1)
+    wc.put_many(5, [3, 1], [b"x", b"y"], 2)
+    wc.put_many(2, [9], [b"z"], 1)
+    wc.put_many(4, [0], [b"w"], 1)
     assert list(wc.sorted_items(skip=frozenset({4}))) == [(2, 9, b"z"), (5, 1, b"y"), (5, 3, b"x")]
 
 
 def test_write_cache_drop_ledger() -> None:
     wc = cache.WriteCache()
-    wc.put_many(1, [(0, b"aa")], 2)
-    wc.put_many(2, [(0, b"b")], 1)
+    wc.put_many(1, [0], [b"aa"], 2)
+    wc.put_many(2, [0], [b"b"], 1)
     wc.drop_ledger(1)
     wc.drop_ledger(3)
     assert (wc.entries, wc.bytes) == (1, 1)

@@ -9,8 +9,7 @@ from magnetar.bookie.storage import api, journal
 
 
 def test_add_record_round_trip_with_memoryview_data() -> None:
-    entries = [(7, b"seven"), (8, memoryview(b"eight")), (9, b"")]
-    payload = journal.encode_add(42, 6, b"key", entries)
+    payload = journal.encode_add(42, 6, b"key", [7, 8, 9], [b"seven", memoryview(b"eight"), b""])
     rec = journal.decode(payload)
     assert rec == journal.AddRecord(42, 6, b"key", [(7, b"seven"), (8, b"eight"), (9, b"")])
 
@@ -38,8 +37,8 @@ def test_frame_is_length_and_crc32c() -> None:
     "payload",
     [
         b"\x09",  # unknown type
-        journal.encode_add(1, 0, b"k", [(1, b"data")])[:-1],  # entry cut short
-        journal.encode_add(1, 0, b"k", [(1, b"data")]) + b"x",  # trailing garbage
+        journal.encode_add(1, 0, b"k", [1], [b"data"])[:-1],  # entry cut short
+        journal.encode_add(1, 0, b"k", [1], [b"data"]) + b"x",  # trailing garbage
         journal.encode_delete(1)[:5],
         journal.encode_fence(1, b"key")[:-1],
     ],

@@ -11,7 +11,7 @@ disk each time. Both are plain single-threaded structures used on the event loop
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 Data = bytes | memoryview
 
@@ -26,17 +26,18 @@ class WriteCache:
         self.bytes = 0
         self.entries = 0
 
-    def put_many(self, ledger_id: int, items: list[tuple[int, Data]], nbytes: int) -> None:
-        """Add (entry, data) pairs of one ledger; ``nbytes`` is their total data size."""
+    def put_many(
+        self, ledger_id: int, entry_ids: Sequence[int], datas: Sequence[Data], nbytes: int
+    ) -> None:
+        """Add entries of one ledger; ``nbytes`` is the total size of ``datas``."""
         entries = self.ledgers.get(ledger_id)
         if entries is None:
             entries = self.ledgers[ledger_id] = {}
+        elif not entries.keys().isdisjoint(entry_ids):
+            # rewritten entries (recovery): do not count them twice
+            nbytes -= sum(len(entries[e]) for e in set(entry_ids) if e in entries)
         before = len(entries)
-        for entry_id, data in items:
-            old = entries.get(entry_id)
-            if old is not None:  # rewritten entry (recovery): do not count it twice
-                nbytes -= len(old)
-            entries[entry_id] = data
+        entries.update(zip(entry_ids, datas, strict=True))
         self.entries += len(entries) - before
         self.bytes += nbytes
 

@@ -79,8 +79,10 @@ class _Ledger:
         )
 
 
-# (ledger state, ledger id, lac, [(entry, data)], data bytes, highest entry)
-_Run = tuple[_Ledger, int, int, list[tuple[int, cache.Data]], int, int]
+_NO_LEDGER = _Ledger(None)  # placeholder before the first entry of a batch
+
+# (ledger state, ledger id, lac, entry ids, datas, record size, highest entry)
+_Run = tuple[_Ledger, int, int, list[int], list[cache.Data], int, int]
 
 
 class DbLedgerStorage:
@@ -187,7 +189,9 @@ class DbLedgerStorage:
                 return
             if st.master_key is None:
                 st.master_key = record.master_key
-            self._cache.put_many(lid, list(record.entries), sum(len(d) for _, d in record.entries))
+            eids = [e for e, _ in record.entries]
+            datas = [d for _, d in record.entries]
+            self._cache.put_many(lid, eids, datas, sum(map(len, datas)))
             st.lac = max(st.lac, record.lac)
             st.last_entry = max(st.last_entry, max(e for e, _ in record.entries))
         elif isinstance(record, journal.FenceRecord):
@@ -277,66 +281,49 @@ class DbLedgerStorage:
         chunks: list[journal.Buffer] = []
         runs: list[_Run] = []
         total = accepted = 0
-        st: _Ledger | None = None
-        cur = -1
+        st = _NO_LEDGER
+        cur: int | None = None
+        run_lid = 0
         key = b""
-        items: list[tuple[int, cache.Data]] = []
-        run_lac = run_max = NO_ENTRY
-        run_bytes = 0
-        for i, req in enumerate(entries):
-            lid = req.ledger_id
-            if lid != cur or st is None:
-                if items and st is not None:
-                    payload = journal.encode_add(cur, run_lac, key, items)
-                    chunks.append(journal.frame(payload))
-                    chunks.append(payload)
-                    total += journal.HEADER.size + len(payload)
-                    accepted += len(items)
-                    runs.append((st, cur, run_lac, items, run_bytes, run_max))
-                    items = []
-                cur = lid
-                st = ledgers.get(lid)
-                if st is None:
-                    st = ledgers[lid] = _Ledger(req.master_key)
-                elif st.master_key is None and not st.deleted:
-                    st.master_key = req.master_key
+        blocked = False  # the current ledger refuses non-recovery adds (fenced) or all (deleted)
+        eids: list[int] = []
+        datas: list[cache.Data] = []
+        run_lac = NO_ENTRY
+        for i, (lid, eid, mkey, lac, data, recovery) in enumerate(entries):
+            if lid != cur:
+                if eids:
+                    total += self._encode_run(chunks, runs, st, run_lid, run_lac, key, eids, datas)
+                    accepted += len(eids)
+                    eids, datas = [], []
+                cur = run_lid = lid
+                found = ledgers.get(lid)
+                if found is None:
+                    found = ledgers[lid] = _Ledger(mkey)
+                elif found.master_key is None and not found.deleted:
+                    found.master_key = mkey
+                st = found
                 key = st.master_key or b""
-                run_lac = run_max = NO_ENTRY
-                run_bytes = 0
-            data = req.data
-            if st.deleted or req.master_key != key or (st.fenced and not req.recovery):
-                err: api.StorageError
-                if st.deleted:
-                    err = api.NoSuchLedgerError(f"ledger {lid} was deleted")
-                elif req.master_key != key:
-                    err = api.BadMasterKeyError(f"wrong master key for ledger {lid}")
-                else:
-                    err = api.LedgerFencedError(f"ledger {lid} is fenced")
+                blocked = st.deleted or st.fenced
+                run_lac = NO_ENTRY
+            if mkey != key or (blocked and (not recovery or st.deleted)):
                 if failed is None:
                     failed = {}
-                failed[i] = err
+                failed[i] = self._refusal(st, lid, mkey)
                 continue
-            size = len(data)
-            if size > max_entry:
+            if len(data) > max_entry:
                 if failed is None:
                     failed = {}
                 failed[i] = api.EntryTooLargeError(
-                    f"entry {lid}/{req.entry_id} has {size} bytes, more than {max_entry}"
+                    f"entry {lid}/{eid} has {len(data)} bytes, more than {max_entry}"
                 )
                 continue
-            items.append((req.entry_id, data))
-            run_bytes += size
-            if req.last_add_confirmed > run_lac:
-                run_lac = req.last_add_confirmed
-            if req.entry_id > run_max:
-                run_max = req.entry_id
-        if items and st is not None:
-            payload = journal.encode_add(cur, run_lac, key, items)
-            chunks.append(journal.frame(payload))
-            chunks.append(payload)
-            total += journal.HEADER.size + len(payload)
-            accepted += len(items)
-            runs.append((st, cur, run_lac, items, run_bytes, run_max))
+            eids.append(eid)
+            datas.append(data)
+            if lac > run_lac:
+                run_lac = lac
+        if eids:
+            total += self._encode_run(chunks, runs, st, run_lid, run_lac, key, eids, datas)
+            accepted += len(eids)
         if accepted:
             try:
                 await self._journal.submit(
@@ -347,19 +334,46 @@ class DbLedgerStorage:
                     api.AddResult(r.ledger_id, r.entry_id, failed.get(i, exc) if failed else exc)
                     for i, r in enumerate(entries)
                 ]
+        new = tuple.__new__
         if failed is None:
-            return [api.AddResult(r.ledger_id, r.entry_id) for r in entries]
+            return [new(api.AddResult, (r[0], r[1], None)) for r in entries]
         get = failed.get
-        return [api.AddResult(r.ledger_id, r.entry_id, get(i)) for i, r in enumerate(entries)]
+        return [new(api.AddResult, (r[0], r[1], get(i))) for i, r in enumerate(entries)]
+
+    @staticmethod
+    def _refusal(st: _Ledger, ledger_id: int, master_key: bytes) -> api.StorageError:
+        if st.deleted:
+            return api.NoSuchLedgerError(f"ledger {ledger_id} was deleted")
+        if master_key != st.master_key:
+            return api.BadMasterKeyError(f"wrong master key for ledger {ledger_id}")
+        return api.LedgerFencedError(f"ledger {ledger_id} is fenced")
+
+    @staticmethod
+    def _encode_run(
+        chunks: list[journal.Buffer],
+        runs: list[_Run],
+        st: _Ledger,
+        ledger_id: int,
+        lac: int,
+        key: bytes,
+        eids: list[int],
+        datas: list[cache.Data],
+    ) -> int:
+        """Frame one ledger's accepted entries as one journal record; returns its size."""
+        payload = journal.encode_add(ledger_id, lac, key, eids, datas)
+        chunks.append(journal.frame(payload))
+        chunks.append(payload)
+        runs.append((st, ledger_id, lac, eids, datas, len(payload), max(eids)))
+        return journal.HEADER.size + len(payload)
 
     def _apply_adds(self, runs: list[_Run]) -> None:
         """On the loop, when the runs are durable: make them readable, raise LAC/last entry."""
         wc = self._cache
         dirty = self._dirty
-        for st, lid, lac, items, nbytes, top in runs:
+        for st, lid, lac, eids, datas, _, top in runs:
             if st.deleted:
                 continue
-            wc.put_many(lid, items, nbytes)
+            wc.put_many(lid, eids, datas, sum(map(len, datas)))
             if lac > st.lac:
                 st.lac = lac
             if top > st.last_entry:
@@ -573,7 +587,7 @@ class DbLedgerStorage:
                     continue
                 for eid, data in entries.items():
                     if self._cache.get(lid, eid) is None:
-                        self._cache.put_many(lid, [(eid, data)], len(data))
+                        self._cache.put_many(lid, [eid], [data], len(data))
             self._dirty |= metas.keys()
             self._pending_deletes |= deletes
             self._flushing = None
@@ -599,30 +613,14 @@ class DbLedgerStorage:
         checkpoint: journal.Position,
     ) -> dict[int, dict[int, int]]:
         """In the flush thread: entry logs (sorted), fdatasync, one LMDB transaction."""
-        append = self._writer.append
-        pack_key = index.LOC_KEY.pack
-        pack_val = index.LOC_VAL.pack
         locations: list[tuple[bytes, bytes]] = []
-        add_location = locations.append
         added: dict[int, dict[int, int]] = {}
         for lid in sorted(snap.ledgers):
             if lid in skip:
                 continue
-            entries = snap.ledgers[lid]
-            log_id = -1
-            acc = 0
-            for eid in sorted(entries):
-                loc = append(lid, eid, entries[eid])
-                add_location((pack_key(lid, eid), pack_val(loc[0], loc[1], loc[2])))
-                if loc[0] != log_id:
-                    if acc:
-                        usage = added.setdefault(log_id, {})
-                        usage[lid] = usage.get(lid, 0) + acc
-                    log_id, acc = loc[0], 0
-                acc += loc[2]
-            if acc:
+            for log_id, nbytes in self._writer.append_ledger(lid, snap.ledgers[lid], locations):
                 usage = added.setdefault(log_id, {})
-                usage[lid] = usage.get(lid, 0) + acc
+                usage[lid] = usage.get(lid, 0) + nbytes
         self._writer.sync()
         merged: dict[int, dict[int, int]] = {}
         for log_id, usage in added.items():

@@ -20,7 +20,7 @@ import contextlib
 import os
 import struct
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -30,7 +30,8 @@ from magnetar.bookie.storage import api, journal
 
 MAGIC = b"MGELOG\x00\x01"
 RECORD_HEAD = struct.Struct(">IIQQ")  # len, crc, ledger, entry
-_KEY = struct.Struct(">QQ")
+_KEY = struct.Struct(">QQ")  # also the index key of the entry
+LOCATION = struct.Struct(">IQI")  # the index value: log id, offset, size
 _PREFIX = struct.Struct(">II")
 _WRITE_BUFFER = 4 * 1024 * 1024
 
@@ -126,6 +127,58 @@ class EntryLogWriter:
         if self._buf_bytes >= _WRITE_BUFFER:
             self._write_buffer()
         return loc
+
+    def append_ledger(
+        self,
+        ledger_id: int,
+        entries: Mapping[int, bytes | memoryview],
+        locations: list[tuple[bytes, bytes]],
+    ) -> list[tuple[int, int]]:
+        """Append every entry of one ledger in entry order (the flush's inner loop, kept free of
+        per-entry calls). Adds (index key, index value) pairs to ``locations``; returns the
+        bytes written per log as [(log id, bytes)]."""
+        usage: list[tuple[int, int]] = []
+        pack_key = _KEY.pack
+        pack_prefix = _PREFIX.pack
+        pack_location = LOCATION.pack
+        crc = google_crc32c.value
+        crc_extend = google_crc32c.extend
+        add_location = locations.append
+        buf = self._buf
+        add = buf.append
+        max_bytes = self._max_bytes
+        if self._fd < 0:
+            self._open_next()
+        log_id, offset, pending = self._log_id, self._offset, self._buf_bytes
+        written = 0
+        for entry_id in sorted(entries):
+            data = entries[entry_id]
+            if type(data) is not bytes:
+                data = bytes(data)
+            size = 24 + len(data)
+            if offset + size > max_bytes and offset > len(MAGIC):
+                if written:
+                    usage.append((log_id, written))
+                    written = 0
+                self._offset, self._buf_bytes = offset, pending
+                self._write_buffer()
+                self._unsynced.append(self._fd)
+                self._open_next()
+                log_id, offset, pending = self._log_id, self._offset, 0
+            key = pack_key(ledger_id, entry_id)
+            add(pack_prefix(16 + len(data), crc_extend(crc(key), data)) + key)
+            add(data)
+            add_location((key, pack_location(log_id, offset, size)))
+            offset += size
+            written += size
+            pending += size
+            if pending >= _WRITE_BUFFER:
+                self._write_buffer()
+                pending = 0
+        self._offset, self._buf_bytes = offset, pending
+        if written:
+            usage.append((log_id, written))
+        return usage
 
     def _write_buffer(self) -> None:
         if not self._buf:

@@ -29,7 +29,7 @@ from magnetar.bookie.storage import entrylog
 from magnetar.bookie.storage.journal import Position
 
 LOC_KEY = struct.Struct(">QQ")
-LOC_VAL = struct.Struct(">IQI")
+LOC_VAL = entrylog.LOCATION
 _LEDGER_KEY = struct.Struct(">Q")
 _LEDGER_VAL = struct.Struct(">BqqI")  # flags, lac, last entry, key length (+ key)
 _LOG_KEY = struct.Struct(">I")

@@ -11,8 +11,8 @@ never blocked on the disk), then runs each waiter's completion callback and reso
 On disk: ``journal-<seq:016x>.jnl`` files in the journal directory, each starting with
 :data:`MAGIC`, then records ``[u32 len][u32 crc32c(payload)][payload]`` (big endian). Payloads
 (see :func:`encode_add` and friends) are an *add batch* (one ledger, its LAC and master key,
-then ``[u64 entry][u32 len][data]`` per entry — one header and one checksum per batch instead of
-per entry), a *fence*, a *delete* or an explicit *LAC*. Files rotate at ``max_file_bytes``; the
+the entry ids, the data lengths, then the data — one header and one checksum per batch instead
+of per entry), a *fence*, a *delete* or an explicit *LAC*. Files rotate at ``max_file_bytes``; the
 storage records a checkpoint (:class:`Position`) once the journal's content up to it is in the
 entry logs and index, and :meth:`Journal.release` deletes the files before it.
 
@@ -31,7 +31,7 @@ import logging
 import os
 import struct
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,7 +54,6 @@ Buffer = bytes | memoryview
 ADD, FENCE, DELETE, LAC = 1, 2, 3, 4
 _ADD_HEAD = struct.Struct(">BQqI")  # type, ledger, lac, key length   (+ key, then u32 count)
 _COUNT = struct.Struct(">I")
-_ENTRY_HEAD = struct.Struct(">QI")  # entry id, data length
 _FENCE_HEAD = struct.Struct(">BQI")  # type, ledger, key length (+ key)
 _DELETE = struct.Struct(">BQ")
 _LAC_HEAD = struct.Struct(">BQqI")  # type, ledger, lac, key length (+ key)
@@ -91,19 +90,25 @@ def frame(payload: bytes) -> bytes:
 
 
 def encode_add(
-    ledger_id: int, lac: int, master_key: bytes, entries: Iterable[tuple[int, Buffer]]
+    ledger_id: int,
+    lac: int,
+    master_key: bytes,
+    entry_ids: Sequence[int],
+    datas: Sequence[Buffer],
 ) -> bytes:
-    """One add-batch payload; ``entries`` are (entry id, data) pairs of that ledger."""
-    parts: list[Buffer] = [_ADD_HEAD.pack(ADD, ledger_id, lac, len(master_key)), master_key, b""]
-    pack = _ENTRY_HEAD.pack
-    append = parts.append
-    n = 0
-    for entry_id, data in entries:
-        append(pack(entry_id, len(data)))
-        append(data)
-        n += 1
-    parts[2] = _COUNT.pack(n)
-    return b"".join(parts)
+    """One add-batch payload of one ledger: a header, the entry ids and data lengths as two
+    packed columns (one ``struct`` call each, not one per entry), then the data back to back."""
+    n = len(entry_ids)
+    return b"".join(
+        [
+            _ADD_HEAD.pack(ADD, ledger_id, lac, len(master_key)),
+            master_key,
+            _COUNT.pack(n),
+            struct.pack(f">{n}Q", *entry_ids),
+            struct.pack(f">{n}I", *map(len, datas)),
+            *datas,
+        ]
+    )
 
 
 def encode_fence(ledger_id: int, master_key: bytes) -> bytes:
@@ -129,10 +134,12 @@ def decode(payload: bytes) -> Record:
             pos += klen
             (count,) = _COUNT.unpack_from(payload, pos)
             pos += _COUNT.size
+            entry_ids = struct.unpack_from(f">{count}Q", payload, pos)
+            pos += 8 * count
+            lengths = struct.unpack_from(f">{count}I", payload, pos)
+            pos += 4 * count
             entries: list[tuple[int, bytes]] = []
-            for _ in range(count):
-                entry_id, dlen = _ENTRY_HEAD.unpack_from(payload, pos)
-                pos += _ENTRY_HEAD.size
+            for entry_id, dlen in zip(entry_ids, lengths, strict=True):
                 if pos + dlen > len(payload):
                     raise ValueError("entry runs past the record")
                 entries.append((entry_id, payload[pos : pos + dlen]))
