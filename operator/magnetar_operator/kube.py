@@ -161,7 +161,10 @@ class Kube:
             method, path, data=data, params=params, headers=headers
         ) as resp:
             text = await resp.text()
-            payload: Json = json.loads(text) if text else {}
+            try:
+                payload: Json = json.loads(text) if text else {}
+            except ValueError:  # e.g. "404 page not found" for a kind nobody serves
+                payload = {"message": text.strip()}
             if resp.status >= 400:
                 raise ApiError(
                     resp.status,

@@ -13,6 +13,7 @@ import os
 import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
@@ -64,39 +65,37 @@ def crds(api: client.ApiClient) -> list[str]:
     return names
 
 
-@pytest.fixture(scope="session")
-def operator(
-    control_plane: ControlPlane, crds: list[str], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Proc]:
-    """The operator as `kopf run` in a subprocess, with short resync/retry intervals."""
+def start_operator(kubeconfig: Path, log: Path, *, scope: list[str]) -> Proc:
+    """`kopf run` of magnetar_operator in a subprocess, with short resync/retry intervals;
+    ``scope`` is kopf's namespace arguments. Ready when kopf's liveness endpoint answers."""
     port = free_port()
     env = {
-        "KUBECONFIG": str(control_plane.kubeconfig),
+        "KUBECONFIG": str(kubeconfig),
         "MAGNETAR_OPERATOR_CLUSTER_RESYNC": "1",
         "MAGNETAR_OPERATOR_RESOURCE_RESYNC": "2",
         "MAGNETAR_OPERATOR_RETRY_DELAY": "1",
         "MAGNETAR_OPERATOR_DELETE_RETRIES": "3",
         "PYTHONPATH": os.pathsep.join([str(ROOT / "operator"), os.environ.get("PYTHONPATH", "")]),
     }
-    log = tmp_path_factory.mktemp("operator") / "operator.log"
-    proc = Proc(
-        [
-            sys.executable,
-            "-m",
-            "kopf",
-            "run",
-            "--standalone",
-            "--all-namespaces",
-            f"--liveness=http://{LOOPBACK}:{port}/healthz",
-            "-m",
-            "magnetar_operator.handlers",
-        ],
+    argv = [sys.executable, "-m", "kopf", "run", "--standalone", *scope]
+    argv += [f"--liveness=http://{LOOPBACK}:{port}/healthz", "-m", "magnetar_operator.handlers"]
+    return Proc(
+        argv,
         log_path=log,
         env=env,
         ready=lambda: helpers.http_ok(f"http://{LOOPBACK}:{port}/healthz"),
         ready_timeout=60,
         cwd=ROOT,
     ).start()
+
+
+@pytest.fixture(scope="session")
+def operator(
+    control_plane: ControlPlane, crds: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Proc]:
+    """The operator for the test namespaces (t-*), as admin."""
+    log = tmp_path_factory.mktemp("operator") / "operator.log"
+    proc = start_operator(control_plane.kubeconfig, log, scope=["--namespace=t-*"])
     try:
         yield proc
     finally:
