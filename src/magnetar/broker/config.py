@@ -1,0 +1,68 @@
+"""Every knob of a broker, in one frozen dataclass with sane defaults.
+
+Why: the ``magnetar broker`` and ``magnetar standalone`` commands, the tests and (later) the
+operator build the same object; the broker reads nothing else (no environment, no globals).
+Names follow Pulsar's ``broker.conf`` where an equivalent exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from magnetar.managed_ledger.api import ManagedLedgerConfig
+from magnetar.wire import frames
+
+PROTOCOL_VERSION = 21
+"""Highest Pulsar protocol version this broker speaks (CONNECTED announces min(client, ours))."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerConfig:
+    cluster_name: str = "standalone"
+    bind_address: str = "0.0.0.0"
+    port: int = 6650
+    """Pulsar binary protocol port."""
+    http_port: int = 8080
+    """Admin REST, lookup and /metrics."""
+    advertised_address: str = "127.0.0.1"
+    """Host part of the URLs lookups hand out: the address clients reach this broker at."""
+
+    max_message_size: int = frames.DEFAULT_MAX_MESSAGE_SIZE
+    """Announced in CONNECTED; frames up to this plus frames.FRAME_PADDING are accepted."""
+    keepalive_interval_s: float = 30.0
+    """A connection silent this long is pinged; silent for another interval, it is closed.
+    Also the time a client has to complete the handshake."""
+    write_buffer_high: int = 2 * 1024 * 1024
+    """Outgoing bytes buffered for one client above which it counts as not writable."""
+    write_buffer_low: int = 512 * 1024
+
+    session_ttl_s: float = 10.0
+    """Lease of the broker's registration and bundle ownerships."""
+    default_bundles: int = 4
+    """Bundles of a namespace created by the broker (``public/default``)."""
+    allow_auto_topic_creation: bool = True
+    auto_topic_creation_type: str = "non-partitioned"
+    """``non-partitioned`` or ``partitioned`` (namespace policies may override)."""
+    default_num_partitions: int = 1
+    stats_interval_s: float = 5.0
+    """Rates (msg/s, bytes/s) are computed over windows of this length."""
+    load_report_interval_s: float = 5.0
+
+    managed_ledger: ManagedLedgerConfig = field(default_factory=ManagedLedgerConfig)
+
+    @property
+    def broker_id(self) -> str:
+        """Identity in the metadata store (registration, ownership): ``host:port``."""
+        return f"{self.advertised_address}:{self.port}"
+
+    @property
+    def service_url(self) -> str:
+        return f"pulsar://{self.advertised_address}:{self.port}"
+
+    @property
+    def web_service_url(self) -> str:
+        return f"http://{self.advertised_address}:{self.http_port}"
+
+    @property
+    def max_frame_size(self) -> int:
+        return self.max_message_size + frames.FRAME_PADDING

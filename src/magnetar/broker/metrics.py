@@ -1,0 +1,108 @@
+"""Prometheus text for /metrics with Pulsar's topic metric names and labels.
+
+Dashboards built for Pulsar read ``pulsar_in_messages_total{cluster, namespace, topic}``
+and friends; this module renders the same series from the topics this broker serves.
+Rendering walks the topics once per scrape; nothing is kept per message beyond the counters
+the topics maintain anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from magnetar.broker.topic import PersistentTopic
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# name, type, help
+_TOPIC_SERIES: tuple[tuple[str, str, str], ...] = (
+    ("pulsar_subscriptions_count", "gauge", "Subscriptions of the topic"),
+    ("pulsar_producers_count", "gauge", "Producers of the topic"),
+    ("pulsar_consumers_count", "gauge", "Consumers of the topic"),
+    ("pulsar_rate_in", "gauge", "Messages published per second"),
+    ("pulsar_rate_out", "gauge", "Messages dispatched per second"),
+    ("pulsar_throughput_in", "gauge", "Bytes published per second"),
+    ("pulsar_throughput_out", "gauge", "Bytes dispatched per second"),
+    ("pulsar_in_messages_total", "counter", "Messages published"),
+    ("pulsar_in_bytes_total", "counter", "Bytes published"),
+    ("pulsar_out_messages_total", "counter", "Messages dispatched"),
+    ("pulsar_out_bytes_total", "counter", "Bytes dispatched"),
+    ("pulsar_storage_size", "gauge", "Bytes stored for the topic"),
+    ("pulsar_msg_backlog", "gauge", "Messages not yet acknowledged, all subscriptions"),
+)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _num(value: float) -> str:
+    if isinstance(value, int):
+        return str(value)
+    return repr(float(value))
+
+
+def _f(stats: dict[str, Any], field: str) -> float:
+    try:
+        return float(stats.get(field, 0) or 0)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def render(cluster: str, topics: Iterable[PersistentTopic]) -> str:
+    series: dict[str, list[str]] = {name: [] for name, _, _ in _TOPIC_SERIES}
+    sub_backlog: list[str] = []
+    ns_topics: dict[str, int] = {}
+    cl = _escape(cluster)
+    for topic in topics:
+        ns = topic.name.namespace_name
+        ns_topics[ns] = ns_topics.get(ns, 0) + 1
+        labels = f'cluster="{cl}",namespace="{_escape(ns)}",topic="{_escape(topic.full_name)}"'
+        subs = topic.subscription_stats()
+        consumers = 0
+        out_rate = out_tp = out_msgs = out_bytes = backlog = 0.0
+        for sub_name, st in subs.items():
+            s = dict(st)
+            c = s.get("consumers")
+            consumers += len(c) if isinstance(c, list | tuple) else 0
+            out_rate += _f(s, "msgRateOut")
+            out_tp += _f(s, "msgThroughputOut")
+            out_msgs += _f(s, "msgOutCounter")
+            out_bytes += _f(s, "bytesOutCounter")
+            b = _f(s, "msgBacklog")
+            backlog += b
+            sub_backlog.append(
+                f'pulsar_subscription_back_log{{{labels},subscription="{_escape(sub_name)}"}} '
+                f"{_num(int(b))}"
+            )
+        values: dict[str, float] = {
+            "pulsar_subscriptions_count": len(subs),
+            "pulsar_producers_count": len(topic.producers),
+            "pulsar_consumers_count": consumers,
+            "pulsar_rate_in": topic.rate_in,
+            "pulsar_rate_out": out_rate,
+            "pulsar_throughput_in": topic.throughput_in,
+            "pulsar_throughput_out": out_tp,
+            "pulsar_in_messages_total": topic.msg_in,
+            "pulsar_in_bytes_total": topic.bytes_in,
+            "pulsar_out_messages_total": int(out_msgs),
+            "pulsar_out_bytes_total": int(out_bytes),
+            "pulsar_storage_size": topic.managed_ledger.total_size,
+            "pulsar_msg_backlog": int(backlog),
+        }
+        for name, value in values.items():
+            series[name].append(f"{name}{{{labels}}} {_num(value)}")
+    lines: list[str] = []
+    lines.append("# HELP pulsar_topics_count Topics served by this broker")
+    lines.append("# TYPE pulsar_topics_count gauge")
+    for ns, count in sorted(ns_topics.items()):
+        lines.append(f'pulsar_topics_count{{cluster="{cl}",namespace="{_escape(ns)}"}} {count}')
+    for name, kind, help_text in _TOPIC_SERIES:
+        lines.append(f"# HELP {name} {help_text}")
+        lines.append(f"# TYPE {name} {kind}")
+        lines.extend(series[name])
+    lines.append("# HELP pulsar_subscription_back_log Messages not yet acknowledged")
+    lines.append("# TYPE pulsar_subscription_back_log gauge")
+    lines.extend(sub_backlog)
+    return "\n".join(lines) + "\n"

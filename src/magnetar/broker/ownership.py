@@ -1,0 +1,300 @@
+"""Who serves which topic: namespace bundles, leased ownership, broker registration, load.
+
+DESIGN.md §6. A namespace's 32-bit hash space is split into bundles (its policies hold the
+boundaries); a topic belongs to the bundle its full name hashes into (Murmur3-32, as
+Pulsar). A broker serves a bundle while it holds ``keys.bundle_owner(...)`` under its
+session (create-only, so exactly one broker wins). Live brokers register under
+``keys.broker(...)`` and publish a load report under ``keys.broker_load(...)``; an unowned
+bundle is assigned to the least-loaded live broker. When the session is lost, every
+ownership goes with it: the service unloads the topics and takes a new session.
+
+This module only talks to the metadata store; the service decides what to do with answers.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import functools
+import json
+import logging
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from magnetar import __version__
+from magnetar.metadata import api, keys
+from magnetar.wire.topics import TopicName
+
+log = logging.getLogger(__name__)
+
+_U32 = 0xFFFFFFFF
+_BLOCKS = struct.Struct("<I")
+
+
+def murmur3_32(data: bytes, seed: int = 0) -> int:
+    """Murmur3 x86 32-bit (Guava's ``murmur3_32``, which Pulsar hashes topic names with)."""
+    c1, c2 = 0xCC9E2D51, 0x1B873593
+    h = seed & _U32
+    n = len(data)
+    nblocks = n // 4
+    for (k,) in struct.iter_unpack("<I", data[: nblocks * 4]):
+        k = (k * c1) & _U32
+        k = ((k << 15) | (k >> 17)) & _U32
+        k = (k * c2) & _U32
+        h ^= k
+        h = ((h << 13) | (h >> 19)) & _U32
+        h = (h * 5 + 0xE6546B64) & _U32
+    tail = data[nblocks * 4 :]
+    k = 0
+    if len(tail) >= 3:
+        k ^= tail[2] << 16
+    if len(tail) >= 2:
+        k ^= tail[1] << 8
+    if tail:
+        k ^= tail[0]
+        k = (k * c1) & _U32
+        k = ((k << 15) | (k >> 17)) & _U32
+        k = (k * c2) & _U32
+        h ^= k
+    h ^= n
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & _U32
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & _U32
+    h ^= h >> 16
+    return h
+
+
+@functools.lru_cache(maxsize=65536)
+def topic_hash(full_name: str) -> int:
+    return murmur3_32(full_name.encode())
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Bundle:
+    """A hash range of a namespace: ``[lower, upper)`` (the last bundle includes upper)."""
+
+    tenant: str
+    namespace: str
+    lower: int
+    upper: int
+
+    @property
+    def range(self) -> str:
+        return f"0x{self.lower:08x}_0x{self.upper:08x}"
+
+    @property
+    def key(self) -> str:
+        return keys.bundle_owner(self.tenant, self.namespace, self.range)
+
+    @property
+    def namespace_name(self) -> str:
+        return f"{self.tenant}/{self.namespace}"
+
+    def __str__(self) -> str:
+        return f"{self.tenant}/{self.namespace}/{self.range}"
+
+
+def bundle_of(topic: TopicName, boundaries: tuple[int, ...]) -> Bundle:
+    """The bundle ``topic`` hashes into, given its namespace's boundaries."""
+    h = topic_hash(topic.full_name)
+    i = bisect.bisect_right(boundaries, h) - 1
+    i = max(0, min(i, len(boundaries) - 2))
+    return Bundle(topic.tenant, topic.namespace, boundaries[i], boundaries[i + 1])
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    broker_id: str
+    service_url: str
+    web_service_url: str
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "format": 1,
+                "brokerId": self.broker_id,
+                "pulsarServiceUrl": self.service_url,
+                "pulsarServiceUrlTls": "",
+                "webServiceUrl": self.web_service_url,
+                "webServiceUrlTls": "",
+                "version": __version__,
+            }
+        ).encode()
+
+    @classmethod
+    def from_json(cls, broker_id: str, value: bytes) -> BrokerInfo:
+        data: dict[str, Any] = json.loads(value) if value else {}
+        return cls(
+            broker_id=str(data.get("brokerId") or broker_id),
+            service_url=str(data.get("pulsarServiceUrl", "")),
+            web_service_url=str(data.get("webServiceUrl", "")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """The current owner of a bundle, as its ownership key says."""
+
+    broker: BrokerInfo
+    session_id: int | None
+
+
+class Ownership:
+    """This broker's registration and bundle ownerships, under one session at a time."""
+
+    def __init__(self, store: api.MetadataStore, me: BrokerInfo) -> None:
+        self.store = store
+        self.me = me
+        self.session: api.Session | None = None
+        self.owned: set[Bundle] = set()
+
+    # --- session and registration ----------------------------------------------------------
+
+    async def start(self, ttl: float, *, wait: float) -> api.Session:
+        """Open a session and register this broker (waiting out a registration a previous
+        process of the same id left behind, for up to ``wait`` seconds)."""
+        session = await self.store.session(ttl)
+        key = keys.broker(self.me.broker_id)
+        loop_deadline = wait
+        delay = 0.25
+        while True:
+            try:
+                await self.store.put(
+                    key, self.me.to_json(), expected_version=api.NOT_EXISTS, session=session
+                )
+                break
+            except api.BadVersionError:
+                if loop_deadline <= 0:
+                    await session.close()
+                    raise RuntimeError(
+                        f"broker id {self.me.broker_id} is registered by a live process"
+                    ) from None
+                import asyncio
+
+                await asyncio.sleep(delay)
+                loop_deadline -= delay
+        self.session = session
+        self.owned = set()
+        return session
+
+    async def stop(self) -> None:
+        """Revoke the session: registration and ownerships disappear at once."""
+        session, self.session = self.session, None
+        self.owned = set()
+        if session is not None:
+            with contextlib.suppress(Exception):
+                await session.close()
+
+    def lost(self) -> None:
+        """The session was lost: nothing is owned any more."""
+        self.session = None
+        self.owned = set()
+
+    async def report_load(self, report: dict[str, Any]) -> None:
+        if self.session is None or self.session.lost:
+            return
+        report = {"format": 1, "bundleCount": len(self.owned), **report}
+        await self.store.put(
+            keys.broker_load(self.me.broker_id), json.dumps(report).encode(), session=self.session
+        )
+
+    # --- ownership ---------------------------------------------------------------------------
+
+    def is_owned(self, bundle: Bundle) -> bool:
+        return bundle in self.owned
+
+    async def owner_of(self, bundle: Bundle) -> Owner | None:
+        record = await self.store.get(bundle.key)
+        if record is None:
+            return None
+        data = json.loads(record.value) if record.value else {}
+        broker_id = str(data.get("brokerId", ""))
+        info = BrokerInfo(
+            broker_id=broker_id,
+            service_url=str(data.get("nativeUrl", "")),
+            web_service_url=str(data.get("httpUrl", "")),
+        )
+        if (
+            broker_id == self.me.broker_id
+            and self.session is not None
+            and record.session_id == self.session.id
+        ):
+            self.owned.add(bundle)
+        return Owner(info, record.session_id)
+
+    async def try_acquire(self, bundle: Bundle) -> Owner:
+        """Take ``bundle`` if nobody owns it; returns whoever owns it afterwards."""
+        if bundle in self.owned:
+            return Owner(self.me, self.session.id if self.session else None)
+        session = self.session
+        if session is None or session.lost:
+            raise api.SessionLostError("the broker has no metadata session")
+        value = json.dumps(
+            {
+                "format": 1,
+                "brokerId": self.me.broker_id,
+                "nativeUrl": self.me.service_url,
+                "nativeUrlTls": "",
+                "httpUrl": self.me.web_service_url,
+                "httpUrlTls": "",
+                "disabled": False,
+            }
+        ).encode()
+        try:
+            await self.store.put(
+                bundle.key, value, expected_version=api.NOT_EXISTS, session=session
+            )
+        except api.BadVersionError:
+            owner = await self.owner_of(bundle)
+            if owner is None:  # released in between: try once more
+                return await self.try_acquire(bundle)
+            return owner
+        self.owned.add(bundle)
+        log.info("broker %s owns bundle %s", self.me.broker_id, bundle)
+        return Owner(self.me, session.id)
+
+    async def release(self, bundle: Bundle) -> None:
+        if bundle not in self.owned:
+            return
+        self.owned.discard(bundle)
+        record = await self.store.get(bundle.key)
+        if record is not None and self.session is not None and record.session_id == self.session.id:
+            with contextlib.suppress(api.NotFoundError, api.BadVersionError):
+                await self.store.delete(bundle.key, expected_version=record.version)
+
+    # --- placement ----------------------------------------------------------------------------
+
+    async def live_brokers(self) -> dict[str, BrokerInfo]:
+        found: dict[str, BrokerInfo] = {}
+        async for record in self.store.scan_all(keys.BROKERS):
+            broker_id = keys.unsegment(record.key.rsplit("/", 1)[-1])
+            found[broker_id] = BrokerInfo.from_json(broker_id, record.value)
+        return found
+
+    async def least_loaded(self) -> BrokerInfo:
+        """The live broker with the fewest owned bundles (then the lowest message rate);
+        this broker wins ties, so a single broker never redirects to itself."""
+        brokers = await self.live_brokers()
+        if len(brokers) <= 1:
+            return self.me
+        loads: dict[str, tuple[float, float]] = {}
+        async for record in self.store.scan_all(keys.BROKER_LOAD):
+            broker_id = keys.unsegment(record.key.rsplit("/", 1)[-1])
+            with contextlib.suppress(ValueError, TypeError, AttributeError):
+                data = json.loads(record.value)
+                loads[broker_id] = (
+                    float(data.get("bundleCount", 0)),
+                    float(data.get("msgRateIn", 0.0)),
+                )
+        mine = (float(len(self.owned)), loads.get(self.me.broker_id, (0.0, 0.0))[1])
+        best = self.me
+        best_load = mine
+        for broker_id, info in sorted(brokers.items()):
+            if broker_id == self.me.broker_id or not info.service_url:
+                continue
+            load = loads.get(broker_id, (0.0, 0.0))
+            if load < best_load:
+                best, best_load = info, load
+        return best

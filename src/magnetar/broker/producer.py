@@ -1,0 +1,245 @@
+"""A producer attached to a topic: the publish path and in-order send receipts.
+
+The hot path of the broker. Per SEND the work is: one ``managed_ledger.add_entry`` of the
+stored bytes (headers and payload exactly as received; a client batch is one entry), one
+pending record, and, when the add is durable, one SEND_RECEIPT carrying the entry's
+(ledger, entry) id. Receipts go out strictly in the order the SENDs arrived (the client
+drops the connection on an out-of-order receipt): completions are queued and released from
+the head only. Nothing here logs per message.
+
+Message deduplication is not implemented yet: PRODUCER_SUCCESS announces
+``last_sequence_id = -1``; :meth:`Producer.publish` is where a dedup check would sit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from magnetar.broker.contracts import ServerCnx
+from magnetar.managed_ledger.api import ManagedLedgerTerminatedError, Position
+from magnetar.wire import commands, pb
+from magnetar.wire.ids import MessageId
+
+if TYPE_CHECKING:
+    from magnetar.broker.topic import PersistentTopic
+
+log = logging.getLogger(__name__)
+
+
+class AccessMode(enum.IntEnum):
+    SHARED = pb.Shared
+    EXCLUSIVE = pb.Exclusive
+    WAIT_FOR_EXCLUSIVE = pb.WaitForExclusive
+    EXCLUSIVE_WITH_FENCING = pb.ExclusiveWithFencing
+
+
+class _Pending:
+    """One SEND waiting for durability (a PendingAddOp in BookKeeper terms)."""
+
+    __slots__ = ("done", "error", "highest_sequence_id", "position", "sequence_id")
+
+    def __init__(self, sequence_id: int, highest_sequence_id: int) -> None:
+        self.sequence_id = sequence_id
+        self.highest_sequence_id = highest_sequence_id
+        self.done = False
+        self.position: Position | None = None
+        self.error: BaseException | None = None
+
+
+def send_error_code(exc: BaseException) -> pb.ServerError.ValueType:
+    if isinstance(exc, ManagedLedgerTerminatedError):
+        return pb.TopicTerminatedError
+    return pb.PersistenceError
+
+
+class Producer:
+    __slots__ = (
+        "_drained",
+        "_pending",
+        "_tasks",
+        "access_mode",
+        "closed",
+        "cnx",
+        "epoch",
+        "metadata",
+        "name",
+        "on_detach",
+        "producer_id",
+        "topic",
+        "topic_epoch",
+        "user_provided_name",
+    )
+
+    def __init__(
+        self,
+        *,
+        topic: PersistentTopic,
+        cnx: ServerCnx,
+        producer_id: int,
+        name: str,
+        epoch: int,
+        access_mode: AccessMode,
+        user_provided_name: bool,
+        topic_epoch: int | None,
+        metadata: dict[str, str],
+        on_detach: Callable[[Producer], None] | None = None,
+    ) -> None:
+        self.topic = topic
+        self.cnx = cnx
+        self.producer_id = producer_id
+        self.name = name
+        self.epoch = epoch
+        self.access_mode = access_mode
+        self.user_provided_name = user_provided_name
+        self.topic_epoch = topic_epoch
+        self.metadata = metadata
+        self.on_detach = on_detach
+        self.closed = False
+        self._pending: deque[_Pending] = deque()
+        self._tasks: set[asyncio.Task[Position]] = set()
+        self._drained: asyncio.Event | None = None
+
+    @property
+    def exclusive(self) -> bool:
+        return self.access_mode is not AccessMode.SHARED
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    def is_successor_to(self, other: Producer) -> bool:
+        """A reconnection of ``other`` (same name, id and connection, higher epoch)."""
+        return (
+            self.name == other.name
+            and self.producer_id == other.producer_id
+            and self.cnx is other.cnx
+            and other.epoch < self.epoch
+        )
+
+    # --- publish path ----------------------------------------------------------------------
+
+    def publish(
+        self, sequence_id: int, highest_sequence_id: int, num_messages: int, data: bytes
+    ) -> None:
+        """Store one SEND's entry; its receipt follows once durable, in order."""
+        topic = self.topic
+        if self.closed:
+            self._send_error(sequence_id, pb.PersistenceError, "producer is closed")
+            return
+        if topic.fenced_reason is not None:
+            self._send_error(sequence_id, topic.fenced_error, topic.fenced_reason)
+            return
+        op = _Pending(sequence_id, highest_sequence_id)
+        self._pending.append(op)
+        topic.msg_in += num_messages
+        topic.bytes_in += len(data)
+        task = asyncio.get_running_loop().create_task(topic.managed_ledger.add_entry(data))
+        self._tasks.add(task)
+        task.add_done_callback(lambda t: self._completed(op, t))
+
+    def _completed(self, op: _Pending, task: asyncio.Task[Position]) -> None:
+        self._tasks.discard(task)
+        op.done = True
+        if task.cancelled():
+            op.error = asyncio.CancelledError()
+        else:
+            exc = task.exception()
+            if exc is None:
+                op.position = task.result()
+            else:
+                op.error = exc
+                self.topic.add_failed(exc)
+        pending = self._pending
+        if pending[0] is not op:  # an earlier add is still in flight: it releases us
+            return
+        cnx = self.cnx
+        pid = self.producer_id
+        stored = False
+        while pending and pending[0].done:
+            head = pending.popleft()
+            pos = head.position
+            if pos is not None:
+                stored = True
+                cnx.send_command(
+                    commands.send_receipt(
+                        producer_id=pid,
+                        sequence_id=head.sequence_id,
+                        message_id=MessageId(pos.ledger_id, pos.entry_id),
+                        highest_sequence_id=head.highest_sequence_id,
+                    )
+                )
+            elif not isinstance(head.error, asyncio.CancelledError):
+                err = head.error or RuntimeError("add failed")
+                self._send_error(head.sequence_id, send_error_code(err), f"storage: {err}")
+        if stored:
+            self.topic.entries_added()
+        if not pending and self._drained is not None:
+            self._drained.set()
+
+    def _send_error(self, sequence_id: int, code: pb.ServerError.ValueType, message: str) -> None:
+        self.cnx.send_command(
+            commands.send_error(
+                producer_id=self.producer_id, sequence_id=sequence_id, error=code, message=message
+            )
+        )
+
+    def send_checksum_error(self, sequence_id: int) -> None:
+        self._send_error(sequence_id, pb.ChecksumError, "checksum mismatch")
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    async def drain(self, wait: float = 30.0) -> None:
+        """Wait until every accepted SEND was answered (receipt or error)."""
+        if not self._pending:
+            return
+        self._drained = asyncio.Event()
+        try:
+            async with asyncio.timeout(wait):
+                await self._drained.wait()
+        except TimeoutError:
+            log.warning(
+                "producer %s on %s: %d sends still pending",
+                self.name,
+                self.topic.name,
+                len(self._pending),
+            )
+        finally:
+            self._drained = None
+
+    async def close(self) -> None:
+        """Client-requested close: answer what is in flight, then detach from the topic."""
+        if self.closed:
+            return
+        self.closed = True
+        await self.drain()
+        self.topic.remove_producer(self)
+
+    def disconnect(self, *, notify: bool) -> None:
+        """Broker-side close (unload, fencing, connection gone): detach now; with
+        ``notify`` the client gets CLOSE_PRODUCER and re-creates the producer."""
+        if self.closed:
+            return
+        self.closed = True
+        self.topic.remove_producer(self)
+        if notify:
+            self.cnx.send_command(
+                commands.close_producer(producer_id=self.producer_id, request_id=0)
+            )
+        if self.on_detach is not None:
+            self.on_detach(self)
+
+    def stats(self) -> dict[str, object]:
+        return {
+            "producerId": self.producer_id,
+            "producerName": self.name,
+            "accessMode": self.access_mode.name.title().replace("_", ""),
+            "address": self.cnx.remote_address,
+            "clientVersion": self.cnx.client_version,
+            "metadata": dict(self.metadata),
+            "pendingSends": len(self._pending),
+        }

@@ -1,0 +1,428 @@
+"""The broker service: which topics this broker serves and how clients find them.
+
+It never sees a socket: connections call it with parsed names and commands, and it answers
+with topics, lookup answers or :class:`BrokerError`. It owns
+
+* the topic registry (load-or-create once per name, auto topic creation per namespace
+  policy, unload on ownership loss or fencing);
+* lookup and partitioned-topic metadata (DESIGN.md §6): Connect when this broker owns the
+  topic's bundle, Connect to the owner when another broker does, and for an unowned bundle
+  either take it (this broker is the least loaded, or the lookup is authoritative) or
+  Redirect, authoritatively, to the least-loaded live broker;
+* the broker's registration and load report under its metadata session; when the session is
+  lost, every topic is unloaded and a new session is opened;
+* the defaults created at first start (cluster record, tenant ``public``, namespace
+  ``public/default``) and broker-generated producer names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from magnetar.broker import policies
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.contracts import (
+    BrokerError,
+    ConsumerHandle,
+    ServerCnx,
+    TopicSubscriptions,
+    TopicSubscriptionsFactory,
+)
+from magnetar.broker.ownership import BrokerInfo, Bundle, Ownership, bundle_of
+from magnetar.broker.topic import PersistentTopic
+from magnetar.managed_ledger.api import ManagedLedger, ManagedLedgerFactory
+from magnetar.metadata import api
+from magnetar.wire import pb
+from magnetar.wire.errors import InvalidTopicNameError
+from magnetar.wire.topics import TopicDomain, TopicName
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class LookupAnswer:
+    service_url: str
+    redirect: bool = False
+    authoritative: bool = False
+
+
+def managed_ledger_name(topic: TopicName) -> str:
+    """``tenant/namespace/persistent/local-name``: the topic's managed ledger."""
+    return f"{topic.tenant}/{topic.namespace}/{topic.domain.value}/{topic.local_name}"
+
+
+def default_subscriptions_factory() -> TopicSubscriptionsFactory:
+    """The subscriptions package's implementation (or a stand-in refusing consumers while
+    that package is not installed)."""
+    try:
+        from magnetar.broker import subscriptions
+    except ImportError:
+        return _NoSubscriptions
+    factory: TopicSubscriptionsFactory | None = getattr(
+        subscriptions, "TopicSubscriptionsImpl", None
+    )
+    return factory if factory is not None else _NoSubscriptions
+
+
+class _NoSubscriptions:
+    """Stand-in used only when magnetar.broker.subscriptions is missing."""
+
+    def __init__(self, *, topic: TopicName, managed_ledger: ManagedLedger) -> None:
+        self.topic = topic
+
+    async def subscribe(self, cmd: pb.CommandSubscribe, cnx: ServerCnx) -> ConsumerHandle:
+        raise BrokerError(pb.NotAllowedError, "subscriptions are not available in this build")
+
+    def names(self) -> list[str]:
+        return []
+
+    async def create(self, name: str, *, start: Any) -> None:
+        raise BrokerError(pb.NotAllowedError, "subscriptions are not available in this build")
+
+    async def delete(self, name: str, *, force: bool = False) -> None:
+        raise BrokerError(pb.SubscriptionNotFound, name)
+
+    def on_entries_added(self) -> None:
+        pass
+
+    async def close_all(self, *, reason: str) -> None:
+        pass
+
+    def stats(self) -> Mapping[str, Mapping[str, Any]]:
+        return {}
+
+
+class BrokerService:
+    def __init__(
+        self,
+        *,
+        config: BrokerConfig,
+        store: api.MetadataStore,
+        managed_ledgers: ManagedLedgerFactory,
+        subscriptions_factory: TopicSubscriptionsFactory | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.managed_ledgers = managed_ledgers
+        self.subscriptions_factory = subscriptions_factory or default_subscriptions_factory()
+        self.policies = policies.PolicyCache(store)
+        self.me = BrokerInfo(config.broker_id, config.service_url, config.web_service_url)
+        self.ownership = Ownership(store, self.me)
+        self.topics: dict[str, PersistentTopic] = {}
+        self._loading: dict[str, asyncio.Future[PersistentTopic]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._background: list[asyncio.Task[None]] = []
+        self._producer_prefix = "0"
+        self._producer_counter = 0
+        self._closing = False
+        self._session_generation = 0
+        self.started_at = time.time()
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def reconfigure(self, config: BrokerConfig) -> None:
+        """Replace the configuration before :meth:`start` (e.g. the real bound ports)."""
+        self.config = config
+        self.me = BrokerInfo(config.broker_id, config.service_url, config.web_service_url)
+        self.ownership.me = self.me
+
+    async def start(self) -> None:
+        cfg = self.config
+        await policies.ensure_defaults(
+            self.store,
+            cluster=cfg.cluster_name,
+            service_url=cfg.service_url,
+            web_service_url=cfg.web_service_url,
+            num_bundles=cfg.default_bundles,
+        )
+        self._producer_prefix = str(await self.store.next_id("producer-name"))
+        await self._open_session()
+        self._background = [
+            asyncio.create_task(self._rates_loop(), name="broker-rates"),
+            asyncio.create_task(self._load_loop(), name="broker-load-report"),
+        ]
+        log.info("broker %s started (%s)", cfg.broker_id, cfg.service_url)
+
+    async def _open_session(self) -> None:
+        session = await self.ownership.start(
+            self.config.session_ttl_s, wait=self.config.session_ttl_s * 1.5
+        )
+        self._session_generation += 1
+        generation = self._session_generation
+        session.on_lost(lambda: self._session_lost(generation))
+
+    def _session_lost(self, generation: int) -> None:
+        if self._closing or generation != self._session_generation:
+            return
+        log.warning("broker %s: metadata session lost; unloading every topic", self.me.broker_id)
+        self.ownership.lost()
+        self._spawn(self._recover_session())
+
+    async def _recover_session(self) -> None:
+        await self.unload_all(reason="metadata session lost")
+        delay = 0.5
+        while not self._closing:
+            try:
+                await self._open_session()
+                log.info("broker %s: registered again under a new session", self.me.broker_id)
+                return
+            except Exception as err:
+                log.warning("broker %s: cannot open a new session yet: %s", self.me.broker_id, err)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def close(self) -> None:
+        """Unload every topic (clients get CLOSE_PRODUCER/CLOSE_CONSUMER and look up
+        again), then drop registration and ownerships."""
+        self._closing = True
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        await self.unload_all(reason="broker shutting down")
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.ownership.stop()
+
+    def _spawn(self, coro: Any) -> None:
+        task: asyncio.Task[Any] = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def unload_all(self, *, reason: str) -> None:
+        topics = list(self.topics.values())
+        self.topics.clear()
+        await asyncio.gather(*(t.close(reason=reason) for t in topics), return_exceptions=True)
+
+    async def unload(self, name: str, *, reason: str = "unload") -> bool:
+        topic = self.topics.pop(name, None)
+        if topic is None:
+            return False
+        await topic.close(reason=reason)
+        return True
+
+    def _topic_fenced(self, topic: PersistentTopic) -> None:
+        if self.topics.get(topic.full_name) is topic:
+            del self.topics[topic.full_name]
+            self._spawn(topic.close(reason="managed ledger fenced"))
+
+    # --- names and namespaces -----------------------------------------------------------------
+
+    @staticmethod
+    def parse_topic(name: str) -> TopicName:
+        """Parse a client's topic name; BrokerError(InvalidTopicName) when it is bad."""
+        try:
+            topic = TopicName.parse(name)
+        except InvalidTopicNameError as err:
+            raise BrokerError(pb.InvalidTopicName, str(err)) from None
+        if topic.domain is not TopicDomain.PERSISTENT:
+            raise BrokerError(pb.NotAllowedError, "non-persistent topics are not supported yet")
+        return topic
+
+    async def namespace_policies(self, topic: TopicName) -> policies.NamespacePolicies:
+        ns = await self.policies.namespace(topic.tenant, topic.namespace)
+        if ns is None:
+            raise BrokerError(pb.TopicNotFound, f"namespace {topic.namespace_name} does not exist")
+        return ns
+
+    async def bundle(self, topic: TopicName) -> Bundle:
+        ns = await self.namespace_policies(topic)
+        return bundle_of(topic, ns.boundaries)
+
+    async def _auto_creation(self, topic: TopicName) -> policies.AutoTopicCreation:
+        ns = await self.namespace_policies(topic)
+        if ns.auto_topic_creation is not None:
+            return ns.auto_topic_creation
+        cfg = self.config
+        return policies.AutoTopicCreation(
+            allowed=cfg.allow_auto_topic_creation,
+            partitioned=cfg.auto_topic_creation_type == "partitioned",
+            default_partitions=cfg.default_num_partitions,
+        )
+
+    # --- lookup -------------------------------------------------------------------------------
+
+    async def lookup(self, topic: TopicName, *, authoritative: bool) -> LookupAnswer:
+        bundle = await self.bundle(topic)
+        if self.ownership.is_owned(bundle):
+            return LookupAnswer(self.me.service_url)
+        owner = await self.ownership.owner_of(bundle)
+        if owner is None:
+            if not authoritative:
+                target = await self.ownership.least_loaded()
+                if target.broker_id != self.me.broker_id:
+                    return LookupAnswer(target.service_url, redirect=True, authoritative=True)
+            owner = await self._acquire(bundle)
+        if owner.broker.broker_id == self.me.broker_id:
+            if self.ownership.is_owned(bundle):
+                return LookupAnswer(self.me.service_url)
+            # a registration of this broker id under an old session: it expires with its lease
+            raise BrokerError(pb.ServiceNotReady, f"bundle {bundle} is being released; retry")
+        return LookupAnswer(owner.broker.service_url)
+
+    async def _acquire(self, bundle: Bundle) -> Any:
+        try:
+            return await self.ownership.try_acquire(bundle)
+        except api.SessionLostError:
+            raise BrokerError(pb.ServiceNotReady, "broker has no metadata session") from None
+
+    async def check_owned(self, topic: TopicName) -> None:
+        """Raise ServiceNotReady unless this broker owns the topic (taking an unowned
+        bundle, as a lookup would have)."""
+        bundle = await self.bundle(topic)
+        if self.ownership.is_owned(bundle):
+            return
+        owner = await self._acquire(bundle)
+        if owner.broker.broker_id != self.me.broker_id or not self.ownership.is_owned(bundle):
+            raise BrokerError(
+                pb.ServiceNotReady, f"topic {topic} is not served by this broker; look it up"
+            )
+
+    async def partitioned_metadata(self, topic: TopicName, *, auto_create: bool = True) -> int:
+        """Partitions of ``topic`` (0: not partitioned), auto-creating partitioned-topic
+        metadata when the namespace asks for partitioned auto-creation."""
+        if topic.is_partition:
+            return 0
+        await self.namespace_policies(topic)
+        stored = await self.policies.partitions(topic)
+        if stored is not None:
+            return stored
+        if not auto_create:
+            return 0
+        auto = await self._auto_creation(topic)
+        if not (auto.allowed and auto.partitioned):
+            return 0
+        if topic.full_name in self.topics or await self.managed_ledgers.exists(
+            managed_ledger_name(topic)
+        ):
+            return 0  # a non-partitioned topic of that name exists
+        return await self.policies.create_partitioned(topic, max(1, auto.default_partitions))
+
+    # --- topics -------------------------------------------------------------------------------
+
+    async def get_topic(self, topic: TopicName, *, create: bool = True) -> PersistentTopic:
+        """The loaded topic, loading (and creating, when allowed) it on first use.
+        Raises BrokerError: ServiceNotReady (not ours), TopicNotFound, PersistenceError."""
+        name = topic.full_name
+        found = self.topics.get(name)
+        if found is not None:
+            return found
+        pending = self._loading.get(name)
+        if pending is None:
+            pending = asyncio.get_running_loop().create_future()
+            self._loading[name] = pending
+            try:
+                loaded = await self._load(topic, create=create)
+            except BaseException as err:
+                pending.set_exception(err)
+                pending.exception()  # mark retrieved: waiters (if any) re-raise it
+                raise
+            finally:
+                self._loading.pop(name, None)
+            pending.set_result(loaded)
+            return loaded
+        return await asyncio.shield(pending)
+
+    async def _load(self, topic: TopicName, *, create: bool) -> PersistentTopic:
+        if self._closing:
+            raise BrokerError(pb.ServiceNotReady, "broker is shutting down")
+        await self.check_owned(topic)
+        ml_name = managed_ledger_name(topic)
+        if not await self.managed_ledgers.exists(ml_name):
+            await self._check_may_create(topic, create=create)
+        try:
+            ml = await self.managed_ledgers.open(ml_name, self.config.managed_ledger)
+        except Exception as err:
+            log.warning("%s: cannot open managed ledger: %s", topic, err)
+            raise BrokerError(pb.PersistenceError, f"cannot open topic {topic}: {err}") from None
+        subscriptions: TopicSubscriptions = self.subscriptions_factory(
+            topic=topic, managed_ledger=ml
+        )
+        loaded = PersistentTopic(
+            name=topic, managed_ledger=ml, subscriptions=subscriptions, on_fenced=self._topic_fenced
+        )
+        bundle = await self.bundle(topic)
+        if self._closing or not self.ownership.is_owned(bundle):
+            await loaded.close(reason="ownership lost while loading")
+            raise BrokerError(pb.ServiceNotReady, f"topic {topic} is no longer served here")
+        self.topics[topic.full_name] = loaded
+        log.info("%s: loaded", topic)
+        return loaded
+
+    async def _check_may_create(self, topic: TopicName, *, create: bool) -> None:
+        if topic.is_partition:
+            partitions = await self.policies.partitions(topic)
+            if partitions is not None:
+                if topic.partition_index < partitions:
+                    return
+                raise BrokerError(
+                    pb.TopicNotFound,
+                    f"{topic}: partition {topic.partition_index} of a topic with "
+                    f"{partitions} partitions",
+                )
+        elif await self.policies.partitions(topic):
+            raise BrokerError(
+                pb.NotAllowedError, f"{topic} is a partitioned topic: use its partitions"
+            )
+        if not create:
+            raise BrokerError(pb.TopicNotFound, f"topic {topic} does not exist")
+        auto = await self._auto_creation(topic)
+        if not auto.allowed:
+            raise BrokerError(
+                pb.TopicNotFound, f"topic {topic} does not exist (auto-creation is disabled)"
+            )
+
+    def new_producer_name(self) -> str:
+        """Unique across brokers and restarts: ``<cluster>-<store id>-<counter>``."""
+        self._producer_counter += 1
+        return f"{self.config.cluster_name}-{self._producer_prefix}-{self._producer_counter}"
+
+    async def topics_of_namespace(self, tenant: str, namespace: str) -> list[str]:
+        """Full names of the namespace's persistent topics (partitions listed one by one)."""
+        policies.check_namespace_name(tenant, namespace)
+        names: set[str] = set()
+        prefix = f"{tenant}/{namespace}/persistent"
+        with contextlib.suppress(Exception):
+            for ml_name in await self.managed_ledgers.list(prefix):
+                local = ml_name.rsplit("/", 1)[-1]
+                names.add(f"persistent://{tenant}/{namespace}/{local}")
+        for local, partitions in (
+            await policies.partitioned_topics(self.store, tenant, namespace)
+        ).items():
+            for i in range(partitions):
+                names.add(f"persistent://{tenant}/{namespace}/{local}-partition-{i}")
+        for name in self.topics:
+            t = TopicName.parse(name)
+            if t.tenant == tenant and t.namespace == namespace:
+                names.add(name)
+        return sorted(names)
+
+    # --- background ---------------------------------------------------------------------------
+
+    async def _rates_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.stats_interval_s)
+            now = time.monotonic()
+            for topic in list(self.topics.values()):
+                topic.update_rates(now)
+
+    async def _load_loop(self) -> None:
+        while True:
+            try:
+                await self.ownership.report_load(
+                    {
+                        "topics": len(self.topics),
+                        "msgRateIn": sum(t.rate_in for t in self.topics.values()),
+                        "msgThroughputIn": sum(t.throughput_in for t in self.topics.values()),
+                        "timestamp": int(time.time() * 1000),
+                    }
+                )
+            except Exception as err:
+                log.debug("load report failed: %s", err)
+            await asyncio.sleep(self.config.load_report_interval_s)

@@ -1,0 +1,294 @@
+"""A persistent topic (or one partition of a partitioned topic) served by this broker.
+
+It joins a managed ledger (the log), the topic's producers with their access modes, and its
+subscriptions (:class:`contracts.TopicSubscriptions`, built by the subscriptions package).
+It counts what flows in for /metrics and the admin stats, and it can be unloaded (ownership
+moves, the broker stops) or terminated (no more messages, ever).
+
+Producer access modes follow Pulsar's ``AbstractTopic.incrementTopicEpochIfNeeded``:
+Shared producers coexist unless an exclusive one holds the topic (ProducerBusy); an Exclusive
+producer needs the topic to itself (ProducerFenced otherwise); WaitForExclusive queues until
+the topic is free; ExclusiveWithFencing closes every other producer and takes over. Each
+grant of exclusivity bumps the topic epoch, and a producer that comes back with an older
+epoch is fenced. (The epoch lives in memory: it restarts when the topic is reloaded.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from magnetar.broker.contracts import BrokerError, TopicSubscriptions
+from magnetar.broker.producer import AccessMode, Producer
+from magnetar.managed_ledger.api import (
+    ManagedLedger,
+    ManagedLedgerFencedError,
+    ManagedLedgerTerminatedError,
+    Position,
+)
+from magnetar.wire import pb
+from magnetar.wire.topics import TopicName
+
+log = logging.getLogger(__name__)
+
+
+class PersistentTopic:
+    def __init__(
+        self,
+        *,
+        name: TopicName,
+        managed_ledger: ManagedLedger,
+        subscriptions: TopicSubscriptions,
+        on_fenced: Callable[[PersistentTopic], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.full_name = name.full_name
+        self.managed_ledger = managed_ledger
+        self.subscriptions = subscriptions
+        self._on_fenced = on_fenced
+        self.producers: dict[str, Producer] = {}
+        self._exclusive: str | None = None
+        self._waiting: deque[tuple[Producer, asyncio.Future[int]]] = deque()
+        self.topic_epoch: int | None = None
+        self.fenced_reason: str | None = None
+        self.fenced_error: pb.ServerError.ValueType = pb.ServiceNotReady
+        self.closed = False
+        if managed_ledger.terminated:
+            self._fence("topic was terminated", pb.TopicTerminatedError)
+        # counters and rates (rates are recomputed by update_rates)
+        self.msg_in = 0
+        self.bytes_in = 0
+        self.rate_in = 0.0
+        self.throughput_in = 0.0
+        self._last_counts = (0, 0)
+        self._last_rate_at = time.monotonic()
+        self.created_at = time.time()
+
+    def __repr__(self) -> str:
+        return f"PersistentTopic({self.full_name})"
+
+    # --- producers ---------------------------------------------------------------------------
+
+    async def add_producer(
+        self, producer: Producer, *, on_queued: Callable[[], None]
+    ) -> int | None:
+        """Attach ``producer`` per its access mode; returns the topic epoch it was granted
+        (None for shared producers). ``on_queued`` is called when a WaitForExclusive
+        producer has to wait. Raises BrokerError."""
+        if self.fenced_reason is not None:
+            raise BrokerError(self.fenced_error, f"{self.full_name}: {self.fenced_reason}")
+        existing = self.producers.get(producer.name)
+        if existing is not None:
+            if producer.is_successor_to(existing):
+                existing.disconnect(notify=False)
+            else:
+                raise BrokerError(
+                    pb.ProducerBusy,
+                    f"Producer with name '{producer.name}' is already connected to topic",
+                )
+        epoch = await self._grant(producer, on_queued)
+        if self.closed or self.fenced_reason is not None:
+            if self._exclusive == producer.name:
+                self._exclusive = None
+            raise BrokerError(self.fenced_error, f"{self.full_name}: topic is being unloaded")
+        self.producers[producer.name] = producer
+        return epoch
+
+    def _stale_epoch(self, producer: Producer) -> bool:
+        return (
+            producer.topic_epoch is not None
+            and self.topic_epoch is not None
+            and producer.topic_epoch < self.topic_epoch
+        )
+
+    def _take_exclusive(self, producer: Producer) -> int:
+        self._exclusive = producer.name
+        if producer.topic_epoch is not None:
+            epoch = max(producer.topic_epoch, self.topic_epoch or 0)
+        else:
+            epoch = (self.topic_epoch if self.topic_epoch is not None else -1) + 1
+        self.topic_epoch = epoch
+        return epoch
+
+    async def _grant(self, producer: Producer, on_queued: Callable[[], None]) -> int | None:
+        mode = producer.access_mode
+        busy = self._exclusive is not None or bool(self._waiting)
+        if mode is AccessMode.SHARED:
+            if busy:
+                raise BrokerError(
+                    pb.ProducerBusy, f"Topic has an existing exclusive producer: {self._exclusive}"
+                )
+            return self.topic_epoch
+        if mode is AccessMode.EXCLUSIVE:
+            if busy:
+                raise BrokerError(
+                    pb.ProducerFenced,
+                    f"Topic has an existing exclusive producer: {self._exclusive}",
+                )
+            if self.producers:
+                raise BrokerError(pb.ProducerFenced, "Topic has existing shared producers")
+            self._check_epoch(producer)
+            return self._take_exclusive(producer)
+        if mode is AccessMode.EXCLUSIVE_WITH_FENCING:
+            if self._exclusive is not None or self.producers:
+                waiting, self._waiting = self._waiting, deque()
+                for waiter, future in waiting:
+                    if not future.done():
+                        future.set_exception(BrokerError(pb.ProducerFenced, "Fenced out"))
+                    waiter.closed = True
+                self._exclusive = None
+                for other in list(self.producers.values()):
+                    log.info("%s: fencing out producer %s", self.full_name, other.name)
+                    other.disconnect(notify=True)
+            self._check_epoch(producer)
+            return self._take_exclusive(producer)
+        # WAIT_FOR_EXCLUSIVE
+        if self._exclusive is not None or self.producers:
+            queued: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+            self._waiting.append((producer, queued))
+            log.info(
+                "%s: queuing producer %s until the topic is free", self.full_name, producer.name
+            )
+            on_queued()
+            try:
+                return await queued
+            finally:
+                if not queued.done() or queued.cancelled():
+                    self._waiting = deque(w for w in self._waiting if w[0] is not producer)
+        self._check_epoch(producer)
+        return self._take_exclusive(producer)
+
+    def _check_epoch(self, producer: Producer) -> None:
+        if self._stale_epoch(producer):
+            raise BrokerError(
+                pb.ProducerFenced,
+                f"Topic epoch has already moved. Current epoch: {self.topic_epoch}, "
+                f"Producer epoch: {producer.topic_epoch}",
+            )
+
+    def remove_producer(self, producer: Producer) -> None:
+        if self.producers.get(producer.name) is not producer:
+            self._waiting = deque(w for w in self._waiting if w[0] is not producer)
+            return
+        del self.producers[producer.name]
+        if self._exclusive == producer.name:
+            self._exclusive = None
+            while self._waiting:
+                nxt, future = self._waiting.popleft()
+                if future.done() or nxt.closed:
+                    continue
+                if self._stale_epoch(nxt):
+                    future.set_exception(BrokerError(pb.ProducerFenced, "Topic epoch has moved"))
+                    continue
+                future.set_result(self._take_exclusive(nxt))
+                break
+
+    # --- publish support ----------------------------------------------------------------------
+
+    def entries_added(self) -> None:
+        self.subscriptions.on_entries_added()
+
+    def add_failed(self, exc: BaseException) -> None:
+        """An add failed: a fenced or closed managed ledger means another broker took the
+        topic (or it is closing): stop accepting and unload."""
+        if isinstance(exc, ManagedLedgerTerminatedError):
+            self._fence("topic was terminated", pb.TopicTerminatedError)
+        elif isinstance(exc, ManagedLedgerFencedError):
+            if self._fence("managed ledger fenced by another owner", pb.ServiceNotReady):
+                log.warning("%s: managed ledger fenced; unloading", self.full_name)
+                if self._on_fenced is not None:
+                    self._on_fenced(self)
+
+    def _fence(self, reason: str, code: pb.ServerError.ValueType) -> bool:
+        if self.fenced_reason is not None:
+            return False
+        self.fenced_reason = reason
+        self.fenced_error = code
+        return True
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def terminate(self) -> Position:
+        """No more messages: producers are refused from now on (TopicTerminatedError)."""
+        last = await self.managed_ledger.terminate()
+        self._fence("topic was terminated", pb.TopicTerminatedError)
+        for producer in list(self.producers.values()):
+            producer.disconnect(notify=True)
+        self.entries_added()  # wakes dispatchers so consumers learn the end of the topic
+        return last
+
+    async def close(self, *, reason: str = "unload") -> None:
+        """Unload: CLOSE_PRODUCER/CLOSE_CONSUMER to every client (they look the topic up
+        again and reconnect), answer in-flight sends, close the managed ledger."""
+        if self.closed:
+            return
+        self.closed = True
+        self._fence(f"topic is closing ({reason})", pb.ServiceNotReady)
+        producers = list(self.producers.values())
+        for producer in producers:
+            producer.disconnect(notify=True)
+        for waiter, future in self._waiting:
+            if not future.done():
+                future.set_exception(BrokerError(pb.ServiceNotReady, "topic is unloading"))
+            waiter.closed = True
+        self._waiting.clear()
+        await asyncio.gather(*(p.drain(10.0) for p in producers), return_exceptions=True)
+        try:
+            await self.subscriptions.close_all(reason=reason)
+        except Exception:
+            log.exception("%s: closing subscriptions failed", self.full_name)
+        with contextlib.suppress(Exception):
+            await self.managed_ledger.close()
+        log.info("%s: unloaded (%s)", self.full_name, reason)
+
+    # --- stats --------------------------------------------------------------------------------
+
+    def update_rates(self, now: float) -> None:
+        dt = now - self._last_rate_at
+        if dt <= 0:
+            return
+        msgs, size = self._last_counts
+        self.rate_in = (self.msg_in - msgs) / dt
+        self.throughput_in = (self.bytes_in - size) / dt
+        self._last_counts = (self.msg_in, self.bytes_in)
+        self._last_rate_at = now
+
+    def subscription_stats(self) -> Mapping[str, Mapping[str, Any]]:
+        try:
+            return self.subscriptions.stats()
+        except Exception:
+            log.exception("%s: subscription stats failed", self.full_name)
+            return {}
+
+    def stats(self) -> dict[str, Any]:
+        """Pulsar's TopicStats shape (what ``GET .../stats`` returns)."""
+        subs = self.subscription_stats()
+        ml = self.managed_ledger
+
+        def total(field: str) -> float:
+            return sum(float(s.get(field, 0) or 0) for s in subs.values())
+
+        return {
+            "msgRateIn": self.rate_in,
+            "msgThroughputIn": self.throughput_in,
+            "msgRateOut": total("msgRateOut"),
+            "msgThroughputOut": total("msgThroughputOut"),
+            "msgInCounter": self.msg_in,
+            "bytesInCounter": self.bytes_in,
+            "msgOutCounter": int(total("msgOutCounter")),
+            "bytesOutCounter": int(total("bytesOutCounter")),
+            "averageMsgSize": (self.throughput_in / self.rate_in) if self.rate_in else 0.0,
+            "storageSize": ml.total_size,
+            "backlogSize": int(total("backlogSize")),
+            "publishers": [p.stats() for p in self.producers.values()],
+            "waitingPublishers": len(self._waiting),
+            "subscriptions": {k: dict(v) for k, v in subs.items()},
+            "replication": {},
+            "deduplicationStatus": "Disabled",
+            "topicEpoch": self.topic_epoch,
+        }
