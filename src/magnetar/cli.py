@@ -14,12 +14,52 @@ from magnetar import __version__
 
 
 def _standalone(args: argparse.Namespace) -> int:
-    print(
-        "magnetar standalone: the broker is not built yet (see the brokers issue); "
-        "the metadata store and storage layers are under construction.",
-        file=sys.stderr,
+    from magnetar import standalone
+    from magnetar.common import aio, logs
+
+    logs.setup(args.log_level)
+    options = standalone.StandaloneOptions(
+        data_dir=Path(args.data_dir),
+        port=args.port,
+        http_port=args.http_port,
+        advertised_address=args.advertised_address,
+        bind_address=args.bind_address,
+        bookie_port=args.bookie_port,
     )
-    return 2
+    try:
+        aio.run(standalone.run(options))
+    except (ValueError, OSError) as err:
+        print(f"magnetar standalone: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _broker(args: argparse.Namespace) -> int:
+    from magnetar.broker import server
+    from magnetar.broker.config import BrokerConfig
+    from magnetar.common import aio, logs
+    from magnetar.managed_ledger.api import ManagedLedgerConfig
+
+    logs.setup(args.log_level)
+    config = BrokerConfig(
+        cluster_name=args.cluster_name,
+        bind_address=args.bind_address,
+        port=args.port,
+        http_port=args.http_port,
+        advertised_address=args.advertised_address,
+        session_ttl_s=args.session_ttl,
+        managed_ledger=ManagedLedgerConfig(
+            ensemble_size=args.ensemble_size,
+            write_quorum=args.write_quorum,
+            ack_quorum=args.ack_quorum,
+        ),
+    )
+    try:
+        aio.run(server.run(args.metadata_url, config))
+    except (ValueError, OSError) as err:
+        print(f"magnetar broker: {err}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def _bookie(args: argparse.Namespace) -> int:
@@ -68,7 +108,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=6650)
     p.add_argument("--http-port", type=int, default=8080)
     p.add_argument("--advertised-address", default="127.0.0.1")
+    p.add_argument("--bind-address", default="0.0.0.0")
+    p.add_argument("--bookie-port", type=int, help="loopback port of the in-process bookie")
+    p.add_argument("--log-level", default=None)
     p.set_defaults(func=_standalone)
+
+    p = sub.add_parser("broker", help="a broker of a cluster (bookies and metadata in etcd)")
+    p.add_argument("--metadata-url", required=True, help="etcd://host:port[,host:port]")
+    p.add_argument("--port", type=int, default=6650, help="Pulsar binary protocol port")
+    p.add_argument("--http-port", type=int, default=8080, help="admin REST, lookup, /metrics")
+    p.add_argument("--bind-address", default="0.0.0.0")
+    p.add_argument("--advertised-address", default="127.0.0.1", help="host clients reach")
+    p.add_argument("--cluster-name", default="standalone")
+    p.add_argument("--ensemble-size", type=int, default=2, help="bookies per ledger (E)")
+    p.add_argument("--write-quorum", type=int, default=2, help="copies of each entry (Wq)")
+    p.add_argument("--ack-quorum", type=int, default=2, help="copies confirmed before ack (Aq)")
+    p.add_argument("--session-ttl", type=float, default=10.0, help="ownership lease, seconds")
+    p.add_argument("--log-level", default=None)
+    p.set_defaults(func=_broker)
 
     p = sub.add_parser("bookie", help="a storage node: journal + entry logs + index, over gRPC")
     p.add_argument("--metadata-url", required=True, help="etcd://host:port[,host:port]")

@@ -1,0 +1,139 @@
+"""``magnetar standalone``: broker + bookie + embedded metadata store in one process.
+
+Why here and not under ``broker/``: the broker and the bookie never import each other (an
+import-linter contract); standalone sits above both, like ``cli``. The embedded metadata
+store lives in the process that opens it, so everything shares it: the bookie registers in
+it and serves gRPC on a loopback port, the broker's ledger client finds it there, and
+managed ledgers are written with E = Wq = Aq = 1.
+
+Everything durable lives under ``--data-dir``::
+
+    DIR/metadata/        embedded metadata store (topics, ledgers, cursors, policies)
+    DIR/bookie/          the bookie's journal, entry logs and index
+    DIR/standalone.json  the bookie's port: its identity (and the ledgers' ensembles) name
+                         it, so a restart must reuse it
+
+A restart on the same directory keeps every topic, message and subscription.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from magnetar.bookie.server import BookieOptions, BookieServer
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.server import BrokerServer, open_managed_ledgers, wait_for_signal
+from magnetar.broker.service import BrokerService
+from magnetar.ledger.client import LedgerClient
+from magnetar.managed_ledger.api import ManagedLedgerConfig
+from magnetar.metadata import open_store
+
+log = logging.getLogger(__name__)
+
+LOOPBACK = "127.0.0.1"
+STATE_FILE = "standalone.json"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StandaloneOptions:
+    data_dir: Path
+    port: int = 6650
+    http_port: int = 8080
+    advertised_address: str = "127.0.0.1"
+    bind_address: str = "0.0.0.0"
+    bookie_port: int | None = None
+    """Loopback port of the in-process bookie; None: the one used before, else a free one."""
+    keepalive_interval_s: float = 30.0
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((LOOPBACK, 0))
+        return int(s.getsockname()[1])
+
+
+def _bookie_port(data_dir: Path, requested: int | None) -> int:
+    """The bookie's port, remembered in the data dir (its identity depends on it)."""
+    state_path = data_dir / STATE_FILE
+    state: dict[str, object] = {}
+    if state_path.exists():
+        state = json.loads(state_path.read_text())
+    saved = state.get("bookiePort")
+    if isinstance(saved, int):
+        if requested is not None and requested != saved:
+            raise ValueError(
+                f"{data_dir} belongs to a bookie on port {saved}; "
+                f"--bookie-port {requested} would give it another identity"
+            )
+        return saved
+    port = requested or _free_port()
+    state["bookiePort"] = port
+    tmp = state_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state))
+    tmp.replace(state_path)
+    return port
+
+
+def broker_config(options: StandaloneOptions) -> BrokerConfig:
+    return BrokerConfig(
+        cluster_name="standalone",
+        bind_address=options.bind_address,
+        port=options.port,
+        http_port=options.http_port,
+        advertised_address=options.advertised_address,
+        keepalive_interval_s=options.keepalive_interval_s,
+        managed_ledger=ManagedLedgerConfig(ensemble_size=1, write_quorum=1, ack_quorum=1),
+    )
+
+
+async def run(options: StandaloneOptions) -> None:
+    """Run until SIGTERM/SIGINT, then shut down in reverse order."""
+    data_dir = options.data_dir.resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    bookie_port = _bookie_port(data_dir, options.bookie_port)
+    store = await open_store(f"embedded://{data_dir / 'metadata'}")
+    bookie = BookieServer(
+        store,
+        BookieOptions(
+            data_dir=data_dir / "bookie",
+            port=bookie_port,
+            http_port=0,
+            bind_address=LOOPBACK,
+            advertised_address=LOOPBACK,
+        ),
+    )
+    ledgers: LedgerClient | None = None
+    server: BrokerServer | None = None
+    managed_ledgers = None
+    try:
+        await bookie.start()
+        ledgers = LedgerClient(store)
+        managed_ledgers = open_managed_ledgers(store, ledgers)
+        service = BrokerService(
+            config=broker_config(options), store=store, managed_ledgers=managed_ledgers
+        )
+        server = BrokerServer(service)
+        await server.start()
+        cfg = service.config
+        print(
+            f"Magnetar standalone ready\n"
+            f"  service URL: {cfg.service_url}\n"
+            f"  HTTP URL:    {cfg.web_service_url}\n"
+            f"  data dir:    {data_dir}",
+            flush=True,
+        )
+        await wait_for_signal()
+        log.info("shutting down")
+    finally:
+        if server is not None:
+            await server.stop()
+        if managed_ledgers is not None:
+            await managed_ledgers.close()
+        if ledgers is not None:
+            await ledgers.close()
+        await bookie.stop()
+        await store.close()
