@@ -18,6 +18,7 @@ COMPONENT = "bookie"
 CONFIG_FILE = "bookkeeper.conf"
 JOURNAL_DIR = "/var/lib/magnetar/journal"
 LEDGERS_DIR = "/var/lib/magnetar/ledgers"
+RACKS_DIR = "/etc/magnetar-racks"
 
 
 def service_name(owner: Owner) -> str:
@@ -25,7 +26,8 @@ def service_name(owner: Owner) -> str:
 
 
 def config_data(owner: Owner, spec: ClusterSpec) -> dict[str, str]:
-    """bookkeeper.conf properties: ours first, then the user's overrides win."""
+    """The bookie's effective settings (bookkeeper.conf style, for operators to read; the
+    container gets them as ``magnetar bookie`` flags, see ``args``)."""
     data = {
         "clusterName": owner.name,
         "metadataStoreUrl": etcd.metadata_store_url(owner, spec),
@@ -33,7 +35,6 @@ def config_data(owner: Owner, spec: ClusterSpec) -> dict[str, str]:
         "httpServerPort": str(BOOKIE_HTTP_PORT),
         "journalDirectories": JOURNAL_DIR,
         "ledgerDirectories": LEDGERS_DIR,
-        "advertisedAddressTemplate": f"${{POD_NAME}}.{service_name(owner)}.{owner.namespace}.svc",
     }
     if spec.bookies.rack.enabled:
         data["rackMapConfigMap"] = rack_map_name(owner)
@@ -62,31 +63,61 @@ def service(owner: Owner) -> Json:
     }
 
 
+def args(owner: Owner, spec: ClusterSpec) -> list[str]:
+    """``magnetar bookie`` arguments; ``spec.bookies.config`` entries become ``--key=value``."""
+    out = [
+        "bookie",
+        f"--metadata-url={etcd.metadata_store_url(owner, spec)}",
+        f"--data-dir={LEDGERS_DIR}",
+        f"--journal-dir={JOURNAL_DIR}",
+        f"--port={BOOKIE_PORT}",
+        f"--http-port={BOOKIE_HTTP_PORT}",
+        "--bind-address=0.0.0.0",
+        f"--advertised-address=$(POD_NAME).{service_name(owner)}.{owner.namespace}.svc",
+    ]
+    out += [f"--{k}={v}" for k, v in sorted(spec.bookies.config.items())]
+    return out
+
+
 def statefulset(owner: Owner, spec: ClusterSpec, *, replicas: int | None = None) -> Json:
     """The bookie StatefulSet; ``replicas`` overrides the spec during a stepwise scale-down."""
     bk = spec.bookies
     pod_sc, container_sc = common.security_context()
+    env: list[Json] = [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+    ]
+    mounts: list[Json] = [
+        {"name": "journal", "mountPath": JOURNAL_DIR},
+        {"name": "ledgers", "mountPath": LEDGERS_DIR},
+        {"name": "config", "mountPath": "/etc/magnetar", "readOnly": True},
+        {"name": "tmp", "mountPath": "/tmp"},  # noqa: S108  (an emptyDir, per pod)
+    ]
+    volumes: list[Json] = [
+        {"name": "config", "configMap": {"name": owner.name_of(COMPONENT)}},
+        {"name": "tmp", "emptyDir": {}},
+    ]
+    if bk.rack.enabled:
+        # The image's entrypoint waits for racks/$POD_NAME (written by the operator once
+        # the pod is on a node) and passes it as --rack.
+        env.append({"name": "MAGNETAR_RACK_FILE", "value": f"{RACKS_DIR}/$(POD_NAME)"})
+        mounts.append({"name": "racks", "mountPath": RACKS_DIR, "readOnly": True})
+        volumes.append(
+            {"name": "racks", "configMap": {"name": rack_map_name(owner), "optional": True}}
+        )
     container: Json = {
         "name": "bookie",
         "image": spec.images.bookie,
         "imagePullPolicy": spec.images.pull_policy,
-        "args": ["bookie", "--config", f"/etc/magnetar/{CONFIG_FILE}"],
-        "env": [
-            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-        ],
+        "args": args(owner, spec),
+        "env": env,
         "ports": [
             {"name": "bookie", "containerPort": BOOKIE_PORT},
             {"name": "http", "containerPort": BOOKIE_HTTP_PORT},
         ],
-        "readinessProbe": common.http_probe("/metrics", "http", period=5),
-        "livenessProbe": common.http_probe("/metrics", "http", period=10, failures=6, initial=30),
-        "volumeMounts": [
-            {"name": "journal", "mountPath": JOURNAL_DIR},
-            {"name": "ledgers", "mountPath": LEDGERS_DIR},
-            {"name": "config", "mountPath": "/etc/magnetar", "readOnly": True},
-            {"name": "tmp", "mountPath": "/tmp"},  # noqa: S108  (an emptyDir, per pod)
-        ],
+        "readinessProbe": common.http_probe("/health", "http", period=5),
+        "livenessProbe": common.http_probe("/health", "http", period=10, failures=6, initial=30),
+        "volumeMounts": mounts,
         "securityContext": container_sc,
     }
     if bk.resources.to_k8s():
@@ -95,10 +126,7 @@ def statefulset(owner: Owner, spec: ClusterSpec, *, replicas: int | None = None)
         "securityContext": pod_sc,
         "terminationGracePeriodSeconds": 60,
         "containers": [container],
-        "volumes": [
-            {"name": "config", "configMap": {"name": owner.name_of(COMPONENT)}},
-            {"name": "tmp", "emptyDir": {}},
-        ],
+        "volumes": volumes,
         **common.spread(
             owner,
             COMPONENT,

@@ -24,10 +24,11 @@ def client_service_name(owner: Owner) -> str:
 
 
 def metadata_store_url(owner: Owner, spec: ClusterSpec) -> str:
-    """What brokers and bookies put in ``metadataStoreUrl``."""
+    """What brokers and bookies get as ``--metadata-url``: ``etcd://host:port[,host:port]``."""
     if not spec.metadata.managed:
-        return "etcd:" + ",".join(spec.metadata.external_endpoints)
-    return f"etcd:http://{client_service_name(owner)}.{owner.namespace}.svc:{ETCD_CLIENT_PORT}"
+        hosts = [e.split("://", 1)[-1].rstrip("/") for e in spec.metadata.external_endpoints]
+        return "etcd://" + ",".join(hosts)
+    return f"etcd://{client_service_name(owner)}.{owner.namespace}.svc:{ETCD_CLIENT_PORT}"
 
 
 def _member_url(owner: Owner, ordinal: int, port: int) -> str:

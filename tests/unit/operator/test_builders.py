@@ -139,7 +139,7 @@ def test_broker_deployment_service_and_config() -> None:
     assert conf["managedLedgerDefaultAckQuorum"] == "2"
     assert conf["s3ManagedLedgerOffloadBucket"] == "magnetar-prod-offload"
     assert conf["maxMessageSize"] == "5242880", "user overrides win"
-    assert conf["metadataStoreUrl"] == "etcd:http://dev-etcd-client.pulsar.svc:2379"
+    assert conf["metadataStoreUrl"] == "etcd://dev-etcd-client.pulsar.svc:2379"
     assert broker.service_url(OWNER, spec) == "pulsar+ssl://dev-broker.pulsar.svc:6651"
     assert broker.admin_url(OWNER, ClusterSpec.parse({})) == "http://dev-broker.pulsar.svc:8080"
     plain = broker.service(OWNER, ClusterSpec.parse({}))
@@ -156,7 +156,7 @@ def test_etcd_initial_cluster_and_external_metadata() -> None:
     )
     ext = ClusterSpec.parse(SPECS["external-metadata"])
     assert etcd.build(OWNER, ext) == []
-    assert etcd.metadata_store_url(OWNER, ext) == "etcd:http://etcd-0:2379,http://etcd-1:2379"
+    assert etcd.metadata_store_url(OWNER, ext) == "etcd://etcd-0:2379,etcd-1:2379"
 
 
 def test_monitoring_kinds() -> None:
@@ -165,3 +165,21 @@ def test_monitoring_kinds() -> None:
     assert [o["kind"] for o in sm] == ["ServiceMonitor"] * 3
     pm = monitoring.build(OWNER, ClusterSpec.parse(SPECS["external-metadata"]))
     assert [o["kind"] for o in pm] == ["PodMonitor"] * 2, "no etcd monitor for external etcd"
+
+
+def test_bookie_command_line_matches_magnetar_bookie() -> None:
+    spec = ClusterSpec.parse(SPECS["production"])
+    c = bookie.statefulset(OWNER, spec)["spec"]["template"]["spec"]["containers"][0]
+    assert c["args"][:4] == [
+        "bookie",
+        "--metadata-url=etcd://dev-etcd-client.pulsar.svc:2379",
+        f"--data-dir={bookie.LEDGERS_DIR}",
+        f"--journal-dir={bookie.JOURNAL_DIR}",
+    ]
+    assert "--advertised-address=$(POD_NAME).dev-bookie.pulsar.svc" in c["args"]
+    assert "--journal-group-wait-ms=1" in c["args"], "spec.bookies.config becomes flags"
+    assert c["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["MAGNETAR_RACK_FILE"] == f"{bookie.RACKS_DIR}/$(POD_NAME)"
+    plain = bookie.statefulset(OWNER, ClusterSpec.parse({}))["spec"]["template"]["spec"]
+    assert "MAGNETAR_RACK_FILE" not in {e["name"] for e in plain["containers"][0]["env"]}
