@@ -88,7 +88,7 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=None, help="directory on the disk to test")
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--sizes", default="100,1024")
-    parser.add_argument("--writers", type=int, default=16)
+    parser.add_argument("--writers", type=int, default=64)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--group-wait-ms", type=float, default=1.0)
     args = parser.parse_args()

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
 from magnetar.bookie.storage import api
 from magnetar.common import errors
-from tests.integration.bookie_storage.conftest import Open, add, payload
+from tests.integration.bookie_storage.conftest import MakeConfig, Open, add, payload
 
 L = api.LedgerId
 E = api.EntryId
@@ -173,3 +174,31 @@ async def test_closed_storage_refuses_adds(open_storage: Open) -> None:
     await s.close()
     results = await s.add_entries([add(1, 0, b"a")])
     assert isinstance(results[0].error, api.ReadOnlyError)
+
+
+async def test_corrupted_entry_log_record_is_a_named_error(
+    open_storage: Open, tmp_path: Path
+) -> None:
+    s = await open_storage(read_cache_max_bytes=0)
+    await s.add_entries([add(1, 0, b"a" * 100), add(1, 1, b"b" * 100)])
+    await s.flush()
+    (log,) = (tmp_path / "data" / "entrylogs").iterdir()
+    raw = bytearray(log.read_bytes())
+    raw[-1] ^= 0xFF  # the last byte of entry 1
+    log.write_bytes(bytes(raw))
+    s._reader.forget([1])  # drop the cached descriptor (the file was replaced)
+    assert await s.read_entry(L(1), E(0)) == b"a" * 100
+    with pytest.raises(api.StorageCorruptedError):
+        await s.read_entry(L(1), E(1))
+
+
+async def test_open_storage_factory_gives_the_default_strategy(make_config: MakeConfig) -> None:
+    from magnetar.bookie import storage as pkg
+
+    s = pkg.open_storage(make_config())
+    await s.start()
+    try:
+        assert (await s.add_entries([add(1, 0, b"x")]))[0].ok
+        assert await s.read_entry(L(1), E(0)) == b"x"
+    finally:
+        await s.close()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -155,3 +157,26 @@ async def test_fence_lac_and_delete_survive_restart(open_storage: Open, flush: b
     s3 = await open_storage()
     assert await s3.is_fenced(L(1))
     assert await s3.read_entry(L(1), E(5)) == b"x"
+
+
+async def test_adds_acknowledged_during_a_flush_survive_a_crash_after_it(
+    open_storage: Open,
+) -> None:
+    s = await open_storage()
+    await s.add_entries([add(1, i, payload(1, i)) for i in range(10)])
+    gate = threading.Event()
+    real = s._flush_sync
+
+    def slow_flush(*args: Any) -> Any:
+        gate.wait(5)
+        return real(*args)
+
+    s._flush_sync = slow_flush  # type: ignore[method-assign]
+    flush = asyncio.create_task(s.flush())
+    await asyncio.sleep(0.01)  # the flush has swapped the write cache and is in its thread
+    assert all(r.ok for r in await s.add_entries([add(1, i, payload(1, i)) for i in range(10, 20)]))
+    gate.set()
+    await flush
+    await s.close(flush=False)  # crash: the second batch is only in the journal
+    s2 = await open_storage()
+    assert await s2.read_range(L(1), E(0), E(100), 0) == [(i, payload(1, i)) for i in range(20)]

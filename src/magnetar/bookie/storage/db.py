@@ -135,7 +135,15 @@ class DbLedgerStorage:
             raise RuntimeError("storage already started")
         self._started = True
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._flush_pool, self._open_sync)
+        try:
+            await loop.run_in_executor(self._flush_pool, self._open_sync)
+        except BaseException:
+            self._closed = True
+            await loop.run_in_executor(self._flush_pool, self._close_sync)
+            self._flush_pool.shutdown(wait=True)
+            self._read_pool.shutdown(wait=True)
+            await self._journal.close()
+            raise
         self._journal.start()
         self._check_disk()
         self._tasks = [
@@ -230,9 +238,11 @@ class DbLedgerStorage:
         self._read_pool.shutdown(wait=True)
 
     def _close_sync(self) -> None:
-        self._writer.close()
-        self._reader.close()
-        self._idx.close()
+        # attributes are missing when start() failed half-way
+        for name in ("_writer", "_reader", "_idx"):
+            part = getattr(self, name, None)
+            if part is not None:
+                part.close()
 
     # --- state ------------------------------------------------------------------------------
 
