@@ -1,0 +1,16 @@
+"""Subscriptions of a topic: dispatchers, consumers, acknowledgements, readers, seek.
+
+The broker core hands each topic's SUBSCRIBE commands to :class:`TopicSubscriptionsImpl`
+(the :class:`~magnetar.broker.contracts.TopicSubscriptions` seam) and drives the consumers it
+returns; this package never sees a socket -- it answers through ``ServerCnx``.
+
+Modules: ``topic`` (the per-topic entry point, positions), ``subscription`` (cursor,
+redelivery, dispatch loop), ``dispatchers`` (Exclusive/Failover, Shared, Key_Shared
+policies), ``selectors`` (pure consumer-selection policies), ``consumer`` (per-consumer state),
+``entries`` (entry metadata read once per entry), ``acks`` (ack-set arithmetic), ``hashing``
+(Pulsar's sticky-key Murmur3), ``stats``.
+"""
+
+from magnetar.broker.subscriptions.topic import TopicSubscriptionsImpl
+
+__all__ = ["TopicSubscriptionsImpl"]

@@ -1,0 +1,89 @@
+"""What dispatch needs to know about a stored entry, read from its metadata once.
+
+Permits are counted per message, so a batch entry costs ``num_messages_in_batch``; Key_Shared
+routes by the entry's key; delayed delivery holds an entry until ``deliver_at_time``; seek by
+time compares ``publish_time``. All of it sits in the entry's MessageMetadata, which is parsed
+once per entry and kept in a small per-topic cache shared by every subscription -- the payload
+itself is never decoded, except to read the first message's key of a batch that carries no
+entry-level key (Key_Shared only).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final, NamedTuple
+
+from magnetar.broker.subscriptions.hashing import sticky_key_hash
+from magnetar.managed_ledger.api import Entry, Position
+from magnetar.wire import batch, frames, pb
+from magnetar.wire.errors import WireError
+
+log = logging.getLogger(__name__)
+
+NONE_KEY: Final = b"NONE_KEY"
+"""The sticky key of messages without one (Pulsar's ``NONE_KEY``)."""
+
+
+class EntryMeta(NamedTuple):
+    num_messages: int
+    """Messages in the entry: the permits it costs (1 unless it is a batch)."""
+    is_batch: bool
+    publish_time: int
+    deliver_at: int | None
+    """Absolute ms of delayed delivery, None when not delayed."""
+    key_hash: int
+    """Pulsar sticky-key hash of the routing key (ordering key, else partition key)."""
+    size: int
+
+
+def read_meta(data: bytes | memoryview) -> EntryMeta:
+    """Parse the metadata of a stored entry (headers and payload as the producer sent them).
+
+    Garbage is not fatal: the entry is still delivered (the client reports it), counted as
+    one message without a key.
+    """
+    try:
+        _, raw_md, payload = frames.split_headers_and_payload(data)
+        md = frames.parse_message_metadata(raw_md)
+        info = batch.entry_info(md)
+        key = batch.routing_key(md)
+        if key is None and info.is_batch and md.compression == pb.NONE and info.num_messages:
+            # a batch without an entry-level key: route it by its first message's key
+            first = next(batch.iter_batch(payload), None)
+            if first is not None:
+                key = batch.routing_key(first.metadata)
+    except (WireError, StopIteration) as exc:
+        log.warning("entry with unreadable metadata dispatched as one message: %s", exc)
+        return EntryMeta(1, False, 0, None, sticky_key_hash(NONE_KEY), len(data))
+    return EntryMeta(
+        max(info.num_messages, 1) if info.is_batch else 1,
+        info.is_batch,
+        info.publish_time,
+        info.deliver_at_time,
+        sticky_key_hash(key if key is not None else NONE_KEY),
+        len(data),
+    )
+
+
+class EntryMetaCache:
+    """Position -> EntryMeta for the entries dispatch touched recently (FIFO eviction)."""
+
+    def __init__(self, capacity: int = 32768) -> None:
+        self.capacity = capacity
+        self._items: dict[Position, EntryMeta] = {}
+
+    def get(self, entry: Entry) -> EntryMeta:
+        meta = self._items.get(entry.position)
+        if meta is None:
+            meta = read_meta(entry.data)
+            items = self._items
+            if len(items) >= self.capacity:
+                del items[next(iter(items))]
+            items[entry.position] = meta
+        return meta
+
+    def lookup(self, position: Position) -> EntryMeta | None:
+        return self._items.get(position)
+
+    def clear(self) -> None:
+        self._items.clear()

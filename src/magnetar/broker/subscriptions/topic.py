@@ -1,0 +1,274 @@
+"""The subscriptions of one topic (or one partition): TopicSubscriptions for the broker core.
+
+The core creates one :class:`TopicSubscriptionsImpl` per topic it owns, passes SUBSCRIBE
+commands to :meth:`~TopicSubscriptionsImpl.subscribe`, and drives the returned consumers.
+Here live what several subscriptions of a topic share: the managed ledger, the entry
+metadata cache, and the position arithmetic (reader start positions, seek targets, the last
+message id).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from magnetar.broker.contracts import BrokerError, ConsumerHandle, ServerCnx
+from magnetar.broker.subscriptions.consumer import Consumer
+from magnetar.broker.subscriptions.dispatchers import EXCLUSIVE
+from magnetar.broker.subscriptions.entries import EntryMeta, EntryMetaCache
+from magnetar.broker.subscriptions.stats import now_ms
+from magnetar.broker.subscriptions.subscription import Subscription
+from magnetar.managed_ledger.api import (
+    EARLIEST,
+    LATEST,
+    CursorAlreadyExistsError,
+    CursorNotFoundError,
+    InitialPosition,
+    ManagedCursor,
+    ManagedLedger,
+    ManagedLedgerError,
+    Position,
+)
+from magnetar.wire import pb
+from magnetar.wire.ids import MessageId
+from magnetar.wire.topics import TopicName
+
+log = logging.getLogger(__name__)
+
+
+class TopicSubscriptionsImpl:
+    """Implements :class:`magnetar.broker.contracts.TopicSubscriptions`."""
+
+    def __init__(self, topic: TopicName, managed_ledger: ManagedLedger) -> None:
+        self.topic = topic
+        self.managed_ledger = managed_ledger
+        self.meta_cache = EntryMetaCache()
+        self._subs: dict[str, Subscription] = {}
+        self._lock = asyncio.Lock()
+
+    # -- TopicSubscriptions ---------------------------------------------------------------
+
+    async def subscribe(self, cmd: pb.CommandSubscribe, cnx: ServerCnx) -> ConsumerHandle:
+        name = cmd.subscription
+        if not name:
+            raise BrokerError(pb.UnknownError, "a subscription name is required")
+        async with self._lock:
+            sub = self._subs.get(name) or self._recovered(name)
+            created = sub is None
+            if sub is None:
+                sub = await self._new_subscription(cmd)
+            consumer = Consumer(subscription=sub, cnx=cnx, cmd=cmd)
+            try:
+                await sub.add_consumer(consumer, cmd.subType)
+            except BrokerError:
+                if created and not sub.durable:
+                    await sub.close(delete_cursor=True)
+                raise
+        return consumer
+
+    def names(self) -> list[str]:
+        durable = (n for n, c in self.managed_ledger.cursors.items() if c.durable)
+        return sorted(set(self._subs) | set(durable))
+
+    async def create(self, name: str, *, start: Any) -> None:
+        async with self._lock:
+            if name in self._subs or name in self.managed_ledger.cursors:
+                raise BrokerError(pb.NotAllowedError, f"Subscription {name} already exists")
+            initial, position = _start_of(start)
+            try:
+                cursor = await self.managed_ledger.open_cursor(name, initial_position=initial)
+                if position is not None:
+                    await cursor.reset(self.position_for_message_id(position))
+            except CursorAlreadyExistsError:
+                raise BrokerError(
+                    pb.NotAllowedError, f"Subscription {name} already exists"
+                ) from None
+            except ManagedLedgerError as exc:
+                raise BrokerError(pb.PersistenceError, f"creating {name}: {exc}") from exc
+            self._subs[name] = self._wrap(name, cursor, durable=True)
+
+    async def delete(self, name: str, *, force: bool = False) -> None:
+        sub = self._subs.get(name) or self._recovered(name)
+        if sub is None:
+            if name in self.managed_ledger.cursors:  # a reader's: just drop it
+                await self._delete_cursor(name)
+                return
+            raise BrokerError(pb.SubscriptionNotFound, f"Subscription {name} not found")
+        if sub.consumers and not force:
+            raise BrokerError(
+                pb.ConsumerBusy, f"Subscription {name} has active connected consumers"
+            )
+        await sub.close(delete_cursor=True, send_close=True)
+
+    def on_entries_added(self) -> None:
+        for sub in self._subs.values():
+            sub.wake()
+
+    async def close_all(self, *, reason: str) -> None:
+        subs = list(self._subs.values())
+        if subs:
+            log.info("closing %d subscription(s) of %s: %s", len(subs), self.topic, reason)
+        for sub in subs:
+            await sub.close(delete_cursor=not sub.durable, send_close=True)
+
+    def stats(self) -> Mapping[str, Mapping[str, Any]]:
+        for name in self.names():
+            if name not in self._subs:
+                self._recovered(name)
+        return {name: sub.stats() for name, sub in sorted(self._subs.items())}
+
+    # -- for subscriptions ------------------------------------------------------------------
+
+    def forget(self, sub: Subscription) -> None:
+        if self._subs.get(sub.name) is sub:
+            del self._subs[sub.name]
+
+    def position_for_message_id(self, mid: MessageId) -> Position:
+        """Where a SEEK (or a subscription created at a message id) starts reading."""
+        ml = self.managed_ledger
+        if mid.ledger_id < 0 or mid.is_earliest:
+            return ml.first_position
+        after_last = ml.next_position(ml.last_confirmed_entry)
+        if mid.is_latest:
+            return after_last
+        position = Position(mid.ledger_id, mid.entry_id)
+        if position > after_last:
+            return after_last
+        return max(position, ml.first_position)
+
+    async def position_for_publish_time(self, publish_time: int) -> Position:
+        """The first entry published at or after ``publish_time`` (ms), by binary search over
+        the stored positions (one metadata read per probe); after the last entry if none."""
+        ml = self.managed_ledger
+        lce = ml.last_confirmed_entry
+        first = ml.first_position
+        after_last = ml.next_position(lce)
+        if lce.entry_id < 0 and not any(i.entries for i in ml.ledgers()):
+            return after_last
+        spans: list[tuple[int, int, int]] = []  # (ledger, first entry, last entry)
+        for info in ml.ledgers():
+            if info.ledger_id < first.ledger_id or info.ledger_id > lce.ledger_id:
+                continue
+            lo = first.entry_id if info.ledger_id == first.ledger_id else 0
+            hi = lce.entry_id if info.ledger_id == lce.ledger_id else info.entries - 1
+            if hi >= lo:
+                spans.append((info.ledger_id, lo, hi))
+        if lce.entry_id >= 0 and not any(s[0] == lce.ledger_id for s in spans):
+            lo = first.entry_id if first.ledger_id == lce.ledger_id else 0
+            spans.append((lce.ledger_id, lo, lce.entry_id))
+        starts: list[int] = []
+        total = 0
+        for _, lo, hi in spans:
+            starts.append(total)
+            total += hi - lo + 1
+
+        def at(index: int) -> Position:
+            k = bisect.bisect_right(starts, index) - 1
+            ledger, lo, _ = spans[k]
+            return Position(ledger, lo + index - starts[k])
+
+        lo_i, hi_i = 0, total
+        while lo_i < hi_i:
+            mid = (lo_i + hi_i) // 2
+            meta = await self.entry_meta(at(mid))
+            if meta.publish_time >= publish_time:
+                hi_i = mid
+            else:
+                lo_i = mid + 1
+        return at(lo_i) if lo_i < total else after_last
+
+    async def entry_meta(self, position: Position) -> EntryMeta:
+        meta = self.meta_cache.lookup(position)
+        if meta is None:
+            try:
+                meta = self.meta_cache.get(await self.managed_ledger.read_entry(position))
+            except ManagedLedgerError as exc:
+                raise BrokerError(pb.UnknownError, f"reading entry {position}: {exc}") from exc
+        return meta
+
+    async def last_message_id(self) -> MessageId:
+        """The last stored message: (ledger, -1) when the topic is empty; the last batch
+        index when the last entry is a batch."""
+        lce = self.managed_ledger.last_confirmed_entry
+        partition = self.topic.partition_index
+        if lce.entry_id < 0:
+            return MessageId(lce.ledger_id, -1, partition)
+        meta = await self.entry_meta(lce)
+        batch_index = meta.num_messages - 1 if meta.is_batch else -1
+        return MessageId(lce.ledger_id, lce.entry_id, partition, batch_index)
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _wrap(self, name: str, cursor: ManagedCursor, *, durable: bool) -> Subscription:
+        return Subscription(
+            owner=self, name=name, cursor=cursor, sub_type=EXCLUSIVE, durable=durable
+        )
+
+    def _recovered(self, name: str) -> Subscription | None:
+        """A durable cursor the managed ledger recovered, wrapped on first use."""
+        cursor = self.managed_ledger.cursors.get(name)
+        if cursor is None or not cursor.durable:
+            return None
+        sub = self._subs[name] = self._wrap(name, cursor, durable=True)
+        return sub
+
+    async def _new_subscription(self, cmd: pb.CommandSubscribe) -> Subscription:
+        name = cmd.subscription
+        ml = self.managed_ledger
+        try:
+            if cmd.durable:
+                initial = (
+                    InitialPosition.EARLIEST
+                    if cmd.initialPosition == pb.CommandSubscribe.Earliest
+                    else InitialPosition.LATEST
+                )
+                cursor = await ml.open_cursor(name, initial_position=initial)
+            else:
+                start = await self._reader_start(cmd)
+                cursor = await ml.new_non_durable_cursor(name, start, inclusive=True)
+        except ManagedLedgerError as exc:
+            raise BrokerError(pb.PersistenceError, f"opening subscription {name}: {exc}") from exc
+        sub = self._subs[name] = self._wrap(name, cursor, durable=cmd.durable)
+        return sub
+
+    async def _reader_start(self, cmd: pb.CommandSubscribe) -> Position:
+        ml = self.managed_ledger
+        fallback = EARLIEST if cmd.initialPosition == pb.CommandSubscribe.Earliest else LATEST
+        if cmd.start_message_rollback_duration_sec > 0:
+            since = now_ms() - cmd.start_message_rollback_duration_sec * 1000
+            return await self.position_for_publish_time(since)
+        if not cmd.HasField("start_message_id"):
+            return fallback
+        mid = MessageId.from_proto(cmd.start_message_id)
+        if mid.ledger_id < 0 or mid.is_earliest:
+            return EARLIEST
+        if mid.is_latest:
+            return LATEST
+        position = Position(mid.ledger_id, mid.entry_id)
+        if position > ml.last_confirmed_entry:
+            return fallback  # past the end (e.g. an id from a deleted topic)
+        return max(position, ml.first_position)
+
+    async def _delete_cursor(self, name: str) -> None:
+        try:
+            await self.managed_ledger.delete_cursor(name)
+        except CursorNotFoundError:
+            pass
+        except ManagedLedgerError as exc:
+            raise BrokerError(pb.PersistenceError, f"deleting {name}: {exc}") from exc
+
+
+def _start_of(start: Any) -> tuple[InitialPosition, MessageId | None]:
+    """Admin ``create`` start: InitialPosition, "earliest"/"latest", a Position or MessageId."""
+    if isinstance(start, InitialPosition):
+        return start, None
+    if isinstance(start, str):
+        return InitialPosition(start.lower()), None
+    if isinstance(start, MessageId):
+        return InitialPosition.LATEST, start
+    if isinstance(start, Position):
+        return InitialPosition.LATEST, MessageId(start.ledger_id, start.entry_id)
+    return InitialPosition.LATEST, None
