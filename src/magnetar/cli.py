@@ -25,6 +25,9 @@ def _standalone(args: argparse.Namespace) -> int:
         advertised_address=args.advertised_address,
         bind_address=args.bind_address,
         bookie_port=args.bookie_port,
+        keepalive_interval_s=args.keepalive_interval,
+        auto_topic_creation_type=args.auto_topic_creation_type,
+        default_num_partitions=args.default_num_partitions,
     )
     try:
         aio.run(standalone.run(options))
@@ -110,6 +113,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--advertised-address", default="127.0.0.1")
     p.add_argument("--bind-address", default="0.0.0.0")
     p.add_argument("--bookie-port", type=int, help="loopback port of the in-process bookie")
+    p.add_argument("--keepalive-interval", type=float, default=30.0, help="ping idle clients")
+    p.add_argument(
+        "--auto-topic-creation-type",
+        choices=["non-partitioned", "partitioned"],
+        default="non-partitioned",
+        help="what an unknown topic name creates (namespace policies may override)",
+    )
+    p.add_argument("--default-num-partitions", type=int, default=1)
     p.add_argument("--log-level", default=None)
     p.set_defaults(func=_standalone)
 

@@ -48,6 +48,9 @@ class StandaloneOptions:
     bookie_port: int | None = None
     """Loopback port of the in-process bookie; None: the one used before, else a free one."""
     keepalive_interval_s: float = 30.0
+    auto_topic_creation_type: str = "non-partitioned"
+    """Broker default for namespaces without an override: non-partitioned or partitioned."""
+    default_num_partitions: int = 1
 
 
 def _free_port() -> int:
@@ -86,6 +89,8 @@ def broker_config(options: StandaloneOptions) -> BrokerConfig:
         http_port=options.http_port,
         advertised_address=options.advertised_address,
         keepalive_interval_s=options.keepalive_interval_s,
+        auto_topic_creation_type=options.auto_topic_creation_type,
+        default_num_partitions=options.default_num_partitions,
         managed_ledger=ManagedLedgerConfig(ensemble_size=1, write_quorum=1, ack_quorum=1),
     )
 
@@ -112,10 +117,9 @@ async def run(options: StandaloneOptions) -> None:
     try:
         await bookie.start()
         ledgers = LedgerClient(store)
-        managed_ledgers = open_managed_ledgers(store, ledgers)
-        service = BrokerService(
-            config=broker_config(options), store=store, managed_ledgers=managed_ledgers
-        )
+        config = broker_config(options)
+        managed_ledgers = open_managed_ledgers(store, ledgers, config.managed_ledger)
+        service = BrokerService(config=config, store=store, managed_ledgers=managed_ledgers)
         server = BrokerServer(service)
         await server.start()
         cfg = service.config

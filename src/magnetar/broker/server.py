@@ -26,18 +26,18 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerConnection
 from magnetar.broker.service import BrokerService
 from magnetar.ledger.client import LedgerClient
-from magnetar.managed_ledger.api import ManagedLedgerFactory
+from magnetar.managed_ledger import factory
+from magnetar.managed_ledger.api import ManagedLedgerConfig, ManagedLedgerFactory
 from magnetar.metadata import api, open_store
 
 log = logging.getLogger(__name__)
 
 
-def open_managed_ledgers(store: api.MetadataStore, ledgers: LedgerClient) -> ManagedLedgerFactory:
+def open_managed_ledgers(
+    store: api.MetadataStore, ledgers: LedgerClient, config: ManagedLedgerConfig
+) -> ManagedLedgerFactory:
     """The managed-ledger implementation over ``ledgers`` (magnetar.managed_ledger)."""
-    from magnetar.managed_ledger import factory
-
-    impl: ManagedLedgerFactory = factory.ManagedLedgerFactoryImpl(store=store, ledgers=ledgers)
-    return impl
+    return factory.ManagedLedgerFactoryImpl(store, ledgers, default_config=config)
 
 
 class BrokerServer:
@@ -130,7 +130,7 @@ async def run(metadata_url: str, config: BrokerConfig) -> None:
     """``magnetar broker``: serve until SIGTERM/SIGINT."""
     store = await open_store(metadata_url)
     ledgers = LedgerClient(store)
-    managed_ledgers = open_managed_ledgers(store, ledgers)
+    managed_ledgers = open_managed_ledgers(store, ledgers, config.managed_ledger)
     service = BrokerService(config=config, store=store, managed_ledgers=managed_ledgers)
     server = BrokerServer(service)
     try:

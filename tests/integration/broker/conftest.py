@@ -1,0 +1,38 @@
+"""Fixtures of the broker suites: a ``magnetar standalone`` subprocess per module (free
+loopback ports, tmp data dir, stopped by pid) and official ``pulsar-client`` clients."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pulsar
+import pytest
+
+from tests.support.standalone import StandaloneProc
+
+_names = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProc]:
+    proc = StandaloneProc(tmp_path_factory.mktemp("standalone") / "data").start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture
+def client(standalone: StandaloneProc) -> Iterator[pulsar.Client]:
+    c = pulsar.Client(standalone.service_url, operation_timeout_seconds=15)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def topic(request: pytest.FixtureRequest) -> str:
+    """A fresh short topic name per test."""
+    return f"{request.node.name.replace('[', '-').replace(']', '')}-{next(_names)}"
