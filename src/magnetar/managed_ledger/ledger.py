@@ -923,7 +923,7 @@ class ManagedLedgerImpl:
             if readers:
                 low = min(readers)
                 self._cache.evict_before(low.ledger_id, low.entry_id)
-            await self._trim_safely()
+            self._start_trim()
 
     # --- terminate, close, delete ----------------------------------------------------------------
 
@@ -981,7 +981,7 @@ class ManagedLedgerImpl:
         await self._settle_roll()
         closing_state = self._state
         self._state = State.CLOSED
-        self._stop_timers()
+        await self._stop_timers()
         self._fail_queued(self._state_error())
         self._wake()
         await asyncio.gather(*(c.close() for c in self._cursors.values()), return_exceptions=True)
@@ -996,19 +996,22 @@ class ManagedLedgerImpl:
         if self._on_closed is not None:
             self._on_closed(self)
 
-    def _stop_timers(self) -> None:
+    async def _stop_timers(self) -> None:
+        """Stop the timer and pending trims; a trim already writing the list is awaited
+        (cancelling it could lose the version it wrote)."""
         if self._timer is not None:
             self._timer.cancel()
         if self._trim_handle is not None:
             self._trim_handle.cancel()
             self._trim_handle = None
         if self._trim_task is not None:
-            self._trim_task.cancel()
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._trim_task)
 
     async def delete(self) -> None:
         await self._settle_roll()
         self._state = State.CLOSED
-        self._stop_timers()
+        await self._stop_timers()
         self._fail_queued(self._state_error())
         self._wake()
         try:

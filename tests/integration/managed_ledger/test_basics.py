@@ -1,0 +1,181 @@
+"""Adds, reads and positions across roll-overs; the entry cache; waiting for entries."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import pytest
+
+from magnetar.managed_ledger import api
+from tests.integration.managed_ledger.conftest import TEST_CONFIG, Env, bookie_reads
+
+NAME = "public/default/persistent/t1"
+
+
+def cfg(**kw: object) -> api.ManagedLedgerConfig:
+    return dataclasses.replace(TEST_CONFIG, **kw)  # type: ignore[arg-type]
+
+
+async def test_add_read_across_rollovers(env: Env) -> None:
+    ml = await env.factory.open(NAME, cfg(max_entries_per_ledger=7))
+    payloads = [f"m{i}".encode() for i in range(50)]
+    positions = await asyncio.gather(*(ml.add_entry(p) for p in payloads))
+    assert positions == sorted(positions)
+    assert len(set(positions)) == 50
+    assert len({p.ledger_id for p in positions}) >= 7
+    assert all(p.entry_id < 7 for p in positions)
+    assert ml.number_of_entries == 50
+    assert ml.last_confirmed_entry == positions[-1]
+    ml.cache.clear()
+    got = await ml.read_entries(positions[0], max_entries=100)
+    assert [e.data for e in got] == payloads
+    assert [e.position for e in got] == positions
+    # next_position walks the same positions
+    p = positions[0]
+    walked = [p]
+    for _ in range(49):
+        p = ml.next_position(p)
+        walked.append(p)
+    assert walked == positions
+    assert (await ml.read_entry(positions[20])).data == b"m20"
+    infos = ml.ledgers()
+    assert sum(i.entries for i in infos) == 50
+    await ml.close()
+    # reopen: same content, new ledger
+    ml2 = await env.factory.open(NAME, cfg(max_entries_per_ledger=7))
+    assert ml2 is not ml
+    got = await ml2.read_entries(api.EARLIEST, max_entries=100)
+    assert [e.data for e in got] == payloads
+    pos = await ml2.add_entry(b"after")
+    assert pos > positions[-1]
+
+
+async def test_read_limits(env: Env) -> None:
+    ml = await env.factory.open(NAME, cfg(max_entries_per_ledger=5))
+    for i in range(12):
+        await ml.add_entry(bytes(100) + bytes([i]))
+    first = ml.first_position
+    got = await ml.read_entries(first, max_entries=4)
+    assert len(got) == 4
+    got = await ml.read_entries(first, max_entries=100, max_bytes=250)
+    assert len(got) == 3  # stops once the budget is reached, at least one entry
+    got = await ml.read_entries(first, max_entries=100, max_bytes=1)
+    assert len(got) == 1
+    assert await ml.read_entries(ml.next_position(ml.last_confirmed_entry), max_entries=5) == []
+
+
+async def test_tail_reads_hit_the_cache(env: Env) -> None:
+    ml = await env.factory.open(NAME)
+    cursor = await ml.open_cursor("sub")
+    for i in range(200):
+        await ml.add_entry(b"x%d" % i)
+    before = bookie_reads()
+    got = await cursor.read_entries(500)
+    assert len(got) == 200
+    assert bookie_reads() == before
+    assert ml.read_stats.bookie_entries == 0
+    ml.cache.clear()
+    cursor.rewind()
+    got = await cursor.read_entries(500)
+    assert len(got) == 200
+    assert bookie_reads() - before == 200
+    assert ml.read_stats.bookie_entries == 200
+
+
+async def test_cache_is_bounded(env: Env) -> None:
+    ml = await env.factory.open(NAME, cfg(cache_max_bytes=10_000))
+    for _ in range(50):
+        await ml.add_entry(bytes(1000))
+    assert ml.cache.size <= 10_000
+    assert len(ml.cache) == 10
+    got = await ml.read_entries(ml.first_position, max_entries=100)
+    assert len(got) == 50
+    assert ml.read_stats.bookie_entries == 40
+
+
+async def test_wait_for_entries_wakes(env: Env) -> None:
+    ml = await env.factory.open(NAME)
+    cursor = await ml.open_cursor("sub")
+    lac = ml.last_confirmed_entry
+    waiter = asyncio.create_task(ml.wait_for_entries(lac))
+    reader = asyncio.create_task(cursor.read_entries_or_wait(10))
+    await asyncio.sleep(0.1)
+    assert not waiter.done() and not reader.done()
+    pos = await ml.add_entry(b"hello")
+    await asyncio.wait_for(waiter, 2)
+    got = await asyncio.wait_for(reader, 2)
+    assert [(e.position, e.data) for e in got] == [(pos, b"hello")]
+    # cancellable
+    reader = asyncio.create_task(cursor.read_entries_or_wait(10))
+    await asyncio.sleep(0.05)
+    reader.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reader
+    # terminate wakes with "no more entries"
+    reader = asyncio.create_task(cursor.read_entries_or_wait(10))
+    await asyncio.sleep(0.05)
+    last = await ml.terminate()
+    assert last == pos
+    with pytest.raises(api.ManagedLedgerTerminatedError):
+        await asyncio.wait_for(reader, 2)
+    with pytest.raises(api.ManagedLedgerTerminatedError):
+        await ml.add_entry(b"no")
+
+
+async def test_terminated_survives_reopen(env: Env) -> None:
+    ml = await env.factory.open(NAME)
+    for i in range(3):
+        await ml.add_entry(b"%d" % i)
+    last = await ml.terminate()
+    await ml.close()
+    ml = await env.factory.open(NAME)
+    assert ml.terminated
+    assert ml.last_confirmed_entry == last
+    with pytest.raises(api.ManagedLedgerTerminatedError):
+        await ml.add_entry(b"x")
+    got = await ml.read_entries(api.EARLIEST, max_entries=10)
+    assert [e.data for e in got] == [b"0", b"1", b"2"]
+
+
+async def test_positions_in_deleted_ledgers_move_forward(env: Env) -> None:
+    ml = await env.factory.open(NAME, cfg(max_entries_per_ledger=3))
+    positions = [await ml.add_entry(b"%d" % i) for i in range(9)]
+    assert await ml.trim() == [positions[0].ledger_id, positions[3].ledger_id]  # no cursors
+    got = await ml.read_entries(positions[0], max_entries=10)
+    assert [e.position for e in got] == positions[6:]
+    assert ml.first_position == positions[6]
+    assert not await env.ledger_exists(positions[0].ledger_id)
+    with pytest.raises(api.InvalidPositionError):
+        await ml.read_entry(positions[1])
+
+
+async def test_factory_list_exists_delete(env: Env) -> None:
+    f = env.factory
+    a = await f.open("t/ns/persistent/a")
+    await f.open("t/ns/persistent/b%2Fc")
+    await a.add_entry(b"x")
+    cur = await a.open_cursor("s")
+    await cur.mark_delete(a.last_confirmed_entry)
+    assert await f.list("t/ns/persistent") == ["t/ns/persistent/a", "t/ns/persistent/b%2Fc"]
+    assert await f.exists("t/ns/persistent/a")
+    ids = [i.ledger_id for i in a.ledgers()]
+    await a.close()
+    await f.delete("t/ns/persistent/a")
+    assert not await f.exists("t/ns/persistent/a")
+    for lid in ids:
+        assert not await env.ledger_exists(lid)
+    with pytest.raises(ValueError):
+        await f.open("bad-name")
+
+
+@pytest.mark.parametrize("env", [3], indirect=True)
+async def test_replicated_ensemble(env: Env) -> None:
+    ml = await env.factory.open(
+        NAME, cfg(ensemble_size=3, write_quorum=2, ack_quorum=2, max_entries_per_ledger=10)
+    )
+    positions = await asyncio.gather(*(ml.add_entry(b"%d" % i) for i in range(25)))
+    assert positions == sorted(positions)
+    ml.cache.clear()
+    got = await ml.read_entries(ml.first_position, max_entries=100)
+    assert [e.data for e in got] == [b"%d" % i for i in range(25)]
