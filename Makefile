@@ -42,9 +42,13 @@ clean:
 # module proxy into .cache/k8s-bin (minutes the first time, cached after; see
 # docs/kubernetes.md). test-k8s runs the operator's unit tests (builders, CRDs, helm) and the
 # suite against a real control plane started by a pytest fixture. Not part of `make test` yet.
-.PHONY: k8s-tools test-k8s
+.PHONY: k8s-tools test-k8s test-e2e
 k8s-tools:
 	@bash scripts/k8s/install-all.sh
 
 test-k8s: setup k8s-tools
 	@MAGNETAR_K8S_TESTS=1 $(PY) -m pytest tests/unit/operator tests/k8s $(PYTEST_ARGS)
+
+# e2e/: kind + helm install + produce/consume; skips with a message without a container runtime.
+test-e2e: setup
+	@$(PY) -m pytest e2e -rs $(PYTEST_ARGS)

@@ -104,3 +104,12 @@ build_etcd() {
     replaces+=("go.etcd.io/etcd/client/v2 => go.etcd.io/etcd/client/v2 v2.3$(printf %02d "$minor").$patch")
     go_build etcd "$v" go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 "-s -w" "${replaces[@]}"
 }
+
+# build_kind / build_kubectl: only for e2e/ (kind needs a container runtime to be useful).
+build_kind() {
+    go_build kind "$KIND_VERSION" sigs.k8s.io/kind sigs.k8s.io/kind "-s -w"
+}
+
+build_kubectl() {
+    build_k8s_cmd kubectl
+}

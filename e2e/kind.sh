@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Magnetar on kind: create a cluster, build and load the images, `helm install` the chart
+# with a minimal PulsarCluster, wait for Ready. Needs a working container runtime.
+#   e2e/kind.sh up      create cluster + install (idempotent)
+#   e2e/kind.sh down    delete the cluster
+# Env: KIND_CLUSTER (default magnetar-e2e), NAMESPACE (default magnetar).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/k8s/lib.sh
+CLUSTER=${KIND_CLUSTER:-magnetar-e2e}
+NS=${NAMESPACE:-magnetar}
+TAG=e2e
+
+runtime() {
+    if docker info >/dev/null 2>&1; then echo docker
+    elif podman info >/dev/null 2>&1; then echo podman
+    else return 1; fi
+}
+
+up() {
+    local rt
+    rt=$(runtime) || { log "no working container runtime (docker/podman): cannot run kind"; exit 2; }
+    bash scripts/k8s/install-e2e-tools.sh >/dev/null
+    local kind helm kubectl
+    kind=$(cached_bin kind "$KIND_VERSION")
+    helm=$(cached_bin helm "$HELM_VERSION")
+    kubectl=$(cached_bin kubectl "$KUBERNETES_VERSION")
+    export KIND_EXPERIMENTAL_PROVIDER=$rt
+    if ! "$kind" get clusters | grep -qx "$CLUSTER"; then
+        "$kind" create cluster --name "$CLUSTER" --image "$KIND_NODE_IMAGE" --wait 120s
+    fi
+    for image in broker bookie operator; do
+        "$rt" build -f "images/$image/Dockerfile" -t "ghcr.io/magnetar/$image:$TAG" .
+        "$kind" load docker-image --name "$CLUSTER" "ghcr.io/magnetar/$image:$TAG"
+    done
+    "$helm" upgrade --install magnetar helm/magnetar --namespace "$NS" --create-namespace \
+        -f helm/magnetar/ci/values-cluster-minimal.yaml \
+        --set operator.image.tag="$TAG" --set operator.image.pullPolicy=Never \
+        --set cluster.spec.version="$TAG" --set cluster.spec.image.pullPolicy=Never --wait
+    "$kubectl" -n "$NS" wait pulsarcluster/dev --for=condition=Ready --timeout=10m
+    log "ready: pulsar://dev-broker.$NS.svc:6650 (kubectl -n $NS port-forward svc/dev-broker 6650 8080)"
+}
+
+down() {
+    local kind
+    kind=$(cached_bin kind "$KIND_VERSION")
+    [ -x "$kind" ] && "$kind" delete cluster --name "$CLUSTER" || true
+}
+
+case "${1:-up}" in
+    up) up ;;
+    down) down ;;
+    *) echo "usage: $0 up|down" >&2; exit 64 ;;
+esac
