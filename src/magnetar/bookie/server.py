@@ -89,7 +89,7 @@ class BookieServer:
             journal_dir=self._cfg.journal_dir,
             data_dir=self._cfg.data_dir,
         )
-        self.storage = open_storage(self._cfg)
+        self.storage = open_storage(self._cfg, on_journal_sync=metrics.observe_journal_sync)
         await self.storage.start()
         metrics.REGISTRY.register(metrics.StorageCollector(self.storage.stats))
 

@@ -6,13 +6,20 @@ Program against :class:`api.LedgerStorage`; get one with :func:`open_storage`, t
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from magnetar.bookie.storage import api, config
 
 __all__ = ["api", "config", "open_storage"]
 
 
-def open_storage(cfg: config.BookieStorageConfig) -> api.LedgerStorage:
-    """The default strategy (DbLedgerStorage: entry logs + LMDB index). Not started yet."""
+def open_storage(
+    cfg: config.BookieStorageConfig,
+    *,
+    on_journal_sync: Callable[[float], None] | None = None,
+) -> api.LedgerStorage:
+    """The default strategy (DbLedgerStorage: entry logs + LMDB index). Not started yet.
+    ``on_journal_sync(seconds)`` observes each group commit (from the journal thread)."""
     from magnetar.bookie.storage.db import DbLedgerStorage
 
-    return DbLedgerStorage(cfg)
+    return DbLedgerStorage(cfg, on_journal_sync=on_journal_sync)

@@ -30,7 +30,7 @@ import contextlib
 import functools
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import lmdb
@@ -88,7 +88,12 @@ _Run = tuple[_Ledger, int, int, list[int], list[cache.Data], int, int]
 class DbLedgerStorage:
     """See the module docstring. ``await start()`` before use, ``await close()`` after."""
 
-    def __init__(self, cfg: BookieStorageConfig) -> None:
+    def __init__(
+        self,
+        cfg: BookieStorageConfig,
+        *,
+        on_journal_sync: Callable[[float], None] | None = None,
+    ) -> None:
         self._cfg = cfg
         self._entry_dir = cfg.data_dir / "entrylogs"
         self._index_dir = cfg.data_dir / "index"
@@ -106,6 +111,7 @@ class DbLedgerStorage:
             max_group_wait_s=cfg.journal_max_group_wait_ms / 1000.0,
             max_file_bytes=cfg.journal_max_file_bytes,
             fsync=cfg.journal_fsync,
+            on_sync=on_journal_sync,
         )
         self._idx: index.Index
         self._writer: entrylog.EntryLogWriter
