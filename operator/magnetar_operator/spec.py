@@ -87,6 +87,7 @@ class Brokers:
     resources: Resources
     config: dict[str, str]
     node_selector: dict[str, str]
+    extra_args: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> Brokers:
@@ -94,6 +95,7 @@ class Brokers:
             replicas=int(raw.get("replicas", 2)),
             resources=Resources.parse(_sub(raw, "resources")),
             config=_str_map(raw, "config"),
+            extra_args=tuple(str(a) for a in raw.get("extraArgs", ())),
             node_selector=_str_map(raw, "nodeSelector"),
         )
 
@@ -116,6 +118,7 @@ class Bookies:
     resources: Resources
     config: dict[str, str]
     node_selector: dict[str, str]
+    extra_args: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> Bookies:
@@ -134,6 +137,7 @@ class Bookies:
             resources=Resources.parse(_sub(raw, "resources")),
             config=_str_map(raw, "config"),
             node_selector=_str_map(raw, "nodeSelector"),
+            extra_args=tuple(str(a) for a in raw.get("extraArgs", ())),
         )
 
 

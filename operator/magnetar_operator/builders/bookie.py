@@ -26,8 +26,7 @@ def service_name(owner: Owner) -> str:
 
 
 def config_data(owner: Owner, spec: ClusterSpec) -> dict[str, str]:
-    """The bookie's effective settings (bookkeeper.conf style, for operators to read; the
-    container gets them as ``magnetar bookie`` flags, see ``args``)."""
+    """bookkeeper.conf properties (mounted at /etc/magnetar): ours, then the user's."""
     data = {
         "clusterName": owner.name,
         "metadataStoreUrl": etcd.metadata_store_url(owner, spec),
@@ -64,7 +63,7 @@ def service(owner: Owner) -> Json:
 
 
 def args(owner: Owner, spec: ClusterSpec) -> list[str]:
-    """``magnetar bookie`` arguments; ``spec.bookies.config`` entries become ``--key=value``."""
+    """``magnetar bookie`` arguments, then ``spec.bookies.extraArgs``."""
     out = [
         "bookie",
         f"--metadata-url={etcd.metadata_store_url(owner, spec)}",
@@ -75,7 +74,7 @@ def args(owner: Owner, spec: ClusterSpec) -> list[str]:
         "--bind-address=0.0.0.0",
         f"--advertised-address=$(POD_NAME).{service_name(owner)}.{owner.namespace}.svc",
     ]
-    out += [f"--{k}={v}" for k, v in sorted(spec.bookies.config.items())]
+    out += spec.bookies.extra_args
     return out
 
 

@@ -93,6 +93,24 @@ def config_data(owner: Owner, spec: ClusterSpec) -> dict[str, str]:
     return data
 
 
+def args(owner: Owner, spec: ClusterSpec) -> list[str]:
+    """``magnetar broker`` arguments, then ``spec.brokers.extraArgs``."""
+    bk = spec.bookies
+    return [
+        "broker",
+        f"--metadata-url={etcd.metadata_store_url(owner, spec)}",
+        f"--port={BROKER_PORT}",
+        f"--http-port={HTTP_PORT}",
+        "--bind-address=0.0.0.0",
+        "--advertised-address=$(POD_IP)",
+        f"--cluster-name={owner.name}",
+        f"--ensemble-size={bk.ensemble_size}",
+        f"--write-quorum={bk.write_quorum}",
+        f"--ack-quorum={bk.ack_quorum}",
+        *spec.brokers.extra_args,
+    ]
+
+
 def config_map(owner: Owner, spec: ClusterSpec) -> Json:
     return common.config_map(owner, COMPONENT, filename=CONFIG_FILE, data=config_data(owner, spec))
 
@@ -124,7 +142,7 @@ def deployment(owner: Owner, spec: ClusterSpec) -> Json:
         "name": "broker",
         "image": spec.images.broker,
         "imagePullPolicy": spec.images.pull_policy,
-        "args": ["broker", "--config", f"/etc/magnetar/conf/{CONFIG_FILE}"],
+        "args": args(owner, spec),
         "env": [
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},

@@ -177,9 +177,27 @@ def test_bookie_command_line_matches_magnetar_bookie() -> None:
         f"--journal-dir={bookie.JOURNAL_DIR}",
     ]
     assert "--advertised-address=$(POD_NAME).dev-bookie.pulsar.svc" in c["args"]
-    assert "--journal-group-wait-ms=1" in c["args"], "spec.bookies.config becomes flags"
+    assert c["args"][-1] == "--journal-group-wait-ms=1", "spec.bookies.extraArgs come last"
     assert c["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert env["MAGNETAR_RACK_FILE"] == f"{bookie.RACKS_DIR}/$(POD_NAME)"
     plain = bookie.statefulset(OWNER, ClusterSpec.parse({}))["spec"]["template"]["spec"]
     assert "MAGNETAR_RACK_FILE" not in {e["name"] for e in plain["containers"][0]["env"]}
+
+
+def test_broker_command_line_matches_magnetar_broker() -> None:
+    spec = ClusterSpec.parse({"brokers": {"extraArgs": ["--session-ttl=20"]}})
+    c = broker.deployment(OWNER, spec)["spec"]["template"]["spec"]["containers"][0]
+    assert c["args"] == [
+        "broker",
+        "--metadata-url=etcd://dev-etcd-client.pulsar.svc:2379",
+        "--port=6650",
+        "--http-port=8080",
+        "--bind-address=0.0.0.0",
+        "--advertised-address=$(POD_IP)",
+        "--cluster-name=dev",
+        "--ensemble-size=2",
+        "--write-quorum=2",
+        "--ack-quorum=2",
+        "--session-ttl=20",
+    ]
