@@ -99,9 +99,8 @@ async def test_cursor_state_after_sigkill(store_url: str, tmp_path: Path) -> Non
         recent = [p for p, t in announced if t >= killed_at - INTERVAL - SLACK]
         assert len(redelivered) <= len(recent)
         assert len(old) > 300
-        print(
-            f"announced {len(announced)}, old {len(old)}, recent {len(recent)}, redelivered {len(redelivered)}"
-        )
+        print(f"acks {len(announced)}: old {len(old)}, recent {len(recent)}")
+        print(f"redelivered {len(redelivered)}")
         # what the subscription reads next: exactly the unacknowledged entries, in order
         got = [e.position for e in await cursor.read_entries(10_000)]
         assert got == [p for p in all_positions if not cursor.is_deleted(p)]

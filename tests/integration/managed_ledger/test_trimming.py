@@ -43,11 +43,11 @@ async def test_fully_acknowledged_ledgers_are_deleted(env: Env) -> None:
     l1, l2, l3 = pos[0].ledger_id, pos[3].ledger_id, pos[6].ledger_id
     await fast.clear_backlog()
     await slow.mark_delete(pos[4])  # ledger 1 fully acknowledged, ledger 2 not
-    await eventually(lambda: [i.ledger_id for i in ml.ledgers()][0] == l2)
+    await eventually(lambda: ml.ledgers()[0].ledger_id == l2)
     assert not await env.ledger_exists(l1)
     assert await env.ledger_exists(l2)
     await slow.delete([pos[5]])  # individual ack completing ledger 2
-    await eventually(lambda: [i.ledger_id for i in ml.ledgers()][0] == l3)
+    await eventually(lambda: ml.ledgers()[0].ledger_id == l3)
     assert not await env.ledger_exists(l2)
     assert ml.first_position == pos[6]
     # a non-durable reader does not hold data: it moves on to what exists
