@@ -88,3 +88,54 @@ class StandaloneProc:
 
     def tail(self, n: int = 40) -> str:
         return self.proc.tail(n)
+
+
+class BrokerProc:
+    """``magnetar broker`` (cluster form) as a subprocess, against etcd and its bookies."""
+
+    def __init__(
+        self,
+        metadata_url: str,
+        base_dir: Path,
+        *,
+        ensemble: tuple[int, int, int] = (2, 2, 2),
+        session_ttl: float = 5.0,
+        extra_args: Sequence[str] = (),
+        ready_timeout: float = 60.0,
+    ) -> None:
+        self.port = free_port()
+        self.http_port = free_port()
+        while self.http_port == self.port:
+            self.http_port = free_port()
+        e, wq, aq = ensemble
+        argv = [
+            sys.executable, "-m", "magnetar.cli", "broker",
+            "--metadata-url", metadata_url,
+            "--port", str(self.port),
+            "--http-port", str(self.http_port),
+            "--bind-address", LOOPBACK,
+            "--advertised-address", LOOPBACK,
+            "--ensemble-size", str(e),
+            "--write-quorum", str(wq),
+            "--ack-quorum", str(aq),
+            "--session-ttl", str(session_ttl),
+            *extra_args,
+        ]  # fmt: skip
+        self.proc = Proc(
+            argv,
+            log_path=base_dir / f"broker-{self.port}.log",
+            ready=self.ready,
+            ready_timeout=ready_timeout,
+        )
+
+    service_url = StandaloneProc.service_url
+    http_url = StandaloneProc.http_url
+    ready = StandaloneProc.ready
+    get = StandaloneProc.get
+    metrics = StandaloneProc.metrics
+    start = StandaloneProc.start  # type: ignore[assignment]
+    stop = StandaloneProc.stop
+    kill = StandaloneProc.kill
+    restart = StandaloneProc.restart
+    alive = StandaloneProc.alive
+    tail = StandaloneProc.tail

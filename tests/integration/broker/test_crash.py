@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pulsar
+
 from magnetar.managed_ledger.api import ManagedLedgerConfig
 from tests.support.standalone import StandaloneProc
 
@@ -97,9 +98,7 @@ def test_sigkill_standalone_keeps_receipted_and_unacked(tmp_path: Path) -> None:
                 stored[msg.data()] = (msg.message_id().ledger_id(), msg.message_id().entry_id())
             assert stored == receipts, "every receipted message, at its receipted position"
 
-            consumer = client.subscribe(
-                topic, "durable", consumer_type=pulsar.ConsumerType.Shared
-            )
+            consumer = client.subscribe(topic, "durable", consumer_type=pulsar.ConsumerType.Shared)
             redelivered: set[bytes] = set()
             while True:
                 try:

@@ -60,7 +60,9 @@ class MemoryLedger:
         self.entries_added += 1
         return pos
 
-    async def read_entries(self, start: Position, *, max_entries: int, max_bytes: int = 0) -> list[Entry]:
+    async def read_entries(
+        self, start: Position, *, max_entries: int, max_bytes: int = 0
+    ) -> list[Entry]:
         return [Entry(Position(self.ledger_id, i), e) for i, e in enumerate(self.entries)][
             start.entry_id : start.entry_id + max_entries
         ]
