@@ -1,0 +1,80 @@
+"""Pure parts of the broker: bundle hashing, namespace policies, the /metrics text."""
+
+from __future__ import annotations
+
+import json
+
+from magnetar.broker import metrics, policies
+from magnetar.broker.ownership import Bundle, bundle_of, murmur3_32
+from magnetar.broker.service import _NoSubscriptions, managed_ledger_name
+from magnetar.broker.topic import PersistentTopic
+from magnetar.wire.topics import TopicName
+from tests.unit.broker.fakes import MemoryLedger
+
+
+def test_murmur3_matches_guava() -> None:
+    # reference values of Murmur3 x86 32-bit, seed 0 (Guava's murmur3_32, Python's mmh3)
+    assert murmur3_32(b"") == 0
+    assert murmur3_32(b"foo") == (-156908512) & 0xFFFFFFFF
+    assert murmur3_32(b"hello") == 613153351
+
+
+def test_bundles_split_the_hash_space() -> None:
+    bounds = policies.bundle_boundaries(4)
+    assert bounds == [0, 0x40000000, 0x80000000, 0xC0000000, 0xFFFFFFFF]
+    seen = set()
+    for i in range(200):
+        b = bundle_of(TopicName.parse(f"topic-{i}"), tuple(bounds))
+        assert b.lower in bounds[:-1] and b.upper == bounds[bounds.index(b.lower) + 1]
+        seen.add(b.range)
+    assert len(seen) == 4
+    assert Bundle("public", "default", 0, 0x40000000).range == "0x00000000_0x40000000"
+
+
+def test_namespace_policies_parse_pulsar_shapes() -> None:
+    raw = policies.default_namespace_policies(8)
+    parsed = policies.NamespacePolicies.from_json(json.dumps(raw).encode())
+    assert len(parsed.boundaries) == 9 and parsed.auto_topic_creation is None
+    raw["autoTopicCreationOverride"] = {
+        "allowAutoTopicCreation": True,
+        "topicType": "partitioned",
+        "defaultNumPartitions": 3,
+    }
+    auto = policies.NamespacePolicies.from_json(json.dumps(raw).encode()).auto_topic_creation
+    assert auto == policies.AutoTopicCreation(True, True, 3)
+
+
+def test_managed_ledger_names() -> None:
+    assert managed_ledger_name(TopicName.parse("t-partition-2")) == (
+        "public/default/persistent/t-partition-2"
+    )
+
+
+def test_metrics_text_has_pulsar_names_and_labels() -> None:
+    name = TopicName.parse("persistent://public/default/m")
+    ml = MemoryLedger("x")
+    ml.entries = [b"abc"]
+    topic = PersistentTopic(
+        name=name,
+        managed_ledger=ml,  # type: ignore[arg-type]
+        subscriptions=_NoSubscriptions(topic=name, managed_ledger=ml),  # type: ignore[arg-type]
+    )
+    topic.msg_in, topic.bytes_in = 7, 700
+    text = metrics.render("standalone", [topic])
+    labels = 'cluster="standalone",namespace="public/default",topic="persistent://public/default/m"'
+    assert f"pulsar_in_messages_total{{{labels}}} 7" in text
+    assert f"pulsar_in_bytes_total{{{labels}}} 700" in text
+    assert f"pulsar_storage_size{{{labels}}} 3" in text
+    for series in (
+        "pulsar_rate_in",
+        "pulsar_rate_out",
+        "pulsar_throughput_in",
+        "pulsar_throughput_out",
+        "pulsar_out_messages_total",
+        "pulsar_out_bytes_total",
+        "pulsar_producers_count",
+        "pulsar_consumers_count",
+        "pulsar_subscriptions_count",
+    ):
+        assert f"{series}{{{labels}}} " in text
+    assert "# TYPE pulsar_subscription_back_log gauge" in text
