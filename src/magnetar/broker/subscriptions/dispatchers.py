@@ -121,9 +121,16 @@ class SingleActive(Policy):
                 self.sub.park(entry.position, meta.key_hash)
             return 0
         send = self.sub.send
+        sent = 0
         for entry, meta in entries:
+            if c.permits <= 0:
+                # read ahead of the permits (batches were bigger than the average guessed):
+                # the rest is read again once the consumer asks for more
+                self.sub.cursor.seek(entry.position)
+                break
             send(c, entry, meta)
-        return len(entries)
+            sent += 1
+        return sent
 
     def pick(self) -> Consumer | None:
         return selectors.pick_active(self.sub.consumers, partition_index=self.sub.partition_index)
