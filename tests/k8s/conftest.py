@@ -48,8 +48,8 @@ def api(control_plane: ControlPlane) -> client.ApiClient:
 
 
 @pytest.fixture(scope="session")
-def crds(api: client.ApiClient) -> list[str]:
-    """Every CRD of crds/ created and Established."""
+def crds(api: client.ApiClient, control_plane: ControlPlane) -> list[str]:
+    """Every CRD of crds/ created and Established; then kube-controller-manager starts."""
     ext = client.ApiextensionsV1Api(api)
     names = []
     for path in sorted((ROOT / "crds").glob("*.yaml")):
@@ -62,6 +62,7 @@ def crds(api: client.ApiClient) -> list[str]:
             timeout=30,
             what=f"CRD {name} Established",
         )
+    control_plane.start_controller_manager()
     return names
 
 

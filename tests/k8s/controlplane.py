@@ -97,7 +97,6 @@ class ControlPlane:
             self._start_etcd(etcd_port, peer_port)
             self._start_apiserver(etcd_port)
             self._write_kubeconfig()
-            self._start_controller_manager()
         except BaseException:
             self.stop()
             raise
@@ -172,7 +171,10 @@ class ControlPlane:
             "current-context: local\n"
         )
 
-    def _start_controller_manager(self) -> None:
+    def start_controller_manager(self) -> None:
+        """Start it once our CRDs exist: its garbage collector discovers resource types at
+        start and then only every 30 s, and it must watch PulsarClusters to cascade their
+        deletion promptly."""
         kcm = binary("kube-controller-manager")
         assert kcm is not None
         self.procs.append(
