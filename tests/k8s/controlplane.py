@@ -183,7 +183,7 @@ class ControlPlane:
                     str(kcm),
                     f"--kubeconfig={self.kubeconfig}",
                     "--controllers=garbagecollector,statefulset,deployment,replicaset,"
-                    "disruption,namespace",
+                    "disruption,namespace,pvc-protection",
                     "--leader-elect=false",
                     f"--bind-address={LOOPBACK}",
                     "--secure-port=0",

@@ -167,5 +167,11 @@ def test_cluster_objects_scaling_status_and_cleanup(
         return True
 
     eventually(gone, timeout=60, what="owned objects garbage-collected")
+    # persistence.reclaimPolicy=Delete: the bookie and etcd PVCs go too.
+    eventually(
+        lambda: not core.list_namespaced_persistent_volume_claim(namespace).items,
+        timeout=60,
+        what="PVCs deleted",
+    )
     deleted = [e.reason for e in client.CoreV1Api(api).list_namespaced_event(namespace).items]
     assert "DeletedVolumes" in deleted

@@ -98,3 +98,21 @@ def test_bookie_spec_change_rolls_one_at_a_time(
     assert max_down == 1, tl
     gone = [ev.name for ev in tl if ev.kind == "gone"]
     assert gone == ["roll-bookie-2", "roll-bookie-1", "roll-bookie-0"], tl
+
+    # persistence.reclaimPolicy defaults to Retain: deleting the cluster keeps the volumes.
+    claims = {
+        c.metadata.name for c in core.list_namespaced_persistent_volume_claim(namespace).items
+    }
+    assert {"journal-roll-bookie-0", "ledgers-roll-bookie-2", "data-roll-etcd-0"} <= claims
+    cr.delete("pulsarclusters", "roll")
+    eventually(
+        lambda: (
+            not cr.exists("pulsarclusters", "roll")
+            and not apps.list_namespaced_stateful_set(namespace).items
+        ),
+        timeout=60,
+        what="cluster deleted",
+    )
+    kept = core.list_namespaced_persistent_volume_claim(namespace).items
+    assert {c.metadata.name for c in kept} == claims
+    assert all(c.metadata.deletion_timestamp is None for c in kept)
