@@ -310,10 +310,12 @@ class ManagedCursorImpl:
         lac = self._ml.last_confirmed_entry
         before = self.backlog()
         changed = False
+        contains = self._ml.contains
         for p in positions:
             if p > lac:
                 raise api.InvalidPositionError(f"{self._ml.name}: {p} is after {lac}")
-            changed = acks.delete(p) or changed
+            if contains(p):  # else: in a deleted ledger or past a ledger's end — nothing to do
+                changed = acks.delete(p) or changed
         if not changed:
             return
         moved = acks.advance(self._ml.next_position)

@@ -55,6 +55,8 @@ class ManagedLedgerFactoryImpl:
         path = records.parse_name(name)
         ml = self._open.get(path.name)
         if ml is not None and ml.state not in (State.CLOSED, State.FENCED):
+            if config is not None and config != ml.config:
+                ml.update_config(config)
             return ml
         pending = self._opening.get(path.name)
         if pending is not None:

@@ -66,6 +66,7 @@ MAX_ADD_ATTEMPTS = 3
 TRIM_MIN_INTERVAL_S = 0.2
 """Trims requested by moving mark-delete positions run at most this often."""
 CAS_ATTEMPTS = 5
+OPEN_ATTEMPTS = 5
 
 
 class State(enum.Enum):
@@ -151,6 +152,8 @@ class ManagedLedgerImpl:
         self._queue: deque[_AddOp] = deque()
         self._retry: list[_AddOp] = []
         self._roll_task: asyncio.Task[None] | None = None
+        self._next_ledger: asyncio.Future[LedgerHandle] | None = None
+        """The next ledger, created ahead once the current one is nearly full."""
         # readers
         self._readers: dict[int, LedgerHandle] = {}
         self._cache = EntryCache(config.cache_max_bytes)
@@ -198,52 +201,37 @@ class ManagedLedgerImpl:
         return ml
 
     async def _initialize(self) -> None:
-        key = self.path.info_key
-        record = await self._store.get(key)
-        if record is None:
-            info = records.ManagedLedgerInfo()
-            try:
-                version = await self._store.put(key, info.to_json(), expected_version=md.NOT_EXISTS)
-            except md.BadVersionError:
-                raise api.ManagedLedgerFencedError(
-                    f"{self.name}: created concurrently by another owner"
-                ) from None
-        else:
-            info, version = records.ManagedLedgerInfo.from_json(record.value), record.version
-        ledger_list = list(info.ledgers)
-        if ledger_list:
-            last = ledger_list[-1]
-            try:
-                handle = await self._ledgers.open(last.ledger_id, recovery=True)
-            except ledger_errors.NoSuchLedgerError:
-                log.warning("%s: ledger %d has no metadata; dropped", self.name, last.ledger_id)
-                ledger_list[-1] = records.LedgerRecord(last.ledger_id)
-            else:
-                ledger_list[-1] = records.LedgerRecord(
-                    last.ledger_id,
-                    entries=handle.last_add_confirmed + 1,
-                    size=handle.length,
-                    timestamp_ms=last.timestamp_ms or _now_ms(),
-                    offloaded=last.offloaded,
-                )
-                self._readers[last.ledger_id] = handle
-        empty = [r.ledger_id for r in ledger_list if r.entries == 0]
-        kept = tuple(r for r in ledger_list if r.entries > 0)
         new_handle: LedgerHandle | None = None
-        if info.terminated_position is None:
-            new_handle = await self._create_ledger()
-            kept = (*kept, records.LedgerRecord(new_handle.ledger_id))
-        new_info = info.with_ledgers(kept)
-        try:
-            self._info_version = await self._store.put(
-                key, new_info.to_json(), expected_version=version
-            )
-        except md.BadVersionError:
+        for _attempt in range(OPEN_ATTEMPTS):
+            info, version = await self._read_info()
+            ledger_list = list(info.ledgers)
+            if ledger_list:
+                ledger_list[-1] = await self._recover_last(ledger_list[-1])
+            empty = [r.ledger_id for r in ledger_list if r.entries == 0]
+            kept = tuple(r for r in ledger_list if r.entries > 0)
+            if info.terminated_position is None:
+                if new_handle is None:
+                    new_handle = await self._create_ledger()
+                kept = (*kept, records.LedgerRecord(new_handle.ledger_id))
+            new_info = info.with_ledgers(kept)
+            try:
+                self._info_version = await self._store.put(
+                    self.path.info_key, new_info.to_json(), expected_version=version
+                )
+                break
+            except md.BadVersionError:
+                # The previous owner changed the list meanwhile (a roll-over it had under way
+                # when its ledger was fenced): read it again and recover its new last ledger.
+                log.info("%s: ledger list changed while opening; again", self.name)
+        else:
             if new_handle is not None:
                 self._spawn(self._delete_ledger(new_handle.ledger_id))
             raise api.ManagedLedgerFencedError(
-                f"{self.name}: another owner changed the ledger list while it was opened here"
-            ) from None
+                f"{self.name}: another owner keeps changing the ledger list"
+            )
+        if new_handle is not None and info.terminated_position is not None:
+            self._spawn(self._delete_ledger(new_handle.ledger_id))  # terminated meanwhile
+            new_handle = None
         self._apply_info(new_info)
         for lid in empty:
             self._readers.pop(lid, None)
@@ -270,6 +258,40 @@ class ManagedLedgerImpl:
             self._lac,
         )
 
+    async def _read_info(self) -> tuple[records.ManagedLedgerInfo, md.Version]:
+        """The ledger list and its version, created empty when the key does not exist."""
+        key = self.path.info_key
+        record = await self._store.get(key)
+        if record is not None:
+            return records.ManagedLedgerInfo.from_json(record.value), record.version
+        info = records.ManagedLedgerInfo()
+        try:
+            return info, await self._store.put(key, info.to_json(), expected_version=md.NOT_EXISTS)
+        except md.BadVersionError:
+            record = await self._store.get(key)
+            if record is None:
+                raise api.ManagedLedgerFencedError(f"{self.name}: deleted while opened") from None
+            return records.ManagedLedgerInfo.from_json(record.value), record.version
+
+    async def _recover_last(self, last: records.LedgerRecord) -> records.LedgerRecord:
+        """Fence and close the previous owner's last ledger; its record with the final end
+        (no entries when its metadata is gone)."""
+        handle = self._readers.get(last.ledger_id)
+        if handle is None or not handle.closed:
+            try:
+                handle = await self._ledgers.open(last.ledger_id, recovery=True)
+            except ledger_errors.NoSuchLedgerError:
+                log.warning("%s: ledger %d has no metadata; dropped", self.name, last.ledger_id)
+                return records.LedgerRecord(last.ledger_id)
+            self._readers[last.ledger_id] = handle
+        return records.LedgerRecord(
+            last.ledger_id,
+            entries=handle.last_add_confirmed + 1,
+            size=handle.length,
+            timestamp_ms=last.timestamp_ms or _now_ms(),
+            offloaded=last.offloaded,
+        )
+
     async def _load_cursors(self) -> None:
         from magnetar.managed_ledger.cursor import ManagedCursorImpl
 
@@ -287,6 +309,13 @@ class ManagedLedgerImpl:
             self._timer.cancel()
         for cursor in list(self._cursors.values()):
             cursor.abandon()
+
+    def update_config(self, config: api.ManagedLedgerConfig) -> None:
+        """Apply a new config (namespace policies changed): limits, retention, cache size
+        take effect from now; quorum sizes from the next ledger on."""
+        self.config = config
+        self._cache.max_bytes = config.cache_max_bytes
+        self.request_trim()
 
     # --- properties ---------------------------------------------------------------------------
 
@@ -453,6 +482,11 @@ class ManagedLedgerImpl:
         self._cur_sent_bytes += len(op.data)
         lf.add_done_callback(functools.partial(self._on_added, op, handle))
         c = self.config
+        if self._next_ledger is None and (
+            self._cur_sent * 10 >= c.max_entries_per_ledger * 9
+            or self._cur_sent_bytes * 10 >= c.max_ledger_bytes * 9
+        ):
+            self._next_ledger = asyncio.ensure_future(self._create_ledger())
         if self._cur_sent >= c.max_entries_per_ledger or self._cur_sent_bytes >= c.max_ledger_bytes:
             if (
                 c.min_ledger_age_s <= 0
@@ -526,14 +560,20 @@ class ManagedLedgerImpl:
         old = self._handle
         created: LedgerHandle | None = None
         try:
-            creating = asyncio.ensure_future(self._create_ledger())
+            creating, self._next_ledger = self._next_ledger, None
+            if creating is None:
+                creating = asyncio.ensure_future(self._create_ledger())
             try:
                 if old is not None and not old.closed:
                     await old.close()
             except BaseException:
                 self._spawn(self._discard_created(creating))
                 raise
-            created = await creating
+            try:
+                created = await creating
+            except Exception as err:  # the ledger created ahead failed: try once more now
+                log.info("%s: ledger created ahead failed (%s); creating again", self.name, err)
+                created = await self._create_ledger()
             async with self._info_lock:
                 ledgers_now = list(self._info.ledgers)
                 if old is not None and ledgers_now and ledgers_now[-1].ledger_id == old.ledger_id:
@@ -607,6 +647,9 @@ class ManagedLedgerImpl:
             return
         log.warning("%s: fenced (%s): another owner took over", self.name, why)
         self._state = State.FENCED
+        if self._next_ledger is not None:
+            self._spawn(self._discard_created(self._next_ledger))
+            self._next_ledger = None
         self._fail_queued(api.ManagedLedgerFencedError(f"{self.name}: {why}"))
         self._wake()
         for cursor in self._cursors.values():
@@ -677,6 +720,9 @@ class ManagedLedgerImpl:
             last = min(n - 1, pos.entry_id + max_entries - len(out) - 1)
             budget = max_bytes - size if max_bytes > 0 else 0
             got = await self._read_range(lid, pos.entry_id, last, budget)
+            if not got and lid not in self._records:  # trimmed meanwhile: move on
+                pos = self.normalize(pos)
+                continue
             out.extend(got)
             size += sum(len(e.data) for e in got)
             if not got or got[-1].position.entry_id < last or (max_bytes > 0 and size >= max_bytes):
@@ -737,6 +783,8 @@ class ManagedLedgerImpl:
                 handle = await self._reader(lid)
                 got = await handle.read(e, end)
             except ledger_errors.LedgerError as err:
+                if lid not in self._records:
+                    return out  # the ledger was trimmed while it was read
                 raise storage_error(err) from err
             self.read_stats.bookie_entries += len(got)
             for eid, payload in got:
@@ -966,6 +1014,9 @@ class ManagedLedgerImpl:
         if self._state is State.FENCED:
             raise self._state_error()
         self._state = State.TERMINATED
+        if self._next_ledger is not None:
+            self._spawn(self._discard_created(self._next_ledger))
+            self._next_ledger = None
         self._fail_queued(self._state_error())
         try:
             await self._close_current(terminated=True)
@@ -998,7 +1049,10 @@ class ManagedLedgerImpl:
 
     async def _stop_timers(self) -> None:
         """Stop the timer and pending trims; a trim already writing the list is awaited
-        (cancelling it could lose the version it wrote)."""
+        (cancelling it could lose the version it wrote). Drop a ledger created ahead."""
+        if self._next_ledger is not None:
+            self._spawn(self._discard_created(self._next_ledger))
+            self._next_ledger = None
         if self._timer is not None:
             self._timer.cancel()
         if self._trim_handle is not None:

@@ -179,3 +179,33 @@ async def test_replicated_ensemble(env: Env) -> None:
     ml.cache.clear()
     got = await ml.read_entries(ml.first_position, max_entries=100)
     assert [e.data for e in got] == [b"%d" % i for i in range(25)]
+
+
+async def test_rollover_by_age_and_min_age(env: Env) -> None:
+    ml = await env.factory.open(NAME, cfg(max_ledger_age_s=0.3))
+    a = await ml.add_entry(b"a")
+    await asyncio.sleep(0.35)
+    b = await ml.add_entry(b"b")  # the add past the age rolls over after it
+    c = await ml.add_entry(b"c")
+    assert a.ledger_id == b.ledger_id != c.ledger_id
+    # an idle ledger past its age is rolled over by the timer
+    await asyncio.sleep(1.2)
+    assert ml.current_ledger_id != c.ledger_id
+    assert [i.entries for i in ml.ledgers()][-1] == 0
+    await ml.close()
+    ml = await env.factory.open("public/default/persistent/young", cfg(
+        max_entries_per_ledger=2, min_ledger_age_s=30
+    ))  # fmt: skip
+    positions = [await ml.add_entry(b"%d" % i) for i in range(6)]
+    assert len({p.ledger_id for p in positions}) == 1
+
+
+async def test_many_rollovers_under_pipelined_load(env: Env) -> None:
+    ml = await env.factory.open(NAME, cfg(max_entries_per_ledger=50))
+    await ml.open_cursor("hold", initial_position=api.InitialPosition.EARLIEST)  # no trimming
+    futures = [ml.append(b"%d" % i) for i in range(2000)]
+    positions = await asyncio.gather(*futures)
+    assert positions == sorted(positions) and len(set(positions)) == 2000
+    assert len(ml.ledgers()) >= 40
+    got = await ml.read_entries(positions[0], max_entries=5000)
+    assert [e.data for e in got] == [b"%d" % i for i in range(2000)]
