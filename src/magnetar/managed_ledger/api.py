@@ -107,9 +107,12 @@ class ManagedLedgerConfig:
     min_ledger_age_s: float = 0.0
     """A ledger is not rolled over before this age (except on ownership change)."""
     retention_time_s: float = 0.0
-    """Keep acknowledged data this long (0: none; -1: forever)."""
+    """Keep acknowledged data this long (-1: forever). Both retention limits 0: no
+    retention; one of them 0 and the other not: the 0 one does not limit."""
     retention_bytes: int = 0
-    """Keep at most this many bytes of acknowledged data (0: none; -1: unlimited)."""
+    """Keep acknowledged ledgers while the managed ledger is at most this many bytes
+    (-1: unlimited). A fully acknowledged ledger is deleted once it is outside either
+    window (Pulsar's rule), oldest first, never the current one."""
     cursor_persist_interval_s: float = 1.0
     """Durable cursors persist their state at most this often (the crash redelivery window)."""
     cache_max_bytes: int = 64 * 1024**2

@@ -78,6 +78,7 @@ class ManagedCursorImpl:
         self._persist_timer: asyncio.TimerHandle | None = None
         self._persist_task: asyncio.Task[None] | None = None
         self._persists = 0
+        self._persist_lock = asyncio.Lock()
 
     # --- construction -----------------------------------------------------------------------
 
@@ -462,7 +463,13 @@ class ManagedCursorImpl:
         return storage_error(err)
 
     async def _persist(self) -> None:
-        """Write the state now: one entry of the cursor ledger (a new ledger when needed)."""
+        """Write the state now: one entry of the cursor ledger (a new ledger when needed).
+        Persists are serialised: a ledger switch must never race another."""
+        async with self._persist_lock:
+            if self._dirty and not self._fenced:
+                await self._persist_locked()
+
+    async def _persist_locked(self) -> None:
         snapshot = self._acks.encode()
         mark = self._acks.mark_delete
         properties = dict(self._acks.properties)
