@@ -3,9 +3,10 @@ acknowledges slowly until it is killed.
 
 ``python -m tests.integration.managed_ledger.owner_proc METADATA_URL NAME ENTRIES INTERVAL``
 
-Every acknowledgement is announced on stdout *before* it is made (``ACK <ledger>:<entry>
-<unix time>``), so the set announced is a superset of the set acknowledged when the
-process dies. Every 7th entry is never acknowledged.
+A producer keeps adding ``late<i>`` entries, printing ``ADD <ledger>:<entry> <i>`` once
+each is confirmed. Every acknowledgement is announced on stdout *before* it is made
+(``ACK <ledger>:<entry> <unix time>``), so the set announced is a superset of the set
+acknowledged when the process dies. Every 7th entry is never acknowledged.
 """
 
 from __future__ import annotations
@@ -32,6 +33,16 @@ async def main(url: str, name: str, entries: int, interval: float) -> None:
     await asyncio.gather(*(ml.add_entry(b"m%d" % i) for i in range(entries)))
     print(f"LAST {ml.last_confirmed_entry}", flush=True)
     print("READY", flush=True)
+
+    async def produce() -> None:  # keeps adding (and rolling ledgers) until killed
+        i = 0
+        while True:
+            pos = await ml.add_entry(b"late%d" % i)
+            print(f"ADD {pos} {i}", flush=True)
+            i += 1
+            await asyncio.sleep(0.005)
+
+    producer = asyncio.create_task(produce())
     n = 0
     while True:
         for entry in await cursor.read_entries_or_wait(10):
@@ -41,6 +52,7 @@ async def main(url: str, name: str, entries: int, interval: float) -> None:
             print(f"ACK {entry.position} {time.time():.6f}", flush=True)
             await cursor.delete([entry.position])
             await asyncio.sleep(0.002)
+        assert not producer.done()
 
 
 if __name__ == "__main__":
