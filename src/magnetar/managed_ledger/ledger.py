@@ -381,6 +381,45 @@ class ManagedLedgerImpl:
                 )
         return out
 
+    def internal_stats(self) -> dict[str, Any]:
+        """Pulsar's ``internalStats`` shape (admin ``/internalStats``)."""
+        current = self._current_id
+        return {
+            "entriesAddedCounter": self._entries_added,
+            "numberOfEntries": self.number_of_entries,
+            "totalSize": self.total_size,
+            "currentLedgerEntries": self._cur_confirmed if current is not None else 0,
+            "currentLedgerSize": self._handle.length if current and self._handle else 0,
+            "waitingCursorsCount": len(self._waiters),
+            "pendingAddEntriesCount": len(self._queue) + len(self._retry),
+            "lastConfirmedEntry": str(self._lac),
+            "state": self._state.value,
+            "ledgers": [
+                {
+                    "ledgerId": i.ledger_id,
+                    "entries": i.entries,
+                    "size": i.size,
+                    "timestamp": i.timestamp_ms,
+                    "offloaded": i.offloaded,
+                }
+                for i in self.ledgers()
+            ],
+            "cursors": {
+                name: {
+                    "markDeletePosition": str(st.mark_delete_position),
+                    "readPosition": str(st.read_position),
+                    "individuallyDeletedMessages": st.individually_deleted,
+                    "messagesConsumedCounter": st.messages_consumed,
+                    "cursorLedger": st.cursor_ledger_id,
+                    "state": st.state,
+                    "properties": dict(st.properties),
+                    "durable": st.durable,
+                }
+                for name, st in ((n, c.stats()) for n, c in self._cursors.items())
+            },
+            "cacheSize": self._cache.size,
+        }
+
     # --- positions ----------------------------------------------------------------------------
 
     def entries_in(self, ledger_id: int) -> int:

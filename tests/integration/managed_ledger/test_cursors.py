@@ -65,6 +65,9 @@ async def test_read_ack_backlog(env: Env) -> None:
     assert c.mark_delete_position == pos[9]
     with pytest.raises(api.InvalidPositionError):
         await c.mark_delete(Position(pos[9].ledger_id + 100, 0))
+    internal = ml.internal_stats()
+    assert internal["cursors"]["sub"]["markDeletePosition"] == str(pos[9])
+    assert internal["numberOfEntries"] == sum(i["entries"] for i in internal["ledgers"])
     s = c.stats()
     assert s.durable and s.name == "sub" and s.state in ("Open", "NoLedger")
 
