@@ -552,6 +552,8 @@ class ManagedCursorImpl:
             if self._persist_timer is not None:
                 self._persist_timer.cancel()
                 self._persist_timer = None
+            if not self._durable:  # a reader's cursor is gone with it (durable ones stay
+                self._ml.forget_cursor(self)  # listed: they still hold their position)
 
     async def _close_ledger(self) -> None:
         """Close the cursor ledger and record its end and the position in the pointer."""

@@ -148,6 +148,9 @@ class ManagedLedgerImpl:
         self._cur_sent_bytes = 0
         self._cur_confirmed = 0
         self._cur_created = 0.0
+        self._check_entries = self._check_bytes = 0
+        self._age_limited = False
+        self._roll_deadline = 0.0
         self._lac = Position(-1, -1)
         self._queue: deque[_AddOp] = deque()
         self._retry: list[_AddOp] = []
@@ -315,6 +318,7 @@ class ManagedLedgerImpl:
         take effect from now; quorum sizes from the next ledger on."""
         self.config = config
         self._cache.max_bytes = config.cache_max_bytes
+        self._thresholds()
         self.request_trim()
 
     # --- properties ---------------------------------------------------------------------------
@@ -520,19 +524,31 @@ class ManagedLedgerImpl:
         self._cur_sent += 1
         self._cur_sent_bytes += len(op.data)
         lf.add_done_callback(functools.partial(self._on_added, op, handle))
+        if self._cur_sent >= self._check_entries or self._cur_sent_bytes >= self._check_bytes:
+            self._near_full()
+        elif self._age_limited and time.monotonic() >= self._roll_deadline:
+            self._start_roll()
+
+    def _thresholds(self) -> None:
+        """Per-ledger limits, computed once so each add compares two integers."""
         c = self.config
-        if self._next_ledger is None and (
-            self._cur_sent * 10 >= c.max_entries_per_ledger * 9
-            or self._cur_sent_bytes * 10 >= c.max_ledger_bytes * 9
-        ):
+        self._check_entries = (c.max_entries_per_ledger * 9 + 9) // 10
+        self._check_bytes = (c.max_ledger_bytes * 9 + 9) // 10
+        self._age_limited = c.max_ledger_age_s > 0
+        self._roll_deadline = self._cur_created + c.max_ledger_age_s
+
+    def _near_full(self) -> None:
+        """At 90% of a limit: create the next ledger ahead; at the limit: roll over."""
+        c = self.config
+        if self._next_ledger is None:
             self._next_ledger = asyncio.ensure_future(self._create_ledger())
-        if self._cur_sent >= c.max_entries_per_ledger or self._cur_sent_bytes >= c.max_ledger_bytes:
-            if (
-                c.min_ledger_age_s <= 0
-                or time.monotonic() - self._cur_created >= c.min_ledger_age_s
-            ):
-                self._start_roll()
-        elif c.max_ledger_age_s > 0 and time.monotonic() - self._cur_created >= c.max_ledger_age_s:
+        full = self._cur_sent >= c.max_entries_per_ledger or (
+            self._cur_sent_bytes >= c.max_ledger_bytes
+        )
+        now = time.monotonic()
+        if full and (c.min_ledger_age_s <= 0 or now - self._cur_created >= c.min_ledger_age_s):
+            self._start_roll()
+        elif self._age_limited and now >= self._roll_deadline:
             self._start_roll()
 
     def _on_added(self, op: _AddOp, handle: LedgerHandle, lf: asyncio.Future[int]) -> None:
@@ -665,6 +681,7 @@ class ManagedLedgerImpl:
         self._current_id = handle.ledger_id
         self._cur_sent = self._cur_sent_bytes = self._cur_confirmed = 0
         self._cur_created = time.monotonic()
+        self._thresholds()
 
     def _flush_queue(self) -> None:
         if self._retry:
@@ -913,6 +930,10 @@ class ManagedLedgerImpl:
             except (ledger_errors.LedgerError, md.MetadataError) as err:
                 raise storage_error(err) from err
         self.request_trim()
+
+    def forget_cursor(self, cursor: ManagedCursorImpl) -> None:
+        if self._cursors.get(cursor.name) is cursor:
+            del self._cursors[cursor.name]
 
     def slowest_mark_delete(self) -> Position | None:
         """The lowest mark-delete position of the durable cursors, None without any."""

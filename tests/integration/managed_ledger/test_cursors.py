@@ -95,9 +95,14 @@ async def test_initial_positions_and_non_durable(env: Env) -> None:
     assert not r_all.durable and r_all.stats().cursor_ledger_id == -1
     await ml.delete_cursor("r-all")
     assert "r-all" not in ml.cursors
+    await r_incl.close()
+    assert "r-incl" not in ml.cursors  # a closed reader's cursor is gone
+    await latest.close()
+    assert "latest" in ml.cursors  # a closed durable cursor still holds its position
     await ml.close()
     ml = await env.factory.open(NAME, cfg(max_entries_per_ledger=3))
     assert sorted(ml.cursors) == ["earliest", "latest"]  # non-durable ones are gone
+    assert not ml.cursors["latest"].stats().state == "Closed"
 
 
 async def test_batch_index_acks(env: Env) -> None:
