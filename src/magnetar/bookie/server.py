@@ -77,6 +77,7 @@ class BookieServer:
         self._session: api.Session | None = None
         self._registered_key: str | None = None
         self._monitor: asyncio.Task[None] | None = None
+        self._collector: metrics.StorageCollector | None = None
         self._stopping = False
         self.grpc_port = options.port
         self.http_port = options.http_port
@@ -91,7 +92,16 @@ class BookieServer:
         )
         self.storage = open_storage(self._cfg, on_journal_sync=metrics.observe_journal_sync)
         await self.storage.start()
-        metrics.REGISTRY.register(metrics.StorageCollector(self.storage.stats))
+        self._collector = metrics.StorageCollector(self.storage.stats)
+        try:
+            metrics.REGISTRY.register(self._collector)
+        except ValueError:  # another bookie in this process already exports storage gauges
+            log.warning(
+                "bookie %s: storage gauges already registered in this process; "
+                "this bookie's are not exported",
+                self.bookie_id,
+            )
+            self._collector = None
 
         service = BookieService(self.storage, bookie_id=self.bookie_id, rack=opts.rack)
         self._grpc = grpc.aio.server(options=GRPC_SERVER_OPTIONS)
@@ -193,6 +203,9 @@ class BookieServer:
             await self._grpc.stop(grace=2.0)
         if self._http is not None:
             await self._http.cleanup()
+        if self._collector is not None:
+            metrics.REGISTRY.unregister(self._collector)
+            self._collector = None
         if self.storage is not None:
             await self.storage.close()
 

@@ -7,17 +7,16 @@
   (its own ledger client on the same store).
 * ``proc_env`` (in test_crash.py) — etcd and bookie processes, for SIGKILL tests.
 
-In-process bookies share one Prometheus registry; the bookie server registers a storage
-collector per instance under fixed names (a second instance in a process would collide),
-so here it is replaced by an empty collector. Bookie reads are counted by the process-wide
-``bookie_read_entries`` counter, which the service increments per entry served.
+In-process bookies share one Prometheus registry: only the first exports storage gauges.
+Bookie reads are counted by the process-wide ``bookie_read_entries`` counter, which the
+service increments per entry served.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,6 @@ from typing import Any
 import pytest
 
 from magnetar.bookie import metrics as bookie_metrics
-from magnetar.bookie import server as bookie_server
 from magnetar.bookie.server import BookieOptions, BookieServer
 from magnetar.ledger.client import LedgerClient
 from magnetar.managed_ledger.api import ManagedLedgerConfig
@@ -34,14 +32,6 @@ from magnetar.metadata import api, open_store
 from tests.support.procs import LOOPBACK, free_port
 
 TEST_CONFIG = ManagedLedgerConfig(cursor_persist_interval_s=0.2)
-
-
-class _NoCollector:
-    def __init__(self, *_: Any) -> None:
-        pass
-
-    def collect(self) -> Iterator[Any]:
-        return iter(())
 
 
 def bookie_reads() -> int:
@@ -74,11 +64,8 @@ class Env:
 
 
 @pytest.fixture
-async def env(
-    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Env]:
+async def env(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Env]:
     n = int(getattr(request, "param", 1))
-    monkeypatch.setattr(bookie_server.metrics, "StorageCollector", _NoCollector)
     store = await open_store(f"embedded://{tmp_path / 'metadata'}")
     bookies: list[BookieServer] = []
     for i in range(n):
