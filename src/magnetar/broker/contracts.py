@@ -90,8 +90,13 @@ class ConsumerHandle(Protocol):
     async def ack(self, cmd: pb.CommandAck) -> None:
         """Apply an ACK (individual, cumulative, batch-index). Raises BrokerError."""
 
-    def redeliver_unacknowledged(self, message_ids: Sequence[pb.MessageIdData]) -> None:
-        """Negative acks / ack timeouts; an empty list means every unacked message."""
+    def redeliver_unacknowledged(
+        self, message_ids: Sequence[pb.MessageIdData], consumer_epoch: int | None = None
+    ) -> None:
+        """Negative acks / ack timeouts; an empty list means every unacked message.
+
+        ``consumer_epoch``: the command's consumer_epoch when it has one (clients that track
+        epochs drop MESSAGEs of an older epoch after asking for a redelivery)."""
 
     async def seek(self, cmd: pb.CommandSeek) -> None:
         """Reset the subscription to a message id or publish time. Raises BrokerError."""

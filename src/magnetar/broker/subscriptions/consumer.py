@@ -42,7 +42,9 @@ class Consumer:
         self.pending: dict[Position, tuple[int, int]] = {}
         """Delivered, unacknowledged entries: position -> (unacked messages, key hash)."""
         self.unacked_messages = 0
-        self.epoch: int | None = cmd.consumer_epoch if cmd.HasField("consumer_epoch") else None
+        self.epoch: int | None = None
+        """Sent in MESSAGE once a REDELIVER carried an epoch (the client then drops frames of
+        older epochs); never before, so a client is never told of an epoch it did not ask."""
         self.closed = False
         self.join_read_position: Position | None = None
         """Key_Shared: read position when it joined; newer entries wait until acked up to it."""

@@ -337,8 +337,8 @@ class Subscription:
                 batch = [(e, cache.get(e)) for e in entries if e.position in live]
                 if policy.route(batch, replay=True):
                     return _Outcome.PROGRESS, []
-            if not self.cursor.has_more_entries() or len(self.replay) >= MAX_REPLAY:
-                return _Outcome.IDLE, []
+            if len(self.replay) >= MAX_REPLAY:
+                return _Outcome.IDLE, []  # look-ahead past busy keys is bounded
         if not self.cursor.has_more_entries():
             return _Outcome.WAIT_ENTRIES, []
         entries = await self.cursor.read_entries(budget)

@@ -450,3 +450,23 @@ async def test_admin_create_and_delete(ml: FakeLedger) -> None:
     with pytest.raises(BrokerError) as err:
         await subs.delete("adm")
     assert err.value.code == pb.SubscriptionNotFound
+
+
+async def test_consumer_epoch_only_after_a_redeliver_carried_one(ml: FakeLedger) -> None:
+    ml.add(entry_data())
+    subs = topic_subs(ml)
+    sent: list[int | None] = []
+    cnx = FakeCnx()
+    original = cnx.send_message
+
+    def spy(**kw: object) -> None:
+        sent.append(kw.get("consumer_epoch"))  # type: ignore[arg-type]
+        original(**kw)  # type: ignore[arg-type]
+
+    cnx.send_message = spy  # type: ignore[method-assign]
+    c = await subs.subscribe(subscribe_cmd(1), cnx)
+    c.flow(10)
+    await settle()
+    c.redeliver_unacknowledged([], consumer_epoch=3)
+    await settle()
+    assert sent == [None, 3]
