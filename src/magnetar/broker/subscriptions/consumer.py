@@ -46,6 +46,8 @@ class Consumer:
         """Sent in MESSAGE once a REDELIVER carried an epoch (the client then drops frames of
         older epochs); never before, so a client is never told of an epoch it did not ask."""
         self.closed = False
+        self.told_end = False
+        """REACHED_END_OF_TOPIC sent (terminated topic read to its end)."""
         self.join_read_position: Position | None = None
         """Key_Shared: read position when it joined; newer entries wait until acked up to it."""
         ks = cmd.keySharedMeta

@@ -45,7 +45,9 @@ from magnetar.managed_ledger.api import (
     InvalidPositionError,
     ManagedCursor,
     ManagedLedger,
+    ManagedLedgerClosedError,
     ManagedLedgerError,
+    ManagedLedgerFencedError,
     Position,
 )
 from magnetar.wire import commands, pb
@@ -266,6 +268,10 @@ class Subscription:
                     outcome, cnxs = await self._round()
             except asyncio.CancelledError:
                 raise
+            except (ManagedLedgerClosedError, ManagedLedgerFencedError) as exc:
+                # the topic is going away (unload, another owner): its close_all follows
+                log.info("subscription %s/%s: stops: %s", self.owner.topic, self.name, exc)
+                return
             except ManagedLedgerError as exc:
                 log.warning("subscription %s/%s: read failed: %s", self.owner.topic, self.name, exc)
                 await self._sleep_or_wake(0.5)
@@ -340,12 +346,22 @@ class Subscription:
             if len(self.replay) >= MAX_REPLAY:
                 return _Outcome.IDLE, []  # look-ahead past busy keys is bounded
         if not self.cursor.has_more_entries():
+            if self.ml.terminated:
+                self._reached_end()
+                return _Outcome.IDLE, []
             return _Outcome.WAIT_ENTRIES, []
         entries = await self.cursor.read_entries(budget)
         if not entries:
             return _Outcome.WAIT_ENTRIES, []
         policy.route([(e, cache.get(e)) for e in entries], replay=False)
         return _Outcome.PROGRESS, []
+
+    def _reached_end(self) -> None:
+        """A terminated topic read to its end: tell each consumer once."""
+        for c in self.consumers:
+            if not c.told_end:
+                c.told_end = True
+                c.cnx.send_command(commands.reached_end_of_topic(c.consumer_id))
 
     def send(self, c: Consumer, entry: Entry, meta: EntryMeta) -> None:
         """Deliver ``entry`` to ``c`` (policies call this)."""

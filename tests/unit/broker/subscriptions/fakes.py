@@ -167,6 +167,7 @@ class FakeLedger:
         self.entries: list[bytes] = []
         self._cursors: dict[str, FakeCursor] = {}
         self._added = asyncio.Event()
+        self.terminated = False
 
     @property
     def name(self) -> str:

@@ -470,3 +470,31 @@ async def test_consumer_epoch_only_after_a_redeliver_carried_one(ml: FakeLedger)
     c.redeliver_unacknowledged([], consumer_epoch=3)
     await settle()
     assert sent == [None, 3]
+
+
+async def test_reached_end_of_a_terminated_topic(ml: FakeLedger) -> None:
+    ml.add(entry_data())
+    subs = topic_subs(ml)
+    cnx = FakeCnx()
+    c = await subs.subscribe(subscribe_cmd(1), cnx)
+    ml.terminated = True
+    c.flow(10)
+    await settle()
+    ends = [x for x in cnx.commands if x.type == pb.BaseCommand.REACHED_END_OF_TOPIC]
+    assert cnx.received(1) == [0] and len(ends) == 1
+    c.flow(10)
+    await settle()
+    assert len([x for x in cnx.commands if x.type == pb.BaseCommand.REACHED_END_OF_TOPIC]) == 1
+
+
+async def test_reader_rollback_duration(ml: FakeLedger) -> None:
+    import time
+
+    now = int(time.time() * 1000)
+    for t in (now - 60_000, now - 30_000, now - 1_000):
+        ml.add(entry_data(publish_time=t))
+    subs = topic_subs(ml)
+    cmd = subscribe_cmd(1, sub="reader-r", durable=False)
+    cmd.start_message_rollback_duration_sec = 10
+    await subs.subscribe(cmd, FakeCnx())
+    assert ml.cursors["reader-r"].read_position == Position(LEDGER, 2)
