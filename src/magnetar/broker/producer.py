@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -61,7 +62,6 @@ class Producer:
     __slots__ = (
         "_drained",
         "_pending",
-        "_tasks",
         "access_mode",
         "closed",
         "cnx",
@@ -101,7 +101,6 @@ class Producer:
         self.on_detach = on_detach
         self.closed = False
         self._pending: deque[_Pending] = deque()
-        self._tasks: set[asyncio.Task[Position]] = set()
         self._drained: asyncio.Event | None = None
 
     @property
@@ -138,19 +137,17 @@ class Producer:
         self._pending.append(op)
         topic.msg_in += num_messages
         topic.bytes_in += len(data)
-        task = asyncio.get_running_loop().create_task(topic.managed_ledger.add_entry(data))
-        self._tasks.add(task)
-        task.add_done_callback(lambda t: self._completed(op, t))
+        future = topic.managed_ledger.append(data)
+        future.add_done_callback(functools.partial(self._completed, op))
 
-    def _completed(self, op: _Pending, task: asyncio.Task[Position]) -> None:
-        self._tasks.discard(task)
+    def _completed(self, op: _Pending, future: asyncio.Future[Position]) -> None:
         op.done = True
-        if task.cancelled():
+        if future.cancelled():
             op.error = asyncio.CancelledError()
         else:
-            exc = task.exception()
+            exc = future.exception()
             if exc is None:
-                op.position = task.result()
+                op.position = future.result()
             else:
                 op.error = exc
                 self.topic.add_failed(exc)

@@ -17,6 +17,7 @@ follows Pulsar's ManagedLedger/ManagedCursor:
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -250,6 +251,10 @@ class ManagedLedger(Protocol):
     @property
     def cursors(self) -> Mapping[str, ManagedCursor]:
         """Durable and non-durable cursors by name."""
+
+    def append(self, data: bytes) -> asyncio.Future[Position]:
+        """Start an add; the future gives the position once durable on Aq bookies. Futures
+        complete in call order (the hot path: no Task per message)."""
 
     async def add_entry(self, data: bytes) -> Position:
         """Append; returns once durable on Aq bookies. Concurrent calls complete in order

@@ -46,6 +46,9 @@ class MemoryLedger:
     def total_size(self) -> int:
         return sum(len(e) for e in self.entries)
 
+    def append(self, data: bytes) -> asyncio.Future[Position]:
+        return asyncio.ensure_future(self.add_entry(data))
+
     async def add_entry(self, data: bytes) -> Position:
         if self.terminated:
             raise ManagedLedgerTerminatedError(self.name)
