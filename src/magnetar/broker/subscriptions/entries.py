@@ -11,12 +11,13 @@ entry-level key (Key_Shared only).
 from __future__ import annotations
 
 import logging
+import struct
 from typing import Final, NamedTuple
 
 from magnetar.broker.subscriptions.hashing import sticky_key_hash
 from magnetar.managed_ledger.api import Entry, Position
 from magnetar.wire import batch, frames, pb
-from magnetar.wire.errors import WireError
+from magnetar.wire.errors import CorruptMetadataError, WireError
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,25 @@ class EntryMeta(NamedTuple):
     size: int
 
 
+_U32: Final = struct.Struct(">I")
+_MAGIC_CRC32C: Final = frames.MAGIC_CRC32C.to_bytes(2, "big")
+
+
+def split_entry(data: bytes | memoryview) -> tuple[memoryview, memoryview]:
+    """(metadata, payload) views of a stored entry, *without* verifying its checksum: the
+    broker verified it once on SEND and the client verifies it again on MESSAGE; dispatch
+    must not pay a crc32c over every payload again."""
+    mv = data if isinstance(data, memoryview) else memoryview(data)
+    p = 6 if mv[:2] == _MAGIC_CRC32C else 0
+    if len(mv) < p + 4:
+        raise CorruptMetadataError("stored entry too short for its metadata size")
+    (size,) = _U32.unpack_from(mv, p)
+    end = p + 4 + size
+    if end > len(mv):
+        raise CorruptMetadataError(f"metadata size {size} exceeds the stored entry")
+    return mv[p + 4 : end], mv[end:]
+
+
 def read_meta(data: bytes | memoryview) -> EntryMeta:
     """Parse the metadata of a stored entry (headers and payload as the producer sent them).
 
@@ -43,7 +63,7 @@ def read_meta(data: bytes | memoryview) -> EntryMeta:
     one message without a key.
     """
     try:
-        _, raw_md, payload = frames.split_headers_and_payload(data)
+        raw_md, payload = split_entry(data)
         md = frames.parse_message_metadata(raw_md)
         info = batch.entry_info(md)
         key = batch.routing_key(md)

@@ -203,3 +203,16 @@ def test_meta_cache_is_bounded() -> None:
         cache.get(Entry(Position(1, i), data))
     assert cache.lookup(Position(1, 0)) is None
     assert cache.lookup(Position(1, 4)) is not None
+
+
+def test_split_entry_with_and_without_checksum() -> None:
+    from magnetar.wire import frames, pb
+
+    md = pb.MessageMetadata(producer_name="p", sequence_id=1, publish_time=5)
+    for checksum in (True, False):
+        data = frames.encode_headers_and_payload(md, b"payload", checksum=checksum)
+        raw, payload = entries.split_entry(data)
+        assert frames.parse_message_metadata(raw).publish_time == 5
+        assert bytes(payload) == b"payload"
+    with pytest.raises(entries.CorruptMetadataError):
+        entries.split_entry(b"\x00\x00\x01\x00ab")
