@@ -174,6 +174,11 @@ class KeySharedPolicy(Policy):
     those keys) only gets entries read before it joined until everything before that point
     is acknowledged -- Pulsar's "recently joined consumers" rule; allowOutOfOrderDelivery
     consumers skip it.
+
+    Entries are routed whole (a batch is never split over consumers): by the entry's ordering
+    or partition key, else by its first message's key. Producers feeding Key_Shared
+    subscriptions batch by key (BatchingType.KeyBased), as with Pulsar, whose broker routes
+    batches the same way.
     """
 
     sub_type = KEY_SHARED

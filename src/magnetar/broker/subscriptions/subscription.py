@@ -106,6 +106,7 @@ class Subscription:
         self._delay_timer: asyncio.TimerHandle | None = None
         self._delay_due = 0
         self._linger: asyncio.TimerHandle | None = None
+        self._closing: asyncio.Task[None] | None = None
         self._rewind = False
         self._closed = False
         self._lock = asyncio.Lock()
@@ -278,6 +279,8 @@ class Subscription:
                 continue
             except Exception:
                 log.exception("subscription %s/%s: dispatch error", self.owner.topic, self.name)
+                if not self.policy.uses_replay:
+                    self._rewind = True  # entries read but not sent must not be skipped
                 await self._sleep_or_wake(1.0)
                 continue
             if outcome is _Outcome.PROGRESS:
@@ -457,7 +460,8 @@ class Subscription:
             _, position = heapq.heappop(delayed)
             if position in self._delayed_set:
                 self._delayed_set.discard(position)
-                self.park(position, 0)
+                meta = self.meta_cache.lookup(position)
+                self.park(position, meta.key_hash if meta is not None else 0)
         self._arm_delay_timer()
 
     # -- acknowledgements ------------------------------------------------------------------
@@ -647,7 +651,7 @@ class Subscription:
     def _linger_expired(self) -> None:
         self._linger = None
         if not self.consumers and not self._closed:
-            asyncio.get_running_loop().create_task(self.close(delete_cursor=True))
+            self._closing = asyncio.get_running_loop().create_task(self.close(delete_cursor=True))
 
     @staticmethod
     def _send_close(c: Consumer) -> None:
