@@ -6,7 +6,7 @@ from collections import defaultdict
 
 import pulsar
 
-from tests.integration.broker.subscriptions.helpers import drain, publish
+from tests.integration.broker.subscriptions.helpers import drain, publish, texts
 
 KeySharedT = pulsar.ConsumerType.KeyShared
 EARLIEST = pulsar.InitialPosition.Earliest
@@ -83,3 +83,19 @@ def test_recently_joined_consumer_keeps_per_key_order(client: pulsar.Client, top
     assert sorted(int(m.data()) for m in got) == list(range(2 * first))
     for key, seqs in _by_key(got).items():
         assert seqs == sorted(seqs), f"{key} out of order on c2: {seqs}"
+
+
+def test_keys_move_in_order_when_a_consumer_leaves(client: pulsar.Client, topic: str) -> None:
+    c1 = client.subscribe(topic, "ks", consumer_type=KeySharedT, consumer_name="c1")
+    c2 = client.subscribe(topic, "ks", consumer_type=KeySharedT, consumer_name="c2")
+    n = 120
+    publish(client, topic, [str(i) for i in range(n)], keys=lambda i: KEYS[i % len(KEYS)])
+    kept = drain(c2, ack=True)
+    held = drain(c1)  # c1 leaves without acknowledging anything
+    c1.close()
+    moved = drain(c2, ack=True)
+    assert sorted(texts(moved)) == sorted(texts(held))
+    got = kept + moved
+    assert sorted(int(m.data()) for m in got) == list(range(n))
+    for key, seqs in _by_key(moved).items():
+        assert seqs == sorted(seqs), f"{key} out of order after the move: {seqs}"

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pulsar
 
+from magnetar.wire import commands, pb
 from tests.integration.broker.subscriptions.helpers import drain, publish, texts
+from tests.integration.broker.subscriptions.rawclient import RawClient
+from tests.support.standalone import StandaloneProc
 
 SharedT = pulsar.ConsumerType.Shared
 
@@ -53,3 +56,25 @@ def test_shared_flow_control_respects_receiver_queue(client: pulsar.Client, topi
     assert len(got_fast) + len(got_slow) == 30
     # slow only ever had ~5 permits: most of the backlog went to the new consumer
     assert len(got_fast) >= 20, (len(got_fast), len(got_slow))
+
+
+def test_connection_drop_redelivers_to_the_others(
+    client: pulsar.Client, topic: str, standalone: StandaloneProc
+) -> None:
+    """A consumer whose connection dies (no CLOSE_CONSUMER) gives its messages back too."""
+    raw = RawClient(standalone.port)
+    try:
+        ok = raw.subscribe(topic, "sh", 1, sub_type=pb.CommandSubscribe.Shared, name="raw")
+        assert ok.type == pb.BaseCommand.SUCCESS
+        raw.send(commands.flow(consumer_id=1, permits=5))
+        publish(client, topic, [f"m{i}" for i in range(5)])
+        got = []
+        while len(got) < 5:
+            raw.pump(0.5)
+            got += raw.messages(1)
+    finally:
+        raw.close()  # dies holding all five, unacknowledged
+    other = client.subscribe(topic, "sh", consumer_type=SharedT)
+    again = drain(other, idle_ms=1000)
+    assert sorted(texts(again)) == [f"m{i}" for i in range(5)]
+    assert {m.redelivery_count() for m in again} == {1}
