@@ -498,3 +498,20 @@ async def test_reader_rollback_duration(ml: FakeLedger) -> None:
     cmd.start_message_rollback_duration_sec = 10
     await subs.subscribe(cmd, FakeCnx())
     assert ml.cursors["reader-r"].read_position == Position(LEDGER, 2)
+
+
+async def test_ack_failure_is_a_broker_error(ml: FakeLedger) -> None:
+    from magnetar.managed_ledger.api import StorageUnavailableError
+
+    ml.add(entry_data())
+    subs = topic_subs(ml)
+    c = await subs.subscribe(subscribe_cmd(1), FakeCnx())
+
+    async def broken(positions: object) -> None:
+        raise StorageUnavailableError("bookies down")
+
+    ml.cursors["s"].delete = broken  # type: ignore[method-assign]
+    with pytest.raises(BrokerError) as err:
+        await c.ack(ack_cmd(1, 0))
+    assert err.value.code == pb.PersistenceError
+    await c.ack(ack_cmd(1, 5, cumulative=True))  # past the end: ignored, as Pulsar does
