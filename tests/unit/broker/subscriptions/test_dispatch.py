@@ -515,3 +515,19 @@ async def test_ack_failure_is_a_broker_error(ml: FakeLedger) -> None:
         await c.ack(ack_cmd(1, 0))
     assert err.value.code == pb.PersistenceError
     await c.ack(ack_cmd(1, 5, cumulative=True))  # past the end: ignored, as Pulsar does
+
+
+async def test_close_all_closes_consumers_and_drops_readers(ml: FakeLedger) -> None:
+    subs = topic_subs(ml)
+    cnx = FakeCnx()
+    await subs.subscribe(subscribe_cmd(1, sub="durable"), cnx)
+    await subs.subscribe(subscribe_cmd(2, sub="reader-x", durable=False), cnx)
+    await subs.close_all(reason="unload")
+    closed = sorted(
+        x.close_consumer.consumer_id
+        for x in cnx.commands
+        if x.type == pb.BaseCommand.CLOSE_CONSUMER
+    )
+    assert closed == [1, 2]
+    assert "durable" in ml.cursors and "reader-x" not in ml.cursors
+    assert subs.names() == ["durable"]  # the durable subscription stays (its cursor does)
