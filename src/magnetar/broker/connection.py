@@ -656,7 +656,10 @@ class ServerConnection(asyncio.Protocol):
         cmd = frame.command.redeliverUnacknowledgedMessages
         handle = self._consumer(cmd.consumer_id)
         if handle is not None:
-            handle.redeliver_unacknowledged(list(cmd.message_ids))
+            handle.redeliver_unacknowledged(
+                list(cmd.message_ids),
+                consumer_epoch=cmd.consumer_epoch if cmd.HasField("consumer_epoch") else None,
+            )
 
     def _consumer_request(
         self,
