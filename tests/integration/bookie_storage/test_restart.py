@@ -54,11 +54,17 @@ async def test_restart_after_flush_and_more_adds(open_storage: Open, tmp_path: P
     await s.add_entries([add(1, i, payload(1, i, 500)) for i in range(20)])
     await s.flush()
     await s.add_entries([add(1, i, payload(1, i, 500)) for i in range(20, 40)])
-    await s.flush()
-    await asyncio.sleep(0.05)  # let the writer finish rotating
-    await s.flush()
-    # each batch rotated the journal; files whose content is flushed are deleted
-    assert [p.name for p in journal_files(tmp_path)] == [journal.file_name(3)]
+    # each batch rotated the journal; files whose content is flushed are deleted (the writer
+    # rotates after the write that crossed the size, so wait for it, boundedly)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 10
+    while True:
+        await s.flush()
+        names = [p.name for p in journal_files(tmp_path)]
+        if names == [journal.file_name(3)] or loop.time() > deadline:
+            break
+        await asyncio.sleep(0.05)
+    assert names == [journal.file_name(3)]
     await s.add_entries([add(1, i, payload(1, i, 500)) for i in range(40, 45)])
     await s.close(flush=False)
     s2 = await open_storage()
