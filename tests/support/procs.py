@@ -4,15 +4,25 @@ timeout, and stop them by pid — never by name, never leaving one behind."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 LOOPBACK = "127.0.0.1"
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: get SIGKILL when the test process dies, so a test run that
+    is killed (timeout, Ctrl-C) leaves no server behind even without its teardown."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def free_port() -> int:
@@ -83,6 +93,7 @@ class Proc:
             env=env,
             cwd=self.cwd,
             start_new_session=True,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
         log.close()
         if self.ready is not None:
