@@ -18,52 +18,15 @@ import contextlib
 import functools
 import json
 import logging
-import struct
 from dataclasses import dataclass
 from typing import Any
 
 from magnetar import __version__
+from magnetar.common.hashing import murmur3_32
 from magnetar.metadata import api, keys
 from magnetar.wire.topics import TopicName
 
 log = logging.getLogger(__name__)
-
-_U32 = 0xFFFFFFFF
-_BLOCKS = struct.Struct("<I")
-
-
-def murmur3_32(data: bytes, seed: int = 0) -> int:
-    """Murmur3 x86 32-bit (Guava's ``murmur3_32``, which Pulsar hashes topic names with)."""
-    c1, c2 = 0xCC9E2D51, 0x1B873593
-    h = seed & _U32
-    n = len(data)
-    nblocks = n // 4
-    for (k,) in struct.iter_unpack("<I", data[: nblocks * 4]):
-        k = (k * c1) & _U32
-        k = ((k << 15) | (k >> 17)) & _U32
-        k = (k * c2) & _U32
-        h ^= k
-        h = ((h << 13) | (h >> 19)) & _U32
-        h = (h * 5 + 0xE6546B64) & _U32
-    tail = data[nblocks * 4 :]
-    k = 0
-    if len(tail) >= 3:
-        k ^= tail[2] << 16
-    if len(tail) >= 2:
-        k ^= tail[1] << 8
-    if tail:
-        k ^= tail[0]
-        k = (k * c1) & _U32
-        k = ((k << 15) | (k >> 17)) & _U32
-        k = (k * c2) & _U32
-        h ^= k
-    h ^= n
-    h ^= h >> 16
-    h = (h * 0x85EBCA6B) & _U32
-    h ^= h >> 13
-    h = (h * 0xC2B2AE35) & _U32
-    h ^= h >> 16
-    return h
 
 
 @functools.lru_cache(maxsize=65536)

@@ -11,41 +11,10 @@ from __future__ import annotations
 import functools
 from typing import Final
 
+from magnetar.common.hashing import murmur3_32
+
 RANGE_SIZE: Final = 1 << 16
 """Slots of the hash space (Pulsar's DEFAULT_RANGE_SIZE, 2 << 15)."""
-
-_C1: Final = 0xCC9E2D51
-_C2: Final = 0x1B873593
-_M32: Final = 0xFFFFFFFF
-
-
-def murmur3_32(data: bytes, seed: int = 0) -> int:
-    """MurmurHash3 x86 32-bit of ``data`` as an unsigned 32-bit integer."""
-    h = seed & _M32
-    n = len(data)
-    tail = n & ~3
-    for i in range(0, tail, 4):
-        k = int.from_bytes(data[i : i + 4], "little")
-        k = (k * _C1) & _M32
-        k = ((k << 15) | (k >> 17)) & _M32
-        k = (k * _C2) & _M32
-        h ^= k
-        h = ((h << 13) | (h >> 19)) & _M32
-        h = (h * 5 + 0xE6546B64) & _M32
-    rest = n & 3
-    if rest:
-        k = int.from_bytes(data[tail:], "little")
-        k = (k * _C1) & _M32
-        k = ((k << 15) | (k >> 17)) & _M32
-        k = (k * _C2) & _M32
-        h ^= k
-    h ^= n
-    h ^= h >> 16
-    h = (h * 0x85EBCA6B) & _M32
-    h ^= h >> 13
-    h = (h * 0xC2B2AE35) & _M32
-    h ^= h >> 16
-    return h
 
 
 @functools.lru_cache(maxsize=1 << 16)
