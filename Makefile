@@ -26,8 +26,8 @@ test-slow: setup
 	@$(PY) -m pytest -m slow $(PYTEST_ARGS)
 
 lint: setup
-	@$(VENV)/bin/ruff check src operator tests bench
-	@$(VENV)/bin/ruff format --check src operator tests bench
+	@$(VENV)/bin/ruff check src operator tests bench e2e
+	@$(VENV)/bin/ruff format --check src operator tests bench e2e
 	@$(VENV)/bin/mypy
 	@$(VENV)/bin/lint-imports
 
