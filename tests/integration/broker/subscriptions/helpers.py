@@ -56,17 +56,23 @@ def receive(consumer: pulsar.Consumer, n: int, *, timeout_ms: int = 5000) -> lis
 
 
 def drain(
-    consumer: pulsar.Consumer | pulsar.Reader, *, idle_ms: int = NO_MORE_MS, ack: bool = False
+    consumer: pulsar.Consumer | pulsar.Reader,
+    *,
+    idle_ms: int = NO_MORE_MS,
+    ack: bool = False,
+    first_ms: int | None = None,
 ) -> list:
     """Everything that arrives until nothing comes for ``idle_ms`` (acknowledging each one
-    as it comes when ``ack``)."""
+    as it comes when ``ack``). ``first_ms``: wait that long for the first message (e.g.
+    while the consumer reconnects after a seek), when messages are expected."""
     out = []
     while True:
+        wait = first_ms if (first_ms is not None and not out) else idle_ms
         try:
             if isinstance(consumer, pulsar.Reader):
-                out.append(consumer.read_next(idle_ms))
+                out.append(consumer.read_next(wait))
             else:
-                m = consumer.receive(idle_ms)
+                m = consumer.receive(wait)
                 if ack:
                     consumer.acknowledge(m)
                 out.append(m)

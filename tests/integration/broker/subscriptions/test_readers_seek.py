@@ -79,9 +79,11 @@ def test_seek_consumer_by_message_id(client: pulsar.Client, topic: str, inclusiv
     # the broker resets the subscription *to* the id (as Pulsar: backlog from it on); the
     # client drops the id itself unless the consumer is start-inclusive
     eventually(consumer.is_connected, what="consumer reconnected after seek")
-    assert texts(drain(consumer, idle_ms=1500)) == (sent[3:] if inclusive else sent[4:])
+    assert texts(drain(consumer, idle_ms=1500, first_ms=15_000)) == (
+        sent[3:] if inclusive else sent[4:]
+    )
     consumer.seek(pulsar.MessageId.earliest)
-    assert texts(drain(consumer, idle_ms=1500)) == sent
+    assert texts(drain(consumer, idle_ms=1500, first_ms=15_000)) == sent
 
 
 def test_seek_consumer_by_publish_time(client: pulsar.Client, topic: str) -> None:
@@ -94,9 +96,15 @@ def test_seek_consumer_by_publish_time(client: pulsar.Client, topic: str) -> Non
     for m in drain(consumer):
         consumer.acknowledge(m)
     consumer.seek(boundary)
-    assert texts(drain(consumer, idle_ms=1500)) == ["new-0", "new-1"]
+    assert texts(drain(consumer, idle_ms=1500, first_ms=15_000)) == ["new-0", "new-1"]
     consumer.seek(0)  # before everything: all of it again
-    assert texts(drain(consumer, idle_ms=1500)) == ["old-0", "old-1", "old-2", "new-0", "new-1"]
+    assert texts(drain(consumer, idle_ms=1500, first_ms=15_000)) == [
+        "old-0",
+        "old-1",
+        "old-2",
+        "new-0",
+        "new-1",
+    ]
     consumer.seek(boundary + 3_600_000)  # after everything: nothing
     assert drain(consumer, idle_ms=800) == []
 
@@ -111,6 +119,8 @@ def test_seek_reader_by_time_and_id(client: pulsar.Client, topic: str) -> None:
     reader = client.create_reader(topic, pulsar.MessageId.earliest)
     assert texts(drain(reader)) == sent
     reader.seek(boundary)
-    assert texts(drain(reader, idle_ms=1500)) == sent[3:]
+    assert texts(drain(reader, idle_ms=1500, first_ms=15_000)) == sent[3:]
     reader.seek(ids[1])
-    assert texts(drain(reader, idle_ms=1500)) == sent[2:]  # not inclusive: after the id
+    assert (
+        texts(drain(reader, idle_ms=1500, first_ms=15_000)) == sent[2:]
+    )  # not inclusive: after the id
