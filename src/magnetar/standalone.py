@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from magnetar.bookie.server import BookieOptions, BookieServer
+from magnetar.broker import admin
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.server import BrokerServer, open_managed_ledgers, wait_for_signal
 from magnetar.broker.service import BrokerService
@@ -120,7 +121,7 @@ async def run(options: StandaloneOptions) -> None:
         config = broker_config(options)
         managed_ledgers = open_managed_ledgers(store, ledgers, config.managed_ledger)
         service = BrokerService(config=config, store=store, managed_ledgers=managed_ledgers)
-        server = BrokerServer(service)
+        server = BrokerServer(service, http_extensions=[admin.extension])
         await server.start()
         cfg = service.config
         print(

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 from aiohttp import web
 
-from magnetar.broker import http
+from magnetar.broker import admin, http
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerConnection
 from magnetar.broker.service import BrokerService
@@ -132,7 +132,7 @@ async def run(metadata_url: str, config: BrokerConfig) -> None:
     ledgers = LedgerClient(store)
     managed_ledgers = open_managed_ledgers(store, ledgers, config.managed_ledger)
     service = BrokerService(config=config, store=store, managed_ledgers=managed_ledgers)
-    server = BrokerServer(service)
+    server = BrokerServer(service, http_extensions=[admin.extension])
     try:
         await server.start()
         cfg = service.config

@@ -306,8 +306,11 @@ class BrokerService:
 
     # --- topics -------------------------------------------------------------------------------
 
-    async def get_topic(self, topic: TopicName, *, create: bool = True) -> PersistentTopic:
+    async def get_topic(
+        self, topic: TopicName, *, create: bool = True, explicit: bool = False
+    ) -> PersistentTopic:
         """The loaded topic, loading (and creating, when allowed) it on first use.
+        ``explicit``: an admin creation, allowed whatever the auto-creation policy.
         Raises BrokerError: ServiceNotReady (not ours), TopicNotFound, PersistenceError."""
         name = topic.full_name
         found = self.topics.get(name)
@@ -318,7 +321,7 @@ class BrokerService:
             pending = asyncio.get_running_loop().create_future()
             self._loading[name] = pending
             try:
-                loaded = await self._load(topic, create=create)
+                loaded = await self._load(topic, create=create, explicit=explicit)
             except BaseException as err:
                 pending.set_exception(err)
                 pending.exception()  # mark retrieved: waiters (if any) re-raise it
@@ -329,13 +332,15 @@ class BrokerService:
             return loaded
         return await asyncio.shield(pending)
 
-    async def _load(self, topic: TopicName, *, create: bool) -> PersistentTopic:
+    async def _load(
+        self, topic: TopicName, *, create: bool, explicit: bool = False
+    ) -> PersistentTopic:
         if self._closing:
             raise BrokerError(pb.ServiceNotReady, "broker is shutting down")
         await self.check_owned(topic)
         ml_name = managed_ledger_name(topic)
         if not await self.managed_ledgers.exists(ml_name):
-            await self._check_may_create(topic, create=create)
+            await self._check_may_create(topic, create=create, explicit=explicit)
         try:
             ml = await self.managed_ledgers.open(ml_name, self.config.managed_ledger)
         except Exception as err:
@@ -355,7 +360,9 @@ class BrokerService:
         log.info("%s: loaded", topic)
         return loaded
 
-    async def _check_may_create(self, topic: TopicName, *, create: bool) -> None:
+    async def _check_may_create(
+        self, topic: TopicName, *, create: bool, explicit: bool = False
+    ) -> None:
         if topic.is_partition:
             partitions = await self.policies.partitions(topic)
             if partitions is not None:
@@ -372,6 +379,8 @@ class BrokerService:
             )
         if not create:
             raise BrokerError(pb.TopicNotFound, f"topic {topic} does not exist")
+        if explicit:
+            return
         auto = await self._auto_creation(topic)
         if not auto.allowed:
             raise BrokerError(
