@@ -1,0 +1,71 @@
+"""One ``magnetar standalone`` per module for the admin API suites, and a small JSON client."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pulsar
+import pytest
+
+from tests.support.standalone import StandaloneProc
+
+
+class Admin:
+    """Speaks to ``/admin/v2``; returns (status, decoded JSON body or None)."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base.rstrip("/") + "/admin/v2"
+
+    def call(self, method: str, path: str, body: Any = None, *, raw: bytes | None = None):
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        req = urllib.request.Request(self.base + path, data=data, method=method)
+        req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                text = r.read()
+                return r.status, (json.loads(text) if text else None)
+        except urllib.error.HTTPError as err:
+            text = err.read()
+            try:
+                return err.code, json.loads(text)
+            except ValueError:
+                return err.code, text
+
+    def get(self, path: str):
+        return self.call("GET", path)
+
+    def put(self, path: str, body: Any = None):
+        return self.call("PUT", path, body)
+
+    def post(self, path: str, body: Any = None):
+        return self.call("POST", path, body)
+
+    def delete(self, path: str):
+        return self.call("DELETE", path)
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProc]:
+    proc = StandaloneProc(tmp_path_factory.mktemp("admin") / "data").start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture
+def admin(standalone: StandaloneProc) -> Admin:
+    return Admin(standalone.http_url)
+
+
+@pytest.fixture
+def client(standalone: StandaloneProc) -> Iterator[pulsar.Client]:
+    c = pulsar.Client(standalone.service_url, operation_timeout_seconds=15)
+    try:
+        yield c
+    finally:
+        c.close()
