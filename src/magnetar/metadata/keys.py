@@ -30,6 +30,7 @@ CLUSTERS = "/admin/clusters"
 POLICIES = "/admin/policies"
 DYNAMIC_CONFIG = "/admin/configuration"
 PARTITIONED_TOPICS = "/admin/partitioned-topics"
+TOPIC_POLICIES = "/admin/topic-policies"
 MANAGED_LEDGERS = "/managed-ledgers"
 LEDGERS = "/ledgers"
 BOOKIES = "/bookies"
@@ -96,6 +97,15 @@ def partitioned_topic(tenant_name: str, namespace_name: str, domain: Domain, top
     """Partitioned-topic metadata (number of partitions) of a topic's base name."""
     return (
         f"{PARTITIONED_TOPICS}/{segment(tenant_name)}/{segment(namespace_name)}"
+        f"/{_domain(domain)}/{segment(topic)}"
+    )
+
+
+def topic_policies(tenant_name: str, namespace_name: str, domain: Domain, topic: str) -> str:
+    """Topic-level policies (message TTL, retention, deduplication) of a topic's base name;
+    they override the namespace's."""
+    return (
+        f"{TOPIC_POLICIES}/{segment(tenant_name)}/{segment(namespace_name)}"
         f"/{_domain(domain)}/{segment(topic)}"
     )
 

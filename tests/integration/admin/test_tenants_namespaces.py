@@ -74,6 +74,16 @@ def test_namespace_policies(admin: Admin) -> None:
     assert admin.delete("/namespaces/public/pol/autoTopicCreation")[0] == 204
     assert admin.get("/namespaces/public/pol/autoTopicCreation") == (200, None)
     assert admin.get("/namespaces/public/pol")[1]["message_ttl_in_seconds"] == 120
+    quota = {"limitSize": 1 << 30, "limitTime": 3600, "policy": "producer_exception"}
+    assert admin.post("/namespaces/public/pol/backlogQuota", quota)[0] == 204
+    assert admin.get("/namespaces/public/pol/backlogQuotaMap") == (
+        200,
+        {"destination_storage": quota},
+    )
+    status, body = admin.post("/namespaces/public/pol/backlogQuota", {"policy": "drop-it"})
+    assert status == 400 and "policy must be" in body["reason"]
+    assert admin.delete("/namespaces/public/pol/backlogQuota")[0] == 204
+    assert admin.get("/namespaces/public/pol/backlogQuotaMap") == (200, {})
     assert admin.delete("/namespaces/public/pol")[0] == 204
     assert admin.get("/namespaces/public/pol")[0] == 404
 

@@ -162,3 +162,20 @@ def test_topic_bad_input(admin: Admin, client: pulsar.Client, method, path, body
     producer = client.create_producer("persistent://public/default/still-alive")
     producer.send(b"ok")
     producer.close()
+
+
+def test_topic_level_policies(admin: Admin) -> None:
+    assert admin.put(f"{NS}/pol-t")[0] == 204
+    assert admin.get(f"{NS}/pol-t/messageTTL") == (200, None)
+    assert admin.call("POST", f"{NS}/pol-t/messageTTL?messageTTL=30")[0] == 204
+    assert admin.get(f"{NS}/pol-t/messageTTL") == (200, 30)
+    retention = {"retentionTimeInMinutes": 5, "retentionSizeInMB": -1}
+    assert admin.post(f"{NS}/pol-t/retention", retention)[0] == 204
+    assert admin.get(f"{NS}/pol-t/retention") == (200, retention)
+    assert admin.post(f"{NS}/pol-t/deduplicationEnabled", True)[0] == 204
+    assert admin.get(f"{NS}/pol-t/deduplicationEnabled") == (200, True)
+    assert admin.delete(f"{NS}/pol-t/messageTTL")[0] == 204
+    assert admin.get(f"{NS}/pol-t/messageTTL") == (200, None)
+    assert admin.call("POST", f"{NS}/pol-t/messageTTL?messageTTL=soon")[0] == 400
+    assert admin.post(f"{NS}/pol-t/retention", {"retentionSizeInMB": -7})[0] == 400
+    assert admin.get(f"{NS}/no-such-topic/messageTTL")[0] == 404

@@ -210,12 +210,82 @@ def _policy_handlers(path: str) -> tuple[Any, Any, Any]:
     return get, set_, remove
 
 
+# --- backlog quotas (a map by quota type) ------------------------------------------------------
+
+QUOTA_TYPES = ("destination_storage", "message_age")
+QUOTA_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
+
+
+def _quota_type(request: web.Request) -> str:
+    kind = request.query.get("backlogQuotaType", "destination_storage")
+    if kind not in QUOTA_TYPES:
+        raise AdminError(400, f"backlogQuotaType must be one of {QUOTA_TYPES}, got {kind!r}")
+    return kind
+
+
+def _quota(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise AdminError(400, "a backlog quota must be {limitSize, limitTime, policy}")
+    unknown = set(value) - {"limit", "limitSize", "limitTime", "policy"}
+    if unknown:
+        raise AdminError(400, f"unknown backlog quota fields: {sorted(unknown)}")
+    policy = value.get("policy", "producer_request_hold")
+    if policy not in QUOTA_POLICIES:
+        raise AdminError(400, f"policy must be one of {QUOTA_POLICIES}, got {policy!r}")
+    size = value.get("limitSize", value.get("limit", -1))
+    return {
+        "limitSize": int_in(size, "limitSize", minimum=-1),
+        "limitTime": int_in(value.get("limitTime", -1), "limitTime", minimum=-1),
+        "policy": policy,
+    }
+
+
+async def get_backlog_quotas(request: web.Request) -> web.Response:
+    tenant, ns = _names(request)
+    found = await read_json(service(request).store, keys.namespace(tenant, ns))
+    if found is None:
+        raise not_found(f"namespace {tenant}/{ns}")
+    return web.json_response(found[0].get("backlog_quota_map") or {})
+
+
+async def set_backlog_quota(request: web.Request) -> web.Response:
+    tenant, ns = _names(request)
+    kind = _quota_type(request)
+    quota = _quota(await body(request))
+    svc = service(request)
+    await update_json(
+        svc.store,
+        keys.namespace(tenant, ns),
+        lambda d: d.setdefault("backlog_quota_map", {}).__setitem__(kind, quota),
+        what=f"namespace {tenant}/{ns}",
+    )
+    svc.policies.invalidate()
+    return web.Response(status=204)
+
+
+async def remove_backlog_quota(request: web.Request) -> web.Response:
+    tenant, ns = _names(request)
+    kind = _quota_type(request)
+    svc = service(request)
+    await update_json(
+        svc.store,
+        keys.namespace(tenant, ns),
+        lambda d: (d.get("backlog_quota_map") or {}).pop(kind, None),
+        what=f"namespace {tenant}/{ns}",
+    )
+    svc.policies.invalidate()
+    return web.Response(status=204)
+
+
 def register(router: web.UrlDispatcher) -> None:
     router.add_get("/admin/v2/namespaces/{tenant}", list_namespaces)
     base = "/admin/v2/namespaces/{tenant}/{namespace}"
     router.add_put(base, create_namespace)
     router.add_get(base, get_policies)
     router.add_delete(base, delete_namespace)
+    router.add_get(f"{base}/backlogQuotaMap", get_backlog_quotas)
+    router.add_post(f"{base}/backlogQuota", set_backlog_quota)
+    router.add_delete(f"{base}/backlogQuota", remove_backlog_quota)
     for path in POLICIES:
         get, set_, remove = _policy_handlers(path)
         router.add_get(f"{base}/{path}", get)

@@ -310,6 +310,86 @@ async def skip_all(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
+# --- topic-level policies -----------------------------------------------------------------------
+
+
+def _topic_policy_field(request: web.Request) -> tuple[str, Any]:
+    from magnetar.broker.admin import namespaces
+
+    policy = request.match_info["policy"]
+    table = {
+        "messageTTL": ("message_ttl_in_seconds", namespaces._ttl),
+        "retention": ("retention_policies", namespaces._retention),
+        "deduplicationEnabled": ("deduplicationEnabled", namespaces._dedup),
+    }
+    if policy not in table:
+        raise AdminError(404, f"unknown topic policy {policy!r}")
+    return table[policy]
+
+
+async def _policy_topic(request: web.Request) -> TopicName:
+    topic = await _topic_name(request)
+    svc = service(request)
+    base = topic.base_name if topic.is_partition else topic
+    if await svc.store.get(_partitioned_key(base)) is None and not await _exists(svc, topic):
+        raise AdminError(404, f"topic {topic.full_name} does not exist")
+    return base
+
+
+def _policies_key(topic: TopicName) -> str:
+    return keys.topic_policies(topic.tenant, topic.namespace, "persistent", topic.local_name)
+
+
+async def get_topic_policy(request: web.Request) -> web.Response:
+    field, _ = _topic_policy_field(request)
+    topic = await _policy_topic(request)
+    record = await service(request).store.get(_policies_key(topic))
+    data = json.loads(record.value) if record else {}
+    return web.json_response(data.get(field))
+
+
+async def set_topic_policy(request: web.Request) -> web.Response:
+    field, validate = _topic_policy_field(request)
+    topic = await _policy_topic(request)
+    if request.match_info["policy"] == "messageTTL" and "messageTTL" in request.query:
+        raw: Any = request.query["messageTTL"]
+        try:
+            raw = int(raw)
+        except ValueError:
+            raise AdminError(400, f"messageTTL must be an integer, got {raw!r}") from None
+    else:
+        raw = await body(request)
+    value = validate(raw)
+    await _change_topic_policies(service(request), topic, lambda d: d.__setitem__(field, value))
+    return web.Response(status=204)
+
+
+async def remove_topic_policy(request: web.Request) -> web.Response:
+    field, _ = _topic_policy_field(request)
+    topic = await _policy_topic(request)
+    await _change_topic_policies(service(request), topic, lambda d: d.pop(field, None))
+    return web.Response(status=204)
+
+
+async def _change_topic_policies(svc: BrokerService, topic: TopicName, change: Any) -> None:
+    key = _policies_key(topic)
+    for _ in range(10):
+        record = await svc.store.get(key)
+        data = json.loads(record.value) if record else {}
+        change(data)
+        try:
+            await svc.store.put(
+                key,
+                json.dumps(data).encode(),
+                expected_version=record.version if record else api.NOT_EXISTS,
+            )
+        except api.BadVersionError:
+            continue
+        svc.policies.invalidate()
+        return
+    raise AdminError(409, "topic policies changed concurrently; retry")
+
+
 def register(router: web.UrlDispatcher) -> None:
     router.add_get(BASE, list_topics)
     router.add_get(f"{BASE}/partitioned", list_partitioned)
@@ -331,3 +411,7 @@ def register(router: web.UrlDispatcher) -> None:
     router.add_delete(s, delete_subscription)
     router.add_post(s + r"/skip/{n:\d+}", skip)
     router.add_post(f"{s}/skip_all", skip_all)
+    p = t + "/{policy:messageTTL|retention|deduplicationEnabled}"
+    router.add_get(p, get_topic_policy)
+    router.add_post(p, set_topic_policy)
+    router.add_delete(p, remove_topic_policy)
