@@ -128,6 +128,12 @@ class TopicSubscriptions(Protocol):
 
     async def delete(self, name: str, *, force: bool = False) -> None: ...
 
+    async def reset(
+        self, name: str, *, message_id: MessageId | None = None, publish_time: int | None = None
+    ) -> None:
+        """Reset subscription ``name`` to a message id or the first message published at or
+        after ``publish_time`` (ms), as SEEK does (admin resetcursor). Raises BrokerError."""
+
     def on_entries_added(self) -> None:
         """Called by the topic after new entries were confirmed (wakes dispatchers)."""
 

@@ -85,6 +85,11 @@ class _NoSubscriptions:
     async def create(self, name: str, *, start: Any) -> None:
         raise BrokerError(pb.NotAllowedError, "subscriptions are not available in this build")
 
+    async def reset(
+        self, name: str, *, message_id: Any = None, publish_time: int | None = None
+    ) -> None:
+        raise BrokerError(pb.SubscriptionNotFound, f"Subscription {name} not found")
+
     async def delete(self, name: str, *, force: bool = False) -> None:
         raise BrokerError(pb.SubscriptionNotFound, name)
 

@@ -179,3 +179,36 @@ def test_topic_level_policies(admin: Admin) -> None:
     assert admin.call("POST", f"{NS}/pol-t/messageTTL?messageTTL=soon")[0] == 400
     assert admin.post(f"{NS}/pol-t/retention", {"retentionSizeInMB": -7})[0] == 400
     assert admin.get(f"{NS}/no-such-topic/messageTTL")[0] == 404
+
+
+def test_reset_cursor_by_time_and_message_id(admin: Admin, client: pulsar.Client) -> None:
+    topic = "persistent://public/default/reset-t"
+    consumer = client.subscribe(topic, "r", consumer_type=pulsar.ConsumerType.Shared)
+    producer = client.create_producer(topic, batching_enabled=False)
+    ids = [producer.send(f"a{i}".encode()) for i in range(3)]
+    time.sleep(0.05)
+    boundary = int(time.time() * 1000)
+    time.sleep(0.05)
+    ids += [producer.send(f"b{i}".encode()) for i in range(2)]
+    for _ in ids:
+        consumer.acknowledge(consumer.receive(timeout_millis=10_000))
+
+    def backlog() -> int:
+        return admin.get(f"{NS}/reset-t/stats")[1]["subscriptions"]["r"]["msgBacklog"]
+
+    eventually(lambda: backlog() == 0)
+    assert admin.post(f"{NS}/reset-t/subscription/r/resetcursor/{boundary}")[0] == 204
+    eventually(lambda: backlog() == 2)
+    mid = {"ledgerId": ids[1].ledger_id(), "entryId": ids[1].entry_id()}
+    assert admin.post(f"{NS}/reset-t/subscription/r/resetcursor", mid)[0] == 204
+    eventually(lambda: backlog() == 4)
+    got = []
+    consumer2 = client.subscribe(topic, "r", consumer_type=pulsar.ConsumerType.Shared)
+    for _ in range(4):
+        msg = consumer2.receive(timeout_millis=15_000)
+        got.append(msg.data().decode())
+        consumer2.acknowledge(msg)
+    assert sorted(got) == ["a1", "a2", "b0", "b1"]
+    assert admin.post(f"{NS}/reset-t/subscription/nope/resetcursor/{boundary}")[0] == 404
+    status, body = admin.call("POST", f"{NS}/reset-t/subscription/r/resetcursor", raw=b"{}")
+    assert status == 400 and "message id" in body["reason"]

@@ -290,6 +290,29 @@ async def delete_subscription(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
+async def reset_by_time(request: web.Request) -> web.Response:
+    loaded = await _loaded(service(request), await _topic_name(request))
+    timestamp = int_in(int(request.match_info["timestamp"]), "timestamp", minimum=0)
+    await _reset(loaded, request.match_info["subscription"], publish_time=timestamp)
+    return web.Response(status=204)
+
+
+async def reset_by_message_id(request: web.Request) -> web.Response:
+    loaded = await _loaded(service(request), await _topic_name(request))
+    mid = _message_id(await body(request))
+    await _reset(loaded, request.match_info["subscription"], message_id=mid)
+    return web.Response(status=204)
+
+
+async def _reset(loaded: PersistentTopic, name: str, **target: Any) -> None:
+    try:
+        await loaded.subscriptions.reset(name, **target)
+    except BrokerError as err:
+        if err.code == pb.SubscriptionNotFound:
+            raise AdminError(404, err.message) from None
+        raise
+
+
 def _cursor(loaded: PersistentTopic, name: str) -> Any:
     cursor = loaded.managed_ledger.cursors.get(name)
     if cursor is None:
@@ -411,6 +434,8 @@ def register(router: web.UrlDispatcher) -> None:
     router.add_delete(s, delete_subscription)
     router.add_post(s + r"/skip/{n:\d+}", skip)
     router.add_post(f"{s}/skip_all", skip_all)
+    router.add_post(s + r"/resetcursor/{timestamp:\d+}", reset_by_time)
+    router.add_post(f"{s}/resetcursor", reset_by_message_id)
     p = t + "/{policy:messageTTL|retention|deduplicationEnabled}"
     router.add_get(p, get_topic_policy)
     router.add_post(p, set_topic_policy)

@@ -103,6 +103,21 @@ class TopicSubscriptionsImpl:
             )
         await sub.close(delete_cursor=True, send_close=True)
 
+    async def reset(
+        self, name: str, *, message_id: MessageId | None = None, publish_time: int | None = None
+    ) -> None:
+        sub = self._subs.get(name) or self._recovered(name)
+        if sub is None:
+            raise BrokerError(pb.SubscriptionNotFound, f"Subscription {name} not found")
+        cmd = pb.CommandSeek(consumer_id=0, request_id=0)
+        if message_id is not None:
+            message_id.fill(cmd.message_id)
+        elif publish_time is not None:
+            cmd.message_publish_time = publish_time
+        else:
+            raise BrokerError(pb.UnknownError, "reset needs a message id or a publish time")
+        await sub.seek(cmd)
+
     def on_entries_added(self) -> None:
         for sub in self._subs.values():
             sub.wake()
