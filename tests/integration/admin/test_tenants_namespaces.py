@@ -121,3 +121,21 @@ def test_namespace_bad_input(admin: Admin) -> None:
     assert admin.delete("/namespaces/public/missing")[0] == 404
     status, body = admin.call("PUT", "/namespaces/public/bad-body", raw=b"[]")
     assert status == 400 and "JSON object" in body["reason"]
+
+
+def test_openapi_document_lists_the_served_endpoints(admin: Admin) -> None:
+    status, doc = admin.get("/openapi.json")
+    assert status == 200 and doc["openapi"].startswith("3.")
+    paths = doc["paths"]
+    assert set(paths["/admin/v2/tenants/{tenant}"]) == {"get", "put", "post", "delete"}
+    reset = (
+        "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscription/{subscription}/resetcursor"
+    )
+    assert "post" in paths[reset]
+    stats = paths["/admin/v2/{domain}/{tenant}/{namespace}/{topic}/stats"]["get"]
+    assert [p["name"] for p in stats["parameters"]] == ["domain", "tenant", "namespace", "topic"]
+    assert "$ref" in str(stats["responses"]["404"])
+    # every documented operation answers (not 404 for "no such route"): spot-check them all
+    for path, ops in paths.items():
+        if "{" not in path and "get" in ops and not path.endswith("/health"):  # health: text
+            assert admin.get(path.removeprefix("/admin/v2"))[0] == 200, path

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from magnetar.broker.admin import common, namespaces, tenants, topics
+from magnetar.broker.admin import common, namespaces, openapi, tenants, topics
 
 
 def extension(app: web.Application) -> None:
@@ -18,3 +18,4 @@ def extension(app: web.Application) -> None:
     tenants.register(app.router)
     namespaces.register(app.router)
     topics.register(app.router)
+    openapi.register(app.router)
