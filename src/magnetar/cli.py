@@ -28,6 +28,7 @@ def _standalone(args: argparse.Namespace) -> int:
         keepalive_interval_s=args.keepalive_interval,
         auto_topic_creation_type=args.auto_topic_creation_type,
         default_num_partitions=args.default_num_partitions,
+        max_entries_per_ledger=args.max_entries_per_ledger,
     )
     try:
         aio.run(standalone.run(options))
@@ -121,6 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="what an unknown topic name creates (namespace policies may override)",
     )
     p.add_argument("--default-num-partitions", type=int, default=1)
+    p.add_argument(
+        "--max-entries-per-ledger",
+        type=int,
+        default=50_000,
+        help="roll a topic's ledger over after this many entries",
+    )
     p.add_argument("--log-level", default=None)
     p.set_defaults(func=_standalone)
 

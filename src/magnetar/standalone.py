@@ -52,6 +52,9 @@ class StandaloneOptions:
     auto_topic_creation_type: str = "non-partitioned"
     """Broker default for namespaces without an override: non-partitioned or partitioned."""
     default_num_partitions: int = 1
+    max_entries_per_ledger: int = 50_000
+    """A topic's ledger rolls over after this many entries (Pulsar's
+    managedLedgerMaxEntriesPerLedger)."""
 
 
 def _free_port() -> int:
@@ -92,7 +95,12 @@ def broker_config(options: StandaloneOptions) -> BrokerConfig:
         keepalive_interval_s=options.keepalive_interval_s,
         auto_topic_creation_type=options.auto_topic_creation_type,
         default_num_partitions=options.default_num_partitions,
-        managed_ledger=ManagedLedgerConfig(ensemble_size=1, write_quorum=1, ack_quorum=1),
+        managed_ledger=ManagedLedgerConfig(
+            ensemble_size=1,
+            write_quorum=1,
+            ack_quorum=1,
+            max_entries_per_ledger=options.max_entries_per_ledger,
+        ),
     )
 
 

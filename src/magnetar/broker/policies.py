@@ -10,6 +10,7 @@ records with the same JSON shapes, which are Pulsar's ``Policies``/``TenantInfo`
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from magnetar.broker.contracts import BrokerError
+from magnetar.managed_ledger.api import ManagedLedgerConfig
 from magnetar.metadata import api, keys
 from magnetar.wire import pb, topics
 from magnetar.wire.errors import InvalidTopicNameError
@@ -200,6 +202,35 @@ async def partitioned_topics(
         except (ValueError, AttributeError):
             continue
     return found
+
+
+async def effective_policies(
+    store: api.MetadataStore, cache: PolicyCache, topic: TopicName
+) -> dict[str, Any]:
+    """The namespace's policies with the topic's own (``/admin/topic-policies``, set on its
+    base name) overriding them."""
+    base = topic.base_name if topic.is_partition else topic
+    ns = await cache.namespace(topic.tenant, topic.namespace)
+    effective = dict(ns.raw) if ns is not None else {}
+    record = await store.get(
+        keys.topic_policies(base.tenant, base.namespace, "persistent", base.local_name)
+    )
+    if record is not None and record.value:
+        effective.update(json.loads(record.value))
+    return effective
+
+
+def retention_config(
+    base: ManagedLedgerConfig, retention: dict[str, Any] | None
+) -> ManagedLedgerConfig:
+    """``base`` with the retention of a Pulsar ``retention_policies`` record (None: none)."""
+    minutes = int((retention or {}).get("retentionTimeInMinutes", 0))
+    megabytes = int((retention or {}).get("retentionSizeInMB", 0))
+    return dataclasses.replace(
+        base,
+        retention_time_s=-1.0 if minutes < 0 else minutes * 60.0,
+        retention_bytes=-1 if megabytes < 0 else megabytes * 1024 * 1024,
+    )
 
 
 def check_namespace_name(tenant: str, namespace: str) -> None:

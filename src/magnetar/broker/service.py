@@ -346,8 +346,12 @@ class BrokerService:
         ml_name = managed_ledger_name(topic)
         if not await self.managed_ledgers.exists(ml_name):
             await self._check_may_create(topic, create=create, explicit=explicit)
+        effective = await policies.effective_policies(self.store, self.policies, topic)
+        config = policies.retention_config(
+            self.config.managed_ledger, effective.get("retention_policies")
+        )
         try:
-            ml = await self.managed_ledgers.open(ml_name, self.config.managed_ledger)
+            ml = await self.managed_ledgers.open(ml_name, config)
         except Exception as err:
             log.warning("%s: cannot open managed ledger: %s", topic, err)
             raise BrokerError(pb.PersistenceError, f"cannot open topic {topic}: {err}") from None

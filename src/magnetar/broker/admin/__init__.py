@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from magnetar.broker.admin import common, namespaces, openapi, tenants, topics
+from magnetar.broker.admin import common, enforcement, namespaces, openapi, tenants, topics
 
 
 def extension(app: web.Application) -> None:
@@ -19,3 +19,4 @@ def extension(app: web.Application) -> None:
     namespaces.register(app.router)
     topics.register(app.router)
     openapi.register(app.router)
+    enforcement.register(app)
