@@ -103,6 +103,12 @@ def _bookie(args: argparse.Namespace) -> int:
     return 0
 
 
+def _admin(args: argparse.Namespace) -> int:
+    from magnetar import admin_cli
+
+    return admin_cli.run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="magnetar", description=__doc__)
     parser.add_argument("--version", action="version", version=f"magnetar {__version__}")
@@ -161,6 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--disk-usage-threshold", type=float, help="go read-only above this fraction")
     p.add_argument("--log-level", default=None)
     p.set_defaults(func=_bookie)
+
+    from magnetar import admin_cli
+
+    p = sub.add_parser("admin", help="manage tenants, namespaces and topics (admin REST API)")
+    admin_cli.build_parser(p)
+    p.set_defaults(func=_admin)
     return parser
 
 

@@ -1,0 +1,136 @@
+"""``magnetar admin`` as a subprocess against a running standalone, for every verb group."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pulsar
+
+from tests.support.standalone import StandaloneProc
+
+
+def admin(
+    standalone: StandaloneProc, *args: str, ok: bool = True
+) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "magnetar.cli", "admin", "--admin-url", standalone.http_url, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if ok:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def as_json(standalone: StandaloneProc, *args: str):
+    return json.loads(admin(standalone, "--output", "json", *args).stdout)
+
+
+def test_clusters_brokers_tenants(standalone: StandaloneProc) -> None:
+    assert admin(standalone, "clusters", "list").stdout.split() == ["standalone"]
+    assert "brokerServiceUrl" in admin(standalone, "clusters", "get", "standalone").stdout
+    assert len(as_json(standalone, "brokers", "list", "standalone")) == 1
+    assert admin(standalone, "brokers", "healthcheck").stdout.strip() == "ok"
+    admin(standalone, "tenants", "create", "cli-t", "--admin-roles", "ops,dev")
+    assert as_json(standalone, "tenants", "get", "cli-t")["adminRoles"] == ["ops", "dev"]
+    admin(standalone, "tenants", "update", "cli-t", "--admin-roles", "ops")
+    assert "cli-t" in admin(standalone, "tenants", "list").stdout.split()
+    failed = admin(standalone, "tenants", "create", "cli-t", ok=False)
+    assert failed.returncode == 1
+    assert failed.stderr.startswith("magnetar admin: 409 ")
+    admin(standalone, "tenants", "delete", "cli-t")
+    missing = admin(standalone, "tenants", "get", "cli-t", ok=False)
+    assert missing.returncode == 1 and "404" in missing.stderr
+
+
+def test_namespaces(standalone: StandaloneProc) -> None:
+    admin(standalone, "namespaces", "create", "public/cli-ns")
+    assert "public/cli-ns" in admin(standalone, "namespaces", "list", "public").stdout.split()
+    admin(
+        standalone, "namespaces", "set-retention", "public/cli-ns", "--time", "2h", "--size", "1G"
+    )
+    assert as_json(standalone, "namespaces", "get-retention", "public/cli-ns") == {
+        "retentionTimeInMinutes": 120,
+        "retentionSizeInMB": 1024,
+    }
+    admin(standalone, "namespaces", "set-message-ttl", "public/cli-ns", "--messageTTL", "10m")
+    assert as_json(standalone, "namespaces", "get-message-ttl", "public/cli-ns") == 600
+    admin(standalone, "namespaces", "set-deduplication", "public/cli-ns", "--enable")
+    admin(
+        standalone, "namespaces", "set-backlog-quota", "public/cli-ns",
+        "--limit", "10G", "--policy", "producer_exception",
+    )  # fmt: skip
+    quotas = as_json(standalone, "namespaces", "get-backlog-quotas", "public/cli-ns")
+    assert quotas["destination_storage"]["limitSize"] == 10 << 30
+    admin(
+        standalone, "namespaces", "set-auto-topic-creation", "public/cli-ns",
+        "--enable", "--type", "partitioned", "--num-partitions", "2",
+    )  # fmt: skip
+    policies = as_json(standalone, "namespaces", "policies", "public/cli-ns")
+    assert policies["deduplicationEnabled"] is True
+    assert policies["autoTopicCreationOverride"]["defaultNumPartitions"] == 2
+    assert (
+        "retention_policies.retentionTimeInMinutes"
+        in admin(standalone, "namespaces", "policies", "public/cli-ns").stdout
+    )  # the table view flattens nested fields
+    bad = admin(standalone, "namespaces", "set-retention", "public/cli-ns", "--time", "soon",
+                "--size", "1G", ok=False)  # fmt: skip
+    assert bad.returncode == 2 and "not a time" in bad.stderr
+    admin(standalone, "namespaces", "delete", "public/cli-ns")
+
+
+def test_topics_and_subscriptions(standalone: StandaloneProc) -> None:
+    admin(standalone, "topics", "create", "persistent://public/default/cli-topic")
+    assert (
+        "persistent://public/default/cli-topic"
+        in admin(standalone, "topics", "list", "public/default").stdout.split()
+    )
+    client = pulsar.Client(standalone.service_url)
+    try:
+        producer = client.create_producer("persistent://public/default/cli-topic")
+        admin(
+            standalone, "topics", "create-subscription", "cli-topic", "-s", "s1", "-m", "earliest"
+        )
+        ids = [producer.send(f"m{i}".encode()) for i in range(6)]
+        stats = as_json(standalone, "topics", "stats", "cli-topic")
+        assert stats["msgInCounter"] == 6 and stats["subscriptions"]["s1"]["msgBacklog"] == 6
+        assert (
+            as_json(standalone, "topics", "stats-internal", "cli-topic")["entriesAddedCounter"] == 6
+        )
+        assert as_json(standalone, "topics", "subscriptions", "cli-topic") == ["s1"]
+        admin(standalone, "topics", "skip", "cli-topic", "-s", "s1", "-n", "2")
+        assert (
+            as_json(standalone, "topics", "stats", "cli-topic")["subscriptions"]["s1"]["msgBacklog"]
+            == 4
+        )
+        admin(standalone, "topics", "clear-backlog", "cli-topic", "-s", "s1")
+        mid = f"{ids[3].ledger_id()}:{ids[3].entry_id()}"
+        admin(standalone, "topics", "reset-cursor", "cli-topic", "-s", "s1", "--messageId", mid)
+        admin(standalone, "topics", "reset-cursor", "cli-topic", "-s", "s1", "--time", "1h")
+        admin(standalone, "topics", "unload", "cli-topic")
+        admin(standalone, "topics", "unsubscribe", "cli-topic", "-s", "s1")
+        producer.send(b"after unload")
+        assert "ledgerId" in admin(standalone, "topics", "terminate", "cli-topic").stdout
+        producer.close()
+    finally:
+        client.close()
+    admin(standalone, "topics", "delete", "cli-topic", "--force")
+
+    admin(standalone, "topics", "create-partitioned-topic", "cli-parts", "-p", "2")
+    assert as_json(standalone, "topics", "get-partitioned-topic-metadata", "cli-parts") == {
+        "partitions": 2
+    }
+    admin(standalone, "topics", "update-partitioned-topic", "cli-parts", "-p", "3")
+    assert as_json(standalone, "topics", "partitioned-stats", "cli-parts")["metadata"] == {
+        "partitions": 3
+    }
+    shrink = admin(standalone, "topics", "update-partitioned-topic", "cli-parts", "-p", "1",
+                   ok=False)  # fmt: skip
+    assert shrink.returncode == 1 and "400" in shrink.stderr
+    admin(standalone, "topics", "delete-partitioned-topic", "cli-parts")
+    bad = admin(standalone, "topics", "stats", "a/b/c/d", ok=False)
+    assert bad.returncode == 2 and "invalid topic name" in bad.stderr
