@@ -149,7 +149,7 @@ def test_partitioned_topic_used_by_the_official_client(admin: Admin, client: pul
         ("PUT", f"{NS}/bad-parts/partitions", b"{", 400),
         ("POST", f"{NS}/never-created/partitions", b"5", 404),
         ("GET", "/persistent/public/missing-ns", None, 404),
-        ("GET", "/non-persistent/public/default", None, 405),
+        ("PUT", "/non-persistent/public/default/np", None, 405),
         ("GET", "/bogus/public/default", None, 404),
         ("PUT", f"{NS}/x-partition-0/partitions", b"2", 412),
     ],

@@ -9,12 +9,23 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from magnetar.broker.admin import common, enforcement, namespaces, openapi, tenants, topics
+from magnetar.broker.admin import (
+    clusters,
+    common,
+    enforcement,
+    namespaces,
+    openapi,
+    tenants,
+    topics,
+)
 
 
 def extension(app: web.Application) -> None:
-    """Register the admin API routes and its error middleware on ``app``."""
+    """Register the admin API routes, its error middleware and the policy enforcer on
+    ``app``."""
     app.middlewares.append(common.error_middleware)
+    app[common.POLICY_CHANGES] = common.PolicyChanges()
+    clusters.register(app.router)
     tenants.register(app.router)
     namespaces.register(app.router)
     topics.register(app.router)

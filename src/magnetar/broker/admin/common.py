@@ -8,10 +8,11 @@ page or a dropped connection.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -22,9 +23,17 @@ from magnetar.metadata import api
 from magnetar.wire import topics as topic_names
 from magnetar.wire.errors import InvalidTopicNameError
 
+if TYPE_CHECKING:
+    from magnetar.broker.admin.validation import Body
+
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+INTERNAL_ERROR_LOG = "admin: internal error answering"
+"""Start of the log line of every 500 (tests assert bad input never produces it)."""
+
+_PARSED = "magnetar.admin.body"
 
 
 class AdminError(Exception):
@@ -55,12 +64,34 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
             raise
         return web.json_response({"reason": err.reason}, status=err.status)
     except Exception as err:
-        log.exception("admin %s %s failed", request.method, request.path)
-        return web.json_response({"reason": f"internal error: {err}"}, status=500)
+        log.exception("%s %s %s", INTERNAL_ERROR_LOG, request.method, request.path)
+        return web.json_response(
+            {"reason": f"internal error: {type(err).__name__}: {err}"}, status=500
+        )
 
 
 def service(request: web.Request) -> BrokerService:
     return request.app[http.SERVICE]
+
+
+class PolicyChanges:
+    """Counts the policy changes made through this broker's admin API, so the policy
+    enforcer re-reads topics' effective policies at once instead of at its next refresh."""
+
+    def __init__(self) -> None:
+        self.generation = 0
+
+
+POLICY_CHANGES = web.AppKey("magnetar_admin_policy_changes", PolicyChanges)
+
+
+def policies_changed(request: web.Request) -> None:
+    """After a change of namespace, topic or partitioned-topic records: drop the broker's
+    policy cache and tell the enforcer."""
+    service(request).policies.invalidate()
+    changes = request.app.get(POLICY_CHANGES)
+    if changes is not None:
+        changes.generation += 1
 
 
 async def body(request: web.Request, *, required: bool = True) -> Any:
@@ -73,8 +104,35 @@ async def body(request: web.Request, *, required: bool = True) -> Any:
         return None
     try:
         return json.loads(raw)
-    except ValueError as err:
+    except ValueError as err:  # UnicodeDecodeError included
         raise AdminError(400, f"malformed JSON body: {err}") from None
+    except RecursionError:
+        raise AdminError(400, "malformed JSON body: nested too deeply") from None
+
+
+def accepts(spec: Body[Any], *, required: bool = True) -> Callable[[Handler], Handler]:
+    """Decorate a handler whose request body is ``spec``: the body is parsed and checked
+    before the handler runs (400 when malformed or illegal) and handed to it through
+    :func:`parsed`; the OpenAPI document reads ``spec`` from the handler, so the published
+    schema is the one enforced. ``required=False``: an empty body passes as None."""
+
+    def wrap(handler: Handler) -> Handler:
+        @functools.wraps(handler)
+        async def run(request: web.Request) -> web.StreamResponse:
+            raw = await body(request, required=required)
+            request[_PARSED] = None if raw is None else spec.parse(raw)
+            return await handler(request)
+
+        run.request_body = spec  # type: ignore[attr-defined]
+        run.body_required = required  # type: ignore[attr-defined]
+        return run
+
+    return wrap
+
+
+def parsed(request: web.Request) -> Any:
+    """The checked body of a handler decorated with :func:`accepts`."""
+    return request[_PARSED]
 
 
 def check_name(value: str, what: str) -> str:
@@ -82,12 +140,6 @@ def check_name(value: str, what: str) -> str:
         return topic_names.check_name_part(value, what)
     except InvalidTopicNameError as err:
         raise AdminError(412, str(err)) from None
-
-
-def int_in(value: Any, what: str, *, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise AdminError(400, f"{what} must be an integer >= {minimum}, got {value!r}")
-    return value
 
 
 async def read_json(

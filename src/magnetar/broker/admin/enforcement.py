@@ -1,13 +1,20 @@
 """Namespace and topic policies that act on data: retention and message TTL.
 
-A background loop of the broker visits its loaded topics every few seconds:
+A background task of the broker's web app visits the loaded topics every second:
 
 * **retention** (``retention_policies``, the topic's own overriding the namespace's) becomes the
-  managed ledger's ``retention_time_s`` / ``retention_bytes``; the managed ledger then keeps
-  acknowledged ledgers within that window and trims the rest;
-* **message TTL** (``message_ttl_in_seconds``): for every durable subscription, the entries
-  published before ``now - TTL`` are acknowledged (mark-delete moved past the last of them), as
-  Pulsar's expiry monitor does — unacknowledged messages expire, acknowledged ones are unaffected.
+  managed ledger's ``retention_time_s`` / ``retention_bytes`` (the broker core applies it when
+  a topic's managed ledger opens; here changes reach topics already open). The managed ledger
+  then keeps acknowledged ledgers within that window and trims the rest.
+* **message TTL** (``message_ttl_in_seconds``) -- Pulsar's ``PersistentMessageExpiryMonitor``:
+  on every durable subscription, the entries published before ``now - TTL`` (publish time from
+  each entry's MessageMetadata, found by binary search over the stored entries, as Pulsar's
+  ``findNewestMatching``) are acknowledged by moving the mark-delete position past the last of
+  them. Unacknowledged messages expire; acknowledged and younger ones are untouched. A topic is
+  checked every ``TTL / 2`` (between 1 s and 60 s).
+
+Each topic's effective policies are re-read every few seconds, and at once after a change
+made through this broker's admin API (:func:`common.policies_changed`).
 """
 
 from __future__ import annotations
@@ -17,20 +24,27 @@ import contextlib
 import dataclasses
 import logging
 import time
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
 from magnetar.broker import http
 from magnetar.broker import policies as broker_policies
+from magnetar.broker.admin import common
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topic import PersistentTopic
-from magnetar.managed_ledger.api import ManagedLedgerConfig, Position
+from magnetar.managed_ledger.api import ManagedCursor, ManagedLedgerConfig, Position
 
 log = logging.getLogger(__name__)
 
-INTERVAL_S = 1.0
-_TASK = web.AppKey("magnetar_policy_enforcer", asyncio.Task)
+TICK_S = 1.0
+REFRESH_S = 5.0
+"""How old a topic's cached effective policies may get (changes made on other brokers)."""
+MIN_CHECK_S, MAX_CHECK_S = 1.0, 60.0
+
+_TASK = web.AppKey("magnetar_admin_policy_enforcer", asyncio.Task)
 
 
 def previous_position(ml: Any, position: Position) -> Position | None:
@@ -44,57 +58,106 @@ def previous_position(ml: Any, position: Position) -> Position | None:
     return Position(last.ledger_id, last.entries - 1)
 
 
-class PolicyEnforcer:
-    def __init__(self, service: BrokerService) -> None:
-        self.service = service
+async def expire(
+    topic: PersistentTopic, *, cutoff_ms: int, cursors: Iterable[ManagedCursor] | None = None
+) -> int:
+    """Acknowledge, on ``cursors`` (default: every durable subscription with a backlog), the
+    entries published before ``cutoff_ms``; returns how many cursors moved."""
+    subs: Any = topic.subscriptions
+    finder = getattr(subs, "position_for_publish_time", None)
+    if finder is None:  # a subscriptions implementation without publish-time search
+        return 0
+    ml: Any = topic.managed_ledger
+    chosen = [
+        c for c in (ml.cursors.values() if cursors is None else cursors)
+        if c.durable and c.backlog() > 0
+    ]  # fmt: skip
+    if not chosen:
+        return 0
+    last_old = previous_position(ml, await finder(cutoff_ms))
+    if last_old is None:
+        return 0
+    moved = 0
+    for cursor in chosen:
+        if last_old > cursor.mark_delete_position:
+            await cursor.mark_delete(last_old)
+            moved += 1
+            log.info("%s/%s: expired messages up to %s (TTL)", topic.name, cursor.name, last_old)
+    return moved
 
-    async def enforce(self, topic: PersistentTopic) -> None:
-        svc = self.service
-        policies = await broker_policies.effective_policies(svc.store, svc.policies, topic.name)
+
+def ttl_check_interval(ttl_s: int) -> float:
+    return min(max(ttl_s / 2, MIN_CHECK_S), MAX_CHECK_S)
+
+
+@dataclass
+class _TopicState:
+    policies: dict[str, Any]
+    read_at: float
+    generation: int
+    next_expiry: float = 0.0
+
+
+class PolicyEnforcer:
+    def __init__(self, service: BrokerService, changes: common.PolicyChanges) -> None:
+        self.service = service
+        self.changes = changes
+        self._state: dict[str, _TopicState] = {}
+
+    async def _policies(self, topic: PersistentTopic, now: float) -> _TopicState:
+        state = self._state.get(topic.full_name)
+        if (
+            state is None
+            or now - state.read_at > REFRESH_S
+            or state.generation != self.changes.generation
+        ):
+            generation = self.changes.generation
+            svc = self.service
+            found = await broker_policies.effective_policies(svc.store, svc.policies, topic.name)
+            next_expiry = state.next_expiry if state is not None else 0.0
+            state = _TopicState(found, now, generation, next_expiry)
+            self._state[topic.full_name] = state
+        return state
+
+    async def enforce(self, topic: PersistentTopic, *, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        state = await self._policies(topic, now)
+        self.apply_retention(topic, state.policies.get("retention_policies"))
+        ttl = state.policies.get("message_ttl_in_seconds")
+        if isinstance(ttl, int) and not isinstance(ttl, bool) and ttl > 0:
+            if now >= state.next_expiry:
+                state.next_expiry = now + ttl_check_interval(ttl)
+                await expire(topic, cutoff_ms=int((time.time() - ttl) * 1000))
+
+    def apply_retention(self, topic: PersistentTopic, retention: Any) -> None:
         ml: Any = topic.managed_ledger
         config = getattr(ml, "config", None)
-        if isinstance(config, ManagedLedgerConfig):
-            wanted = broker_policies.retention_config(
-                self.service.config.managed_ledger, policies.get("retention_policies")
+        if not isinstance(config, ManagedLedgerConfig):
+            return
+        wanted = broker_policies.retention_config(
+            self.service.config.managed_ledger, retention if isinstance(retention, dict) else None
+        )
+        current = (config.retention_time_s, config.retention_bytes)
+        if (wanted.retention_time_s, wanted.retention_bytes) != current:
+            ml.update_config(dataclasses.replace(
+                config,
+                retention_time_s=wanted.retention_time_s,
+                retention_bytes=wanted.retention_bytes,
+            ))  # fmt: skip
+            log.info(
+                "%s: retention now %ss / %s bytes",
+                topic.name,
+                wanted.retention_time_s,
+                wanted.retention_bytes,
             )
-            if (wanted.retention_time_s, wanted.retention_bytes) != (
-                config.retention_time_s,
-                config.retention_bytes,
-            ):
-                ml.update_config(dataclasses.replace(
-                    config,
-                    retention_time_s=wanted.retention_time_s,
-                    retention_bytes=wanted.retention_bytes,
-                ))  # fmt: skip
-        ttl = policies.get("message_ttl_in_seconds")
-        if isinstance(ttl, int) and ttl > 0:
-            await self.expire(topic, cutoff_ms=int((time.time() - ttl) * 1000))
-
-    async def expire(self, topic: PersistentTopic, *, cutoff_ms: int) -> None:
-        """Acknowledge, on every durable subscription, the entries published before cutoff."""
-        subs: Any = topic.subscriptions
-        finder = getattr(subs, "position_for_publish_time", None)
-        if finder is None:
-            return
-        ml: Any = topic.managed_ledger
-        cursors = [c for c in ml.cursors.values() if c.durable and c.backlog() > 0]
-        if not cursors:
-            return
-        first_young = await finder(cutoff_ms)
-        last_old = previous_position(ml, first_young)
-        if last_old is None:
-            return
-        for cursor in cursors:
-            if last_old > cursor.mark_delete_position:
-                await cursor.mark_delete(last_old)
-                log.info(
-                    "%s/%s: expired messages up to %s (TTL)", topic.name, cursor.name, last_old
-                )
 
     async def run(self) -> None:
         while True:
-            await asyncio.sleep(INTERVAL_S)
-            for topic in list(self.service.topics.values()):
+            await asyncio.sleep(TICK_S)
+            loaded = dict(self.service.topics)
+            for name in set(self._state) - set(loaded):
+                del self._state[name]
+            for topic in loaded.values():
                 try:
                     await self.enforce(topic)
                 except Exception as err:  # one topic's trouble must not stop the others
@@ -102,7 +165,8 @@ class PolicyEnforcer:
 
 
 async def _start(app: web.Application) -> None:
-    app[_TASK] = asyncio.get_running_loop().create_task(PolicyEnforcer(app[http.SERVICE]).run())
+    enforcer = PolicyEnforcer(app[http.SERVICE], app[common.POLICY_CHANGES])
+    app[_TASK] = asyncio.get_running_loop().create_task(enforcer.run())
 
 
 async def _stop(app: web.Application) -> None:

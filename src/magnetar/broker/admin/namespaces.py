@@ -1,29 +1,37 @@
 """Namespaces and their policies: ``/admin/v2/namespaces/{tenant}[/{namespace}[/policy]]``.
 
 Policies live in the namespace record in Pulsar's ``Policies`` JSON shape, changed by
-compare-and-set; every change invalidates the broker's policy cache.
+compare-and-set on the record's version; every change invalidates the broker's policy cache
+(and the policy enforcer applies retention and TTL to open topics within seconds).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
 from magnetar.broker import policies
+from magnetar.broker.admin import validation
 from magnetar.broker.admin.common import (
     AdminError,
-    body,
+    Handler,
+    accepts,
     check_name,
-    int_in,
     not_found,
+    parsed,
+    policies_changed,
     read_json,
     service,
     update_json,
 )
+from magnetar.broker.service import BrokerService, managed_ledger_name
 from magnetar.metadata import api, keys
+
+BASE = "/admin/v2/namespaces/{tenant}/{namespace}"
 
 
 def _names(request: web.Request) -> tuple[str, str]:
@@ -33,7 +41,28 @@ def _names(request: web.Request) -> tuple[str, str]:
     )
 
 
+async def _policies(request: web.Request) -> dict[str, Any]:
+    tenant, ns = _names(request)
+    found = await read_json(service(request).store, keys.namespace(tenant, ns))
+    if found is None:
+        raise not_found(f"namespace {tenant}/{ns}")
+    return found[0]
+
+
+async def _change(request: web.Request, change: Callable[[dict[str, Any]], Any]) -> None:
+    tenant, ns = _names(request)
+    svc = service(request)
+    await update_json(
+        svc.store, keys.namespace(tenant, ns), change, what=f"namespace {tenant}/{ns}"
+    )
+    policies_changed(request)
+
+
+# --- namespaces ---------------------------------------------------------------------------------
+
+
 async def list_namespaces(request: web.Request) -> web.Response:
+    """The namespaces of a tenant, as ``tenant/namespace``."""
     tenant = check_name(request.match_info["tenant"], "tenant")
     store = service(request).store
     if await store.get(keys.tenant(tenant)) is None:
@@ -42,253 +71,148 @@ async def list_namespaces(request: web.Request) -> web.Response:
     return web.json_response(sorted(f"{tenant}/{keys.unsegment(n)}" for n in names))
 
 
+@accepts(validation.NAMESPACE_POLICIES, required=False)
 async def create_namespace(request: web.Request) -> web.Response:
+    """Create a namespace, optionally with policies (409 when it exists)."""
     tenant, ns = _names(request)
     svc = service(request)
     tenant_info = await read_json(svc.store, keys.tenant(tenant))
     if tenant_info is None:
         raise not_found(f"tenant {tenant}")
-    given = await body(request, required=False)
-    if given is not None and not isinstance(given, dict):
-        raise AdminError(400, "namespace policies must be a JSON object")
-    num_bundles = svc.config.default_bundles
-    if given and "bundles" in given:
-        num_bundles = int_in(
-            given["bundles"].get("numBundles", num_bundles), "numBundles", minimum=1
-        )
-    record = policies.default_namespace_policies(num_bundles)
-    record["replication_clusters"] = list(tenant_info[0].get("allowedClusters", []))
-    for field, value in (given or {}).items():
-        if field != "bundles":
-            record[field] = value
+    given: dict[str, Any] = parsed(request) or {}
+    record = policies.default_namespace_policies(svc.config.default_bundles)
+    allowed = list(tenant_info[0].get("allowedClusters", []))
+    record["replication_clusters"] = allowed
+    record.update(given)
+    outside = sorted(set(record["replication_clusters"]) - set(allowed))
+    if outside:
+        raise AdminError(412, f"replication clusters not allowed for tenant {tenant}: {outside}")
     try:
         await svc.store.put(
             keys.namespace(tenant, ns), json.dumps(record).encode(), expected_version=api.NOT_EXISTS
         )
     except api.BadVersionError:
         raise AdminError(409, f"namespace {tenant}/{ns} already exists") from None
-    svc.policies.invalidate()
+    policies_changed(request)
     return web.Response(status=204)
 
 
 async def get_policies(request: web.Request) -> web.Response:
-    tenant, ns = _names(request)
-    found = await read_json(service(request).store, keys.namespace(tenant, ns))
-    if found is None:
-        raise not_found(f"namespace {tenant}/{ns}")
-    return web.json_response({k: v for k, v in found[0].items() if k != "format"})
+    """A namespace's Policies."""
+    return web.json_response({k: v for k, v in (await _policies(request)).items() if k != "format"})
 
 
 async def delete_namespace(request: web.Request) -> web.Response:
+    """Delete a namespace (409 while it has topics, unless ``force=true``)."""
     tenant, ns = _names(request)
+    force = validation.query_flag(request.query.get("force"), "force")
     svc = service(request)
-    record = await svc.store.get(keys.namespace(tenant, ns))
-    if record is None:
+    if await svc.store.get(keys.namespace(tenant, ns)) is None:
         raise not_found(f"namespace {tenant}/{ns}")
-    force = request.query.get("force", "false").lower() == "true"
     topics = await svc.topics_of_namespace(tenant, ns)
     if topics and not force:
-        raise AdminError(409, f"namespace {tenant}/{ns} still has topics: {topics[:5]}")
-    for name in topics:
-        topic = svc.parse_topic(name)
-        await svc.unload(topic.full_name, reason="namespace deleted")
-        await svc.managed_ledgers.delete(_ml_name(topic))
-    await svc.store.delete_prefix(
-        f"{keys.PARTITIONED_TOPICS}/{keys.segment(tenant)}/{keys.segment(ns)}"
-    )
-    await svc.store.delete(keys.namespace(tenant, ns))
-    svc.policies.invalidate()
+        raise AdminError(409, f"namespace {tenant}/{ns} is not empty: {len(topics)} topic(s)")
+    await delete_namespace_and_topics(svc, tenant, ns)
     return web.Response(status=204)
 
 
-def _ml_name(topic: Any) -> str:
-    from magnetar.broker.service import managed_ledger_name
-
-    return managed_ledger_name(topic)
-
-
-# --- single policies ---------------------------------------------------------------------------
-
-
-def _retention(value: Any) -> dict[str, int]:
-    if not isinstance(value, dict):
-        raise AdminError(400, "retention must be {retentionTimeInMinutes, retentionSizeInMB}")
-    unknown = set(value) - {"retentionTimeInMinutes", "retentionSizeInMB"}
-    if unknown:
-        raise AdminError(400, f"unknown retention fields: {sorted(unknown)}")
-    return {
-        "retentionTimeInMinutes": int_in(
-            value.get("retentionTimeInMinutes", 0), "retentionTimeInMinutes", minimum=-1
-        ),
-        "retentionSizeInMB": int_in(
-            value.get("retentionSizeInMB", 0), "retentionSizeInMB", minimum=-1
-        ),
-    }
+async def delete_namespace_and_topics(svc: BrokerService, tenant: str, ns: str) -> None:
+    """Unload and delete every topic of the namespace, then its partitioned-topic and
+    topic-policy records, then the namespace record."""
+    for name in await svc.topics_of_namespace(tenant, ns):
+        topic = svc.parse_topic(name)
+        await svc.unload(topic.full_name, reason="namespace deleted")
+        await svc.managed_ledgers.delete(managed_ledger_name(topic))
+    for root in (keys.PARTITIONED_TOPICS, keys.TOPIC_POLICIES):
+        await svc.store.delete_prefix(f"{root}/{keys.segment(tenant)}/{keys.segment(ns)}")
+    try:
+        await svc.store.delete(keys.namespace(tenant, ns))
+    except api.NotFoundError:
+        pass  # deleted concurrently: the outcome asked for
+    svc.policies.invalidate()
 
 
-def _ttl(value: Any) -> int:
-    return int_in(value, "message TTL (seconds)", minimum=0)
+# --- single policies ----------------------------------------------------------------------------
 
 
-def _dedup(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise AdminError(400, f"deduplication must be true or false, got {value!r}")
-    return value
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """One per-policy endpoint: its path, the Policies field it sets, the body it takes,
+    what GET answers when it is unset, and the methods that set it (Pulsar uses POST for
+    most, PUT for the offload ones; both are served)."""
+
+    path: str
+    field: str
+    body: validation.Body[Any]
+    default: Any = None
 
 
-def _auto_creation(value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict) or not isinstance(value.get("allowAutoTopicCreation"), bool):
-        raise AdminError(400, "autoTopicCreation needs a boolean allowAutoTopicCreation")
-    kind = value.get("topicType", "non-partitioned")
-    if kind not in ("partitioned", "non-partitioned"):
-        raise AdminError(400, f"topicType must be partitioned or non-partitioned, got {kind!r}")
-    out: dict[str, Any] = {
-        "allowAutoTopicCreation": value["allowAutoTopicCreation"],
-        "topicType": kind,
-    }
-    if kind == "partitioned":
-        out["defaultNumPartitions"] = int_in(
-            value.get("defaultNumPartitions"), "defaultNumPartitions", minimum=1
-        )
-    return out
+POLICIES = (
+    Policy("retention", "retention_policies", validation.RETENTION),
+    Policy("messageTTL", "message_ttl_in_seconds", validation.MESSAGE_TTL),
+    Policy("deduplication", "deduplicationEnabled", validation.DEDUPLICATION),
+    Policy("autoTopicCreation", "autoTopicCreationOverride", validation.AUTO_TOPIC_CREATION),
+    Policy("offloadThreshold", "offload_threshold", validation.OFFLOAD_THRESHOLD, -1),
+    Policy("offloadDeletionLagMs", "offload_deletion_lag_ms", validation.OFFLOAD_DELETION_LAG),
+)
 
 
-# policy path -> (field in the Policies record, validator, default when unset)
-POLICIES: dict[str, tuple[str, Callable[[Any], Any], Any]] = {
-    "retention": ("retention_policies", _retention, None),
-    "messageTTL": ("message_ttl_in_seconds", _ttl, None),
-    "deduplication": ("deduplicationEnabled", _dedup, None),
-    "autoTopicCreation": ("autoTopicCreationOverride", _auto_creation, None),
-    "offloadThreshold": (
-        "offload_threshold",
-        lambda v: int_in(v, "offloadThreshold", minimum=-1),
-        -1,
-    ),
-    "offloadDeletionLagMs": (
-        "offload_deletion_lag_ms",
-        lambda v: int_in(v, "offloadDeletionLagMs", minimum=0),
-        None,
-    ),
-}
-
-
-def _policy_handlers(path: str) -> tuple[Any, Any, Any]:
-    field, validate, default = POLICIES[path]
-
+def _policy_handlers(policy: Policy) -> tuple[Handler, Handler, Handler]:
     async def get(request: web.Request) -> web.Response:
-        tenant, ns = _names(request)
-        found = await read_json(service(request).store, keys.namespace(tenant, ns))
-        if found is None:
-            raise not_found(f"namespace {tenant}/{ns}")
-        return web.json_response(found[0].get(field, default))
+        return web.json_response((await _policies(request)).get(policy.field, policy.default))
 
+    @accepts(policy.body)
     async def set_(request: web.Request) -> web.Response:
-        tenant, ns = _names(request)
-        value = validate(await body(request))
-        svc = service(request)
-        await update_json(
-            svc.store,
-            keys.namespace(tenant, ns),
-            lambda d: d.__setitem__(field, value),
-            what=f"namespace {tenant}/{ns}",
-        )
-        svc.policies.invalidate()
+        value = parsed(request)
+        await _change(request, lambda d: d.__setitem__(policy.field, value))
         return web.Response(status=204)
 
     async def remove(request: web.Request) -> web.Response:
-        tenant, ns = _names(request)
-        svc = service(request)
-        await update_json(
-            svc.store,
-            keys.namespace(tenant, ns),
-            lambda d: d.pop(field, None),
-            what=f"namespace {tenant}/{ns}",
-        )
-        svc.policies.invalidate()
+        await _change(request, lambda d: d.pop(policy.field, None))
         return web.Response(status=204)
 
+    name = policy.path
+    get.__name__, get.__doc__ = f"get_{name}", f"The namespace's {name} (null when unset)."
+    set_.__name__, set_.__doc__ = f"set_{name}", f"Set the namespace's {name}."
+    remove.__name__, remove.__doc__ = f"remove_{name}", f"Remove the namespace's {name}."
     return get, set_, remove
 
 
-# --- backlog quotas (a map by quota type) ------------------------------------------------------
-
-QUOTA_TYPES = ("destination_storage", "message_age")
-QUOTA_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
-
-
-def _quota_type(request: web.Request) -> str:
-    kind = request.query.get("backlogQuotaType", "destination_storage")
-    if kind not in QUOTA_TYPES:
-        raise AdminError(400, f"backlogQuotaType must be one of {QUOTA_TYPES}, got {kind!r}")
-    return kind
-
-
-def _quota(value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise AdminError(400, "a backlog quota must be {limitSize, limitTime, policy}")
-    unknown = set(value) - {"limit", "limitSize", "limitTime", "policy"}
-    if unknown:
-        raise AdminError(400, f"unknown backlog quota fields: {sorted(unknown)}")
-    policy = value.get("policy", "producer_request_hold")
-    if policy not in QUOTA_POLICIES:
-        raise AdminError(400, f"policy must be one of {QUOTA_POLICIES}, got {policy!r}")
-    size = value.get("limitSize", value.get("limit", -1))
-    return {
-        "limitSize": int_in(size, "limitSize", minimum=-1),
-        "limitTime": int_in(value.get("limitTime", -1), "limitTime", minimum=-1),
-        "policy": policy,
-    }
+# --- backlog quotas (a map by quota type) -------------------------------------------------------
 
 
 async def get_backlog_quotas(request: web.Request) -> web.Response:
-    tenant, ns = _names(request)
-    found = await read_json(service(request).store, keys.namespace(tenant, ns))
-    if found is None:
-        raise not_found(f"namespace {tenant}/{ns}")
-    return web.json_response(found[0].get("backlog_quota_map") or {})
+    """The namespace's backlog quotas by type."""
+    return web.json_response((await _policies(request)).get("backlog_quota_map") or {})
 
 
+@accepts(validation.BACKLOG_QUOTA)
 async def set_backlog_quota(request: web.Request) -> web.Response:
-    tenant, ns = _names(request)
-    kind = _quota_type(request)
-    quota = _quota(await body(request))
-    svc = service(request)
-    await update_json(
-        svc.store,
-        keys.namespace(tenant, ns),
-        lambda d: d.setdefault("backlog_quota_map", {}).__setitem__(kind, quota),
-        what=f"namespace {tenant}/{ns}",
-    )
-    svc.policies.invalidate()
+    """Set a backlog quota (``backlogQuotaType``: destination_storage or message_age)."""
+    kind = validation.quota_type(request.query.get("backlogQuotaType"))
+    quota = parsed(request)
+    await _change(request, lambda d: d.setdefault("backlog_quota_map", {}).__setitem__(kind, quota))
     return web.Response(status=204)
 
 
 async def remove_backlog_quota(request: web.Request) -> web.Response:
-    tenant, ns = _names(request)
-    kind = _quota_type(request)
-    svc = service(request)
-    await update_json(
-        svc.store,
-        keys.namespace(tenant, ns),
-        lambda d: (d.get("backlog_quota_map") or {}).pop(kind, None),
-        what=f"namespace {tenant}/{ns}",
-    )
-    svc.policies.invalidate()
+    """Remove a backlog quota (``backlogQuotaType``, destination_storage by default)."""
+    kind = validation.quota_type(request.query.get("backlogQuotaType"))
+    await _change(request, lambda d: (d.get("backlog_quota_map") or {}).pop(kind, None))
     return web.Response(status=204)
 
 
 def register(router: web.UrlDispatcher) -> None:
     router.add_get("/admin/v2/namespaces/{tenant}", list_namespaces)
-    base = "/admin/v2/namespaces/{tenant}/{namespace}"
-    router.add_put(base, create_namespace)
-    router.add_get(base, get_policies)
-    router.add_delete(base, delete_namespace)
-    router.add_get(f"{base}/backlogQuotaMap", get_backlog_quotas)
-    router.add_post(f"{base}/backlogQuota", set_backlog_quota)
-    router.add_delete(f"{base}/backlogQuota", remove_backlog_quota)
-    for path in POLICIES:
-        get, set_, remove = _policy_handlers(path)
-        router.add_get(f"{base}/{path}", get)
-        router.add_post(f"{base}/{path}", set_)
-        router.add_put(f"{base}/{path}", set_)
-        router.add_delete(f"{base}/{path}", remove)
+    router.add_put(BASE, create_namespace)
+    router.add_get(BASE, get_policies)
+    router.add_delete(BASE, delete_namespace)
+    router.add_get(f"{BASE}/backlogQuotaMap", get_backlog_quotas)
+    router.add_post(f"{BASE}/backlogQuota", set_backlog_quota)
+    router.add_delete(f"{BASE}/backlogQuota", remove_backlog_quota)
+    for policy in POLICIES:
+        get, set_, remove = _policy_handlers(policy)
+        router.add_get(f"{BASE}/{policy.path}", get)
+        router.add_post(f"{BASE}/{policy.path}", set_)
+        router.add_put(f"{BASE}/{policy.path}", set_)
+        router.add_delete(f"{BASE}/{policy.path}", remove)

@@ -1,12 +1,16 @@
 """The OpenAPI 3 document of the admin API, generated from the live route table.
 
 Built from the aiohttp router at request time, so it lists exactly the endpoints the broker
-serves (it cannot drift from the code): paths with their parameters, methods, and each
-handler's docstring as the summary.
+serves (it cannot drift from the code): paths with their parameters, methods, each handler's
+docstring as the summary, and -- for handlers declaring their body with ``common.accepts`` --
+the JSON schema of the request body that the same declaration enforces. ``/admin/v2/docs`` is a
+plain HTML index of the same document (no external assets).
 """
 
 from __future__ import annotations
 
+import html
+import json
 import re
 from typing import Any
 
@@ -55,10 +59,14 @@ def document(router: web.UrlDispatcher) -> dict[str, Any]:
                 for code, r in _RESPONSES.items()
             },
         }
-        if route.method in ("PUT", "POST"):
+        spec = getattr(route.handler, "request_body", None)
+        if spec is not None:
+            schema = dict(spec.schema)
+            if spec.description:
+                schema["description"] = spec.description
             op["requestBody"] = {
-                "required": False,
-                "content": {"application/json": {"schema": {}}},
+                "required": bool(getattr(route.handler, "body_required", True)),
+                "content": {"application/json": {"schema": schema}},
             }
         paths.setdefault(path, {})[route.method.lower()] = op
     return {
@@ -85,5 +93,33 @@ async def serve(request: web.Request) -> web.Response:
     return web.json_response(document(request.app.router))
 
 
+def html_index(doc: dict[str, Any]) -> str:
+    rows = []
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            body = op.get("requestBody", {}).get("content", {}).get("application/json", {})
+            schema = json.dumps(body["schema"]) if body else ""
+            rows.append(
+                f"<tr><td><b>{method.upper()}</b></td><td><code>{html.escape(path)}</code></td>"
+                f"<td>{html.escape(op['summary'])}</td><td><code>{html.escape(schema)}</code>"
+                "</td></tr>"
+            )
+    title = html.escape(doc["info"]["title"])
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head>"
+        f"<body><h1>{title}</h1><p>Machine-readable: <a href='openapi.json'>openapi.json</a>"
+        "</p><table border='1' cellpadding='4' cellspacing='0'>"
+        "<tr><th>method</th><th>path</th><th>summary</th><th>body</th></tr>"
+        + "".join(rows)
+        + "</table></body></html>"
+    )
+
+
+async def docs(request: web.Request) -> web.Response:
+    """An HTML index of the endpoints."""
+    return web.Response(text=html_index(document(request.app.router)), content_type="text/html")
+
+
 def register(router: web.UrlDispatcher) -> None:
     router.add_get("/admin/v2/openapi.json", serve)
+    router.add_get("/admin/v2/docs", docs)

@@ -1,17 +1,24 @@
-"""Clusters and tenants: ``/admin/v2/clusters`` and ``/admin/v2/tenants``."""
+"""Tenants: ``/admin/v2/tenants[/{tenant}]`` with Pulsar's TenantInfo
+{adminRoles, allowedClusters}.
+
+Create is create-only (409 when it exists), update is a compare-and-set of the record, delete
+refuses while namespaces remain (412) unless ``?force=true``, which deletes them with their
+topics first (as Pulsar does when forced deletion is allowed).
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from aiohttp import web
 
+from magnetar.broker.admin import namespaces, validation
 from magnetar.broker.admin.common import (
     AdminError,
-    body,
+    accepts,
     check_name,
     not_found,
+    parsed,
     read_json,
     service,
     update_json,
@@ -19,54 +26,18 @@ from magnetar.broker.admin.common import (
 from magnetar.metadata import api, keys
 
 
-async def list_clusters(request: web.Request) -> web.Response:
-    names = await service(request).store.children(keys.CLUSTERS)
-    return web.json_response([keys.unsegment(n) for n in names])
-
-
-async def get_cluster(request: web.Request) -> web.Response:
-    name = request.match_info["cluster"]
-    found = await read_json(service(request).store, keys.cluster(check_name(name, "cluster")))
-    if found is None:
-        raise not_found(f"cluster {name}")
-    data = {k: v for k, v in found[0].items() if k != "format"}
-    return web.json_response(data)
-
-
-async def list_brokers(request: web.Request) -> web.Response:
-    names = await service(request).store.children(keys.BROKERS)
-    return web.json_response(sorted(keys.unsegment(n) for n in names))
-
-
-def _tenant_info(raw: Any, *, clusters: list[str]) -> dict[str, Any]:
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise AdminError(400, "tenant info must be a JSON object")
-    unknown = set(raw) - {"adminRoles", "allowedClusters"}
-    if unknown:
-        raise AdminError(400, f"unknown tenant info fields: {sorted(unknown)}")
-    roles = raw.get("adminRoles", [])
-    allowed = raw.get("allowedClusters", clusters)
-    for field, value in (("adminRoles", roles), ("allowedClusters", allowed)):
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise AdminError(400, f"{field} must be a list of strings")
-    missing = sorted(set(allowed) - set(clusters))
-    if missing:
-        raise AdminError(412, f"clusters do not exist: {missing}")
-    return {"format": 1, "adminRoles": roles, "allowedClusters": allowed}
-
-
 async def _clusters(request: web.Request) -> list[str]:
     return [keys.unsegment(n) for n in await service(request).store.children(keys.CLUSTERS)]
 
 
 async def list_tenants(request: web.Request) -> web.Response:
+    """The names of the tenants."""
     names = await service(request).store.children(keys.POLICIES)
     return web.json_response(sorted(keys.unsegment(n) for n in names))
 
 
 async def get_tenant(request: web.Request) -> web.Response:
+    """A tenant's TenantInfo."""
     tenant = check_name(request.match_info["tenant"], "tenant")
     found = await read_json(service(request).store, keys.tenant(tenant))
     if found is None:
@@ -80,21 +51,29 @@ async def get_tenant(request: web.Request) -> web.Response:
     )
 
 
+@accepts(validation.TENANT_INFO, required=False)
 async def create_tenant(request: web.Request) -> web.Response:
+    """Create a tenant (409 when it exists; 412 when an allowed cluster does not exist)."""
     tenant = check_name(request.match_info["tenant"], "tenant")
-    info = _tenant_info(await body(request, required=False), clusters=await _clusters(request))
+    info = validation.tenant_info(parsed(request), clusters=await _clusters(request))
     try:
         await service(request).store.put(
-            keys.tenant(tenant), json.dumps(info).encode(), expected_version=api.NOT_EXISTS
+            keys.tenant(tenant),
+            json.dumps({"format": 1, **info}).encode(),
+            expected_version=api.NOT_EXISTS,
         )
     except api.BadVersionError:
         raise AdminError(409, f"tenant {tenant} already exists") from None
     return web.Response(status=204)
 
 
+@accepts(validation.TENANT_INFO)
 async def update_tenant(request: web.Request) -> web.Response:
+    """Update a tenant's admin roles and allowed clusters (absent fields are kept)."""
     tenant = check_name(request.match_info["tenant"], "tenant")
-    info = _tenant_info(await body(request), clusters=await _clusters(request))
+    info = validation.tenant_info(
+        parsed(request), clusters=await _clusters(request), default_all=False
+    )
     await update_json(
         service(request).store,
         keys.tenant(tenant),
@@ -105,24 +84,28 @@ async def update_tenant(request: web.Request) -> web.Response:
 
 
 async def delete_tenant(request: web.Request) -> web.Response:
+    """Delete a tenant (412 while it has namespaces, unless ``force=true``)."""
     tenant = check_name(request.match_info["tenant"], "tenant")
-    store = service(request).store
-    record = await store.get(keys.tenant(tenant))
+    force = validation.query_flag(request.query.get("force"), "force")
+    svc = service(request)
+    if await svc.store.get(keys.tenant(tenant)) is None:
+        raise not_found(f"tenant {tenant}")
+    children = await svc.store.children(keys.tenant(tenant))
+    if children and not force:
+        raise AdminError(412, f"tenant {tenant} still has namespaces: use force to delete them")
+    for child in children:
+        await namespaces.delete_namespace_and_topics(svc, tenant, keys.unsegment(child))
+    record = await svc.store.get(keys.tenant(tenant))
     if record is None:
         raise not_found(f"tenant {tenant}")
-    if await store.children(keys.tenant(tenant)):
-        raise AdminError(412, f"tenant {tenant} still has namespaces")
     try:
-        await store.delete(keys.tenant(tenant), expected_version=record.version)
+        await svc.store.delete(keys.tenant(tenant), expected_version=record.version)
     except (api.BadVersionError, api.NotFoundError):
         raise AdminError(409, f"tenant {tenant} changed while being deleted; retry") from None
     return web.Response(status=204)
 
 
 def register(router: web.UrlDispatcher) -> None:
-    router.add_get("/admin/v2/clusters", list_clusters)
-    router.add_get("/admin/v2/clusters/{cluster}", get_cluster)
-    router.add_get("/admin/v2/brokers/{cluster}", list_brokers)
     router.add_get("/admin/v2/tenants", list_tenants)
     router.add_get("/admin/v2/tenants/{tenant}", get_tenant)
     router.add_put("/admin/v2/tenants/{tenant}", create_tenant)

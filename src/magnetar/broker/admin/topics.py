@@ -2,41 +2,64 @@
 
 Create/delete (non-partitioned and partitioned), list, partitions (get/grow), stats,
 internalStats, partitioned-stats, subscriptions (list, create at a position, delete, skip,
-clear backlog, reset by time or message id), unload and terminate.
+clear backlog, expire, reset by time or message id), unload, terminate, and the topic-level
+policies (messageTTL, retention, deduplicationEnabled) that override the namespace's.
+
+Operations on a topic's data run on the broker that owns it: another broker answers
+``307 Temporary Redirect`` to the owner's web URL (what Pulsar does). Non-persistent topics
+are not served by this broker: reading answers what is true (no topics, no partitions),
+changing one is a 405 with a reason.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from aiohttp import web
+from yarl import URL
 
 from magnetar.broker import policies
-from magnetar.broker.admin.common import AdminError, body, check_name, int_in, service
+from magnetar.broker.admin import enforcement, validation
+from magnetar.broker.admin.common import (
+    AdminError,
+    Handler,
+    accepts,
+    body,
+    check_name,
+    parsed,
+    policies_changed,
+    service,
+)
 from magnetar.broker.contracts import BrokerError
 from magnetar.broker.service import BrokerService, managed_ledger_name
 from magnetar.broker.topic import PersistentTopic
 from magnetar.managed_ledger.api import InitialPosition, Position
 from magnetar.metadata import api, keys
 from magnetar.wire import pb
+from magnetar.wire.errors import InvalidTopicNameError
 from magnetar.wire.ids import MessageId
 from magnetar.wire.topics import TopicName
 
 BASE = "/admin/v2/{domain}/{tenant}/{namespace}"
+_NOT_SERVED = "non-persistent topics are not supported by this broker"
 
 
-def _domain(request: web.Request) -> str:
+def _domain(request: web.Request, *, change: bool) -> str:
     domain = request.match_info["domain"]
-    if domain == "non-persistent":
-        raise AdminError(405, "non-persistent topics are not supported by this broker yet")
-    if domain != "persistent":
+    if domain not in ("persistent", "non-persistent"):
         raise AdminError(404, f"unknown topic domain {domain!r}")
+    if domain == "non-persistent" and change:
+        raise AdminError(405, _NOT_SERVED)
     return domain
 
 
+def _force(request: web.Request) -> bool:
+    return validation.query_flag(request.query.get("force"), "force")
+
+
 async def _namespace(request: web.Request) -> tuple[str, str]:
-    _domain(request)
     tenant = check_name(request.match_info["tenant"], "tenant")
     ns = check_name(request.match_info["namespace"], "namespace")
     if await service(request).store.get(keys.namespace(tenant, ns)) is None:
@@ -44,17 +67,30 @@ async def _namespace(request: web.Request) -> tuple[str, str]:
     return tenant, ns
 
 
-async def _topic_name(request: web.Request) -> TopicName:
+async def _topic_name(request: web.Request, *, change: bool = True) -> TopicName:
+    """The topic of the path (404 unknown namespace, 412 invalid name; 405 non-persistent
+    when ``change``; for non-persistent reads, a 404: such a topic never exists here)."""
+    domain = _domain(request, change=change)
     tenant, ns = await _namespace(request)
     local = request.match_info["topic"]
     try:
-        return TopicName.parse(f"persistent://{tenant}/{ns}/{local}")
-    except Exception as err:
+        topic = TopicName.parse(f"persistent://{tenant}/{ns}/{local}")
+    except InvalidTopicNameError as err:
         raise AdminError(412, f"invalid topic name {local!r}: {err}") from None
+    if domain == "non-persistent":
+        raise AdminError(404, f"topic non-persistent://{tenant}/{ns}/{local} does not exist")
+    return topic
 
 
 def _partitioned_key(topic: TopicName) -> str:
     return keys.partitioned_topic(topic.tenant, topic.namespace, "persistent", topic.local_name)
+
+
+async def _partitions(svc: BrokerService, topic: TopicName) -> tuple[int, api.Version] | None:
+    record = await svc.store.get(_partitioned_key(topic))
+    if record is None:
+        return None
+    return int(json.loads(record.value).get("partitions", 0)), record.version
 
 
 async def _exists(svc: BrokerService, topic: TopicName) -> bool:
@@ -63,10 +99,29 @@ async def _exists(svc: BrokerService, topic: TopicName) -> bool:
     return bool(await svc.managed_ledgers.exists(managed_ledger_name(topic)))
 
 
-async def _loaded(svc: BrokerService, topic: TopicName) -> PersistentTopic:
-    """The topic, loaded on this broker; 404 when it does not exist."""
+async def _redirect_to_owner(request: web.Request, topic: TopicName) -> None:
+    """Answer 307 to the owner's web URL when another broker owns the topic (taking an
+    unowned bundle, as a lookup would)."""
+    svc = service(request)
+    authoritative = validation.query_flag(request.query.get("authoritative"), "authoritative")
+    answer = await svc.lookup(topic, authoritative=authoritative)
+    if answer.service_url == svc.me.service_url:
+        return
+    brokers = await svc.ownership.live_brokers()
+    for info in brokers.values():
+        if info.service_url == answer.service_url and info.web_service_url:
+            target = f"{info.web_service_url.rstrip('/')}{request.rel_url.path}"
+            query = {**request.query, "authoritative": "true"}
+            raise web.HTTPTemporaryRedirect(str(URL(target).with_query(query)))
+    raise AdminError(503, f"topic {topic.full_name} is owned by a broker not reachable now")
+
+
+async def _loaded(request: web.Request, topic: TopicName) -> PersistentTopic:
+    """The topic, loaded on this broker (its owner); 404 when it does not exist."""
+    svc = service(request)
     if not await _exists(svc, topic):
         raise AdminError(404, f"topic {topic.full_name} does not exist")
+    await _redirect_to_owner(request, topic)
     try:
         return await svc.get_topic(topic, create=False)
     except BrokerError as err:
@@ -75,34 +130,61 @@ async def _loaded(svc: BrokerService, topic: TopicName) -> PersistentTopic:
         raise
 
 
-# --- topics ------------------------------------------------------------------------------------
+async def _topic(request: web.Request, *, change: bool = True) -> PersistentTopic:
+    return await _loaded(request, await _topic_name(request, change=change))
+
+
+# --- topics -------------------------------------------------------------------------------------
 
 
 async def list_topics(request: web.Request) -> web.Response:
+    """The topics of a namespace (partitions listed one by one)."""
+    domain = _domain(request, change=False)
     tenant, ns = await _namespace(request)
+    if domain == "non-persistent":
+        return web.json_response([])
+    return web.json_response(await service(request).topics_of_namespace(tenant, ns))
+
+
+async def list_namespace_topics(request: web.Request) -> web.Response:
+    """The topics of a namespace (``/namespaces/{tenant}/{namespace}/topics``)."""
+    tenant = check_name(request.match_info["tenant"], "tenant")
+    ns = check_name(request.match_info["namespace"], "namespace")
+    if await service(request).store.get(keys.namespace(tenant, ns)) is None:
+        raise AdminError(404, f"namespace {tenant}/{ns} does not exist")
     return web.json_response(await service(request).topics_of_namespace(tenant, ns))
 
 
 async def list_partitioned(request: web.Request) -> web.Response:
+    """The partitioned topics of a namespace."""
+    domain = _domain(request, change=False)
     tenant, ns = await _namespace(request)
+    if domain == "non-persistent":
+        return web.json_response([])
     found = await policies.partitioned_topics(service(request).store, tenant, ns)
     return web.json_response(sorted(f"persistent://{tenant}/{ns}/{t}" for t in found))
 
 
 async def create_topic(request: web.Request) -> web.Response:
+    """Create a non-partitioned topic (409 when it, or a partitioned one, exists)."""
     topic = await _topic_name(request)
     svc = service(request)
-    if await svc.store.get(_partitioned_key(topic)) is not None or await _exists(svc, topic):
+    if await _partitions(svc, topic) is not None or await _exists(svc, topic):
         raise AdminError(409, f"topic {topic.full_name} already exists")
+    if topic.is_partition and (await _partitions(svc, topic.base_name)) is not None:
+        raise AdminError(409, f"{topic.full_name} is a partition of a partitioned topic")
+    await _redirect_to_owner(request, topic)
     await svc.get_topic(topic, create=True, explicit=True)
     return web.Response(status=204)
 
 
+@accepts(validation.PARTITIONS)
 async def create_partitioned(request: web.Request) -> web.Response:
+    """Create a partitioned topic with the given number of partitions."""
     topic = await _topic_name(request)
     if topic.is_partition:
         raise AdminError(412, "a partition name cannot itself be partitioned")
-    partitions = int_in(await body(request), "partitions", minimum=1)
+    partitions: int = parsed(request)
     svc = service(request)
     if await _exists(svc, topic):
         raise AdminError(409, f"a non-partitioned topic {topic.full_name} already exists")
@@ -114,43 +196,51 @@ async def create_partitioned(request: web.Request) -> web.Response:
         )
     except api.BadVersionError:
         raise AdminError(409, f"partitioned topic {topic.full_name} already exists") from None
-    svc.policies.invalidate()
+    policies_changed(request)
     return web.Response(status=204)
 
 
 async def get_partitions(request: web.Request) -> web.Response:
-    topic = await _topic_name(request)
-    record = await service(request).store.get(_partitioned_key(topic))
-    partitions = int(json.loads(record.value).get("partitions", 0)) if record else 0
-    return web.json_response({"partitions": partitions})
+    """Partitioned-topic metadata: ``{"partitions": n}``, 0 when not partitioned."""
+    domain = _domain(request, change=False)
+    await _namespace(request)
+    if domain == "non-persistent":
+        return web.json_response({"partitions": 0})
+    found = await _partitions(service(request), await _topic_name(request))
+    return web.json_response({"partitions": found[0] if found else 0})
 
 
+@accepts(validation.PARTITIONS)
 async def update_partitions(request: web.Request) -> web.Response:
+    """Grow a partitioned topic (shrinking is refused)."""
     topic = await _topic_name(request)
-    partitions = int_in(await body(request), "partitions", minimum=1)
-    store = service(request).store
-    record = await store.get(_partitioned_key(topic))
-    if record is None:
+    partitions: int = parsed(request)
+    svc = service(request)
+    found = await _partitions(svc, topic)
+    if found is None:
         raise AdminError(404, f"partitioned topic {topic.full_name} does not exist")
-    current = int(json.loads(record.value).get("partitions", 0))
+    current, version = found
     if partitions <= current:
         raise AdminError(
             400, f"partitions can only grow: {topic.full_name} has {current}, asked {partitions}"
         )
     try:
-        await store.put(
+        await svc.store.put(
             _partitioned_key(topic),
             json.dumps({"format": 1, "partitions": partitions}).encode(),
-            expected_version=record.version,
+            expected_version=version,
         )
     except api.BadVersionError:
         raise AdminError(409, "partitions changed concurrently; retry") from None
-    service(request).policies.invalidate()
+    policies_changed(request)
     return web.Response(status=204)
 
 
-async def _delete_one(svc: BrokerService, topic: TopicName, *, force: bool) -> None:
+async def _delete_one(request: web.Request, topic: TopicName, *, force: bool) -> None:
+    svc = service(request)
     loaded = svc.topics.get(topic.full_name)
+    if loaded is None and await _exists(svc, topic):
+        await _redirect_to_owner(request, topic)
     if loaded is not None:
         stats = loaded.stats()
         busy = bool(stats["publishers"]) or any(
@@ -164,111 +254,163 @@ async def _delete_one(svc: BrokerService, topic: TopicName, *, force: bool) -> N
     await svc.managed_ledgers.delete(managed_ledger_name(topic))
 
 
+async def _delete_topic_policies(request: web.Request, topic: TopicName) -> None:
+    await service(request).store.delete_prefix(_policies_key(topic))
+    policies_changed(request)
+
+
 async def delete_topic(request: web.Request) -> web.Response:
+    """Delete a non-partitioned topic (412 with producers or consumers unless force)."""
     topic = await _topic_name(request)
     svc = service(request)
     if not await _exists(svc, topic):
         raise AdminError(404, f"topic {topic.full_name} does not exist")
-    await _delete_one(svc, topic, force=request.query.get("force", "false").lower() == "true")
+    await _delete_one(request, topic, force=_force(request))
+    if not topic.is_partition:
+        await _delete_topic_policies(request, topic)
     return web.Response(status=204)
 
 
 async def delete_partitioned(request: web.Request) -> web.Response:
+    """Delete a partitioned topic and its partitions."""
     topic = await _topic_name(request)
+    force = _force(request)
     svc = service(request)
-    record = await svc.store.get(_partitioned_key(topic))
-    if record is None:
+    found = await _partitions(svc, topic)
+    if found is None:
         raise AdminError(404, f"partitioned topic {topic.full_name} does not exist")
-    force = request.query.get("force", "false").lower() == "true"
-    partitions = int(json.loads(record.value).get("partitions", 0))
-    for i in range(partitions):
-        part = TopicName.parse(f"{topic.full_name}-partition-{i}")
+    parts = [topic.partition(i) for i in range(found[0])]
+    if not force:  # refuse before deleting anything
+        for part in parts:
+            loaded = svc.topics.get(part.full_name)
+            stats = loaded.stats() if loaded is not None else None
+            if stats and (
+                stats["publishers"]
+                or any(s.get("consumers") for s in stats["subscriptions"].values())
+            ):
+                raise AdminError(
+                    412, f"topic {topic.full_name} has active producers or consumers (use force)"
+                )
+    for part in parts:
         if await _exists(svc, part):
-            await _delete_one(svc, part, force=force)
+            await _delete_one(request, part, force=True)
     await svc.store.delete(_partitioned_key(topic))
-    svc.policies.invalidate()
+    await _delete_topic_policies(request, topic)
     return web.Response(status=204)
 
 
 async def stats(request: web.Request) -> web.Response:
-    loaded = await _loaded(service(request), await _topic_name(request))
-    return web.json_response(loaded.stats())
+    """Topic stats (rates, counters, storage, publishers, subscriptions)."""
+    return web.json_response((await _topic(request, change=False)).stats())
 
 
 async def internal_stats(request: web.Request) -> web.Response:
-    loaded = await _loaded(service(request), await _topic_name(request))
+    """The managed ledger's internal stats (ledgers, cursors)."""
+    loaded = await _topic(request, change=False)
     ml: Any = loaded.managed_ledger
     return web.json_response(ml.internal_stats())
 
 
-async def partitioned_stats(request: web.Request) -> web.Response:
-    topic = await _topic_name(request)
-    svc = service(request)
-    record = await svc.store.get(_partitioned_key(topic))
-    if record is None:
-        raise AdminError(404, f"partitioned topic {topic.full_name} does not exist")
-    partitions = int(json.loads(record.value).get("partitions", 0))
-    per: dict[str, Any] = {}
-    for i in range(partitions):
-        part = TopicName.parse(f"{topic.full_name}-partition-{i}")
-        if await _exists(svc, part):
-            per[part.full_name] = (await svc.get_topic(part, create=False)).stats()
-    summed = ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "msgInCounter",
-              "bytesInCounter", "storageSize", "backlogSize")  # fmt: skip
-    out: dict[str, Any] = {k: sum(s.get(k, 0) for s in per.values()) for k in summed}
+_SUMMED = (
+    "msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "msgInCounter",
+    "bytesInCounter", "msgOutCounter", "bytesOutCounter", "storageSize", "backlogSize",
+)  # fmt: skip
+_SUB_SUMMED = (
+    "msgBacklog", "msgRateOut", "msgThroughputOut", "unackedMessages", "msgOutCounter",
+    "bytesOutCounter", "backlogSize",
+)  # fmt: skip
+
+
+def aggregate(per_partition: dict[str, dict[str, Any]], partitions: int) -> dict[str, Any]:
+    """Pulsar's PartitionedTopicStats from the stats of each partition."""
+    parts = per_partition.values()
+    out: dict[str, Any] = {k: sum(s.get(k, 0) or 0 for s in parts) for k in _SUMMED}
     out["metadata"] = {"partitions": partitions}
-    out["publishers"] = [p for s in per.values() for p in s["publishers"]]
-    subs: dict[str, Any] = {}
-    for s in per.values():
-        for name, sub in s["subscriptions"].items():
-            agg = subs.setdefault(name, {"msgBacklog": 0, "consumers": [], "type": sub.get("type")})
-            agg["msgBacklog"] += sub.get("msgBacklog", 0)
+    out["publishers"] = [p for s in parts for p in s.get("publishers", [])]
+    subs: dict[str, dict[str, Any]] = {}
+    for s in parts:
+        for name, sub in s.get("subscriptions", {}).items():
+            agg = subs.setdefault(
+                name, {**dict.fromkeys(_SUB_SUMMED, 0), "type": sub.get("type"), "consumers": []}
+            )
+            for k in _SUB_SUMMED:
+                agg[k] += sub.get(k, 0) or 0
             agg["consumers"] += sub.get("consumers", [])
     out["subscriptions"] = subs
-    if request.query.get("perPartition", "true").lower() == "true":
+    out["replication"] = {}
+    out["deduplicationStatus"] = next(
+        (s["deduplicationStatus"] for s in parts if "deduplicationStatus" in s), "Disabled"
+    )
+    return out
+
+
+async def partitioned_stats(request: web.Request) -> web.Response:
+    """Stats summed over the partitions (``perPartition=true``: each partition's too)."""
+    topic = await _topic_name(request, change=False)
+    per_partition = validation.query_flag(request.query.get("perPartition", "true"), "perPartition")
+    svc = service(request)
+    found = await _partitions(svc, topic)
+    if found is None:
+        raise AdminError(404, f"partitioned topic {topic.full_name} does not exist")
+    per: dict[str, Any] = {}
+    for i in range(found[0]):
+        part = topic.partition(i)
+        if part.full_name in svc.topics:
+            per[part.full_name] = svc.topics[part.full_name].stats()
+        elif await _exists(svc, part):
+            per[part.full_name] = (await svc.get_topic(part, create=False)).stats()
+    out = aggregate(per, found[0])
+    if per_partition:
         out["partitions"] = per
     return web.json_response(out)
 
 
 async def unload(request: web.Request) -> web.Response:
+    """Unload the topic: clients reconnect through lookup."""
     topic = await _topic_name(request)
     svc = service(request)
+    found = await _partitions(svc, topic)
+    if found is not None:
+        for i in range(found[0]):
+            await svc.unload(topic.partition(i).full_name, reason="admin unload")
+        return web.Response(status=204)
     if not await _exists(svc, topic):
         raise AdminError(404, f"topic {topic.full_name} does not exist")
+    if topic.full_name not in svc.topics:
+        await _redirect_to_owner(request, topic)
     await svc.unload(topic.full_name, reason="admin unload")
     return web.Response(status=204)
 
 
 async def terminate(request: web.Request) -> web.Response:
-    loaded = await _loaded(service(request), await _topic_name(request))
+    """Terminate the topic: no more messages; answers the last message id."""
+    loaded = await _topic(request)
     last: Position = await loaded.terminate()
     return web.json_response({"ledgerId": last.ledger_id, "entryId": last.entry_id})
 
 
-# --- subscriptions -----------------------------------------------------------------------------
+# --- subscriptions ------------------------------------------------------------------------------
 
 
 async def list_subscriptions(request: web.Request) -> web.Response:
-    loaded = await _loaded(service(request), await _topic_name(request))
+    """The topic's subscriptions."""
+    loaded = await _topic(request, change=False)
     return web.json_response(sorted(loaded.subscriptions.names()))
 
 
-def _message_id(raw: Any) -> MessageId:
-    if not isinstance(raw, dict) or not all(
-        isinstance(raw.get(k), int) and not isinstance(raw.get(k), bool)
-        for k in ("ledgerId", "entryId")
-    ):
-        raise AdminError(400, 'a message id must be {"ledgerId": int, "entryId": int}')
-    return MessageId(raw["ledgerId"], raw["entryId"], int(raw.get("partitionIndex", -1)))
+_LATEST_ID = 2**63 - 1
 
 
+@accepts(validation.MESSAGE_ID, required=False)
 async def create_subscription(request: web.Request) -> web.Response:
-    loaded = await _loaded(service(request), await _topic_name(request))
-    raw = await body(request, required=False)
+    """Create a durable subscription at a message id (earliest: -1:-1; latest by default)."""
+    loaded = await _topic(request)
+    mid: MessageId | None = parsed(request)
     start: Any = InitialPosition.LATEST
-    if raw is not None:
-        mid = _message_id(raw)
-        start = InitialPosition.EARLIEST if mid.ledger_id < 0 else mid
+    if mid is not None and mid.ledger_id < 0:
+        start = InitialPosition.EARLIEST
+    elif mid is not None and mid.ledger_id != _LATEST_ID:
+        start = mid
     try:
         await loaded.subscriptions.create(request.match_info["subscription"], start=start)
     except BrokerError as err:
@@ -279,10 +421,10 @@ async def create_subscription(request: web.Request) -> web.Response:
 
 
 async def delete_subscription(request: web.Request) -> web.Response:
-    loaded = await _loaded(service(request), await _topic_name(request))
-    force = request.query.get("force", "false").lower() == "true"
+    """Delete a subscription (412 while it has consumers, unless force)."""
+    loaded = await _topic(request)
     try:
-        await loaded.subscriptions.delete(request.match_info["subscription"], force=force)
+        await loaded.subscriptions.delete(request.match_info["subscription"], force=_force(request))
     except BrokerError as err:
         if err.code == pb.ConsumerBusy:
             raise AdminError(412, err.message) from None
@@ -291,16 +433,18 @@ async def delete_subscription(request: web.Request) -> web.Response:
 
 
 async def reset_by_time(request: web.Request) -> web.Response:
-    loaded = await _loaded(service(request), await _topic_name(request))
-    timestamp = int_in(int(request.match_info["timestamp"]), "timestamp", minimum=0)
+    """Reset the subscription to the first message published at or after the timestamp (ms)."""
+    timestamp = validation.timestamp(request.match_info["timestamp"])
+    loaded = await _topic(request)
     await _reset(loaded, request.match_info["subscription"], publish_time=timestamp)
     return web.Response(status=204)
 
 
+@accepts(validation.MESSAGE_ID)
 async def reset_by_message_id(request: web.Request) -> web.Response:
-    loaded = await _loaded(service(request), await _topic_name(request))
-    mid = _message_id(await body(request))
-    await _reset(loaded, request.match_info["subscription"], message_id=mid)
+    """Reset the subscription to a message id."""
+    loaded = await _topic(request)
+    await _reset(loaded, request.match_info["subscription"], message_id=parsed(request))
     return web.Response(status=204)
 
 
@@ -315,86 +459,102 @@ async def _reset(loaded: PersistentTopic, name: str, **target: Any) -> None:
 
 def _cursor(loaded: PersistentTopic, name: str) -> Any:
     cursor = loaded.managed_ledger.cursors.get(name)
-    if cursor is None:
+    if cursor is None or not cursor.durable:
         raise AdminError(404, f"subscription {name} does not exist")
     return cursor
 
 
 async def skip(request: web.Request) -> web.Response:
-    loaded = await _loaded(service(request), await _topic_name(request))
-    n = int_in(int(request.match_info["n"]), "number of messages", minimum=0)
+    """Skip the next n messages of the subscription."""
+    n = validation.path_integer(request.match_info["n"], "number of messages", minimum=0)
+    loaded = await _topic(request)
     await _cursor(loaded, request.match_info["subscription"]).skip(n)
     return web.Response(status=204)
 
 
 async def skip_all(request: web.Request) -> web.Response:
-    loaded = await _loaded(service(request), await _topic_name(request))
+    """Clear the subscription's backlog."""
+    loaded = await _topic(request)
     await _cursor(loaded, request.match_info["subscription"]).clear_backlog()
+    return web.Response(status=204)
+
+
+async def expire_messages(request: web.Request) -> web.Response:
+    """Expire (acknowledge) the subscription's messages older than the given seconds."""
+    seconds = validation.path_integer(request.match_info["seconds"], "expire time", minimum=0)
+    loaded = await _topic(request)
+    cursor = _cursor(loaded, request.match_info["subscription"])
+    cutoff_ms = int((time.time() - seconds) * 1000)
+    await enforcement.expire(loaded, cutoff_ms=cutoff_ms, cursors=[cursor])
+    return web.Response(status=204)
+
+
+async def expire_all_subscriptions(request: web.Request) -> web.Response:
+    """Expire the messages older than the given seconds on every subscription."""
+    seconds = validation.path_integer(request.match_info["seconds"], "expire time", minimum=0)
+    loaded = await _topic(request)
+    cutoff_ms = int((time.time() - seconds) * 1000)
+    await enforcement.expire(loaded, cutoff_ms=cutoff_ms)
     return web.Response(status=204)
 
 
 # --- topic-level policies -----------------------------------------------------------------------
 
-
-def _topic_policy_field(request: web.Request) -> tuple[str, Any]:
-    from magnetar.broker.admin import namespaces
-
-    policy = request.match_info["policy"]
-    table = {
-        "messageTTL": ("message_ttl_in_seconds", namespaces._ttl),
-        "retention": ("retention_policies", namespaces._retention),
-        "deduplicationEnabled": ("deduplicationEnabled", namespaces._dedup),
-    }
-    if policy not in table:
-        raise AdminError(404, f"unknown topic policy {policy!r}")
-    return table[policy]
-
-
-async def _policy_topic(request: web.Request) -> TopicName:
-    topic = await _topic_name(request)
-    svc = service(request)
-    base = topic.base_name if topic.is_partition else topic
-    if await svc.store.get(_partitioned_key(base)) is None and not await _exists(svc, topic):
-        raise AdminError(404, f"topic {topic.full_name} does not exist")
-    return base
+TOPIC_POLICIES: dict[str, tuple[str, validation.Body[Any]]] = {
+    "messageTTL": ("message_ttl_in_seconds", validation.MESSAGE_TTL),
+    "retention": ("retention_policies", validation.RETENTION),
+    "deduplicationEnabled": ("deduplicationEnabled", validation.DEDUPLICATION),
+}
+"""Topic policy path -> (its field, overriding the namespace's Policies field; its body)."""
 
 
 def _policies_key(topic: TopicName) -> str:
     return keys.topic_policies(topic.tenant, topic.namespace, "persistent", topic.local_name)
 
 
-async def get_topic_policy(request: web.Request) -> web.Response:
-    field, _ = _topic_policy_field(request)
-    topic = await _policy_topic(request)
-    record = await service(request).store.get(_policies_key(topic))
-    data = json.loads(record.value) if record else {}
-    return web.json_response(data.get(field))
+async def _policy_topic(request: web.Request) -> TopicName:
+    topic = await _topic_name(request)
+    svc = service(request)
+    base = topic.base_name if topic.is_partition else topic
+    if await _partitions(svc, base) is None and not await _exists(svc, topic):
+        raise AdminError(404, f"topic {topic.full_name} does not exist")
+    return base
 
 
-async def set_topic_policy(request: web.Request) -> web.Response:
-    field, validate = _topic_policy_field(request)
-    topic = await _policy_topic(request)
-    if request.match_info["policy"] == "messageTTL" and "messageTTL" in request.query:
-        raw: Any = request.query["messageTTL"]
-        try:
-            raw = int(raw)
-        except ValueError:
-            raise AdminError(400, f"messageTTL must be an integer, got {raw!r}") from None
-    else:
-        raw = await body(request)
-    value = validate(raw)
-    await _change_topic_policies(service(request), topic, lambda d: d.__setitem__(field, value))
-    return web.Response(status=204)
+def _topic_policy_handlers(path: str) -> tuple[Handler, Handler, Handler]:
+    field, spec = TOPIC_POLICIES[path]
+
+    async def get(request: web.Request) -> web.Response:
+        topic = await _policy_topic(request)
+        record = await service(request).store.get(_policies_key(topic))
+        data = json.loads(record.value) if record else {}
+        return web.json_response(data.get(field))
+
+    async def set_(request: web.Request) -> web.Response:
+        topic = await _policy_topic(request)
+        if path == "messageTTL" and "messageTTL" in request.query:  # pulsar-admin sends this
+            raw: Any = validation.path_integer(request.query["messageTTL"], path, minimum=0)
+        else:
+            raw = await body(request)
+        value = spec.parse(raw)
+        await _change_topic_policies(request, topic, lambda d: d.__setitem__(field, value))
+        return web.Response(status=204)
+
+    async def remove(request: web.Request) -> web.Response:
+        topic = await _policy_topic(request)
+        await _change_topic_policies(request, topic, lambda d: d.pop(field, None))
+        return web.Response(status=204)
+
+    get.__name__, get.__doc__ = f"get_topic_{path}", f"The topic's own {path} (null: unset)."
+    set_.__name__, set_.__doc__ = f"set_topic_{path}", f"Set the topic's own {path}."
+    set_.request_body = spec  # type: ignore[attr-defined]
+    set_.body_required = path != "messageTTL"  # type: ignore[attr-defined]
+    remove.__name__, remove.__doc__ = f"remove_topic_{path}", f"Remove the topic's own {path}."
+    return get, set_, remove
 
 
-async def remove_topic_policy(request: web.Request) -> web.Response:
-    field, _ = _topic_policy_field(request)
-    topic = await _policy_topic(request)
-    await _change_topic_policies(service(request), topic, lambda d: d.pop(field, None))
-    return web.Response(status=204)
-
-
-async def _change_topic_policies(svc: BrokerService, topic: TopicName, change: Any) -> None:
+async def _change_topic_policies(request: web.Request, topic: TopicName, change: Any) -> None:
+    svc = service(request)
     key = _policies_key(topic)
     for _ in range(10):
         record = await svc.store.get(key)
@@ -408,12 +568,13 @@ async def _change_topic_policies(svc: BrokerService, topic: TopicName, change: A
             )
         except api.BadVersionError:
             continue
-        svc.policies.invalidate()
+        policies_changed(request)
         return
     raise AdminError(409, "topic policies changed concurrently; retry")
 
 
 def register(router: web.UrlDispatcher) -> None:
+    router.add_get("/admin/v2/namespaces/{tenant}/{namespace}/topics", list_namespace_topics)
     router.add_get(BASE, list_topics)
     router.add_get(f"{BASE}/partitioned", list_partitioned)
     t = f"{BASE}/{{topic}}"
@@ -429,14 +590,17 @@ def register(router: web.UrlDispatcher) -> None:
     router.add_put(f"{t}/unload", unload)
     router.add_post(f"{t}/terminate", terminate)
     router.add_get(f"{t}/subscriptions", list_subscriptions)
+    router.add_post(t + "/all_subscription/expireMessages/{seconds}", expire_all_subscriptions)
     s = f"{t}/subscription/{{subscription}}"
     router.add_put(s, create_subscription)
     router.add_delete(s, delete_subscription)
-    router.add_post(s + r"/skip/{n:\d+}", skip)
+    router.add_post(s + "/skip/{n}", skip)
     router.add_post(f"{s}/skip_all", skip_all)
-    router.add_post(s + r"/resetcursor/{timestamp:\d+}", reset_by_time)
+    router.add_post(s + "/expireMessages/{seconds}", expire_messages)
+    router.add_post(s + "/resetcursor/{timestamp}", reset_by_time)
     router.add_post(f"{s}/resetcursor", reset_by_message_id)
-    p = t + "/{policy:messageTTL|retention|deduplicationEnabled}"
-    router.add_get(p, get_topic_policy)
-    router.add_post(p, set_topic_policy)
-    router.add_delete(p, remove_topic_policy)
+    for path in TOPIC_POLICIES:
+        get, set_, remove = _topic_policy_handlers(path)
+        router.add_get(f"{t}/{path}", get)
+        router.add_post(f"{t}/{path}", set_)
+        router.add_delete(f"{t}/{path}", remove)
