@@ -1,0 +1,636 @@
+"""The verbs of ``magnetar admin``: pulsar-admin's names and flags, each a pure function from
+parsed arguments to one :class:`~magnetar.admin_cli.client.Request`.
+
+A verb is declared once, with its arguments and help, by :func:`verb`; the argument parser
+and the dispatch table are built from those declarations, and tests check every verb's
+request without a server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from magnetar.admin_cli import convert
+from magnetar.admin_cli.client import NO_BODY, Request
+from magnetar.admin_cli.convert import name_path, namespace_path, topic_path
+
+V2: Final = "/admin/v2"
+GROUPS: Final = {
+    "clusters": "clusters of this Magnetar installation",
+    "brokers": "live brokers and their health",
+    "tenants": "tenants: admin roles and allowed clusters",
+    "namespaces": "namespaces and their policies",
+    "topics": "topics, partitions, subscriptions and topic policies",
+}
+
+Builder = Callable[[argparse.Namespace], Request]
+
+
+@dataclass(frozen=True, slots=True)
+class Arg:
+    flags: tuple[str, ...]
+    options: dict[str, Any]
+
+
+def arg(*flags: str, **options: Any) -> Arg:
+    return Arg(flags, options)
+
+
+@dataclass(frozen=True, slots=True)
+class Verb:
+    group: str
+    name: str
+    help: str
+    args: tuple[Arg | tuple[Arg, ...], ...]
+    """Arguments; a tuple of Args is a required mutually exclusive group."""
+    build: Builder
+
+
+VERBS: dict[tuple[str, str], Verb] = {}
+
+
+def verb(
+    group: str, name: str, help: str, *args: Arg | tuple[Arg, ...]
+) -> Callable[[Builder], Builder]:
+    def register(build: Builder) -> Builder:
+        VERBS[(group, name)] = Verb(group, name, help, args, build)
+        return build
+
+    return register
+
+
+# --- common arguments ---------------------------------------------------------------------------
+
+TENANT = arg("tenant", help="tenant name")
+NAMESPACE = arg("namespace", help="tenant/namespace")
+TOPIC = arg("topic", help="[persistent://]tenant/namespace/topic, or a name in public/default")
+SUBSCRIPTION = arg("-s", "--subscription", required=True, help="subscription name")
+FORCE = arg("-f", "--force", action="store_true", help="even when in use / not empty")
+
+
+def _enable_disable(what: str) -> tuple[Arg, ...]:
+    return (
+        arg("-e", "--enable", action="store_true", dest="enable", help=f"enable {what}"),
+        arg("-d", "--disable", action="store_false", dest="enable", help=f"disable {what}"),
+    )
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _ns(a: argparse.Namespace, tail: str = "") -> str:
+    return f"{V2}/namespaces/{namespace_path(a.namespace)}{tail}"
+
+
+def _topic(a: argparse.Namespace, tail: str = "") -> str:
+    return f"{V2}/{topic_path(a.topic)}{tail}"
+
+
+def _sub(a: argparse.Namespace, tail: str = "") -> str:
+    return _topic(a, f"/subscription/{urllib.parse.quote(a.subscription, safe='')}{tail}")
+
+
+# --- clusters and brokers -----------------------------------------------------------------------
+
+
+@verb("clusters", "list", "list the clusters")
+def _clusters_list(a: argparse.Namespace) -> Request:
+    return Request("GET", f"{V2}/clusters")
+
+
+@verb("clusters", "get", "a cluster's service URLs", arg("cluster", help="cluster name"))
+def _clusters_get(a: argparse.Namespace) -> Request:
+    return Request("GET", f"{V2}/clusters/{name_path(a.cluster, 'cluster')}")
+
+
+@verb("brokers", "list", "the live brokers of a cluster", arg("cluster", help="cluster name"))
+def _brokers_list(a: argparse.Namespace) -> Request:
+    return Request("GET", f"{V2}/brokers/{name_path(a.cluster, 'cluster')}")
+
+
+@verb("brokers", "healthcheck", "check that the broker is healthy (prints ok)")
+def _brokers_health(a: argparse.Namespace) -> Request:
+    return Request("GET", f"{V2}/brokers/health")
+
+
+# --- tenants ------------------------------------------------------------------------------------
+
+
+def _csv(text: str | None) -> list[str]:
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+_TENANT_ARGS = (
+    arg("tenant", help="tenant name"),
+    arg("-r", "--admin-roles", help="comma-separated admin roles"),
+    arg("-c", "--allowed-clusters", help="comma-separated allowed clusters (default: all)"),
+)
+
+
+def _tenant_info(a: argparse.Namespace) -> dict[str, Any]:
+    info: dict[str, Any] = {}
+    if a.admin_roles is not None or a.verb == "create":
+        info["adminRoles"] = _csv(a.admin_roles)
+    if a.allowed_clusters is not None:
+        info["allowedClusters"] = _csv(a.allowed_clusters)
+    return info
+
+
+@verb("tenants", "list", "list the tenants")
+def _tenants_list(a: argparse.Namespace) -> Request:
+    return Request("GET", f"{V2}/tenants")
+
+
+@verb("tenants", "get", "a tenant's admin roles and allowed clusters", TENANT)
+def _tenants_get(a: argparse.Namespace) -> Request:
+    return Request("GET", f"{V2}/tenants/{name_path(a.tenant, 'tenant')}")
+
+
+@verb("tenants", "create", "create a tenant", *_TENANT_ARGS)
+def _tenants_create(a: argparse.Namespace) -> Request:
+    return Request("PUT", f"{V2}/tenants/{name_path(a.tenant, 'tenant')}", _tenant_info(a))
+
+
+@verb("tenants", "update", "update a tenant (given fields only)", *_TENANT_ARGS)
+def _tenants_update(a: argparse.Namespace) -> Request:
+    return Request("POST", f"{V2}/tenants/{name_path(a.tenant, 'tenant')}", _tenant_info(a))
+
+
+@verb("tenants", "delete", "delete a tenant", TENANT, FORCE)
+def _tenants_delete(a: argparse.Namespace) -> Request:
+    path = f"{V2}/tenants/{name_path(a.tenant, 'tenant')}?force={_flag(a.force)}"
+    return Request("DELETE", path)
+
+
+# --- namespaces ---------------------------------------------------------------------------------
+
+
+@verb("namespaces", "list", "the namespaces of a tenant", TENANT)
+def _ns_list(a: argparse.Namespace) -> Request:
+    return Request("GET", f"{V2}/namespaces/{name_path(a.tenant, 'tenant')}")
+
+
+@verb("namespaces", "topics", "the topics of a namespace", NAMESPACE)
+def _ns_topics(a: argparse.Namespace) -> Request:
+    return Request("GET", _ns(a, "/topics"))
+
+
+@verb(
+    "namespaces",
+    "create",
+    "create a namespace",
+    NAMESPACE,
+    arg("-b", "--bundles", type=convert.positive, help="number of bundles"),
+    arg("-c", "--clusters", help="comma-separated replication clusters"),
+)
+def _ns_create(a: argparse.Namespace) -> Request:
+    policies: dict[str, Any] = {}
+    if a.bundles is not None:
+        policies["bundles"] = {"numBundles": a.bundles}
+    if a.clusters is not None:
+        policies["replication_clusters"] = _csv(a.clusters)
+    return Request("PUT", _ns(a), policies if policies else NO_BODY)
+
+
+@verb("namespaces", "delete", "delete a namespace", NAMESPACE, FORCE)
+def _ns_delete(a: argparse.Namespace) -> Request:
+    return Request("DELETE", _ns(a, f"?force={_flag(a.force)}"))
+
+
+@verb("namespaces", "policies", "all policies of a namespace", NAMESPACE)
+def _ns_policies(a: argparse.Namespace) -> Request:
+    return Request("GET", _ns(a))
+
+
+@verb(
+    "namespaces",
+    "set-retention",
+    "keep acknowledged messages for a time and/or size (-1: infinite)",
+    NAMESPACE,
+    arg("-t", "--time", type=convert.seconds, required=True, help="e.g. 10m, 3h, 2d, -1"),
+    arg("-s", "--size", type=convert.size_bytes, required=True, help="e.g. 100M, 10G, -1"),
+)
+def _ns_set_retention(a: argparse.Namespace) -> Request:
+    return Request("POST", _ns(a, "/retention"), _retention(a))
+
+
+def _retention(a: argparse.Namespace) -> dict[str, int]:
+    return {
+        "retentionTimeInMinutes": a.time if a.time < 0 else a.time // 60,
+        "retentionSizeInMB": a.size if a.size < 0 else a.size // (1 << 20),
+    }
+
+
+@verb(
+    "namespaces",
+    "set-message-ttl",
+    "expire unacknowledged messages older than this (0: never)",
+    NAMESPACE,
+    arg("-ttl", "--messageTTL", type=convert.seconds, required=True, dest="ttl", help="e.g. 1h"),
+)
+def _ns_set_ttl(a: argparse.Namespace) -> Request:
+    return Request("POST", _ns(a, "/messageTTL"), a.ttl)
+
+
+@verb(
+    "namespaces",
+    "set-deduplication",
+    "enable or disable message deduplication",
+    NAMESPACE,
+    _enable_disable("deduplication"),
+)
+def _ns_set_dedup(a: argparse.Namespace) -> Request:
+    return Request("POST", _ns(a, "/deduplication"), a.enable)
+
+
+_QUOTA_TYPE = arg(
+    "-t",
+    "--type",
+    default="destination_storage",
+    choices=("destination_storage", "message_age"),
+    help="backlog quota type",
+)
+
+
+@verb(
+    "namespaces",
+    "set-backlog-quota",
+    "limit the backlog by size and/or age",
+    NAMESPACE,
+    arg("-l", "--limit", type=convert.size_bytes, default=-1, help="size, e.g. 10G (-1: none)"),
+    arg(
+        "-lt",
+        "--limitTime",
+        type=convert.seconds,
+        default=-1,
+        dest="limit_time",
+        help="age, e.g. 1d (-1: none)",
+    ),
+    arg(
+        "-p",
+        "--policy",
+        required=True,
+        choices=("producer_request_hold", "producer_exception", "consumer_backlog_eviction"),
+    ),
+    _QUOTA_TYPE,
+)
+def _ns_set_quota(a: argparse.Namespace) -> Request:
+    body = {"limitSize": a.limit, "limitTime": a.limit_time, "policy": a.policy}
+    return Request("POST", _ns(a, f"/backlogQuota?backlogQuotaType={a.type}"), body)
+
+
+@verb(
+    "namespaces",
+    "set-auto-topic-creation",
+    "allow or refuse creating topics on first use",
+    NAMESPACE,
+    _enable_disable("auto topic creation"),
+    arg("-t", "--type", choices=("partitioned", "non-partitioned"), default="non-partitioned"),
+    arg("-n", "--num-partitions", type=convert.positive, default=1, help="when partitioned"),
+)
+def _ns_set_auto(a: argparse.Namespace) -> Request:
+    body: dict[str, Any] = {"allowAutoTopicCreation": a.enable, "topicType": a.type}
+    if a.type == "partitioned":
+        body["defaultNumPartitions"] = a.num_partitions
+    return Request("POST", _ns(a, "/autoTopicCreation"), body)
+
+
+@verb(
+    "namespaces",
+    "set-offload-threshold",
+    "offload ledgers beyond this size kept on bookies (-1: never)",
+    NAMESPACE,
+    arg("-s", "--size", type=convert.size_bytes, required=True, help="e.g. 10G, 0, -1"),
+)
+def _ns_set_offload(a: argparse.Namespace) -> Request:
+    return Request("PUT", _ns(a, "/offloadThreshold"), a.size)
+
+
+@verb(
+    "namespaces",
+    "set-offload-deletion-lag",
+    "delete bookie copies this long after offloading",
+    NAMESPACE,
+    arg("-l", "--lag", type=convert.seconds, required=True, help="e.g. 4h"),
+)
+def _ns_set_lag(a: argparse.Namespace) -> Request:
+    return Request("PUT", _ns(a, "/offloadDeletionLagMs"), a.lag * 1000)
+
+
+@verb(
+    "namespaces",
+    "remove-backlog-quota",
+    "remove a backlog quota",
+    NAMESPACE,
+    _QUOTA_TYPE,
+)
+def _ns_remove_quota(a: argparse.Namespace) -> Request:
+    return Request("DELETE", _ns(a, f"/backlogQuota?backlogQuotaType={a.type}"))
+
+
+_NS_GETTERS = {
+    "get-retention": "/retention",
+    "get-message-ttl": "/messageTTL",
+    "get-deduplication": "/deduplication",
+    "get-backlog-quotas": "/backlogQuotaMap",
+    "get-auto-topic-creation": "/autoTopicCreation",
+    "get-offload-threshold": "/offloadThreshold",
+    "get-offload-deletion-lag": "/offloadDeletionLagMs",
+}
+_NS_REMOVERS = {
+    "remove-retention": "/retention",
+    "remove-message-ttl": "/messageTTL",
+    "remove-deduplication": "/deduplication",
+    "remove-auto-topic-creation": "/autoTopicCreation",
+    "clear-offload-deletion-lag": "/offloadDeletionLagMs",
+}
+
+
+def _on_namespace(method: str, tail: str) -> Builder:
+    def build(a: argparse.Namespace) -> Request:
+        return Request(method, _ns(a, tail))
+
+    return build
+
+
+def _on_topic(method: str, tail: str) -> Builder:
+    def build(a: argparse.Namespace) -> Request:
+        return Request(method, _topic(a, tail))
+
+    return build
+
+
+for _name, _tail in _NS_GETTERS.items():
+    help_text = f"the namespace's {_tail[1:]} (null: unset)"
+    verb("namespaces", _name, help_text, NAMESPACE)(_on_namespace("GET", _tail))
+for _name, _tail in _NS_REMOVERS.items():
+    help_text = f"remove the namespace's {_tail[1:]}"
+    verb("namespaces", _name, help_text, NAMESPACE)(_on_namespace("DELETE", _tail))
+
+
+# --- topics -------------------------------------------------------------------------------------
+
+_DOMAIN = arg("-td", "--topic-domain", choices=convert.DOMAINS, default="persistent", dest="domain")
+
+
+@verb("topics", "list", "the topics of a namespace (partitions one by one)", NAMESPACE, _DOMAIN)
+def _topics_list(a: argparse.Namespace) -> Request:
+    return Request("GET", f"{V2}/{a.domain}/{namespace_path(a.namespace)}")
+
+
+@verb("topics", "list-partitioned-topics", "the partitioned topics of a namespace", NAMESPACE)
+def _topics_list_partitioned(a: argparse.Namespace) -> Request:
+    return Request("GET", f"{V2}/persistent/{namespace_path(a.namespace)}/partitioned")
+
+
+@verb("topics", "create", "create a non-partitioned topic", TOPIC)
+def _topics_create(a: argparse.Namespace) -> Request:
+    return Request("PUT", _topic(a))
+
+
+@verb("topics", "delete", "delete a non-partitioned topic", TOPIC, FORCE)
+def _topics_delete(a: argparse.Namespace) -> Request:
+    return Request("DELETE", _topic(a, f"?force={_flag(a.force)}"))
+
+
+_PARTITIONS = arg("-p", "--partitions", type=convert.positive, required=True)
+
+
+@verb("topics", "create-partitioned-topic", "create a partitioned topic", TOPIC, _PARTITIONS)
+def _topics_create_partitioned(a: argparse.Namespace) -> Request:
+    return Request("PUT", _topic(a, "/partitions"), a.partitions)
+
+
+@verb("topics", "update-partitioned-topic", "grow a partitioned topic", TOPIC, _PARTITIONS)
+def _topics_update_partitioned(a: argparse.Namespace) -> Request:
+    return Request("POST", _topic(a, "/partitions"), a.partitions)
+
+
+@verb("topics", "get-partitioned-topic-metadata", "number of partitions (0: none)", TOPIC)
+def _topics_partitions(a: argparse.Namespace) -> Request:
+    return Request("GET", _topic(a, "/partitions"))
+
+
+@verb("topics", "delete-partitioned-topic", "delete a partitioned topic", TOPIC, FORCE)
+def _topics_delete_partitioned(a: argparse.Namespace) -> Request:
+    return Request("DELETE", _topic(a, f"/partitions?force={_flag(a.force)}"))
+
+
+@verb("topics", "stats", "rates, counters, publishers and subscriptions", TOPIC)
+def _topics_stats(a: argparse.Namespace) -> Request:
+    return Request("GET", _topic(a, "/stats"))
+
+
+@verb("topics", "stats-internal", "the managed ledger: ledgers and cursors", TOPIC)
+def _topics_internal(a: argparse.Namespace) -> Request:
+    return Request("GET", _topic(a, "/internalStats"))
+
+
+@verb(
+    "topics",
+    "partitioned-stats",
+    "stats summed over the partitions",
+    TOPIC,
+    arg("--per-partition", action="store_true", help="each partition's stats too"),
+)
+def _topics_partitioned_stats(a: argparse.Namespace) -> Request:
+    return Request("GET", _topic(a, f"/partitioned-stats?perPartition={_flag(a.per_partition)}"))
+
+
+@verb("topics", "lookup", "the broker serving a topic", TOPIC)
+def _topics_lookup(a: argparse.Namespace) -> Request:
+    return Request("GET", f"/lookup/v2/topic/{topic_path(a.topic)}")
+
+
+@verb("topics", "unload", "unload a topic (clients reconnect)", TOPIC)
+def _topics_unload(a: argparse.Namespace) -> Request:
+    return Request("PUT", _topic(a, "/unload"))
+
+
+@verb("topics", "terminate", "refuse further messages; prints the last message id", TOPIC)
+def _topics_terminate(a: argparse.Namespace) -> Request:
+    return Request("POST", _topic(a, "/terminate"))
+
+
+@verb("topics", "subscriptions", "the subscriptions of a topic", TOPIC)
+def _topics_subscriptions(a: argparse.Namespace) -> Request:
+    return Request("GET", _topic(a, "/subscriptions"))
+
+
+@verb(
+    "topics",
+    "create-subscription",
+    "create a subscription at a position",
+    TOPIC,
+    SUBSCRIPTION,
+    arg(
+        "-m",
+        "--messageId",
+        type=convert.message_id,
+        default="latest",
+        dest="message_id",
+        help="latest (default), earliest or LEDGER:ENTRY",
+    ),
+)
+def _topics_create_sub(a: argparse.Namespace) -> Request:
+    return Request("PUT", _sub(a), a.message_id)
+
+
+@verb("topics", "unsubscribe", "delete a subscription", TOPIC, SUBSCRIPTION, FORCE)
+def _topics_unsubscribe(a: argparse.Namespace) -> Request:
+    return Request("DELETE", _sub(a, f"?force={_flag(a.force)}"))
+
+
+@verb(
+    "topics",
+    "skip",
+    "skip messages of a subscription",
+    TOPIC,
+    SUBSCRIPTION,
+    arg("-n", "--count", type=convert.non_negative, required=True, help="how many"),
+)
+def _topics_skip(a: argparse.Namespace) -> Request:
+    return Request("POST", _sub(a, f"/skip/{a.count}"))
+
+
+@verb("topics", "clear-backlog", "skip every message of a subscription", TOPIC, SUBSCRIPTION)
+def _topics_clear_backlog(a: argparse.Namespace) -> Request:
+    return Request("POST", _sub(a, "/skip_all"))
+
+
+_EXPIRE_TIME = arg(
+    "-t", "--expireTime", type=convert.seconds, required=True, dest="expire_time",
+    help="expire messages older than this, e.g. 30s, 1h",
+)  # fmt: skip
+
+
+@verb(
+    "topics",
+    "expire-messages",
+    "acknowledge a subscription's messages older than a time",
+    TOPIC,
+    SUBSCRIPTION,
+    _EXPIRE_TIME,
+)
+def _topics_expire(a: argparse.Namespace) -> Request:
+    return Request("POST", _sub(a, f"/expireMessages/{a.expire_time}"))
+
+
+@verb(
+    "topics",
+    "expire-messages-all-subscriptions",
+    "acknowledge every subscription's messages older than a time",
+    TOPIC,
+    _EXPIRE_TIME,
+)
+def _topics_expire_all(a: argparse.Namespace) -> Request:
+    return Request("POST", _topic(a, f"/all_subscription/expireMessages/{a.expire_time}"))
+
+
+@verb(
+    "topics",
+    "reset-cursor",
+    "move a subscription back or forth, by time or message id",
+    TOPIC,
+    SUBSCRIPTION,
+    (
+        arg("-t", "--time", type=convert.seconds, help="to this long ago, e.g. 10m, 1h"),
+        arg(
+            "-m",
+            "--messageId",
+            type=convert.message_id,
+            dest="message_id",
+            help="to LEDGER:ENTRY (or earliest/latest)",
+        ),
+    ),
+)
+def _topics_reset(a: argparse.Namespace) -> Request:
+    if a.time is not None:
+        return Request("POST", _sub(a, f"/resetcursor/{int((time.time() - a.time) * 1000)}"))
+    return Request("POST", _sub(a, "/resetcursor"), a.message_id)
+
+
+@verb(
+    "topics",
+    "set-message-ttl",
+    "the topic's own message TTL",
+    TOPIC,
+    arg("-t", "--ttl", type=convert.seconds, required=True, help="e.g. 1h (0: never expire)"),
+)
+def _topics_set_ttl(a: argparse.Namespace) -> Request:
+    return Request("POST", _topic(a, "/messageTTL"), a.ttl)
+
+
+@verb(
+    "topics",
+    "set-retention",
+    "the topic's own retention",
+    TOPIC,
+    arg("-t", "--time", type=convert.seconds, required=True, help="e.g. 10m, 3h, -1"),
+    arg("-s", "--size", type=convert.size_bytes, required=True, help="e.g. 100M, 10G, -1"),
+)
+def _topics_set_retention(a: argparse.Namespace) -> Request:
+    return Request("POST", _topic(a, "/retention"), _retention(a))
+
+
+@verb(
+    "topics",
+    "set-deduplication",
+    "the topic's own deduplication setting",
+    TOPIC,
+    _enable_disable("deduplication"),
+)
+def _topics_set_dedup(a: argparse.Namespace) -> Request:
+    return Request("POST", _topic(a, "/deduplicationEnabled"), a.enable)
+
+
+for _name, _tail in {
+    "message-ttl": "/messageTTL",
+    "retention": "/retention",
+    "deduplication": "/deduplicationEnabled",
+}.items():
+    help_text = f"the topic's own {_name} (null: unset)"
+    verb("topics", f"get-{_name}", help_text, TOPIC)(_on_topic("GET", _tail))
+    verb("topics", f"remove-{_name}", f"remove the topic's own {_name}", TOPIC)(
+        _on_topic("DELETE", _tail)
+    )
+
+
+# --- the parser ---------------------------------------------------------------------------------
+
+
+def build_parser(parser: argparse.ArgumentParser) -> None:
+    """Add ``[--admin-url URL] [--output text|json] GROUP VERB ...`` to ``parser``."""
+    parser.add_argument(
+        "--admin-url",
+        default="http://127.0.0.1:8080",
+        help="the broker's HTTP URL (default %(default)s)",
+    )
+    parser.add_argument(
+        "--output", "-o", choices=("text", "json"), default="text", help="text tables or JSON"
+    )
+    groups = parser.add_subparsers(dest="group", required=True, metavar="GROUP")
+    verbs: dict[str, argparse._SubParsersAction[argparse.ArgumentParser]] = {}
+    for group, help_text in GROUPS.items():
+        p = groups.add_parser(group, help=help_text, description=help_text)
+        verbs[group] = p.add_subparsers(dest="verb", required=True, metavar="VERB")
+    for (group, name), spec in VERBS.items():
+        p = verbs[group].add_parser(name, help=spec.help, description=spec.help)
+        for item in spec.args:
+            if isinstance(item, tuple):
+                exclusive = p.add_mutually_exclusive_group(required=True)
+                for one in item:
+                    exclusive.add_argument(*one.flags, **one.options)
+            else:
+                p.add_argument(*item.flags, **item.options)
+
+
+def request_for(args: argparse.Namespace) -> Request:
+    """The request the parsed command line asks for."""
+    return VERBS[(args.group, args.verb)].build(args)
