@@ -33,7 +33,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 INTERNAL_ERROR_LOG = "admin: internal error answering"
 """Start of the log line of every 500 (tests assert bad input never produces it)."""
 
-_PARSED = "magnetar.admin.body"
+_PARSED = web.RequestKey("magnetar_admin_body", object)
 
 
 class AdminError(Exception):

@@ -1,0 +1,376 @@
+"""``magnetar admin``: every verb's arguments become the request pulsar-admin would send
+(checked without a server), bad arguments exit 2, and the package is an HTTP client only."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import io
+import json
+import pathlib
+import threading
+from collections.abc import Iterator
+from contextlib import redirect_stderr, redirect_stdout
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+import magnetar.admin_cli
+from magnetar import admin_cli
+from magnetar.admin_cli import commands, convert
+from magnetar.admin_cli.client import NO_BODY, Client, Request
+
+SUB = "/admin/v2/persistent/public/default/t/subscription/s1"
+NSP = "/admin/v2/namespaces/public/ns"
+
+CASES: dict[tuple[str, str], tuple[list[str], Request]] = {
+    ("clusters", "list"): ([], Request("GET", "/admin/v2/clusters")),
+    ("clusters", "get"): (["standalone"], Request("GET", "/admin/v2/clusters/standalone")),
+    ("brokers", "list"): (["standalone"], Request("GET", "/admin/v2/brokers/standalone")),
+    ("brokers", "healthcheck"): ([], Request("GET", "/admin/v2/brokers/health")),
+    ("tenants", "list"): ([], Request("GET", "/admin/v2/tenants")),
+    ("tenants", "get"): (["acme"], Request("GET", "/admin/v2/tenants/acme")),
+    ("tenants", "create"): (
+        ["acme", "-r", "ops, dev", "-c", "standalone"],
+        Request(
+            "PUT",
+            "/admin/v2/tenants/acme",
+            {"adminRoles": ["ops", "dev"], "allowedClusters": ["standalone"]},
+        ),
+    ),
+    ("tenants", "update"): (
+        ["acme", "--admin-roles", "ops"],
+        Request("POST", "/admin/v2/tenants/acme", {"adminRoles": ["ops"]}),
+    ),
+    ("tenants", "delete"): (["acme", "-f"], Request("DELETE", "/admin/v2/tenants/acme?force=true")),
+    ("namespaces", "list"): (["public"], Request("GET", "/admin/v2/namespaces/public")),
+    ("namespaces", "topics"): (["public/ns"], Request("GET", f"{NSP}/topics")),
+    ("namespaces", "create"): (
+        ["public/ns", "-b", "8"],
+        Request("PUT", NSP, {"bundles": {"numBundles": 8}}),
+    ),
+    ("namespaces", "delete"): (["public/ns"], Request("DELETE", f"{NSP}?force=false")),
+    ("namespaces", "policies"): (["public/ns"], Request("GET", NSP)),
+    ("namespaces", "set-retention"): (
+        ["public/ns", "--time", "2h", "--size", "1G"],
+        Request(
+            "POST", f"{NSP}/retention", {"retentionTimeInMinutes": 120, "retentionSizeInMB": 1024}
+        ),
+    ),
+    ("namespaces", "set-message-ttl"): (
+        ["public/ns", "-ttl", "10m"],
+        Request("POST", f"{NSP}/messageTTL", 600),
+    ),
+    ("namespaces", "set-deduplication"): (
+        ["public/ns", "--disable"],
+        Request("POST", f"{NSP}/deduplication", False),
+    ),
+    ("namespaces", "set-backlog-quota"): (
+        ["public/ns", "-l", "10G", "-lt", "1d", "-p", "producer_exception"],
+        Request(
+            "POST",
+            f"{NSP}/backlogQuota?backlogQuotaType=destination_storage",
+            {"limitSize": 10 << 30, "limitTime": 86400, "policy": "producer_exception"},
+        ),
+    ),
+    ("namespaces", "set-auto-topic-creation"): (
+        ["public/ns", "-e", "-t", "partitioned", "-n", "3"],
+        Request(
+            "POST",
+            f"{NSP}/autoTopicCreation",
+            {"allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": 3},
+        ),
+    ),
+    ("namespaces", "set-offload-threshold"): (
+        ["public/ns", "-s", "1M"],
+        Request("PUT", f"{NSP}/offloadThreshold", 1 << 20),
+    ),
+    ("namespaces", "set-offload-deletion-lag"): (
+        ["public/ns", "-l", "1h"],
+        Request("PUT", f"{NSP}/offloadDeletionLagMs", 3_600_000),
+    ),
+    ("namespaces", "remove-backlog-quota"): (
+        ["public/ns", "-t", "message_age"],
+        Request("DELETE", f"{NSP}/backlogQuota?backlogQuotaType=message_age"),
+    ),
+    ("namespaces", "get-retention"): (["public/ns"], Request("GET", f"{NSP}/retention")),
+    ("namespaces", "get-message-ttl"): (["public/ns"], Request("GET", f"{NSP}/messageTTL")),
+    ("namespaces", "get-deduplication"): (["public/ns"], Request("GET", f"{NSP}/deduplication")),
+    ("namespaces", "get-backlog-quotas"): (["public/ns"], Request("GET", f"{NSP}/backlogQuotaMap")),
+    ("namespaces", "get-auto-topic-creation"): (
+        ["public/ns"],
+        Request("GET", f"{NSP}/autoTopicCreation"),
+    ),
+    ("namespaces", "get-offload-threshold"): (
+        ["public/ns"],
+        Request("GET", f"{NSP}/offloadThreshold"),
+    ),
+    ("namespaces", "get-offload-deletion-lag"): (
+        ["public/ns"],
+        Request("GET", f"{NSP}/offloadDeletionLagMs"),
+    ),
+    ("namespaces", "remove-retention"): (["public/ns"], Request("DELETE", f"{NSP}/retention")),
+    ("namespaces", "remove-message-ttl"): (["public/ns"], Request("DELETE", f"{NSP}/messageTTL")),
+    ("namespaces", "remove-deduplication"): (
+        ["public/ns"],
+        Request("DELETE", f"{NSP}/deduplication"),
+    ),
+    ("namespaces", "remove-auto-topic-creation"): (
+        ["public/ns"],
+        Request("DELETE", f"{NSP}/autoTopicCreation"),
+    ),
+    ("namespaces", "clear-offload-deletion-lag"): (
+        ["public/ns"],
+        Request("DELETE", f"{NSP}/offloadDeletionLagMs"),
+    ),
+    ("topics", "list"): (["public/default"], Request("GET", "/admin/v2/persistent/public/default")),
+    ("topics", "list-partitioned-topics"): (
+        ["public/default"],
+        Request("GET", "/admin/v2/persistent/public/default/partitioned"),
+    ),
+    ("topics", "create"): (
+        ["persistent://acme/ns/a b"],
+        Request("PUT", "/admin/v2/persistent/acme/ns/a%20b"),
+    ),
+    ("topics", "delete"): (
+        ["t", "--force"],
+        Request("DELETE", "/admin/v2/persistent/public/default/t?force=true"),
+    ),
+    ("topics", "create-partitioned-topic"): (
+        ["acme/ns/p", "-p", "4"],
+        Request("PUT", "/admin/v2/persistent/acme/ns/p/partitions", 4),
+    ),
+    ("topics", "update-partitioned-topic"): (
+        ["acme/ns/p", "-p", "6"],
+        Request("POST", "/admin/v2/persistent/acme/ns/p/partitions", 6),
+    ),
+    ("topics", "get-partitioned-topic-metadata"): (
+        ["p"],
+        Request("GET", "/admin/v2/persistent/public/default/p/partitions"),
+    ),
+    ("topics", "delete-partitioned-topic"): (
+        ["p"],
+        Request("DELETE", "/admin/v2/persistent/public/default/p/partitions?force=false"),
+    ),
+    ("topics", "stats"): (["t"], Request("GET", "/admin/v2/persistent/public/default/t/stats")),
+    ("topics", "stats-internal"): (
+        ["t"],
+        Request("GET", "/admin/v2/persistent/public/default/t/internalStats"),
+    ),
+    ("topics", "partitioned-stats"): (
+        ["p", "--per-partition"],
+        Request("GET", "/admin/v2/persistent/public/default/p/partitioned-stats?perPartition=true"),
+    ),
+    ("topics", "lookup"): (["t"], Request("GET", "/lookup/v2/topic/persistent/public/default/t")),
+    ("topics", "unload"): (["t"], Request("PUT", "/admin/v2/persistent/public/default/t/unload")),
+    ("topics", "terminate"): (
+        ["t"],
+        Request("POST", "/admin/v2/persistent/public/default/t/terminate"),
+    ),
+    ("topics", "subscriptions"): (
+        ["t"],
+        Request("GET", "/admin/v2/persistent/public/default/t/subscriptions"),
+    ),
+    ("topics", "create-subscription"): (
+        ["t", "-s", "s1", "-m", "earliest"],
+        Request("PUT", SUB, {"ledgerId": -1, "entryId": -1}),
+    ),
+    ("topics", "unsubscribe"): (["t", "-s", "s1"], Request("DELETE", f"{SUB}?force=false")),
+    ("topics", "skip"): (["t", "-s", "s1", "-n", "5"], Request("POST", f"{SUB}/skip/5")),
+    ("topics", "clear-backlog"): (["t", "-s", "s1"], Request("POST", f"{SUB}/skip_all")),
+    ("topics", "expire-messages"): (
+        ["t", "-s", "s1", "-t", "1m"],
+        Request("POST", f"{SUB}/expireMessages/60"),
+    ),
+    ("topics", "expire-messages-all-subscriptions"): (
+        ["t", "-t", "30"],
+        Request("POST", "/admin/v2/persistent/public/default/t/all_subscription/expireMessages/30"),
+    ),
+    ("topics", "reset-cursor"): (
+        ["t", "-s", "s1", "-m", "7:3"],
+        Request("POST", f"{SUB}/resetcursor", {"ledgerId": 7, "entryId": 3}),
+    ),
+    ("topics", "set-message-ttl"): (
+        ["t", "-t", "2h"],
+        Request("POST", "/admin/v2/persistent/public/default/t/messageTTL", 7200),
+    ),
+    ("topics", "set-retention"): (
+        ["t", "-t", "-1", "-s", "-1"],
+        Request(
+            "POST",
+            "/admin/v2/persistent/public/default/t/retention",
+            {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1},
+        ),
+    ),
+    ("topics", "set-deduplication"): (
+        ["t", "-e"],
+        Request("POST", "/admin/v2/persistent/public/default/t/deduplicationEnabled", True),
+    ),
+}
+for _name, _tail in (("message-ttl", "messageTTL"), ("retention", "retention"),
+                     ("deduplication", "deduplicationEnabled")):  # fmt: skip
+    CASES[("topics", f"get-{_name}")] = (
+        ["t"],
+        Request("GET", f"/admin/v2/persistent/public/default/t/{_tail}"),
+    )
+    CASES[("topics", f"remove-{_name}")] = (
+        ["t"],
+        Request("DELETE", f"/admin/v2/persistent/public/default/t/{_tail}"),
+    )
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="magnetar admin")
+    commands.build_parser(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_every_verb_has_a_case() -> None:
+    assert set(CASES) == set(commands.VERBS)
+
+
+@pytest.mark.parametrize("key", sorted(CASES), ids=lambda k: " ".join(k))
+def test_verb_builds_the_pulsar_request(key: tuple[str, str]) -> None:
+    argv, expected = CASES[key]
+    assert commands.request_for(parse(*key, *argv)) == expected
+
+
+def test_reset_cursor_by_time_is_now_minus_the_duration() -> None:
+    import time
+
+    request = commands.request_for(parse("topics", "reset-cursor", "t", "-s", "s1", "-t", "1h"))
+    ts = int(request.path.rsplit("/", 1)[1])
+    assert abs(ts - (time.time() - 3600) * 1000) < 5000
+    assert request.body is NO_BODY
+
+
+def test_create_subscription_defaults_to_latest() -> None:
+    request = commands.request_for(parse("topics", "create-subscription", "t", "-s", "x"))
+    assert request.body == {"ledgerId": 2**63 - 1, "entryId": 2**63 - 1}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["namespaces", "set-retention", "public/ns", "--time", "soon", "--size", "1G"],
+        ["namespaces", "set-retention", "public/ns", "--time", "1h"],
+        ["namespaces", "set-deduplication", "public/ns"],
+        ["topics", "create-partitioned-topic", "t", "-p", "0"],
+        ["topics", "skip", "t", "-s", "s", "-n", "-1"],
+        ["topics", "reset-cursor", "t", "-s", "s"],
+        ["topics", "reset-cursor", "t", "-s", "s", "-m", "x:y"],
+        ["topics", "fly"],
+        ["galaxies", "list"],
+    ],
+)
+def test_bad_arguments_exit_2(argv: list[str]) -> None:
+    with redirect_stderr(io.StringIO()), pytest.raises(SystemExit) as exit_:
+        parse(*argv)
+    assert exit_.value.code == 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["topics", "stats", "a/b/c/d"], "invalid topic name"),
+        (["topics", "stats", "kafka://a/b/c"], "invalid topic name"),
+        (["namespaces", "policies", "justone"], "invalid namespace"),
+        (["tenants", "get", "a/b"], "invalid tenant name"),
+    ],
+)
+def test_bad_names_exit_2_before_any_request(argv: list[str], message: str) -> None:
+    err = io.StringIO()
+    with redirect_stderr(err):
+        status = admin_cli.run(parse("--admin-url", "http://127.0.0.1:9", *argv))
+    assert status == 2 and message in err.getvalue()
+
+
+def test_conversions() -> None:
+    assert convert.seconds("90") == 90 and convert.seconds("2w") == 1_209_600
+    assert convert.seconds("-1") == -1
+    assert convert.size_bytes("512k") == 512 << 10 and convert.size_bytes("3") == 3
+    assert convert.size_bytes("10GB") == 10 << 30
+    assert convert.topic_path("non-persistent://t/n/x") == "non-persistent/t/n/x"
+    assert convert.message_id("1:2:3") == {"ledgerId": 1, "entryId": 2, "partitionIndex": 3}
+
+
+# --- the HTTP client, against a tiny local server ----------------------------------------------
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        if self.path.startswith("/moved"):
+            self.send_response(307)
+            self.send_header("Location", "/admin/v2/echo")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if self.path.startswith("/admin/v2/missing"):
+            payload = json.dumps({"reason": "Topic not found"}).encode()
+            self.send_response(404)
+        else:
+            payload = json.dumps({"method": self.command, "body": body.decode()}).encode()
+            self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    do_GET = do_POST = do_PUT = do_DELETE = _answer
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_client_follows_redirects_with_method_and_body(server: str) -> None:
+    client = Client(server)
+    assert client.call(Request("POST", "/moved", 5)) == {"method": "POST", "body": "5"}
+
+
+def test_http_errors_print_status_and_reason(server: str) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        status = admin_cli.run(parse("--admin-url", server, "topics", "stats", "t"))
+    assert status == 0  # /admin/v2/persistent/... answered by the echo
+    with redirect_stdout(out), redirect_stderr(err):
+        status = admin_cli.main(["--admin-url", server + "/admin/v2/missing", "clusters", "list"])
+    assert status == 1
+    assert err.getvalue().strip() == "magnetar admin: 404 Topic not found"
+
+
+def test_unreachable_broker_is_a_clean_error() -> None:
+    err = io.StringIO()
+    with redirect_stderr(err):
+        status = admin_cli.main(["--admin-url", "http://127.0.0.1:9", "clusters", "list"])
+    assert status == 1 and "cannot reach" in err.getvalue()
+
+
+def test_the_cli_imports_nothing_of_the_broker() -> None:
+    package = pathlib.Path(magnetar.admin_cli.__file__).parent
+    for source in package.glob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text())):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                if name.startswith("magnetar"):
+                    assert name.startswith("magnetar.admin_cli") or name == "magnetar", (
+                        f"{source.name} imports {name}"
+                    )
