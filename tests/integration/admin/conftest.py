@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pulsar
@@ -48,13 +49,31 @@ class Admin:
         return self.call("DELETE", path)
 
 
+INTERNAL_ERROR_LOG = "admin: internal error answering"
+"""What the admin API logs with every 500 (magnetar.broker.admin.common.INTERNAL_ERROR_LOG)."""
+
+
+def assert_no_internal_errors(proc: StandaloneProc) -> None:
+    """Bad input never reaches the catch-all: the broker's log has no admin 500."""
+    log = proc.proc.log_path.read_text(errors="replace")
+    assert INTERNAL_ERROR_LOG not in log, log[log.index(INTERNAL_ERROR_LOG) - 200 :][:3000]
+
+
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProc]:
     proc = StandaloneProc(tmp_path_factory.mktemp("admin") / "data").start()
     try:
         yield proc
+        assert_no_internal_errors(proc)
     finally:
         proc.stop()
+
+
+def eventually(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out: {what}"
+        time.sleep(0.1)
 
 
 @pytest.fixture

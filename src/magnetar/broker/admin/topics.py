@@ -13,6 +13,7 @@ changing one is a 405 with a reason.
 
 from __future__ import annotations
 
+import datetime
 import json
 import time
 from typing import Any
@@ -308,7 +309,28 @@ async def internal_stats(request: web.Request) -> web.Response:
     """The managed ledger's internal stats (ledgers, cursors)."""
     loaded = await _topic(request, change=False)
     ml: Any = loaded.managed_ledger
-    return web.json_response(ml.internal_stats())
+    return web.json_response(complete_internal_stats(ml.internal_stats()))
+
+
+def complete_internal_stats(stats: dict[str, Any]) -> dict[str, Any]:
+    """Fill in the fields of Pulsar's PersistentTopicInternalStats that scripts read and the
+    managed ledger does not report (yet): ``lastLedgerCreatedTimestamp`` (ISO-8601, from the
+    newest ledger's timestamp when known) and each ledger's ``underReplicated``."""
+    out = dict(stats)
+    ledgers = [dict(ledger) for ledger in out.get("ledgers", [])]
+    for ledger in ledgers:
+        ledger.setdefault("underReplicated", False)
+    out["ledgers"] = ledgers
+    if "lastLedgerCreatedTimestamp" not in out:
+        newest = max((int(ledger.get("timestamp") or 0) for ledger in ledgers), default=0)
+        out["lastLedgerCreatedTimestamp"] = (
+            datetime.datetime.fromtimestamp(newest / 1000, datetime.UTC)
+            .isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z")
+            if newest > 0
+            else ""
+        )
+    return out
 
 
 _SUMMED = (
