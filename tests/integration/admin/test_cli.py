@@ -80,7 +80,29 @@ def test_namespaces(standalone: StandaloneProc) -> None:
     bad = admin(standalone, "namespaces", "set-retention", "public/cli-ns", "--time", "soon",
                 "--size", "1G", ok=False)  # fmt: skip
     assert bad.returncode == 2 and "not a time" in bad.stderr
-    admin(standalone, "namespaces", "delete", "public/cli-ns")
+    assert as_json(standalone, "namespaces", "get-deduplication", "public/cli-ns") is True
+    admin(standalone, "namespaces", "set-offload-threshold", "public/cli-ns", "--size", "1G")
+    assert as_json(standalone, "namespaces", "get-offload-threshold", "public/cli-ns") == 1 << 30
+    admin(standalone, "namespaces", "set-offload-deletion-lag", "public/cli-ns", "--lag", "1h")
+    assert (
+        as_json(standalone, "namespaces", "get-offload-deletion-lag", "public/cli-ns") == 3600_000
+    )
+    for policy in ("retention", "message-ttl", "deduplication", "auto-topic-creation"):
+        admin(standalone, "namespaces", f"remove-{policy}", "public/cli-ns")
+        assert as_json(standalone, "namespaces", f"get-{policy}", "public/cli-ns") is None
+    admin(standalone, "namespaces", "remove-backlog-quota", "public/cli-ns")
+    assert as_json(standalone, "namespaces", "get-backlog-quotas", "public/cli-ns") == {}
+    illegal = admin(standalone, "namespaces", "set-message-ttl", "public/cli-ns", "-ttl", "-5",
+                    ok=False)  # fmt: skip
+    assert illegal.returncode == 1
+    assert illegal.stderr.startswith("magnetar admin: 400 message TTL")
+    admin(standalone, "topics", "create", "persistent://public/cli-ns/inside")
+    refused = admin(standalone, "namespaces", "delete", "public/cli-ns", ok=False)
+    assert refused.returncode == 1 and "409" in refused.stderr
+    assert admin(standalone, "namespaces", "topics", "public/cli-ns").stdout.split() == [
+        "persistent://public/cli-ns/inside"
+    ]
+    admin(standalone, "namespaces", "delete", "public/cli-ns", "--force")
 
 
 def test_topics_and_subscriptions(standalone: StandaloneProc) -> None:
@@ -98,6 +120,12 @@ def test_topics_and_subscriptions(standalone: StandaloneProc) -> None:
         ids = [producer.send(f"m{i}".encode()) for i in range(6)]
         stats = as_json(standalone, "topics", "stats", "cli-topic")
         assert stats["msgInCounter"] == 6 and stats["subscriptions"]["s1"]["msgBacklog"] == 6
+        table = admin(standalone, "topics", "stats", "cli-topic").stdout
+        assert "msgInCounter" in table and "\nsubscriptions:\n" in table and "publishers:" in table
+        internal = admin(standalone, "topics", "stats-internal", "cli-topic").stdout
+        assert "ledgers:\n  LEDGERID" in internal and "cursors:" in internal
+        lookup = as_json(standalone, "topics", "lookup", "cli-topic")
+        assert lookup["brokerUrl"] == standalone.service_url
         assert (
             as_json(standalone, "topics", "stats-internal", "cli-topic")["entriesAddedCounter"] == 6
         )
@@ -107,6 +135,8 @@ def test_topics_and_subscriptions(standalone: StandaloneProc) -> None:
             as_json(standalone, "topics", "stats", "cli-topic")["subscriptions"]["s1"]["msgBacklog"]
             == 4
         )
+        admin(standalone, "topics", "expire-messages", "cli-topic", "-s", "s1", "-t", "0")
+        admin(standalone, "topics", "expire-messages-all-subscriptions", "cli-topic", "-t", "0")
         admin(standalone, "topics", "clear-backlog", "cli-topic", "-s", "s1")
         mid = f"{ids[3].ledger_id()}:{ids[3].entry_id()}"
         admin(standalone, "topics", "reset-cursor", "cli-topic", "-s", "s1", "--messageId", mid)
@@ -119,6 +149,8 @@ def test_topics_and_subscriptions(standalone: StandaloneProc) -> None:
     finally:
         client.close()
     admin(standalone, "topics", "delete", "cli-topic", "--force")
+    gone = admin(standalone, "topics", "stats", "cli-topic", ok=False)
+    assert gone.returncode == 1 and gone.stderr.startswith("magnetar admin: 404 ")
 
     admin(standalone, "topics", "create-partitioned-topic", "cli-parts", "-p", "2")
     assert as_json(standalone, "topics", "get-partitioned-topic-metadata", "cli-parts") == {
@@ -134,3 +166,30 @@ def test_topics_and_subscriptions(standalone: StandaloneProc) -> None:
     admin(standalone, "topics", "delete-partitioned-topic", "cli-parts")
     bad = admin(standalone, "topics", "stats", "a/b/c/d", ok=False)
     assert bad.returncode == 2 and "invalid topic name" in bad.stderr
+
+
+def test_topic_policies_and_tenant_force(standalone: StandaloneProc) -> None:
+    admin(standalone, "tenants", "create", "cli-force")
+    admin(standalone, "namespaces", "create", "cli-force/ns", "--bundles", "2")
+    assert (
+        as_json(standalone, "namespaces", "policies", "cli-force/ns")["bundles"]["numBundles"] == 2
+    )
+    topic = "persistent://cli-force/ns/t"
+    admin(standalone, "topics", "create", topic)
+    admin(standalone, "topics", "set-message-ttl", topic, "-t", "2m")
+    assert as_json(standalone, "topics", "get-message-ttl", topic) == 120
+    admin(standalone, "topics", "set-retention", topic, "-t", "1h", "-s", "-1")
+    assert as_json(standalone, "topics", "get-retention", topic) == {
+        "retentionTimeInMinutes": 60,
+        "retentionSizeInMB": -1,
+    }
+    admin(standalone, "topics", "set-deduplication", topic, "--enable")
+    assert as_json(standalone, "topics", "get-deduplication", topic) is True
+    for policy in ("message-ttl", "retention", "deduplication"):
+        admin(standalone, "topics", f"remove-{policy}", topic)
+        assert as_json(standalone, "topics", f"get-{policy}", topic) is None
+    assert as_json(standalone, "topics", "list", "cli-force/ns", "-td", "non-persistent") == []
+    refused = admin(standalone, "tenants", "delete", "cli-force", ok=False)
+    assert refused.returncode == 1 and "412" in refused.stderr
+    admin(standalone, "tenants", "delete", "cli-force", "--force")
+    assert "cli-force" not in admin(standalone, "tenants", "list").stdout.split()

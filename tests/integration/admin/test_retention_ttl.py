@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 
-from tests.integration.admin.conftest import Admin
+from tests.integration.admin.conftest import Admin, assert_no_internal_errors
 from tests.support.standalone import StandaloneProc
 
 
@@ -22,6 +22,7 @@ def small_ledgers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalo
     ).start()
     try:
         yield proc
+        assert_no_internal_errors(proc)
     finally:
         proc.stop()
 
@@ -108,5 +109,58 @@ def test_unacknowledged_messages_expire_after_the_ttl(small_ledgers: StandaloneP
         assert backlog() == 1
         consumer.close()
         producer.close()
+    finally:
+        client.close()
+
+
+def test_retention_set_on_an_open_topic_applies_at_once(small_ledgers: StandaloneProc) -> None:
+    """The topic's managed ledger opened without retention; the policy set afterwards
+    reaches it (no unload needed) and acknowledged ledgers stay."""
+    admin = Admin(small_ledgers.http_url)
+    client = pulsar.Client(small_ledgers.service_url, operation_timeout_seconds=15)
+    try:
+        assert admin.put("/namespaces/public/later")[0] == 204
+        topic = "persistent://public/later/t"
+        assert admin.put("/persistent/public/later/t")[0] == 204  # loaded, no retention
+        retention = {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}
+        assert admin.post("/namespaces/public/later/retention", retention)[0] == 204
+        time.sleep(1.5)  # the enforcer's next pass
+        produce_and_ack(client, topic, 20)
+        time.sleep(2)
+        assert stored_entries(admin, "/persistent/public/later/t") == 20
+        assert read_all(client, topic) == [f"m{i}" for i in range(20)]
+        # and removing it lets the acknowledged ledgers go
+        assert admin.delete("/namespaces/public/later/retention")[0] == 204
+        eventually(
+            lambda: stored_entries(admin, "/persistent/public/later/t") < 20,
+            what="trimmed once retention was removed",
+        )
+    finally:
+        client.close()
+
+
+def test_topic_ttl_overrides_the_namespace(small_ledgers: StandaloneProc) -> None:
+    admin = Admin(small_ledgers.http_url)
+    client = pulsar.Client(small_ledgers.service_url, operation_timeout_seconds=15)
+    try:
+        assert admin.put("/namespaces/public/ttl-topic")[0] == 204
+        assert admin.post("/namespaces/public/ttl-topic/messageTTL", 3600)[0] == 204
+        path = "/persistent/public/ttl-topic"
+        assert admin.put(f"{path}/short")[0] == 204
+        assert admin.put(f"{path}/long")[0] == 204
+        assert admin.post(f"{path}/short/messageTTL", 1)[0] == 204
+        for name in ("short", "long"):
+            topic = f"persistent://public/ttl-topic/{name}"
+            client.subscribe(topic, "s").close()
+            producer = client.create_producer(topic, batching_enabled=False)
+            for i in range(3):
+                producer.send(f"m{i}".encode())
+            producer.close()
+
+        def backlog(name: str) -> int:
+            return int(admin.get(f"{path}/{name}/stats")[1]["subscriptions"]["s"]["msgBacklog"])
+
+        eventually(lambda: backlog("short") == 0, timeout=15, what="expired by the topic TTL")
+        assert backlog("long") == 3  # the namespace's hour applies there
     finally:
         client.close()
