@@ -15,7 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from magnetar.broker import policies
-from magnetar.broker.admin import validation
+from magnetar.broker.admin import topics, validation
 from magnetar.broker.admin.common import (
     AdminError,
     Handler,
@@ -28,7 +28,7 @@ from magnetar.broker.admin.common import (
     service,
     update_json,
 )
-from magnetar.broker.service import BrokerService, managed_ledger_name
+from magnetar.broker.service import BrokerService
 from magnetar.metadata import api, keys
 
 BASE = "/admin/v2/namespaces/{tenant}/{namespace}"
@@ -120,9 +120,7 @@ async def delete_namespace_and_topics(svc: BrokerService, tenant: str, ns: str) 
     """Unload and delete every topic of the namespace, then its partitioned-topic and
     topic-policy records, then the namespace record."""
     for name in await svc.topics_of_namespace(tenant, ns):
-        topic = svc.parse_topic(name)
-        await svc.unload(topic.full_name, reason="namespace deleted")
-        await svc.managed_ledgers.delete(managed_ledger_name(topic))
+        await topics.delete_on_owner(svc, svc.parse_topic(name), force=True)
     for root in (keys.PARTITIONED_TOPICS, keys.TOPIC_POLICIES):
         await svc.store.delete_prefix(f"{root}/{keys.segment(tenant)}/{keys.segment(ns)}")
     try:

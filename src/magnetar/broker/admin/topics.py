@@ -22,7 +22,7 @@ from aiohttp import web
 from yarl import URL
 
 from magnetar.broker import policies
-from magnetar.broker.admin import enforcement, validation
+from magnetar.broker.admin import enforcement, remote, validation
 from magnetar.broker.admin.common import (
     AdminError,
     Handler,
@@ -238,10 +238,16 @@ async def update_partitions(request: web.Request) -> web.Response:
 
 
 async def _delete_one(request: web.Request, topic: TopicName, *, force: bool) -> None:
+    """Delete one topic (or partition) here, answering 307 when another broker owns it."""
     svc = service(request)
-    loaded = svc.topics.get(topic.full_name)
-    if loaded is None and await _exists(svc, topic):
+    if topic.full_name not in svc.topics:
         await _redirect_to_owner(request, topic)
+    await delete_here(svc, topic, force=force)
+
+
+async def delete_here(svc: BrokerService, topic: TopicName, *, force: bool) -> None:
+    """Unload (refusing while in use unless ``force``) and delete the managed ledger."""
+    loaded = svc.topics.get(topic.full_name)
     if loaded is not None:
         stats = loaded.stats()
         busy = bool(stats["publishers"]) or any(
@@ -253,6 +259,18 @@ async def _delete_one(request: web.Request, topic: TopicName, *, force: bool) ->
             )
         await svc.unload(topic.full_name, reason="topic deleted")
     await svc.managed_ledgers.delete(managed_ledger_name(topic))
+
+
+async def delete_on_owner(svc: BrokerService, topic: TopicName, *, force: bool) -> None:
+    """Delete a topic wherever it is served: on its owner when that is another broker."""
+    owner = await remote.owner_elsewhere(svc, topic)
+    if owner is None:
+        await delete_here(svc, topic, force=force)
+        return
+    status, answer = await remote.call(
+        owner, "DELETE", f"{remote.topic_path(topic)}?force={'true' if force else 'false'}"
+    )
+    remote.raise_for(status, answer, ok=(204, 404))
 
 
 async def _delete_topic_policies(request: web.Request, topic: TopicName) -> None:
@@ -282,19 +300,16 @@ async def delete_partitioned(request: web.Request) -> web.Response:
         raise AdminError(404, f"partitioned topic {topic.full_name} does not exist")
     parts = [topic.partition(i) for i in range(found[0])]
     if not force:  # refuse before deleting anything
-        for part in parts:
-            loaded = svc.topics.get(part.full_name)
-            stats = loaded.stats() if loaded is not None else None
-            if stats and (
-                stats["publishers"]
-                or any(s.get("consumers") for s in stats["subscriptions"].values())
+        for stats in (await _partition_stats(svc, parts)).values():
+            if stats["publishers"] or any(
+                s.get("consumers") for s in stats["subscriptions"].values()
             ):
                 raise AdminError(
                     412, f"topic {topic.full_name} has active producers or consumers (use force)"
                 )
     for part in parts:
         if await _exists(svc, part):
-            await _delete_one(request, part, force=True)
+            await delete_on_owner(svc, part, force=True)
     await svc.store.delete(_partitioned_key(topic))
     await _delete_topic_policies(request, topic)
     return web.Response(status=204)
@@ -366,6 +381,25 @@ def aggregate(per_partition: dict[str, dict[str, Any]], partitions: int) -> dict
     return out
 
 
+async def _partition_stats(svc: BrokerService, parts: list[TopicName]) -> dict[str, dict[str, Any]]:
+    """Stats of the existing partitions, asked of their owners (loaded here when unowned)."""
+    per: dict[str, dict[str, Any]] = {}
+    for part in parts:
+        if part.full_name in svc.topics:
+            per[part.full_name] = svc.topics[part.full_name].stats()
+            continue
+        if not await _exists(svc, part):
+            continue
+        owner = await remote.owner_elsewhere(svc, part)
+        if owner is None:
+            per[part.full_name] = (await svc.get_topic(part, create=False)).stats()
+            continue
+        status, answer = await remote.call(owner, "GET", f"{remote.topic_path(part)}/stats")
+        remote.raise_for(status, answer, ok=(200,))
+        per[part.full_name] = answer
+    return per
+
+
 async def partitioned_stats(request: web.Request) -> web.Response:
     """Stats summed over the partitions (``perPartition=true``: each partition's too)."""
     topic = await _topic_name(request, change=False)
@@ -374,13 +408,7 @@ async def partitioned_stats(request: web.Request) -> web.Response:
     found = await _partitions(svc, topic)
     if found is None:
         raise AdminError(404, f"partitioned topic {topic.full_name} does not exist")
-    per: dict[str, Any] = {}
-    for i in range(found[0]):
-        part = topic.partition(i)
-        if part.full_name in svc.topics:
-            per[part.full_name] = svc.topics[part.full_name].stats()
-        elif await _exists(svc, part):
-            per[part.full_name] = (await svc.get_topic(part, create=False)).stats()
+    per = await _partition_stats(svc, [topic.partition(i) for i in range(found[0])])
     out = aggregate(per, found[0])
     if per_partition:
         out["partitions"] = per
@@ -394,7 +422,15 @@ async def unload(request: web.Request) -> web.Response:
     found = await _partitions(svc, topic)
     if found is not None:
         for i in range(found[0]):
-            await svc.unload(topic.partition(i).full_name, reason="admin unload")
+            part = topic.partition(i)
+            if await svc.unload(part.full_name, reason="admin unload"):
+                continue
+            owner = await remote.owner_elsewhere(svc, part) if await _exists(svc, part) else None
+            if owner is not None:
+                status, answer = await remote.call(
+                    owner, "PUT", f"{remote.topic_path(part)}/unload"
+                )
+                remote.raise_for(status, answer, ok=(204, 404))
         return web.Response(status=204)
     if not await _exists(svc, topic):
         raise AdminError(404, f"topic {topic.full_name} does not exist")
