@@ -40,8 +40,15 @@ def two_brokers(own_etcd: EtcdServer, tmp_path: Path) -> Iterator[tuple[BrokerPr
         bookie.stop()
 
 
-def owner(proc: BrokerProc, topic: str) -> str:
-    url = f"{proc.http_url}/lookup/v2/topic/persistent/public/default/{topic}"
+NS = "public/spread-ns"
+
+
+def owner(proc: BrokerProc, topic: str, *, take: bool = False) -> str:
+    """The owner's broker URL (``take``: an authoritative lookup, so ``proc`` takes the bundle
+    when nobody owns it)."""
+    url = f"{proc.http_url}/lookup/v2/topic/persistent/{NS}/{topic}"
+    if take:
+        url += "?authoritative=true"
     with urllib.request.urlopen(url, timeout=10) as r:
         return str(json.loads(r.read())["brokerUrl"])
 
@@ -49,10 +56,13 @@ def owner(proc: BrokerProc, topic: str) -> str:
 def test_any_broker_answers_for_any_topic(two_brokers: tuple[BrokerProc, BrokerProc]) -> None:
     a, b = two_brokers
     admin_a = Admin(a.http_url)
-    assert admin_a.put("/persistent/public/default/spread/partitions", 6)[0] == 204
+    assert admin_a.put(f"/namespaces/{NS}", {"bundles": {"numBundles": 16}})[0] == 204
+    assert admin_a.put(f"/persistent/{NS}/spread/partitions", 6)[0] == 204
+    for i in range(6):  # place the partitions' bundles on both brokers, alternately
+        owner((a, b)[i % 2], f"spread-partition-{i}", take=True)
     client = pulsar.Client(a.service_url, operation_timeout_seconds=30)
     try:
-        topic = "persistent://public/default/spread"
+        topic = f"persistent://{NS}/spread"
         consumer = client.subscribe(topic, "s")
         producer = client.create_producer(
             topic,
@@ -66,34 +76,32 @@ def test_any_broker_answers_for_any_topic(two_brokers: tuple[BrokerProc, BrokerP
 
         # partitioned stats from either broker gather every partition
         for proc in (a, b):
-            pstats = Admin(proc.http_url).get("/persistent/public/default/spread/partitioned-stats")
+            pstats = Admin(proc.http_url).get(f"/persistent/{NS}/spread/partitioned-stats")
             assert pstats[0] == 200 and pstats[1]["msgInCounter"] == 12
             assert pstats[1]["subscriptions"]["s"]["msgBacklog"] == 12
         # single-topic reads redirect to the owner (urllib follows GET redirects)
         on_b = next(i for i in range(6) if owner(a, f"spread-partition-{i}") == b.service_url)
-        stats = admin_a.get(f"/persistent/public/default/spread-partition-{on_b}/stats")
+        stats = admin_a.get(f"/persistent/{NS}/spread-partition-{on_b}/stats")
         assert stats[0] == 200 and stats[1]["msgInCounter"] == 2
         # ... and changes too: magnetar admin follows a POST redirect
-        part = f"persistent://public/default/spread-partition-{on_b}"
+        part = f"persistent://{NS}/spread-partition-{on_b}"
         result = subprocess.run(
             [sys.executable, "-m", "magnetar.cli", "admin", "--admin-url", a.http_url,
              "topics", "skip", part, "-s", "s", "-n", "1"],
             capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip
         assert result.returncode == 0, result.stderr
-        part_stats = Admin(b.http_url).get(
-            f"/persistent/public/default/spread-partition-{on_b}/stats"
-        )
+        part_stats = Admin(b.http_url).get(f"/persistent/{NS}/spread-partition-{on_b}/stats")
         assert part_stats[1]["subscriptions"]["s"]["msgBacklog"] == 1
 
-        status, body = admin_a.delete("/persistent/public/default/spread/partitions")
+        status, body = admin_a.delete(f"/persistent/{NS}/spread/partitions")
         assert status == 412 and "force" in body["reason"]
-        assert admin_a.put("/persistent/public/default/spread/unload")[0] == 204
+        assert admin_a.put(f"/persistent/{NS}/spread/unload")[0] == 204
         producer.close()
         consumer.close()
-        assert admin_a.delete("/persistent/public/default/spread/partitions?force=true")[0] == 204
+        assert admin_a.delete(f"/persistent/{NS}/spread/partitions?force=true")[0] == 204
         for proc in (a, b):
-            listed = Admin(proc.http_url).get("/persistent/public/default")[1]
+            listed = Admin(proc.http_url).get(f"/persistent/{NS}")[1]
             assert not any("spread" in t for t in listed), listed
     finally:
         client.close()
