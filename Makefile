@@ -57,3 +57,16 @@ test-k8s: setup k8s-tools
 # e2e/: kind + helm install + produce/consume; skips with a message without a container runtime.
 test-e2e: setup
 	@$(PY) -m pytest e2e -rs $(PYTEST_ARGS)
+
+# --- Side-by-side benchmarks (issue 7): Apache Pulsar standalone, pulsar-lite, Magnetar --------
+# bench-peers installs Pulsar (Maven Central -> .cache/pulsar-<v>/lib) and pulsar-lite (PyPI ->
+# .cache/pulsar-lite-venv) the first time, then runs the four workloads against each system in
+# turn, 3 rounds, and regenerates docs/benchmarks.md (about 30-40 minutes on 2 cores).
+# bench-peers-quick: 1 round, short phases, 128 MiB backlog (a few minutes; a smoke run).
+# Not part of `make test`.
+.PHONY: bench-peers bench-peers-quick
+bench-peers: setup
+	@$(PY) bench/peers/run.py $(BENCH_PEERS_ARGS)
+
+bench-peers-quick: setup
+	@$(PY) bench/peers/run.py --quick $(BENCH_PEERS_ARGS)

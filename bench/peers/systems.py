@@ -1,0 +1,335 @@
+"""The systems under test: Apache Pulsar standalone, pulsar-lite, Magnetar standalone.
+
+Each is installed by the repo's scripts (cached under .cache/), started fresh on loopback
+ports picked at run time with an empty data directory, polled until it serves, and stopped
+by its pid (SIGTERM, then SIGKILL after a grace period). A system that cannot be installed
+or started raises ``StartError`` with the reason; the harness reports it, never skips it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PEERS = ROOT / "bench" / "peers"
+VENV_BIN = Path(sys.executable).parent
+
+
+class StartError(Exception):
+    """The system could not be installed or did not come up."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def die_with_parent() -> None:
+    # The broker dies with the harness (PR_SET_PDEATHSIG): a killed run leaves nothing behind.
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+
+
+def _tail(path: Path, lines: int = 12) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(text[-lines:])
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+def _tcp_ok(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+class System:
+    name = "?"
+    key = "?"
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = workdir / f"{self.key}.log"
+        self.url = ""
+        self.version = "?"
+        self.install_seconds = 0.0
+        self.startup_seconds = 0.0
+        self.notes: list[str] = []
+
+    # --- to override ------------------------------------------------------------------
+    def install(self) -> None:
+        raise NotImplementedError
+
+    def argv(self) -> tuple[list[str], dict[str, str], Path]:
+        raise NotImplementedError
+
+    def ready(self) -> bool:
+        raise NotImplementedError
+
+    startup_timeout = 120.0
+
+    # --- common -----------------------------------------------------------------------
+    def start(self) -> str:
+        data = self.workdir / f"{self.key}-data"
+        shutil.rmtree(data, ignore_errors=True)
+        data.mkdir(parents=True)
+        self.data_dir = data
+        argv, env, cwd = self.argv()
+        log = open(self.log_path, "ab")
+        log.write(f"\n=== {time.strftime('%H:%M:%S')} {' '.join(argv)}\n".encode())
+        log.flush()
+        t0 = time.monotonic()
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=cwd,
+                env={**os.environ, **env},
+                preexec_fn=die_with_parent,
+            )
+        except OSError as err:
+            raise StartError(f"{argv[0]}: {err}") from err
+        finally:
+            log.close()
+        deadline = t0 + self.startup_timeout
+        while not self.ready():
+            if self.proc.poll() is not None:
+                reason = f"exited with status {self.proc.returncode}"
+                self.proc = None
+                raise StartError(f"{reason}; log tail:\n{_tail(self.log_path)}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise StartError(
+                    f"not ready within {self.startup_timeout:.0f} s; log tail:\n"
+                    f"{_tail(self.log_path)}"
+                )
+            time.sleep(0.2)
+        self.startup_seconds = time.monotonic() - t0
+        return self.url
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        data = getattr(self, "data_dir", None)
+        if data is not None:
+            shutil.rmtree(data, ignore_errors=True)
+
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+
+def _run_install(script: str) -> tuple[str, float]:
+    t0 = time.monotonic()
+    res = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "bench" / script)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if res.returncode != 0:
+        tail = "\n".join((res.stderr or res.stdout).strip().splitlines()[-8:])
+        raise StartError(f"install ({script}) failed: {tail}")
+    return res.stdout.strip().splitlines()[-1], time.monotonic() - t0
+
+
+class PulsarStandalone(System):
+    """org.apache.pulsar.PulsarStandaloneStarter from the jars install_pulsar.sh assembled;
+    embedded bookie and RocksDB metadata, functions worker and stream storage off."""
+
+    name = "Apache Pulsar"
+    key = "pulsar"
+    heap = "2g"
+    direct = "2g"
+
+    def install(self) -> None:
+        lib, self.install_seconds = _run_install("install_pulsar.sh")
+        self.lib = Path(lib)
+        jar = next(self.lib.glob("pulsar-broker-[0-9]*.jar"), None)
+        if jar is None:
+            raise StartError(f"no pulsar-broker jar in {self.lib}")
+        self.version = jar.stem.removeprefix("pulsar-broker-")
+        java = shutil.which("java")
+        if java is None:
+            raise StartError("java not found (Java 17 is needed)")
+        self.java = java
+
+    def argv(self) -> tuple[list[str], dict[str, str], Path]:
+        port, http, bk = free_port(), free_port(), free_port()
+        self.http_port = http
+        conf = self.data_dir / "standalone.conf"
+        conf.write_text(
+            (PEERS / "standalone.conf").read_text()
+            + f"\n# picked by the harness\nbrokerServicePort={port}\nwebServicePort={http}\n"
+        )
+        self.url = f"pulsar://127.0.0.1:{port}"
+        argv = [
+            self.java,
+            f"-Xms{self.heap}",
+            f"-Xmx{self.heap}",
+            f"-XX:MaxDirectMemorySize={self.direct}",
+            # the GC settings of Pulsar's conf/pulsar_env.sh, thread counts sized for 2 cores
+            "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=10",
+            "-XX:+ParallelRefProcEnabled",
+            "-XX:+DisableExplicitGC",
+            "-XX:+UnlockExperimentalVMOptions",
+            "-XX:G1NewSizePercent=50",
+            f"-XX:ParallelGCThreads={os.cpu_count() or 2}",
+            f"-XX:ConcGCThreads={max(1, (os.cpu_count() or 2) // 2)}",
+            # what bin/pulsar passes on Java 17
+            "--add-opens=java.base/java.io=ALL-UNNAMED",
+            "--add-opens=java.base/java.util.zip=ALL-UNNAMED",
+            "--add-opens=java.base/sun.net=ALL-UNNAMED",
+            "--add-opens=java.management/sun.management=ALL-UNNAMED",
+            "--add-opens=jdk.management/com.sun.management.internal=ALL-UNNAMED",
+            "--add-opens=java.base/jdk.internal.platform=ALL-UNNAMED",
+            "--add-opens=java.base/java.nio=ALL-UNNAMED",
+            "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+            "-Dio.netty.tryReflectionSetAccessible=true",
+            "-Dpulsar.allocator.exit_on_oom=true",
+            "-Dio.netty.recycler.maxCapacityPerThread=4096",
+            f"-Dlog4j.configurationFile={PEERS / 'log4j2.xml'}",
+            f"-Djava.io.tmpdir={self.data_dir}",
+            "-cp",
+            f"{self.lib}/*",
+            "org.apache.pulsar.PulsarStandaloneStarter",
+            "--config",
+            str(conf),
+            "--no-functions-worker",
+            "--no-stream-storage",
+            "--wipe-data",
+            "--metadata-dir",
+            str(self.data_dir / "metadata"),
+            "--bookkeeper-dir",
+            str(self.data_dir / "bookkeeper"),
+            "--bookkeeper-port",
+            str(bk),
+            "--advertised-address",
+            "127.0.0.1",
+        ]
+        return argv, {}, self.data_dir
+
+    def ready(self) -> bool:
+        return _http_ok(f"http://127.0.0.1:{self.http_port}/admin/v2/brokers/health")
+
+
+class PulsarLite(System):
+    """The pulsar-lite broker binary from the PyPI wheel (its own venv)."""
+
+    name = "pulsar-lite"
+    key = "pulsar-lite"
+    startup_timeout = 30.0
+
+    def install(self) -> None:
+        binary, self.install_seconds = _run_install("install_pulsar_lite.sh")
+        self.binary = Path(binary)
+        py = ROOT / ".cache" / "pulsar-lite-venv" / "bin" / "python"
+        res = subprocess.run(
+            [str(py), "-c", "import importlib.metadata as m; print(m.version('pulsar-lite'))"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        self.version = res.stdout.strip() or "?"
+
+    def argv(self) -> tuple[list[str], dict[str, str], Path]:
+        self.port = free_port()
+        metrics = free_port()
+        conf = self.data_dir / "pulsar-lite.toml"
+        # Loopback only; the metrics endpoint (0.0.0.0:8080 by default) too.
+        conf.write_text(
+            f'addr = "127.0.0.1:{self.port}"\n'
+            f'db_path = "{self.data_dir / "db"}"\n'
+            'log_level = "warn"\n'
+            "default_partitions = 0\n"
+            "[metrics]\n"
+            "enabled = true\n"
+            f'addr = "127.0.0.1:{metrics}"\n'
+        )
+        self.url = f"pulsar://127.0.0.1:{self.port}"
+        return [str(self.binary), "--config", str(conf)], {"RUST_LOG": "warn"}, self.data_dir
+
+    def ready(self) -> bool:
+        return _tcp_ok(self.port)
+
+
+class MagnetarStandalone(System):
+    """``magnetar standalone`` from the project's venv."""
+
+    name = "Magnetar"
+    key = "magnetar"
+    startup_timeout = 60.0
+
+    def install(self) -> None:
+        exe = VENV_BIN / "magnetar"
+        if not exe.exists():
+            raise StartError(f"{exe} not found (run `make setup`)")
+        self.exe = exe
+        res = subprocess.run([str(exe), "--version"], capture_output=True, text=True, check=False)
+        self.version = (res.stdout.strip() or res.stderr.strip()).removeprefix("magnetar ") or "?"
+        head = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        if head:
+            self.version += f" ({head})"
+
+    def argv(self) -> tuple[list[str], dict[str, str], Path]:
+        port, self.http_port = free_port(), free_port()
+        self.url = f"pulsar://127.0.0.1:{port}"
+        argv = [
+            str(self.exe),
+            "standalone",
+            "--data-dir",
+            str(self.data_dir / "data"),
+            "--port",
+            str(port),
+            "--http-port",
+            str(self.http_port),
+            "--advertised-address",
+            "127.0.0.1",
+            "--bind-address",
+            "127.0.0.1",
+        ]
+        return argv, {"MAGNETAR_LOG_LEVEL": "WARNING"}, self.data_dir
+
+    def ready(self) -> bool:
+        return _http_ok(f"http://127.0.0.1:{self.http_port}/admin/v2/brokers/health")
+
+
+ALL: dict[str, type[System]] = {
+    "pulsar": PulsarStandalone,
+    "pulsar-lite": PulsarLite,
+    "magnetar": MagnetarStandalone,
+}
