@@ -278,6 +278,18 @@ def _w3_step(url: str, topic: str, rate: int, seconds: float) -> dict[str, Any]:
     }
 
 
+def _why(step: dict[str, Any]) -> str:
+    reasons = []
+    if min(step["received"]) < step["sent"]:
+        reasons.append(f"{min(step['received']):,} of {step['sent']:,} delivered in time")
+    if step["p99_ms"] is None or step["p99_ms"] > W3_MAX_P99_MS:
+        p99 = step["p99_ms"]
+        reasons.append(f"e2e p99 {p99:,.0f} ms" if p99 is not None else "no latencies")
+    if step["achieved"] < 0.95 * step["rate"]:
+        reasons.append(f"producer reached {step['achieved']:,.0f} msg/s")
+    return ", ".join(reasons) or "?"
+
+
 def w3(url: str, prefix: str, p: Params) -> dict[str, Any]:
     """Fan-out: 1 producer (1 KiB, batching 1 ms), 4 exclusive subscriptions and 1 shared
     subscription with 4 consumers. The rate steps up a ladder; the sustained rate is the
@@ -320,7 +332,7 @@ def w3(url: str, prefix: str, p: Params) -> dict[str, Any]:
         "limit": (
             "ladder top reached"
             if last["ok"]
-            else f"fell behind at {last['rate']} msg/s (p99 {last['p99_ms']} ms)"
+            else f"fell behind at {last['rate']:,} msg/s ({_why(last)})"
         ),
     }
 
