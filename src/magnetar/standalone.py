@@ -29,6 +29,7 @@ from magnetar.broker import admin
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.server import BrokerServer, open_managed_ledgers, wait_for_signal
 from magnetar.broker.service import BrokerService
+from magnetar.common import aio
 from magnetar.ledger.client import LedgerClient
 from magnetar.managed_ledger.api import ManagedLedgerConfig
 from magnetar.metadata import open_store
@@ -139,6 +140,7 @@ async def run(options: StandaloneOptions) -> None:
             f"  data dir:    {data_dir}",
             flush=True,
         )
+        aio.tune_gc_for_server()
         await wait_for_signal()
         log.info("shutting down")
     finally:

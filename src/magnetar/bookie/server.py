@@ -28,6 +28,7 @@ from magnetar.bookie.service import BookieService, generic_handler
 from magnetar.bookie.storage import api as storage_api
 from magnetar.bookie.storage import config as storage_config
 from magnetar.bookie.storage import open_storage
+from magnetar.common import aio
 from magnetar.metadata import api, keys, open_store
 
 log = logging.getLogger(__name__)
@@ -225,6 +226,7 @@ async def run(
         print(f"bookie {server.bookie_id} ready", flush=True)
         if ready is not None:
             ready.set()
+        aio.tune_gc_for_server()
         await stop.wait()
     finally:
         await server.stop()

@@ -25,6 +25,7 @@ from magnetar.broker import admin, http
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerConnection
 from magnetar.broker.service import BrokerService
+from magnetar.common import aio
 from magnetar.ledger.client import LedgerClient
 from magnetar.managed_ledger import factory
 from magnetar.managed_ledger.api import ManagedLedgerConfig, ManagedLedgerFactory
@@ -137,6 +138,7 @@ async def run(metadata_url: str, config: BrokerConfig) -> None:
         await server.start()
         cfg = service.config
         print(f"broker {cfg.broker_id} ready: {cfg.service_url} {cfg.web_service_url}", flush=True)
+        aio.tune_gc_for_server()
         await wait_for_signal()
         log.info("shutting down")
     finally:
