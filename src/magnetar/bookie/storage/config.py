@@ -23,8 +23,12 @@ class BookieStorageConfig:
     """Largest entry accepted (Pulsar's 5 MiB max message + room for metadata)."""
 
     # journal / group commit
-    journal_max_group_wait_ms: float = 1.0
-    """How long the oldest waiting add may be held to gather a bigger group."""
+    journal_max_group_wait_ms: float = 0.0
+    """How long the oldest waiting add may be held to gather a bigger group. 0 (the
+    default): no added wait; a group is whatever queued while the previous write and
+    fdatasync ran, so groups grow with the load by themselves (BookKeeper's
+    journalFlushWhenQueueEmpty). A wait only adds latency at low rates: 1 ms took the
+    fan-out p50 from 2.4 to 4.1 ms at 1,000 msg/s without raising throughput."""
     journal_max_group_bytes: int = 1 * MiB
     """A group is written as soon as it reaches this size."""
     journal_max_file_bytes: int = 256 * MiB
