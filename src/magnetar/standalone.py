@@ -4,7 +4,9 @@ Why here and not under ``broker/``: the broker and the bookie never import each 
 import-linter contract); standalone sits above both, like ``cli``. The embedded metadata
 store lives in the process that opens it, so everything shares it: the bookie registers in
 it and serves gRPC on a loopback port, the broker's ledger client finds it there, and
-managed ledgers are written with E = Wq = Aq = 1.
+managed ledgers are written with E = Wq = Aq = 1. Adds skip gRPC: the ledger client hands
+them to the bookie's add path in this process (a local transport, as BookKeeper has for a
+bookie in the client's JVM); reads, fencing and recovery go through gRPC as anywhere.
 
 Everything durable lives under ``--data-dir``::
 
@@ -126,7 +128,9 @@ async def run(options: StandaloneOptions) -> None:
     managed_ledgers = None
     try:
         await bookie.start()
-        ledgers = LedgerClient(store)
+        assert bookie.service is not None
+        # the broker's adds reach the in-process bookie directly (reads still use gRPC)
+        ledgers = LedgerClient(store, local_bookies={bookie.bookie_id: bookie.service})
         config = broker_config(options)
         managed_ledgers = open_managed_ledgers(store, ledgers, config.managed_ledger)
         service = BrokerService(config=config, store=store, managed_ledgers=managed_ledgers)

@@ -73,6 +73,8 @@ class BookieServer:
             **options.storage_overrides,  # type: ignore[arg-type]
         )
         self.storage: storage_api.LedgerStorage | None = None
+        self.service: BookieService | None = None
+        """The service once started: standalone's ledger client adds through it directly."""
         self._grpc: grpc.aio.Server | None = None
         self._http: web.AppRunner | None = None
         self._session: api.Session | None = None
@@ -104,7 +106,9 @@ class BookieServer:
             )
             self._collector = None
 
-        service = BookieService(self.storage, bookie_id=self.bookie_id, rack=opts.rack)
+        service = self.service = BookieService(
+            self.storage, bookie_id=self.bookie_id, rack=opts.rack
+        )
         self._grpc = grpc.aio.server(options=GRPC_SERVER_OPTIONS)
         self._grpc.add_generic_rpc_handlers((generic_handler(service),))
         bound = self._grpc.add_insecure_port(f"{opts.bind_address}:{opts.port}")

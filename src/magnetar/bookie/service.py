@@ -134,17 +134,49 @@ class BookieService:
             )
             for e in request.entries
         ]
+        return await self._store(ledger_id, entries)
+
+    async def add_local(
+        self,
+        ledger_id: int,
+        master_key: bytes,
+        lac: int,
+        recovery: bool,
+        entries: list[tuple[int, bytes]],
+    ) -> list[tuple[int, int, str]]:
+        """An add batch from a ledger client in this process (standalone), without gRPC:
+        the same storage call, checks and metrics as an AddEntries request; one
+        ``(entry_id, status code number, message)`` per entry, code 0 when durable."""
+        lid = storage.LedgerId(ledger_id)
+        requests = [
+            storage.AddRequest(lid, storage.EntryId(eid), master_key, lac, data, recovery)
+            for eid, data in entries
+        ]
+        return [
+            (r.entry_id, 0, "")
+            if r.error is None
+            else (r.entry_id, _code_number(status_of(r.error)), str(r.error))
+            for r in await self._store(lid, requests)
+        ]
+
+    async def _store(
+        self, ledger_id: storage.LedgerId, entries: list[storage.AddRequest]
+    ) -> list[storage.AddResult]:
         started = time.perf_counter()
         try:
             results = await self.storage.add_entries(entries)
         except Exception as err:  # the whole batch failed (storage closing, disk error)
             log.warning("add batch for ledger %d failed: %s", ledger_id, err)
             failure = err if isinstance(err, storage.StorageError) else storage.StorageError(err)
+            metrics.ADD_FAILURES.inc(len(entries))
             return [storage.AddResult(ledger_id, e.entry_id, failure) for e in entries]
         elapsed = time.perf_counter() - started
         metrics.ADD_ENTRY.observe(elapsed)
         metrics.ADD_ENTRIES.inc(len(entries))
-        metrics.ADD_BYTES.inc(sum(len(e.data) for e in request.entries))
+        metrics.ADD_BYTES.inc(sum(len(e.data) for e in entries))
+        failed = sum(1 for r in results if r.error is not None)
+        if failed:
+            metrics.ADD_FAILURES.inc(failed)
         return results
 
     async def _write_results(
@@ -162,7 +194,6 @@ class BookieService:
                 if r.error is None:
                     response.results.append(bookie_pb2.AddResult(entry_id=r.entry_id))
                 else:
-                    metrics.ADD_FAILURES.inc()
                     response.results.append(
                         bookie_pb2.AddResult(
                             entry_id=r.entry_id,

@@ -13,7 +13,7 @@ import secrets
 import time
 from collections.abc import Mapping
 
-from magnetar.ledger.bookie_client import BookieClient
+from magnetar.ledger.bookie_client import BookieClient, LocalBookie, LocalBookieClient
 from magnetar.ledger.errors import BookieError, NoSuchEntryError, NoSuchLedgerError
 from magnetar.ledger.handle import LedgerHandle
 from magnetar.ledger.metadata import Fragment, LedgerMetadata, check_quorums
@@ -34,8 +34,11 @@ class LedgerClient:
         placement: PlacementPolicy | None = None,
         add_timeout: float = 10.0,
         rpc_timeout: float = 10.0,
+        local_bookies: Mapping[str, LocalBookie] | None = None,
     ) -> None:
         self.store = store
+        self._local_bookies = dict(local_bookies or {})
+        """Bookies in this process (standalone): adds to them skip gRPC."""
         self.placement: PlacementPolicy = placement or RackAwarePlacement()
         self.add_timeout = add_timeout
         self.rpc_timeout = rpc_timeout
@@ -46,9 +49,15 @@ class LedgerClient:
     def bookie(self, bookie_id: str) -> BookieClient:
         client = self._bookies.get(bookie_id)
         if client is None:
-            client = BookieClient(
-                bookie_id, add_timeout=self.add_timeout, rpc_timeout=self.rpc_timeout
-            )
+            local = self._local_bookies.get(bookie_id)
+            if local is not None:
+                client = LocalBookieClient(
+                    bookie_id, local, add_timeout=self.add_timeout, rpc_timeout=self.rpc_timeout
+                )
+            else:
+                client = BookieClient(
+                    bookie_id, add_timeout=self.add_timeout, rpc_timeout=self.rpc_timeout
+                )
             self._bookies[bookie_id] = client
         return client
 
