@@ -55,6 +55,15 @@ def _code_number(code: grpc.StatusCode) -> int:
     return int(code.value[0])
 
 
+class _Refused(Exception):
+    """A request answered with a gRPC status (over gRPC: the call's; locally: a code)."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
 @dataclass(frozen=True, slots=True)
 class Garbled:
     """A request whose bytes did not decode (gRPC would answer UNKNOWN by itself)."""
@@ -207,36 +216,86 @@ class BookieService:
 
     @_checked
     async def ReadEntries(self, request: Any, context: Any) -> Any:
-        ledger_id = storage.LedgerId(request.ledger_id)
-        first, last = request.first_entry_id, request.last_entry_id
-        if first < 0 or last < first:
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, f"bad entry range {first}..{last}"
-            )
-        started = time.perf_counter()
         try:
-            if request.fence:
-                await self.storage.fence(ledger_id, request.master_key)
-            lac = await self.storage.last_add_confirmed(ledger_id)
-            if not request.past_lac:
-                if first > lac:
-                    await context.abort(
-                        grpc.StatusCode.OUT_OF_RANGE,
-                        f"ledger {ledger_id}: entry {first} is past the last add confirmed {lac}",
-                    )
-                last = min(last, lac)
-            max_bytes = request.max_bytes or DEFAULT_READ_MAX_BYTES
-            entries = await self._read(ledger_id, first, last, max_bytes)
-            fenced = await self.storage.is_fenced(ledger_id)
-        except storage.StorageError as err:
-            await context.abort(status_of(err), str(err))
-        metrics.READ_ENTRY.observe(time.perf_counter() - started)
-        metrics.READ_ENTRIES.inc(len(entries))
+            entries, lac, fenced = await self._read_request(
+                request.ledger_id,
+                request.first_entry_id,
+                request.last_entry_id,
+                past_lac=request.past_lac,
+                fence=request.fence,
+                master_key=request.master_key,
+                max_bytes=request.max_bytes,
+            )
+        except _Refused as refused:
+            await context.abort(refused.code, refused.message)
         return bookie_pb2.ReadResponse(
             entries=[bookie_pb2.Entry(entry_id=eid, data=data) for eid, data in entries],
             last_add_confirmed=lac,
             fenced=fenced,
         )
+
+    async def read_local(
+        self,
+        ledger_id: int,
+        first: int,
+        last: int,
+        *,
+        past_lac: bool,
+        fence: bool,
+        master_key: bytes,
+        max_bytes: int,
+    ) -> tuple[int, str, list[tuple[int, bytes]]]:
+        """A ReadEntries from a ledger client in this process (standalone), without gRPC
+        (no copies into and out of protobuf): ``(status code number, message, entries)``,
+        code 0 when the entries are there, else the code ReadEntries would answer."""
+        try:
+            entries, _, _ = await self._read_request(
+                ledger_id,
+                first,
+                last,
+                past_lac=past_lac,
+                fence=fence,
+                master_key=master_key,
+                max_bytes=max_bytes,
+            )
+        except _Refused as refused:
+            return _code_number(refused.code), refused.message, []
+        return 0, "", list(entries)
+
+    async def _read_request(
+        self,
+        ledger_id_: int,
+        first: int,
+        last: int,
+        *,
+        past_lac: bool,
+        fence: bool,
+        master_key: bytes,
+        max_bytes: int,
+    ) -> tuple[list[tuple[storage.EntryId, bytes]], int, bool]:
+        """(entries, LAC, fenced) for a read request; raises _Refused."""
+        ledger_id = storage.LedgerId(ledger_id_)
+        if first < 0 or last < first:
+            raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, f"bad entry range {first}..{last}")
+        started = time.perf_counter()
+        try:
+            if fence:
+                await self.storage.fence(ledger_id, master_key)
+            lac = await self.storage.last_add_confirmed(ledger_id)
+            if not past_lac:
+                if first > lac:
+                    raise _Refused(
+                        grpc.StatusCode.OUT_OF_RANGE,
+                        f"ledger {ledger_id}: entry {first} is past the last add confirmed {lac}",
+                    )
+                last = min(last, lac)
+            entries = await self._read(ledger_id, first, last, max_bytes or DEFAULT_READ_MAX_BYTES)
+            fenced = await self.storage.is_fenced(ledger_id)
+        except storage.StorageError as err:
+            raise _Refused(status_of(err), str(err)) from None
+        metrics.READ_ENTRY.observe(time.perf_counter() - started)
+        metrics.READ_ENTRIES.inc(len(entries))
+        return entries, lac, fenced
 
     async def _read(
         self, ledger_id: storage.LedgerId, first: int, last: int, max_bytes: int

@@ -345,13 +345,28 @@ class LocalBookie(Protocol):
         """Store one batch; ``(entry_id, status code number, message)`` per entry, 0 = ok."""
         ...
 
+    async def read_local(
+        self,
+        ledger_id: int,
+        first: int,
+        last: int,
+        *,
+        past_lac: bool,
+        fence: bool,
+        master_key: bytes,
+        max_bytes: int,
+    ) -> tuple[int, str, list[tuple[int, bytes]]]:
+        """A ReadEntries: ``(status code number, message, entries)``, 0 = ok."""
+        ...
+
 
 class LocalBookieClient(BookieClient):
     """Client of a bookie in this process: adds skip gRPC (no serialisation, no loopback
     socket, no hand-off to gRPC's threads) and go to the bookie's add path in batches, one
     per event-loop turn and ledger, like BookKeeper's local transport for a bookie in the
-    client's JVM. Reads and control calls still use gRPC (the inherited methods); the
-    bookie's checks (master key, fencing, size, read-only) and metrics are the same."""
+    client's JVM. Entry reads go to the bookie's read path the same way; the other calls
+    (LAC, fence, delete, info) use gRPC (the inherited methods). The bookie's checks
+    (master key, fencing, size, read-only, LAC) and metrics are the same either way."""
 
     def __init__(
         self,
@@ -426,6 +441,34 @@ class LocalBookieClient(BookieClient):
             return
         for item, (_, code, message) in zip(items, results, strict=True):
             item.finish(None if code == 0 else BookieError(self.bookie_id, code, message))
+
+    async def read(
+        self,
+        ledger_id: int,
+        first: int,
+        last: int,
+        *,
+        past_lac: bool = False,
+        fence: bool = False,
+        master_key: bytes = b"",
+        max_bytes: int = 0,
+    ) -> list[tuple[int, bytes]]:
+        if self._closed:
+            raise BookieError(self.bookie_id, UNAVAILABLE, "client closed")
+        code, message, entries = await self._local.read_local(
+            ledger_id,
+            first,
+            last,
+            past_lac=past_lac,
+            fence=fence,
+            master_key=master_key,
+            max_bytes=max_bytes,
+        )
+        if code == 0:
+            return entries
+        if code in (NOT_FOUND, OUT_OF_RANGE):
+            raise NoSuchEntryError(f"{self.bookie_id}: {message}")
+        raise BookieError(self.bookie_id, code, message)
 
     async def close(self) -> None:
         self._closed = True

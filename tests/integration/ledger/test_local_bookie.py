@@ -19,7 +19,7 @@ from magnetar.bookie import metrics as bookie_metrics
 from magnetar.bookie.server import BookieOptions, BookieServer
 from magnetar.ledger.bookie_client import BookieClient, LocalBookieClient
 from magnetar.ledger.client import LedgerClient
-from magnetar.ledger.errors import BookieError, LedgerFencedError
+from magnetar.ledger.errors import BookieError, LedgerFencedError, NoSuchEntryError
 from magnetar.metadata import api, open_store
 from tests.support.procs import LOOPBACK, free_port
 
@@ -75,7 +75,7 @@ def adds_counted() -> float:
     return bookie_metrics.REGISTRY.get_sample_value("bookie_add_entries_total") or 0.0
 
 
-async def test_adds_go_local_and_read_back_over_grpc(env: Local) -> None:
+async def test_adds_and_reads_go_local_and_match_grpc(env: Local) -> None:
     assert isinstance(env.local.bookie(env.bookie.bookie_id), LocalBookieClient)
     assert not isinstance(env.remote.bookie(env.bookie.bookie_id), LocalBookieClient)
     before = adds_counted()
@@ -86,10 +86,49 @@ async def test_adds_go_local_and_read_back_over_grpc(env: Local) -> None:
     await handle.close()
     assert adds_counted() - before == 2_000  # the bookie's own metrics saw every add
 
-    reader = await env.remote.open(handle.ledger_id)
-    assert reader.last_add_confirmed == 1_999
-    got = await reader.read(0, 1_999)
-    assert [data for _, data in got] == payloads
+    for client in (env.local, env.remote):
+        reader = await client.open(handle.ledger_id)
+        assert reader.last_add_confirmed == 1_999
+        got = await reader.read(0, 1_999)
+        assert [data for _, data in got] == payloads
+
+
+@pytest.mark.parametrize("case", ["past-lac", "unknown-ledger", "bad-range", "fence-read"])
+async def test_read_outcomes_match_grpc(env: Local, case: str) -> None:
+    """One bookie, the same read through each transport: the same answer or error."""
+    key = b"r" * 16
+    ledger_id = 8_000 + ["past-lac", "unknown-ledger", "bad-range", "fence-read"].index(case)
+    local = env.local.bookie(env.bookie.bookie_id)
+    remote = env.remote.bookie(env.bookie.bookie_id)
+    await local.add_future(ledger_id=ledger_id, entry_id=0, master_key=key, lac=-1, data=b"e0")
+    await local.add_future(ledger_id=ledger_id, entry_id=1, master_key=key, lac=0, data=b"e1")
+    first, last, kw = 0, 1, {}
+    if case == "past-lac":
+        first, last = 1, 1  # stored, but the LAC (0) does not cover it
+    elif case == "unknown-ledger":
+        ledger_id = 424_242
+    elif case == "bad-range":
+        first, last = 1, 0
+    else:
+        kw = {"fence": True, "master_key": key, "past_lac": True}
+
+    async def outcome(client: BookieClient) -> object:
+        try:
+            return await client.read(ledger_id, first, last, **kw)  # type: ignore[arg-type]
+        except BookieError as err:
+            return ("BookieError", err.code)
+        except NoSuchEntryError:
+            return "NoSuchEntryError"
+
+    got_local = await outcome(local)
+    assert got_local == await outcome(remote)
+    expected: object = {
+        "past-lac": "NoSuchEntryError",
+        "unknown-ledger": "NoSuchEntryError",
+        "bad-range": ("BookieError", grpc.StatusCode.INVALID_ARGUMENT.value[0]),
+        "fence-read": [(0, b"e0"), (1, b"e1")],
+    }[case]
+    assert got_local == expected
 
 
 async def test_fencing_over_grpc_stops_the_local_writer(env: Local) -> None:
