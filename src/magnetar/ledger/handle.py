@@ -78,6 +78,7 @@ class LedgerHandle:
         self._failed_bookies: set[BookieId] = set()
         self._change_task: asyncio.Task[None] | None = None
         self._closing = False
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def ledger_id(self) -> int:
@@ -100,7 +101,9 @@ class LedgerHandle:
     def append(self, data: bytes) -> asyncio.Future[int]:
         """Start adding ``data``; the future gives its entry id once durable on Aq bookies.
         Futures complete in entry order."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        if loop is None:  # bound on first use: get_running_loop() costs a getpid() per call
+            loop = self._loop = asyncio.get_running_loop()
         fut: asyncio.Future[int] = loop.create_future()
         if not self.writable or self.metadata.closed or self._closing:
             fut.set_exception(LedgerClosedError(f"ledger {self.ledger_id} is not writable"))

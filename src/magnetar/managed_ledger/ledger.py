@@ -134,6 +134,7 @@ class ManagedLedgerImpl:
         self.config = config
         self.options = options
         self._on_closed = on_closed
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._state = State.CLOSED
         # ledger list (as last written) and derived lookups
         self._info = records.ManagedLedgerInfo()
@@ -493,7 +494,10 @@ class ManagedLedgerImpl:
     def append(self, data: bytes) -> asyncio.Future[Position]:
         """Start an add; the future gives the position once durable on Aq bookies. Futures
         complete in call order."""
-        fut: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+        loop = self._loop
+        if loop is None:  # bound on first use: get_running_loop() costs a getpid() per call
+            loop = self._loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Position] = loop.create_future()
         state = self._state
         if state is State.WRITABLE and not self._queue:
             self._send(_AddOp(data, fut))
