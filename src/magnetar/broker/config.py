@@ -46,6 +46,10 @@ class BrokerConfig:
     default_num_partitions: int = 1
     stats_interval_s: float = 5.0
     """Rates (msg/s, bytes/s) are computed over windows of this length."""
+    non_persistent_inactive_s: float = 60.0
+    """A non-persistent topic with no producer and no consumer for this long is dropped from
+    memory (Pulsar's brokerDeleteInactiveTopicsFrequencySeconds); checked every stats
+    interval."""
     load_report_interval_s: float = 5.0
 
     managed_ledger: ManagedLedgerConfig = field(default_factory=ManagedLedgerConfig)

@@ -41,11 +41,17 @@ from magnetar.broker.service import BrokerService
 from magnetar.wire import commands, frames, pb
 from magnetar.wire.errors import UnknownCommandError, WireError
 from magnetar.wire.ids import MessageId
+from magnetar.wire.topics import TopicDomain
 
 log = logging.getLogger(__name__)
 
 SERVER_VERSION: Final = f"Magnetar-{__version__}"
 _C = pb.BaseCommand
+_DOMAINS_OF_MODE = {
+    pb.CommandGetTopicsOfNamespace.PERSISTENT: (TopicDomain.PERSISTENT,),
+    pb.CommandGetTopicsOfNamespace.NON_PERSISTENT: (TopicDomain.NON_PERSISTENT,),
+    pb.CommandGetTopicsOfNamespace.ALL: (TopicDomain.PERSISTENT, TopicDomain.NON_PERSISTENT),
+}
 _MISMATCH: Final = frames.Checksum.MISMATCH
 _EMPTY_SCHEMA_VERSION: Final = b"\x00" * 8
 
@@ -413,10 +419,9 @@ class ServerConnection(asyncio.Protocol):
             tenant, sep, namespace = cmd.namespace.partition("/")
             if not sep or "/" in namespace:
                 raise BrokerError(pb.InvalidTopicName, f"bad namespace name {cmd.namespace!r}")
-            if cmd.mode == pb.CommandGetTopicsOfNamespace.NON_PERSISTENT:
-                topics: list[str] = []
-            else:
-                topics = await self.service.topics_of_namespace(tenant, namespace)
+            topics = await self.service.topics_of_namespace(
+                tenant, namespace, domains=_DOMAINS_OF_MODE.get(cmd.mode, (TopicDomain.PERSISTENT,))
+            )
         except Exception as exc:
             self._log_failure("topics of namespace", cmd.namespace, exc)
             self._error(rid, exc)

@@ -144,6 +144,18 @@ class TopicSubscriptions(Protocol):
         """Per subscription: Pulsar's subscription stats (msgBacklog, type, consumers...)."""
 
 
+class BroadcastSubscriptions(TopicSubscriptions, Protocol):
+    """The subscriptions of a non-persistent topic: entries are handed out as they come."""
+
+    def broadcast(self, data: bytes) -> None:
+        """Give a producer's entry to each subscription's consumer now (or drop it)."""
+
+    def dropped_rate(self) -> float:
+        """Messages per second dropped over all subscriptions (consumers without permits)."""
+
+    def has_consumers(self) -> bool: ...
+
+
 class TopicSubscriptionsFactory(Protocol):
     def __call__(
         self, *, topic: TopicName, managed_ledger: ManagedLedger

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.topic import Topic
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -50,7 +50,7 @@ def _f(stats: dict[str, Any], field: str) -> float:
         return 0.0
 
 
-def render(cluster: str, topics: Iterable[PersistentTopic]) -> str:
+def render(cluster: str, topics: Iterable[Topic]) -> str:
     series: dict[str, list[str]] = {name: [] for name, _, _ in _TOPIC_SERIES}
     sub_backlog: list[str] = []
     ns_topics: dict[str, int] = {}
@@ -88,7 +88,7 @@ def render(cluster: str, topics: Iterable[PersistentTopic]) -> str:
             "pulsar_in_bytes_total": topic.bytes_in,
             "pulsar_out_messages_total": int(out_msgs),
             "pulsar_out_bytes_total": int(out_bytes),
-            "pulsar_storage_size": topic.managed_ledger.total_size,
+            "pulsar_storage_size": topic.storage_size,
             "pulsar_msg_backlog": int(backlog),
         }
         for name, value in values.items():

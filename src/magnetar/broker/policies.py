@@ -188,12 +188,10 @@ def _partitioned_key(topic: TopicName) -> str:
 
 
 async def partitioned_topics(
-    store: api.MetadataStore, tenant: str, namespace: str
+    store: api.MetadataStore, tenant: str, namespace: str, domain: str = "persistent"
 ) -> dict[str, int]:
-    """Local names -> partitions of the persistent partitioned topics of a namespace."""
-    prefix = (
-        f"{keys.PARTITIONED_TOPICS}/{keys.segment(tenant)}/{keys.segment(namespace)}/persistent"
-    )
+    """Local names -> partitions of the partitioned topics of a namespace in ``domain``."""
+    prefix = f"{keys.PARTITIONED_TOPICS}/{keys.segment(tenant)}/{keys.segment(namespace)}/{domain}"
     found: dict[str, int] = {}
     async for record in store.scan_all(prefix):
         name = keys.unsegment(record.key.rsplit("/", 1)[-1])
@@ -213,7 +211,7 @@ async def effective_policies(
     ns = await cache.namespace(topic.tenant, topic.namespace)
     effective = dict(ns.raw) if ns is not None else {}
     record = await store.get(
-        keys.topic_policies(base.tenant, base.namespace, "persistent", base.local_name)
+        keys.topic_policies(base.tenant, base.namespace, base.domain.value, base.local_name)
     )
     if record is not None and record.value:
         effective.update(json.loads(record.value))

@@ -27,7 +27,7 @@ from magnetar.wire import commands, pb
 from magnetar.wire.ids import MessageId
 
 if TYPE_CHECKING:
-    from magnetar.broker.topic import PersistentTopic
+    from magnetar.broker.topic import Topic
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class Producer:
     def __init__(
         self,
         *,
-        topic: PersistentTopic,
+        topic: Topic,
         cnx: ServerCnx,
         producer_id: int,
         name: str,
@@ -137,7 +137,7 @@ class Producer:
         self._pending.append(op)
         topic.msg_in += num_messages
         topic.bytes_in += len(data)
-        future = topic.managed_ledger.append(data)
+        future = topic.append(data)
         future.add_done_callback(functools.partial(self._completed, op))
 
     def _completed(self, op: _Pending, future: asyncio.Future[Position]) -> None:

@@ -35,7 +35,8 @@ from magnetar.broker.contracts import (
     TopicSubscriptionsFactory,
 )
 from magnetar.broker.ownership import BrokerInfo, Bundle, Ownership, bundle_of
-from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.subscriptions import NonPersistentSubscriptions
+from magnetar.broker.topic import NonPersistentTopic, PersistentTopic, Topic
 from magnetar.managed_ledger.api import ManagedLedger, ManagedLedgerFactory
 from magnetar.metadata import api
 from magnetar.wire import pb
@@ -50,6 +51,10 @@ class LookupAnswer:
     service_url: str
     redirect: bool = False
     authoritative: bool = False
+
+
+_PERSISTENT = (TopicDomain.PERSISTENT,)
+ALL_DOMAINS = (TopicDomain.PERSISTENT, TopicDomain.NON_PERSISTENT)
 
 
 def managed_ledger_name(topic: TopicName) -> str:
@@ -119,8 +124,8 @@ class BrokerService:
         self.policies = policies.PolicyCache(store)
         self.me = BrokerInfo(config.broker_id, config.service_url, config.web_service_url)
         self.ownership = Ownership(store, self.me)
-        self.topics: dict[str, PersistentTopic] = {}
-        self._loading: dict[str, asyncio.Future[PersistentTopic]] = {}
+        self.topics: dict[str, Topic] = {}
+        self._loading: dict[str, asyncio.Future[Topic]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._background: list[asyncio.Task[None]] = []
         self._producer_prefix = "0"
@@ -212,7 +217,7 @@ class BrokerService:
         await topic.close(reason=reason)
         return True
 
-    def _topic_fenced(self, topic: PersistentTopic) -> None:
+    def _topic_fenced(self, topic: Topic) -> None:
         if self.topics.get(topic.full_name) is topic:
             del self.topics[topic.full_name]
             self._spawn(topic.close(reason="managed ledger fenced"))
@@ -226,8 +231,6 @@ class BrokerService:
             topic = TopicName.parse(name)
         except InvalidTopicNameError as err:
             raise BrokerError(pb.InvalidTopicName, str(err)) from None
-        if topic.domain is not TopicDomain.PERSISTENT:
-            raise BrokerError(pb.NotAllowedError, "non-persistent topics are not supported yet")
         return topic
 
     async def namespace_policies(self, topic: TopicName) -> policies.NamespacePolicies:
@@ -313,7 +316,7 @@ class BrokerService:
 
     async def get_topic(
         self, topic: TopicName, *, create: bool = True, explicit: bool = False
-    ) -> PersistentTopic:
+    ) -> Topic:
         """The loaded topic, loading (and creating, when allowed) it on first use.
         ``explicit``: an admin creation, allowed whatever the auto-creation policy.
         Raises BrokerError: ServiceNotReady (not ours), TopicNotFound, PersistenceError."""
@@ -337,12 +340,20 @@ class BrokerService:
             return loaded
         return await asyncio.shield(pending)
 
-    async def _load(
-        self, topic: TopicName, *, create: bool, explicit: bool = False
-    ) -> PersistentTopic:
+    async def _load(self, topic: TopicName, *, create: bool, explicit: bool = False) -> Topic:
         if self._closing:
             raise BrokerError(pb.ServiceNotReady, "broker is shutting down")
         await self.check_owned(topic)
+        if topic.domain is TopicDomain.NON_PERSISTENT:
+            await self._check_may_create(topic, create=create, explicit=explicit)
+            return await self._register(
+                topic,
+                NonPersistentTopic(
+                    name=topic,
+                    subscriptions=NonPersistentSubscriptions(topic),
+                    on_fenced=self._topic_fenced,
+                ),
+            )
         ml_name = managed_ledger_name(topic)
         if not await self.managed_ledgers.exists(ml_name):
             await self._check_may_create(topic, create=create, explicit=explicit)
@@ -361,6 +372,10 @@ class BrokerService:
         loaded = PersistentTopic(
             name=topic, managed_ledger=ml, subscriptions=subscriptions, on_fenced=self._topic_fenced
         )
+        return await self._register(topic, loaded)
+
+    async def _register(self, topic: TopicName, loaded: Topic) -> Topic:
+        """Serve ``loaded`` unless ownership was lost while it was loading."""
         bundle = await self.bundle(topic)
         if self._closing or not self.ownership.is_owned(bundle):
             await loaded.close(reason="ownership lost while loading")
@@ -401,23 +416,29 @@ class BrokerService:
         self._producer_counter += 1
         return f"{self.config.cluster_name}-{self._producer_prefix}-{self._producer_counter}"
 
-    async def topics_of_namespace(self, tenant: str, namespace: str) -> list[str]:
-        """Full names of the namespace's persistent topics (partitions listed one by one)."""
+    async def topics_of_namespace(
+        self, tenant: str, namespace: str, *, domains: tuple[TopicDomain, ...] = _PERSISTENT
+    ) -> list[str]:
+        """Full names of the namespace's topics of ``domains`` (partitions listed one by
+        one): persistent topics as stored, non-persistent ones as loaded here, plus every
+        partition of the partitioned topics of those domains."""
         policies.check_namespace_name(tenant, namespace)
         names: set[str] = set()
-        prefix = f"{tenant}/{namespace}/persistent"
-        with contextlib.suppress(Exception):
-            for ml_name in await self.managed_ledgers.list(prefix):
-                local = ml_name.rsplit("/", 1)[-1]
-                names.add(f"persistent://{tenant}/{namespace}/{local}")
-        for local, partitions in (
-            await policies.partitioned_topics(self.store, tenant, namespace)
-        ).items():
-            for i in range(partitions):
-                names.add(f"persistent://{tenant}/{namespace}/{local}-partition-{i}")
+        if TopicDomain.PERSISTENT in domains:
+            prefix = f"{tenant}/{namespace}/persistent"
+            with contextlib.suppress(Exception):
+                for ml_name in await self.managed_ledgers.list(prefix):
+                    local = ml_name.rsplit("/", 1)[-1]
+                    names.add(f"persistent://{tenant}/{namespace}/{local}")
+        for domain in domains:
+            for local, partitions in (
+                await policies.partitioned_topics(self.store, tenant, namespace, domain.value)
+            ).items():
+                for i in range(partitions):
+                    names.add(f"{domain.value}://{tenant}/{namespace}/{local}-partition-{i}")
         for name in self.topics:
             t = TopicName.parse(name)
-            if t.tenant == tenant and t.namespace == namespace:
+            if t.tenant == tenant and t.namespace == namespace and t.domain in domains:
                 names.add(name)
         return sorted(names)
 
@@ -429,6 +450,21 @@ class BrokerService:
             now = time.monotonic()
             for topic in list(self.topics.values()):
                 topic.update_rates(now)
+                if isinstance(topic, NonPersistentTopic):
+                    self._collect_if_inactive(topic, now)
+
+    def _collect_if_inactive(self, topic: NonPersistentTopic, now: float) -> None:
+        """Drop a non-persistent topic nobody produced to or consumed from for a while (it
+        holds nothing; the next producer or consumer loads it again)."""
+        if not topic.idle():
+            topic.idle_since = now
+            return
+        if now - topic.idle_since < self.config.non_persistent_inactive_s:
+            return
+        if self.topics.get(topic.full_name) is topic:
+            del self.topics[topic.full_name]
+            log.info("%s: inactive, dropped", topic.full_name)
+            self._spawn(topic.close(reason="inactive"))
 
     async def _load_loop(self) -> None:
         while True:

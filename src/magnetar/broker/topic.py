@@ -1,9 +1,11 @@
-"""A persistent topic (or one partition of a partitioned topic) served by this broker.
+"""A topic (or one partition of a partitioned topic) served by this broker.
 
-It joins a managed ledger (the log), the topic's producers with their access modes, and its
-subscriptions (:class:`contracts.TopicSubscriptions`, built by the subscriptions package).
-It counts what flows in for /metrics and the admin stats, and it can be unloaded (ownership
-moves, the broker stops) or terminated (no more messages, ever).
+:class:`Topic` holds what every topic has: the producers with their access modes, the
+subscriptions (:class:`contracts.TopicSubscriptions`, built by the subscriptions package),
+the counters for /metrics and the admin stats, and unloading (ownership moves, the broker
+stops). :class:`PersistentTopic` stores entries in a managed ledger and can be terminated
+(no more messages, ever); :class:`NonPersistentTopic` stores nothing and hands each entry to
+the consumers connected at that moment (``subscriptions.nonpersistent``).
 
 Producer access modes follow Pulsar's ``AbstractTopic.incrementTopicEpochIfNeeded``:
 Shared producers coexist unless an exclusive one holds the topic (ProducerBusy); an Exclusive
@@ -23,7 +25,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from magnetar.broker.contracts import BrokerError, TopicSubscriptions
+from magnetar.broker.contracts import BroadcastSubscriptions, BrokerError, TopicSubscriptions
 from magnetar.broker.producer import AccessMode, Producer
 from magnetar.managed_ledger.api import (
     ManagedLedger,
@@ -36,19 +38,23 @@ from magnetar.wire.topics import TopicName
 
 log = logging.getLogger(__name__)
 
+NON_PERSISTENT_POSITION = Position(0, 0)
 
-class PersistentTopic:
+
+class Topic:
+    """Producers, subscriptions, counters and unloading: what both kinds of topic share."""
+
+    persistent = True
+
     def __init__(
         self,
         *,
         name: TopicName,
-        managed_ledger: ManagedLedger,
         subscriptions: TopicSubscriptions,
-        on_fenced: Callable[[PersistentTopic], None] | None = None,
+        on_fenced: Callable[[Topic], None] | None = None,
     ) -> None:
         self.name = name
         self.full_name = name.full_name
-        self.managed_ledger = managed_ledger
         self.subscriptions = subscriptions
         self._on_fenced = on_fenced
         self.producers: dict[str, Producer] = {}
@@ -58,8 +64,6 @@ class PersistentTopic:
         self.fenced_reason: str | None = None
         self.fenced_error: pb.ServerError.ValueType = pb.ServiceNotReady
         self.closed = False
-        if managed_ledger.terminated:
-            self._fence("topic was terminated", pb.TopicTerminatedError)
         # counters and rates (rates are recomputed by update_rates)
         self.msg_in = 0
         self.bytes_in = 0
@@ -70,7 +74,20 @@ class PersistentTopic:
         self.created_at = time.time()
 
     def __repr__(self) -> str:
-        return f"PersistentTopic({self.full_name})"
+        return f"{type(self).__name__}({self.full_name})"
+
+    def append(self, data: bytes) -> asyncio.Future[Position]:
+        """Take one producer entry; the future gives its position once it is safe to
+        acknowledge (stored, for a persistent topic)."""
+        raise NotImplementedError
+
+    @property
+    def storage_size(self) -> int:
+        return 0
+
+    def idle(self) -> bool:
+        """No producer, nothing waiting to produce."""
+        return not self.producers and not self._waiting
 
     # --- producers ---------------------------------------------------------------------------
 
@@ -213,15 +230,6 @@ class PersistentTopic:
 
     # --- lifecycle ----------------------------------------------------------------------------
 
-    async def terminate(self) -> Position:
-        """No more messages: producers are refused from now on (TopicTerminatedError)."""
-        last = await self.managed_ledger.terminate()
-        self._fence("topic was terminated", pb.TopicTerminatedError)
-        for producer in list(self.producers.values()):
-            producer.disconnect(notify=True)
-        self.entries_added()  # wakes dispatchers so consumers learn the end of the topic
-        return last
-
     async def close(self, *, reason: str = "unload") -> None:
         """Unload: CLOSE_PRODUCER/CLOSE_CONSUMER to every client (they look the topic up
         again and reconnect), answer in-flight sends, close the managed ledger."""
@@ -243,8 +251,11 @@ class PersistentTopic:
         except Exception:
             log.exception("%s: closing subscriptions failed", self.full_name)
         with contextlib.suppress(Exception):
-            await self.managed_ledger.close()
+            await self._close_storage()
         log.info("%s: unloaded (%s)", self.full_name, reason)
+
+    async def _close_storage(self) -> None:
+        pass
 
     # --- stats --------------------------------------------------------------------------------
 
@@ -268,7 +279,6 @@ class PersistentTopic:
     def stats(self) -> dict[str, Any]:
         """Pulsar's TopicStats shape (what ``GET .../stats`` returns)."""
         subs = self.subscription_stats()
-        ml = self.managed_ledger
 
         def total(field: str) -> float:
             return sum(float(s.get(field, 0) or 0) for s in subs.values())
@@ -283,7 +293,7 @@ class PersistentTopic:
             "msgOutCounter": int(total("msgOutCounter")),
             "bytesOutCounter": int(total("bytesOutCounter")),
             "averageMsgSize": (self.throughput_in / self.rate_in) if self.rate_in else 0.0,
-            "storageSize": ml.total_size,
+            "storageSize": self.storage_size,
             "backlogSize": int(total("backlogSize")),
             "publishers": [p.stats() for p in self.producers.values()],
             "waitingPublishers": len(self._waiting),
@@ -292,3 +302,82 @@ class PersistentTopic:
             "deduplicationStatus": "Disabled",
             "topicEpoch": self.topic_epoch,
         }
+
+
+class PersistentTopic(Topic):
+    """A topic whose entries are stored in a managed ledger."""
+
+    def __init__(
+        self,
+        *,
+        name: TopicName,
+        managed_ledger: ManagedLedger,
+        subscriptions: TopicSubscriptions,
+        on_fenced: Callable[[Topic], None] | None = None,
+    ) -> None:
+        super().__init__(name=name, subscriptions=subscriptions, on_fenced=on_fenced)
+        self.managed_ledger = managed_ledger
+        if managed_ledger.terminated:
+            self._fence("topic was terminated", pb.TopicTerminatedError)
+
+    def append(self, data: bytes) -> asyncio.Future[Position]:
+        return self.managed_ledger.append(data)
+
+    @property
+    def storage_size(self) -> int:
+        return self.managed_ledger.total_size
+
+    async def terminate(self) -> Position:
+        """No more messages: producers are refused from now on (TopicTerminatedError)."""
+        last = await self.managed_ledger.terminate()
+        self._fence("topic was terminated", pb.TopicTerminatedError)
+        for producer in list(self.producers.values()):
+            producer.disconnect(notify=True)
+        self.entries_added()  # wakes dispatchers so consumers learn the end of the topic
+        return last
+
+    async def _close_storage(self) -> None:
+        await self.managed_ledger.close()
+
+
+class NonPersistentTopic(Topic):
+    """A topic that stores nothing: each entry goes to the consumers connected now (or is
+    dropped for a subscription whose consumer cannot take it) and the producer's receipt
+    follows at once, with message id 0:0 as Pulsar gives. Restarting or unloading the topic
+    loses nothing but what was never kept."""
+
+    persistent = False
+
+    def __init__(
+        self,
+        *,
+        name: TopicName,
+        subscriptions: BroadcastSubscriptions,
+        on_fenced: Callable[[Topic], None] | None = None,
+    ) -> None:
+        super().__init__(name=name, subscriptions=subscriptions, on_fenced=on_fenced)
+        self.broadcaster = subscriptions
+        self.entries_in = 0
+        self.idle_since = time.monotonic()
+
+    def append(self, data: bytes) -> asyncio.Future[Position]:
+        self.entries_in += 1
+        self.broadcaster.broadcast(data)
+        done: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+        done.set_result(NON_PERSISTENT_POSITION)
+        return done
+
+    def idle(self) -> bool:
+        return super().idle() and not self.broadcaster.has_consumers()
+
+    def stats(self) -> dict[str, Any]:
+        """Pulsar's NonPersistentTopicStats: TopicStats plus msgDropRate."""
+        out = super().stats()
+        publishers = out["publishers"]
+        for p in publishers:
+            # Pulsar drops at publish only past maxConcurrentNonPersistentMessagePerConnection
+            # messages in flight; here an entry is handed out before SEND returns, so none.
+            p["msgDropRate"] = 0.0
+        out["msgDropRate"] = self.broadcaster.dropped_rate()
+        out["deduplicationStatus"] = "Disabled"
+        return out

@@ -172,18 +172,9 @@ def test_terminate_and_unload(admin: Admin, client: pulsar.Client) -> None:
     assert internal["lastConfirmedEntry"] == f"{end['ledgerId']}:{end['entryId']}"
 
 
-def test_non_persistent_domain(admin: Admin) -> None:
-    assert admin.get("/non-persistent/public/default") == (200, [])
-    assert admin.get("/non-persistent/public/default/partitioned") == (200, [])
-    assert admin.get("/non-persistent/public/default/np/partitions") == (200, {"partitions": 0})
-    assert admin.get("/non-persistent/public/default/np/stats")[0] == 404
-    for method, path, body in [
-        ("PUT", "/non-persistent/public/default/np", None),
-        ("PUT", "/non-persistent/public/default/np/partitions", 2),
-        ("DELETE", "/non-persistent/public/default/np", None),
-    ]:
-        status, answer = admin.call(method, path, body)
-        assert status == 405 and "non-persistent" in answer["reason"]
+def test_unknown_domain(admin: Admin) -> None:
+    status, answer = admin.get("/transient/public/default")
+    assert status == 404 and "domain" in answer["reason"]
 
 
 def test_topic_level_policies(admin: Admin) -> None:

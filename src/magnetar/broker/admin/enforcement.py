@@ -158,6 +158,8 @@ class PolicyEnforcer:
             for name in set(self._state) - set(loaded):
                 del self._state[name]
             for topic in loaded.values():
+                if not isinstance(topic, PersistentTopic):
+                    continue  # retention and TTL apply to stored messages only
                 try:
                     await self.enforce(topic)
                 except Exception as err:  # one topic's trouble must not stop the others

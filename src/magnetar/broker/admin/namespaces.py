@@ -28,7 +28,7 @@ from magnetar.broker.admin.common import (
     service,
     update_json,
 )
-from magnetar.broker.service import BrokerService
+from magnetar.broker.service import ALL_DOMAINS, BrokerService
 from magnetar.metadata import api, keys
 
 BASE = "/admin/v2/namespaces/{tenant}/{namespace}"
@@ -109,7 +109,7 @@ async def delete_namespace(request: web.Request) -> web.Response:
     svc = service(request)
     if await svc.store.get(keys.namespace(tenant, ns)) is None:
         raise not_found(f"namespace {tenant}/{ns}")
-    topics = await svc.topics_of_namespace(tenant, ns)
+    topics = await svc.topics_of_namespace(tenant, ns, domains=ALL_DOMAINS)
     if topics and not force:
         raise AdminError(409, f"namespace {tenant}/{ns} is not empty: {len(topics)} topic(s)")
     await delete_namespace_and_topics(svc, tenant, ns)
@@ -119,7 +119,7 @@ async def delete_namespace(request: web.Request) -> web.Response:
 async def delete_namespace_and_topics(svc: BrokerService, tenant: str, ns: str) -> None:
     """Unload and delete every topic of the namespace, then its partitioned-topic and
     topic-policy records, then the namespace record."""
-    for name in await svc.topics_of_namespace(tenant, ns):
+    for name in await svc.topics_of_namespace(tenant, ns, domains=ALL_DOMAINS):
         await topics.delete_on_owner(svc, svc.parse_topic(name), force=True)
     for root in (keys.PARTITIONED_TOPICS, keys.TOPIC_POLICIES):
         await svc.store.delete_prefix(f"{root}/{keys.segment(tenant)}/{keys.segment(ns)}")

@@ -34,7 +34,8 @@ async def owner_elsewhere(svc: BrokerService, topic: TopicName) -> str | None:
 
 def topic_path(topic: TopicName) -> str:
     parts = (topic.tenant, topic.namespace, topic.local_name)
-    return "/admin/v2/persistent/" + "/".join(urllib.parse.quote(p, safe="") for p in parts)
+    path = "/".join(urllib.parse.quote(p, safe="") for p in parts)
+    return f"/admin/v2/{topic.domain.value}/{path}"
 
 
 async def call(base_url: str, method: str, path: str) -> tuple[int, Any]:

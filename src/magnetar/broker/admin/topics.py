@@ -6,9 +6,13 @@ clear backlog, expire, reset by time or message id), unload, terminate, and the 
 policies (messageTTL, retention, deduplicationEnabled) that override the namespace's.
 
 Operations on a topic's data run on the broker that owns it: another broker answers
-``307 Temporary Redirect`` to the owner's web URL (what Pulsar does). Non-persistent topics
-are not served by this broker: reading answers what is true (no topics, no partitions),
-changing one is a 405 with a reason.
+``307 Temporary Redirect`` to the owner's web URL (what Pulsar does).
+
+Non-persistent topics exist while a broker serves them (created by a producer, a consumer
+or this API; partitioned ones by their stored partition count). Their stats add
+``msgDropRate``; their internal stats have no ledgers and empty cursors (Pulsar's shape);
+skip, clear-backlog and reset are accepted and change nothing, as in Pulsar, since nothing
+is kept; terminate and expire answer 405 with the reason.
 """
 
 from __future__ import annotations
@@ -34,26 +38,23 @@ from magnetar.broker.admin.common import (
     service,
 )
 from magnetar.broker.contracts import BrokerError
-from magnetar.broker.service import BrokerService, managed_ledger_name
-from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.service import ALL_DOMAINS, BrokerService, managed_ledger_name
+from magnetar.broker.topic import NonPersistentTopic, PersistentTopic, Topic
 from magnetar.managed_ledger.api import InitialPosition, Position
 from magnetar.metadata import api, keys
 from magnetar.wire import pb
 from magnetar.wire.errors import InvalidTopicNameError
 from magnetar.wire.ids import MessageId
-from magnetar.wire.topics import TopicName
+from magnetar.wire.topics import TopicDomain, TopicName
 
 BASE = "/admin/v2/{domain}/{tenant}/{namespace}"
-_NOT_SERVED = "non-persistent topics are not supported by this broker"
 
 
-def _domain(request: web.Request, *, change: bool) -> str:
+def _domain(request: web.Request) -> TopicDomain:
     domain = request.match_info["domain"]
     if domain not in ("persistent", "non-persistent"):
         raise AdminError(404, f"unknown topic domain {domain!r}")
-    if domain == "non-persistent" and change:
-        raise AdminError(405, _NOT_SERVED)
-    return domain
+    return TopicDomain(domain)
 
 
 def _force(request: web.Request) -> bool:
@@ -68,23 +69,21 @@ async def _namespace(request: web.Request) -> tuple[str, str]:
     return tenant, ns
 
 
-async def _topic_name(request: web.Request, *, change: bool = True) -> TopicName:
-    """The topic of the path (404 unknown namespace, 412 invalid name; 405 non-persistent
-    when ``change``; for non-persistent reads, a 404: such a topic never exists here)."""
-    domain = _domain(request, change=change)
+async def _topic_name(request: web.Request) -> TopicName:
+    """The topic of the path (404 unknown domain or namespace, 412 invalid name)."""
+    domain = _domain(request)
     tenant, ns = await _namespace(request)
     local = request.match_info["topic"]
     try:
-        topic = TopicName.parse(f"persistent://{tenant}/{ns}/{local}")
+        return TopicName.parse(f"{domain.value}://{tenant}/{ns}/{local}")
     except InvalidTopicNameError as err:
         raise AdminError(412, f"invalid topic name {local!r}: {err}") from None
-    if domain == "non-persistent":
-        raise AdminError(404, f"topic non-persistent://{tenant}/{ns}/{local} does not exist")
-    return topic
 
 
 def _partitioned_key(topic: TopicName) -> str:
-    return keys.partitioned_topic(topic.tenant, topic.namespace, "persistent", topic.local_name)
+    return keys.partitioned_topic(
+        topic.tenant, topic.namespace, topic.domain.value, topic.local_name
+    )
 
 
 async def _partitions(svc: BrokerService, topic: TopicName) -> tuple[int, api.Version] | None:
@@ -95,8 +94,12 @@ async def _partitions(svc: BrokerService, topic: TopicName) -> tuple[int, api.Ve
 
 
 async def _exists(svc: BrokerService, topic: TopicName) -> bool:
+    """Loaded here, or stored (persistent); a non-persistent topic exists only where it is
+    served (see _loaded for one served by another broker)."""
     if topic.full_name in svc.topics:
         return True
+    if not topic.is_persistent:
+        return False
     return bool(await svc.managed_ledgers.exists(managed_ledger_name(topic)))
 
 
@@ -117,9 +120,12 @@ async def _redirect_to_owner(request: web.Request, topic: TopicName) -> None:
     raise AdminError(503, f"topic {topic.full_name} is owned by a broker not reachable now")
 
 
-async def _loaded(request: web.Request, topic: TopicName) -> PersistentTopic:
+async def _loaded(request: web.Request, topic: TopicName) -> Topic:
     """The topic, loaded on this broker (its owner); 404 when it does not exist."""
     svc = service(request)
+    if not topic.is_persistent and topic.full_name not in svc.topics:
+        # served, if anywhere, by the owner of its bundle: ask there
+        await _redirect_to_owner(request, topic)
     if not await _exists(svc, topic):
         raise AdminError(404, f"topic {topic.full_name} does not exist")
     await _redirect_to_owner(request, topic)
@@ -131,8 +137,28 @@ async def _loaded(request: web.Request, topic: TopicName) -> PersistentTopic:
         raise
 
 
-async def _topic(request: web.Request, *, change: bool = True) -> PersistentTopic:
-    return await _loaded(request, await _topic_name(request, change=change))
+async def _topic(request: web.Request) -> Topic:
+    return await _loaded(request, await _topic_name(request))
+
+
+def _persistent(loaded: Topic, what: str) -> PersistentTopic:
+    """``loaded`` when it stores messages; 405 naming ``what`` otherwise (Pulsar's answer)."""
+    if not isinstance(loaded, PersistentTopic):
+        raise AdminError(405, f"{what} is not supported for non-persistent topic")
+    return loaded
+
+
+def _domains(request: web.Request) -> tuple[TopicDomain, ...]:
+    """``mode`` of a namespace topic listing: PERSISTENT (default), NON_PERSISTENT, ALL."""
+    mode = request.query.get("mode", "PERSISTENT").upper()
+    if mode == "ALL":
+        return ALL_DOMAINS
+    try:
+        return (TopicDomain(mode.lower().replace("_", "-")),)
+    except ValueError:
+        raise AdminError(
+            400, f"mode must be PERSISTENT, NON_PERSISTENT or ALL, not {request.query['mode']!r}"
+        ) from None
 
 
 # --- topics -------------------------------------------------------------------------------------
@@ -140,11 +166,11 @@ async def _topic(request: web.Request, *, change: bool = True) -> PersistentTopi
 
 async def list_topics(request: web.Request) -> web.Response:
     """The topics of a namespace (partitions listed one by one)."""
-    domain = _domain(request, change=False)
+    domain = _domain(request)
     tenant, ns = await _namespace(request)
-    if domain == "non-persistent":
-        return web.json_response([])
-    return web.json_response(await service(request).topics_of_namespace(tenant, ns))
+    return web.json_response(
+        await service(request).topics_of_namespace(tenant, ns, domains=(domain,))
+    )
 
 
 async def list_namespace_topics(request: web.Request) -> web.Response:
@@ -153,17 +179,17 @@ async def list_namespace_topics(request: web.Request) -> web.Response:
     ns = check_name(request.match_info["namespace"], "namespace")
     if await service(request).store.get(keys.namespace(tenant, ns)) is None:
         raise AdminError(404, f"namespace {tenant}/{ns} does not exist")
-    return web.json_response(await service(request).topics_of_namespace(tenant, ns))
+    return web.json_response(
+        await service(request).topics_of_namespace(tenant, ns, domains=_domains(request))
+    )
 
 
 async def list_partitioned(request: web.Request) -> web.Response:
     """The partitioned topics of a namespace."""
-    domain = _domain(request, change=False)
+    domain = _domain(request).value
     tenant, ns = await _namespace(request)
-    if domain == "non-persistent":
-        return web.json_response([])
-    found = await policies.partitioned_topics(service(request).store, tenant, ns)
-    return web.json_response(sorted(f"persistent://{tenant}/{ns}/{t}" for t in found))
+    found = await policies.partitioned_topics(service(request).store, tenant, ns, domain)
+    return web.json_response(sorted(f"{domain}://{tenant}/{ns}/{t}" for t in found))
 
 
 async def create_topic(request: web.Request) -> web.Response:
@@ -203,10 +229,6 @@ async def create_partitioned(request: web.Request) -> web.Response:
 
 async def get_partitions(request: web.Request) -> web.Response:
     """Partitioned-topic metadata: ``{"partitions": n}``, 0 when not partitioned."""
-    domain = _domain(request, change=False)
-    await _namespace(request)
-    if domain == "non-persistent":
-        return web.json_response({"partitions": 0})
     found = await _partitions(service(request), await _topic_name(request))
     return web.json_response({"partitions": found[0] if found else 0})
 
@@ -258,7 +280,8 @@ async def delete_here(svc: BrokerService, topic: TopicName, *, force: bool) -> N
                 412, f"topic {topic.full_name} has active producers or consumers (use force)"
             )
         await svc.unload(topic.full_name, reason="topic deleted")
-    await svc.managed_ledgers.delete(managed_ledger_name(topic))
+    if topic.is_persistent:
+        await svc.managed_ledgers.delete(managed_ledger_name(topic))
 
 
 async def delete_on_owner(svc: BrokerService, topic: TopicName, *, force: bool) -> None:
@@ -317,14 +340,35 @@ async def delete_partitioned(request: web.Request) -> web.Response:
 
 async def stats(request: web.Request) -> web.Response:
     """Topic stats (rates, counters, storage, publishers, subscriptions)."""
-    return web.json_response((await _topic(request, change=False)).stats())
+    return web.json_response((await _topic(request)).stats())
 
 
 async def internal_stats(request: web.Request) -> web.Response:
     """The managed ledger's internal stats (ledgers, cursors)."""
-    loaded = await _topic(request, change=False)
-    ml: Any = loaded.managed_ledger
+    loaded = await _topic(request)
+    if isinstance(loaded, NonPersistentTopic):
+        return web.json_response(non_persistent_internal_stats(loaded))
+    ml: Any = _persistent(loaded, "internal stats").managed_ledger
     return web.json_response(complete_internal_stats(ml.internal_stats()))
+
+
+def non_persistent_internal_stats(loaded: NonPersistentTopic) -> dict[str, Any]:
+    """What Pulsar answers for a non-persistent topic: the entries-added counter, no
+    ledgers, and one empty cursor per subscription."""
+    return {
+        "entriesAddedCounter": loaded.entries_in,
+        "numberOfEntries": 0,
+        "totalSize": 0,
+        "currentLedgerEntries": 0,
+        "currentLedgerSize": 0,
+        "waitingCursorsCount": 0,
+        "pendingAddEntriesCount": 0,
+        "ledgers": [],
+        "cursors": {
+            name: {"messagesConsumedCounter": 0, "cursorLedger": -1, "properties": {}}
+            for name in loaded.subscriptions.names()
+        },
+    }
 
 
 def complete_internal_stats(stats: dict[str, Any]) -> dict[str, Any]:
@@ -402,7 +446,7 @@ async def _partition_stats(svc: BrokerService, parts: list[TopicName]) -> dict[s
 
 async def partitioned_stats(request: web.Request) -> web.Response:
     """Stats summed over the partitions (``perPartition=true``: each partition's too)."""
-    topic = await _topic_name(request, change=False)
+    topic = await _topic_name(request)
     per_partition = validation.query_flag(request.query.get("perPartition", "true"), "perPartition")
     svc = service(request)
     found = await _partitions(svc, topic)
@@ -442,7 +486,7 @@ async def unload(request: web.Request) -> web.Response:
 
 async def terminate(request: web.Request) -> web.Response:
     """Terminate the topic: no more messages; answers the last message id."""
-    loaded = await _topic(request)
+    loaded = _persistent(await _topic(request), "Termination")
     last: Position = await loaded.terminate()
     return web.json_response({"ledgerId": last.ledger_id, "entryId": last.entry_id})
 
@@ -452,7 +496,7 @@ async def terminate(request: web.Request) -> web.Response:
 
 async def list_subscriptions(request: web.Request) -> web.Response:
     """The topic's subscriptions."""
-    loaded = await _topic(request, change=False)
+    loaded = await _topic(request)
     return web.json_response(sorted(loaded.subscriptions.names()))
 
 
@@ -506,7 +550,7 @@ async def reset_by_message_id(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
-async def _reset(loaded: PersistentTopic, name: str, **target: Any) -> None:
+async def _reset(loaded: Topic, name: str, **target: Any) -> None:
     try:
         await loaded.subscriptions.reset(name, **target)
     except BrokerError as err:
@@ -515,7 +559,13 @@ async def _reset(loaded: PersistentTopic, name: str, **target: Any) -> None:
         raise
 
 
-def _cursor(loaded: PersistentTopic, name: str) -> Any:
+def _cursor(loaded: Topic, name: str) -> Any:
+    """The subscription's cursor; None for a non-persistent topic's subscription (nothing
+    to move: skipping or clearing its backlog changes nothing, as in Pulsar)."""
+    if not isinstance(loaded, PersistentTopic):
+        if name not in loaded.subscriptions.names():
+            raise AdminError(404, f"subscription {name} does not exist")
+        return None
     cursor = loaded.managed_ledger.cursors.get(name)
     if cursor is None or not cursor.durable:
         raise AdminError(404, f"subscription {name} does not exist")
@@ -526,21 +576,25 @@ async def skip(request: web.Request) -> web.Response:
     """Skip the next n messages of the subscription."""
     n = validation.path_integer(request.match_info["n"], "number of messages", minimum=0)
     loaded = await _topic(request)
-    await _cursor(loaded, request.match_info["subscription"]).skip(n)
+    cursor = _cursor(loaded, request.match_info["subscription"])
+    if cursor is not None:
+        await cursor.skip(n)
     return web.Response(status=204)
 
 
 async def skip_all(request: web.Request) -> web.Response:
     """Clear the subscription's backlog."""
     loaded = await _topic(request)
-    await _cursor(loaded, request.match_info["subscription"]).clear_backlog()
+    cursor = _cursor(loaded, request.match_info["subscription"])
+    if cursor is not None:
+        await cursor.clear_backlog()
     return web.Response(status=204)
 
 
 async def expire_messages(request: web.Request) -> web.Response:
     """Expire (acknowledge) the subscription's messages older than the given seconds."""
     seconds = validation.path_integer(request.match_info["seconds"], "expire time", minimum=0)
-    loaded = await _topic(request)
+    loaded = _persistent(await _topic(request), "Expire message by timestamp")
     cursor = _cursor(loaded, request.match_info["subscription"])
     cutoff_ms = int((time.time() - seconds) * 1000)
     await enforcement.expire(loaded, cutoff_ms=cutoff_ms, cursors=[cursor])
@@ -550,7 +604,7 @@ async def expire_messages(request: web.Request) -> web.Response:
 async def expire_all_subscriptions(request: web.Request) -> web.Response:
     """Expire the messages older than the given seconds on every subscription."""
     seconds = validation.path_integer(request.match_info["seconds"], "expire time", minimum=0)
-    loaded = await _topic(request)
+    loaded = _persistent(await _topic(request), "Expire message by timestamp")
     cutoff_ms = int((time.time() - seconds) * 1000)
     await enforcement.expire(loaded, cutoff_ms=cutoff_ms)
     return web.Response(status=204)
@@ -567,7 +621,7 @@ TOPIC_POLICIES: dict[str, tuple[str, validation.Body[Any]]] = {
 
 
 def _policies_key(topic: TopicName) -> str:
-    return keys.topic_policies(topic.tenant, topic.namespace, "persistent", topic.local_name)
+    return keys.topic_policies(topic.tenant, topic.namespace, topic.domain.value, topic.local_name)
 
 
 async def _policy_topic(request: web.Request) -> TopicName:

@@ -8,9 +8,11 @@ Modules: ``topic`` (the per-topic entry point, positions), ``subscription`` (cur
 redelivery, dispatch loop), ``dispatchers`` (Exclusive/Failover, Shared, Key_Shared
 policies), ``selectors`` (pure consumer-selection policies), ``consumer`` (per-consumer state),
 ``entries`` (entry metadata read once per entry), ``acks`` (ack-set arithmetic), ``hashing``
-(Pulsar's sticky-key Murmur3), ``stats``.
+(Pulsar's sticky-key Murmur3), ``stats``; ``nonpersistent`` (non-persistent topics'
+subscriptions: hand out or drop, nothing kept).
 """
 
+from magnetar.broker.subscriptions.nonpersistent import NonPersistentSubscriptions
 from magnetar.broker.subscriptions.topic import TopicSubscriptionsImpl
 
-__all__ = ["TopicSubscriptionsImpl"]
+__all__ = ["NonPersistentSubscriptions", "TopicSubscriptionsImpl"]

@@ -14,24 +14,52 @@ The consumer only keeps per-consumer state:
 from __future__ import annotations
 
 import datetime
+import logging
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Final, Protocol
 
 from magnetar.broker.contracts import LastMessageId, ServerCnx
 from magnetar.broker.subscriptions.stats import Meter
 from magnetar.managed_ledger.api import Position
-from magnetar.wire import pb
+from magnetar.wire import commands, pb
+from magnetar.wire.ids import to_unsigned
 
-if TYPE_CHECKING:
-    from magnetar.broker.subscriptions.subscription import Subscription
+log = logging.getLogger(__name__)
+
+BROKER_REQUEST_ID: Final = to_unsigned(-1)
+"""request_id of commands the broker sends on its own (CLOSE_CONSUMER), as Pulsar's -1."""
+ACTIVE_EVENTS_VERSION: Final = 12
+"""Clients from this protocol version on understand ACTIVE_CONSUMER_CHANGE."""
+
+
+class ConsumerOwner(Protocol):
+    """What a consumer asks of its subscription (persistent or non-persistent)."""
+
+    def wake(self) -> None: ...
+
+    async def ack(self, c: Consumer, cmd: pb.CommandAck) -> None: ...
+
+    def redeliver(
+        self, c: Consumer, mids: Sequence[pb.MessageIdData], *, consumer_epoch: int | None
+    ) -> None: ...
+
+    async def seek(self, cmd: pb.CommandSeek) -> None: ...
+
+    async def get_last_message_id(self) -> LastMessageId: ...
+
+    async def unsubscribe(self, c: Consumer) -> None: ...
+
+    async def remove_consumer(self, c: Consumer) -> None: ...
+
+    def consumer_extra_stats(self, c: Consumer) -> dict[str, object]: ...
 
 
 class Consumer:
     """One consumer of one subscription (implements ConsumerHandle)."""
 
     def __init__(
-        self, *, subscription: Subscription, cnx: ServerCnx, cmd: pb.CommandSubscribe
+        self, *, subscription: ConsumerOwner, cnx: ServerCnx, cmd: pb.CommandSubscribe
     ) -> None:
         self.subscription = subscription
         self.cnx = cnx
@@ -122,6 +150,24 @@ class Consumer:
         }
         out.update(self.subscription.consumer_extra_stats(self))
         return out
+
+    # -- what the broker tells the client on its own --------------------------------------
+
+    def tell_active(self, active: bool) -> None:
+        """ACTIVE_CONSUMER_CHANGE (Failover), when the client understands it."""
+        if self.cnx.protocol_version >= ACTIVE_EVENTS_VERSION:
+            self.cnx.send_command(
+                commands.active_consumer_change(consumer_id=self._consumer_id, is_active=active)
+            )
+
+    def tell_closed(self) -> None:
+        """CLOSE_CONSUMER: the client subscribes again (unload, subscription deleted)."""
+        try:
+            self.cnx.send_command(
+                commands.close_consumer(consumer_id=self._consumer_id, request_id=BROKER_REQUEST_ID)
+            )
+        except Exception as exc:  # the connection may be gone already
+            log.debug("CLOSE_CONSUMER to %s not sent: %s", self, exc)
 
     def __repr__(self) -> str:
         return f"Consumer({self._consumer_name!r}, id={self._consumer_id})"

@@ -51,7 +51,7 @@ from magnetar.managed_ledger.api import (
     Position,
 )
 from magnetar.wire import commands, pb
-from magnetar.wire.ids import MessageId, to_unsigned
+from magnetar.wire.ids import MessageId
 
 if TYPE_CHECKING:
     from magnetar.broker.subscriptions.topic import TopicSubscriptionsImpl
@@ -61,9 +61,6 @@ log = logging.getLogger(__name__)
 MAX_REPLAY: Final = 10_000
 """Entries parked in the replay set beyond which no new entries are read (Key_Shared
 look-ahead past a busy key is bounded by this)."""
-BROKER_REQUEST_ID: Final = to_unsigned(-1)
-"""request_id of commands the broker sends on its own (CLOSE_CONSUMER), as Pulsar's -1."""
-ACTIVE_EVENTS_VERSION: Final = 12
 NON_DURABLE_LINGER_S: Final = 60.0
 """A reader's subscription kept this long after a seek closed its consumers."""
 
@@ -201,11 +198,8 @@ class Subscription:
             self._notify_active(c, active=c is new)
 
     def _notify_active(self, c: Consumer, *, active: bool) -> None:
-        if self.sub_type != FAILOVER or c.cnx.protocol_version < ACTIVE_EVENTS_VERSION:
-            return
-        c.cnx.send_command(
-            commands.active_consumer_change(consumer_id=c.consumer_id, is_active=active)
-        )
+        if self.sub_type == FAILOVER:
+            c.tell_active(active)
 
     async def remove_consumer(self, c: Consumer) -> None:
         async with self._lock:
@@ -655,12 +649,7 @@ class Subscription:
 
     @staticmethod
     def _send_close(c: Consumer) -> None:
-        try:
-            c.cnx.send_command(
-                commands.close_consumer(consumer_id=c.consumer_id, request_id=BROKER_REQUEST_ID)
-            )
-        except Exception as exc:  # the connection may be gone already
-            log.debug("CLOSE_CONSUMER to %s not sent: %s", c, exc)
+        c.tell_closed()
 
     async def get_last_message_id(self) -> LastMessageId:
         last = await self.owner.last_message_id()
