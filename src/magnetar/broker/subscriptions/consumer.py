@@ -171,3 +171,19 @@ class Consumer:
 
     def __repr__(self) -> str:
         return f"Consumer({self._consumer_name!r}, id={self._consumer_id})"
+
+
+def tell_active_change(
+    consumers: Sequence[Consumer],
+    active: Consumer | None,
+    *,
+    changed: bool,
+    joined: Consumer | None,
+) -> None:
+    """ACTIVE_CONSUMER_CHANGE of a Failover subscription: to every consumer when the active
+    one ``changed``, else to the one that just ``joined`` (whether it is the active one)."""
+    if changed:
+        for c in consumers:
+            c.tell_active(c is active)
+    elif joined is not None:
+        joined.tell_active(joined is active)

@@ -186,28 +186,21 @@ class KeySharedPolicy(Policy):
     def __init__(self, sub: Subscription, mode: int) -> None:
         super().__init__(sub)
         self.mode = mode
-        self.auto: selectors.AutoSplitSelector[Consumer] = selectors.AutoSplitSelector()
-        self.sticky: selectors.StickySelector[Consumer] = selectors.StickySelector()
+        self.owners: selectors.KeyHashOwners[Consumer] = selectors.KeyHashOwners(
+            sticky=mode == pb.STICKY
+        )
 
     def add(self, consumer: Consumer) -> None:
-        if self.mode == pb.STICKY:
-            self.sticky.add(consumer, consumer.hash_ranges)
-        else:
-            self.auto.add(consumer)
+        self.owners.add(consumer, consumer.hash_ranges)
         others = [c for c in self.sub.consumers if c is not consumer]
         if others and not consumer.allow_out_of_order:
             consumer.join_read_position = self.sub.cursor.read_position
 
     def remove(self, consumer: Consumer) -> None:
-        if self.mode == pb.STICKY:
-            self.sticky.remove(consumer)
-        else:
-            self.auto.remove(consumer)
+        self.owners.remove(consumer)
 
     def select(self, key_hash: int) -> Consumer | None:
-        if self.mode == pb.STICKY:
-            return self.sticky.select(key_hash)
-        return self.auto.select(key_hash)
+        return self.owners.select(key_hash)
 
     def lift_join_restrictions(self) -> None:
         """Free recently joined consumers once everything before their join is acked."""
@@ -276,9 +269,7 @@ class KeySharedPolicy(Policy):
         return sent
 
     def extra_stats(self, consumer: Consumer) -> dict[str, object]:
-        sel = self.sticky if self.mode == pb.STICKY else self.auto
-        ranges = [f"[{s}, {e}]" for s, e, c in sel.ranges() if c is consumer]
-        out: dict[str, object] = {"keyHashRanges": ranges}
+        out: dict[str, object] = {"keyHashRanges": self.owners.ranges_of(consumer)}
         if consumer.join_read_position is not None:
             out["readPositionWhenJoining"] = str(consumer.join_read_position)
         return out

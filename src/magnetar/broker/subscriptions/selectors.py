@@ -9,6 +9,7 @@
   Pulsar's HashRangeAutoSplitStickyKeyConsumerSelector, so keys land where Pulsar puts them.
 * :class:`StickySelector` -- Key_Shared STICKY: consumers declare their ranges; overlaps are
   refused.
+* :class:`KeyHashOwners` -- Key_Shared in either mode: the one the subscription asks.
 
 Policies are generic over the consumer type: anything with the attributes they read.
 """
@@ -179,3 +180,35 @@ class StickySelector(Generic[C]):
 
     def ranges(self) -> list[tuple[int, int, C]]:
         return list(self._ranges)
+
+
+class KeyHashOwners(Generic[C]):
+    """Key_Shared: which consumer owns a key's hash slot, in the subscription's mode --
+    AUTO_SPLIT (:class:`AutoSplitSelector`) or STICKY (:class:`StickySelector`)."""
+
+    def __init__(self, *, sticky: bool) -> None:
+        self.sticky = sticky
+        self._auto: AutoSplitSelector[C] = AutoSplitSelector()
+        self._declared: StickySelector[C] = StickySelector()
+
+    def add(self, consumer: C, declared: Sequence[tuple[int, int]]) -> None:
+        """Place a consumer (``declared``: its own ranges, STICKY only); AssignError when it
+        cannot be placed."""
+        if self.sticky:
+            self._declared.add(consumer, declared)
+        else:
+            self._auto.add(consumer)
+
+    def remove(self, consumer: C) -> None:
+        if self.sticky:
+            self._declared.remove(consumer)
+        else:
+            self._auto.remove(consumer)
+
+    def select(self, key_hash: int) -> C | None:
+        return self._declared.select(key_hash) if self.sticky else self._auto.select(key_hash)
+
+    def ranges_of(self, consumer: C) -> list[str]:
+        """Its ranges as Pulsar's stats print them: ``["[0, 32767]", ...]``."""
+        sel = self._declared if self.sticky else self._auto
+        return [f"[{s}, {e}]" for s, e, c in sel.ranges() if c is consumer]

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from magnetar.broker.contracts import BrokerError, LastMessageId, ServerCnx
 from magnetar.broker.subscriptions import acks, dispatchers, selectors
-from magnetar.broker.subscriptions.consumer import Consumer
+from magnetar.broker.subscriptions.consumer import Consumer, tell_active_change
 from magnetar.broker.subscriptions.dispatchers import (
     EXCLUSIVE,
     FAILOVER,
@@ -184,22 +184,12 @@ class Subscription:
         assert isinstance(policy, dispatchers.SingleActive)
         new = policy.pick()
         old = policy.active
-        if new is old:
-            if joined is not None and joined is not new:
-                self._notify_active(joined, active=False)
-            elif joined is not None:
-                self._notify_active(joined, active=True)
-            return
         policy.active = new
-        if old is not None:
+        if new is not old and old is not None:
             # the new active consumer starts from the first unacknowledged message
             self._rewind = True
-        for c in self.consumers:
-            self._notify_active(c, active=c is new)
-
-    def _notify_active(self, c: Consumer, *, active: bool) -> None:
         if self.sub_type == FAILOVER:
-            c.tell_active(active)
+            tell_active_change(self.consumers, new, changed=new is not old, joined=joined)
 
     async def remove_consumer(self, c: Consumer) -> None:
         async with self._lock:
