@@ -29,6 +29,7 @@ def _standalone(args: argparse.Namespace) -> int:
         auto_topic_creation_type=args.auto_topic_creation_type,
         default_num_partitions=args.default_num_partitions,
         max_entries_per_ledger=args.max_entries_per_ledger,
+        non_persistent_inactive_s=args.non_persistent_inactive,
     )
     try:
         aio.run(standalone.run(options))
@@ -52,6 +53,7 @@ def _broker(args: argparse.Namespace) -> int:
         http_port=args.http_port,
         advertised_address=args.advertised_address,
         session_ttl_s=args.session_ttl,
+        non_persistent_inactive_s=args.non_persistent_inactive,
         managed_ledger=ManagedLedgerConfig(
             ensemble_size=args.ensemble_size,
             write_quorum=args.write_quorum,
@@ -109,6 +111,16 @@ def _admin(args: argparse.Namespace) -> int:
     return admin_cli.run(args)
 
 
+def _non_persistent_inactive(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--non-persistent-inactive",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="drop a non-persistent topic this long without producers and consumers (0: never)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="magnetar", description=__doc__)
     parser.add_argument("--version", action="version", version=f"magnetar {__version__}")
@@ -134,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=50_000,
         help="roll a topic's ledger over after this many entries",
     )
+    _non_persistent_inactive(p)
     p.add_argument("--log-level", default=None)
     p.set_defaults(func=_standalone)
 
@@ -148,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--write-quorum", type=int, default=2, help="copies of each entry (Wq)")
     p.add_argument("--ack-quorum", type=int, default=2, help="copies confirmed before ack (Aq)")
     p.add_argument("--session-ttl", type=float, default=10.0, help="ownership lease, seconds")
+    _non_persistent_inactive(p)
     p.add_argument("--log-level", default=None)
     p.set_defaults(func=_broker)
 

@@ -58,6 +58,8 @@ class StandaloneOptions:
     max_entries_per_ledger: int = 50_000
     """A topic's ledger rolls over after this many entries (Pulsar's
     managedLedgerMaxEntriesPerLedger)."""
+    non_persistent_inactive_s: float = 60.0
+    """A non-persistent topic without producers and consumers this long is dropped."""
 
 
 def _free_port() -> int:
@@ -98,6 +100,7 @@ def broker_config(options: StandaloneOptions) -> BrokerConfig:
         keepalive_interval_s=options.keepalive_interval_s,
         auto_topic_creation_type=options.auto_topic_creation_type,
         default_num_partitions=options.default_num_partitions,
+        non_persistent_inactive_s=options.non_persistent_inactive_s,
         managed_ledger=ManagedLedgerConfig(
             ensemble_size=1,
             write_quorum=1,

@@ -68,7 +68,10 @@ def verb(
 
 TENANT = arg("tenant", help="tenant name")
 NAMESPACE = arg("namespace", help="tenant/namespace")
-TOPIC = arg("topic", help="[persistent://]tenant/namespace/topic, or a name in public/default")
+TOPIC = arg(
+    "topic",
+    help="[persistent://|non-persistent://]tenant/namespace/topic, or a name in public/default",
+)
 SUBSCRIPTION = arg("-s", "--subscription", required=True, help="subscription name")
 FORCE = arg("-f", "--force", action="store_true", help="even when in use / not empty")
 
@@ -384,9 +387,11 @@ def _topics_list(a: argparse.Namespace) -> Request:
     return Request("GET", f"{V2}/{a.domain}/{namespace_path(a.namespace)}")
 
 
-@verb("topics", "list-partitioned-topics", "the partitioned topics of a namespace", NAMESPACE)
+@verb(
+    "topics", "list-partitioned-topics", "the partitioned topics of a namespace", NAMESPACE, _DOMAIN
+)
 def _topics_list_partitioned(a: argparse.Namespace) -> Request:
-    return Request("GET", f"{V2}/persistent/{namespace_path(a.namespace)}/partitioned")
+    return Request("GET", f"{V2}/{a.domain}/{namespace_path(a.namespace)}/partitioned")
 
 
 @verb("topics", "create", "create a non-partitioned topic", TOPIC)

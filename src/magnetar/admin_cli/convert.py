@@ -65,7 +65,9 @@ def topic_parts(name: str) -> tuple[str, str, str, str]:
     if len(parts) == 1:
         parts = ["public", "default", parts[0]]
     if len(parts) != 3 or not all(parts) or domain not in DOMAINS:
-        raise AdminCliError(f"invalid topic name {name!r}: use [persistent://]tenant/ns/topic", 2)
+        raise AdminCliError(
+            f"invalid topic name {name!r}: use [persistent://|non-persistent://]tenant/ns/topic", 2
+        )
     return domain, parts[0], parts[1], parts[2]
 
 

@@ -48,8 +48,8 @@ class BrokerConfig:
     """Rates (msg/s, bytes/s) are computed over windows of this length."""
     non_persistent_inactive_s: float = 60.0
     """A non-persistent topic with no producer and no consumer for this long is dropped from
-    memory (Pulsar's brokerDeleteInactiveTopicsFrequencySeconds); checked every stats
-    interval."""
+    memory (Pulsar's brokerDeleteInactiveTopicsMaxInactiveDurationSeconds); checked every
+    stats interval; 0 or less: never."""
     load_report_interval_s: float = 5.0
 
     managed_ledger: ManagedLedgerConfig = field(default_factory=ManagedLedgerConfig)

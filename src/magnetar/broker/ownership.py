@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import functools
+import itertools
 import json
 import logging
 from dataclasses import dataclass
@@ -57,6 +58,13 @@ class Bundle:
 
     def __str__(self) -> str:
         return f"{self.tenant}/{self.namespace}/{self.range}"
+
+
+def bundles_of(tenant: str, namespace: str, boundaries: tuple[int, ...]) -> list[Bundle]:
+    """Every bundle of a namespace, given its boundaries."""
+    return [
+        Bundle(tenant, namespace, lower, upper) for lower, upper in itertools.pairwise(boundaries)
+    ]
 
 
 def bundle_of(topic: TopicName, boundaries: tuple[int, ...]) -> Bundle:

@@ -4,7 +4,9 @@ It never sees a socket: connections call it with parsed names and commands, and 
 with topics, lookup answers or :class:`BrokerError`. It owns
 
 * the topic registry (load-or-create once per name, auto topic creation per namespace
-  policy, unload on ownership loss or fencing);
+  policy, unload on ownership loss or fencing) for both domains: a persistent topic opens
+  its managed ledger, a non-persistent one lives in memory only and is dropped after
+  ``non_persistent_inactive_s`` without producers and consumers;
 * lookup and partitioned-topic metadata (DESIGN.md §6): Connect when this broker owns the
   topic's bundle, Connect to the owner when another broker does, and for an unowned bundle
   either take it (this broker is the least loaded, or the lookup is authoritative) or
@@ -348,11 +350,7 @@ class BrokerService:
             await self._check_may_create(topic, create=create, explicit=explicit)
             return await self._register(
                 topic,
-                NonPersistentTopic(
-                    name=topic,
-                    subscriptions=NonPersistentSubscriptions(topic),
-                    on_fenced=self._topic_fenced,
-                ),
+                NonPersistentTopic(name=topic, subscriptions=NonPersistentSubscriptions(topic)),
             )
         ml_name = managed_ledger_name(topic)
         if not await self.managed_ledgers.exists(ml_name):
@@ -456,10 +454,11 @@ class BrokerService:
     def _collect_if_inactive(self, topic: NonPersistentTopic, now: float) -> None:
         """Drop a non-persistent topic nobody produced to or consumed from for a while (it
         holds nothing; the next producer or consumer loads it again)."""
+        limit = self.config.non_persistent_inactive_s
         if not topic.idle():
             topic.idle_since = now
             return
-        if now - topic.idle_since < self.config.non_persistent_inactive_s:
+        if limit <= 0 or now - topic.idle_since < limit:
             return
         if self.topics.get(topic.full_name) is topic:
             del self.topics[topic.full_name]

@@ -1,12 +1,16 @@
-"""Non-persistent topics with the official client: delivered to the consumers connected at
-publish time, never stored, dropped for a consumer without permits (and counted), every
-subscription type, readers, partitions, producer access modes, unload."""
+"""Non-persistent topics with the official client against a real standalone: delivered to
+the consumers connected at publish time, never stored, dropped (and counted) for a consumer
+without permits, every subscription type, readers, partitions, producer access modes, and
+clients that keep working across an unload, a restart and the inactivity collection."""
 
 from __future__ import annotations
 
 import json
-import time
+import re
+import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pulsar
@@ -16,6 +20,7 @@ from tests.support.procs import wait_until
 from tests.support.standalone import StandaloneProc
 
 NS = "non-persistent://public/default"
+ADMIN_NS = "/non-persistent/public/default"
 
 
 def np(topic: str) -> str:
@@ -31,7 +36,13 @@ def admin(standalone: StandaloneProc, method: str, path: str, body: Any = None) 
         return json.loads(text) if text else None
 
 
+def stats(standalone: StandaloneProc, topic: str) -> dict[str, Any]:
+    found: dict[str, Any] = admin(standalone, "GET", f"{ADMIN_NS}/{topic}/stats")
+    return found
+
+
 def receive_all(consumer: pulsar.Consumer, *, idle_ms: int = 1_000) -> list[pulsar.Message]:
+    """Everything the consumer gets until it has been idle for ``idle_ms``."""
     got = []
     while True:
         try:
@@ -47,6 +58,7 @@ def test_delivered_to_connected_consumers_with_receipts(client: pulsar.Client, t
     assert {(i.ledger_id(), i.entry_id()) for i in ids} == {(0, 0)}  # Pulsar's id for them
     got = [consumer.receive(timeout_millis=10_000) for _ in range(20)]
     assert [m.data() for m in got] == [f"m{i}".encode() for i in range(20)]
+    assert {(m.message_id().ledger_id(), m.message_id().entry_id()) for m in got} == {(0, 0)}
     for m in got:
         consumer.acknowledge(m)  # accepted, changes nothing
     assert receive_all(consumer, idle_ms=500) == []
@@ -65,23 +77,47 @@ def test_nothing_is_kept_for_later(client: pulsar.Client, topic: str) -> None:
 def test_consumer_without_permits_loses_messages_and_drops_are_counted(
     client: pulsar.Client, standalone: StandaloneProc, topic: str
 ) -> None:
+    # a queue of 10: the client grants 10 permits and no more until the application reads
     slow = client.subscribe(np(topic), "slow", receiver_queue_size=10)
+    fast = client.subscribe(np(topic), "fast")
     producer = client.create_producer(np(topic), batching_enabled=False)
     for i in range(300):
         producer.send(f"x{i}".encode())
-    stats = admin(standalone, "GET", f"/non-persistent/public/default/{topic}/stats")
-    sub = stats["subscriptions"]["slow"]
-    assert sub["msgOutCounter"] + sub["msgDropCounter"] == 300
-    assert 0 < sub["msgOutCounter"] < 300 and sub["msgDropCounter"] > 0
-
-    def drop_rate_shown() -> bool:  # rates cover at least a second
-        st = admin(standalone, "GET", f"/non-persistent/public/default/{topic}/stats")
-        return bool(st["subscriptions"]["slow"]["msgDropRate"] > 0 and st["msgDropRate"] > 0)
-
-    wait_until(drop_rate_shown, timeout=10, interval=0.2, what="msgDropRate")
-    assert stats["msgInCounter"] == 300 and stats["storageSize"] == 0
+    assert len(receive_all(fast)) == 300  # the other subscription lost nothing
+    found = stats(standalone, topic)
+    sub = found["subscriptions"]["slow"]
+    assert sub["msgOutCounter"] == 10 and sub["msgDropCounter"] == 290
+    assert found["subscriptions"]["fast"]["msgDropCounter"] == 0
+    assert found["msgInCounter"] == 300 and found["storageSize"] == 0
+    assert found["publishers"][0]["msgDropRate"] == 0.0
     got = receive_all(slow, idle_ms=500)
-    assert len(got) == sub["msgOutCounter"]  # what was sent is what the client had
+    assert [m.data() for m in got] == [f"x{i}".encode() for i in range(10)]
+    # rates are per second over the last interval: they show the burst once computed
+    wait_until(
+        lambda: stats(standalone, topic)["subscriptions"]["slow"]["msgDropRate"] > 0,
+        timeout=10,
+        what="msgDropRate of the slow subscription",
+    )
+    # having read its queue, the client grants permits again and gets what comes next
+    producer.send(b"later")
+    assert slow.receive(timeout_millis=10_000).data() == b"later"
+
+
+def test_topic_drop_rate_sums_its_subscriptions(
+    client: pulsar.Client, standalone: StandaloneProc, topic: str
+) -> None:
+    client.subscribe(np(topic), "a", receiver_queue_size=1)
+    producer = client.create_producer(np(topic), batching_enabled=False)
+    for _ in range(50):
+        producer.send(b"y")
+
+    def topic_rate() -> bool:
+        found = stats(standalone, topic)
+        return bool(found["msgDropRate"] > 0) and found["msgDropRate"] == pytest.approx(
+            found["subscriptions"]["a"]["msgDropRate"]
+        )
+
+    wait_until(topic_rate, timeout=10, what="the topic's msgDropRate")
 
 
 def test_shared_round_robin(client: pulsar.Client, topic: str) -> None:
@@ -95,13 +131,19 @@ def test_shared_round_robin(client: pulsar.Client, topic: str) -> None:
     assert sorted(int(m.data()) for m in got_a + got_b) == list(range(40))
 
 
-def test_exclusive_refuses_a_second_consumer(client: pulsar.Client, topic: str) -> None:
+def test_exclusive_refuses_a_second_consumer_and_other_types(
+    client: pulsar.Client, topic: str
+) -> None:
     client.subscribe(np(topic), "ex")
     with pytest.raises(pulsar.ConsumerBusy):
         client.subscribe(np(topic), "ex")
+    with pytest.raises(pulsar.ConsumerBusy):
+        client.subscribe(np(topic), "ex", consumer_type=pulsar.ConsumerType.Shared)
 
 
-def test_failover_delivers_to_the_active_consumer_only(client: pulsar.Client, topic: str) -> None:
+def test_failover_delivers_to_the_active_consumer_only(
+    client: pulsar.Client, standalone: StandaloneProc, topic: str
+) -> None:
     first = client.subscribe(
         np(topic), "fo", consumer_type=pulsar.ConsumerType.Failover, consumer_name="a"
     )
@@ -112,8 +154,13 @@ def test_failover_delivers_to_the_active_consumer_only(client: pulsar.Client, to
     for i in range(10):
         producer.send(f"{i}".encode())
     assert len(receive_all(first)) == 10 and receive_all(second, idle_ms=300) == []
+    assert stats(standalone, topic)["subscriptions"]["fo"]["activeConsumerName"] == "a"
     first.close()  # b takes over
-    time.sleep(0.2)
+    wait_until(
+        lambda: stats(standalone, topic)["subscriptions"]["fo"].get("activeConsumerName") == "b",
+        timeout=10,
+        what="b to become the active consumer",
+    )
     for i in range(5):
         producer.send(f"{i}".encode())
     assert len(receive_all(second)) == 5
@@ -138,7 +185,9 @@ def test_key_shared_keeps_each_key_on_one_consumer(client: pulsar.Client, topic:
     assert {n for who in owners.values() for n in who} == {0, 1}  # both got keys
 
 
-def test_reader_sees_what_is_published_from_now(client: pulsar.Client, topic: str) -> None:
+def test_reader_sees_what_is_published_from_now(
+    client: pulsar.Client, standalone: StandaloneProc, topic: str
+) -> None:
     producer = client.create_producer(np(topic), batching_enabled=False)
     producer.send(b"before the reader")
     reader = client.create_reader(np(topic), pulsar.MessageId.earliest)
@@ -147,10 +196,19 @@ def test_reader_sees_what_is_published_from_now(client: pulsar.Client, topic: st
     assert [reader.read_next(timeout_millis=10_000).data() for _ in range(5)] == [
         f"r{i}".encode() for i in range(5)
     ]
+    assert len(stats(standalone, topic)["subscriptions"]) == 1
     reader.close()
+    # a reader's subscription goes with it
+    wait_until(
+        lambda: stats(standalone, topic)["subscriptions"] == {},
+        timeout=10,
+        what="the reader's subscription to go",
+    )
 
 
-def test_batches_arrive_whole(client: pulsar.Client, topic: str) -> None:
+def test_batches_arrive_whole(
+    client: pulsar.Client, standalone: StandaloneProc, topic: str
+) -> None:
     consumer = client.subscribe(np(topic), "b")
     producer = client.create_producer(
         np(topic), batching_enabled=True, batching_max_publish_delay_ms=50
@@ -160,10 +218,18 @@ def test_batches_arrive_whole(client: pulsar.Client, topic: str) -> None:
     producer.flush()
     got = receive_all(consumer)
     assert [m.data() for m in got] == [f"{i}".encode() for i in range(100)]
+    found = stats(standalone, topic)
+    assert found["msgInCounter"] == 100
+    entries = admin(standalone, "GET", f"{ADMIN_NS}/{topic}/internalStats")["entriesAddedCounter"]
+    assert entries < 100  # batches stayed entries end to end
+    assert found["subscriptions"]["b"]["msgOutCounter"] == 100
 
 
 def test_partitioned_topic(client: pulsar.Client, standalone: StandaloneProc, topic: str) -> None:
-    admin(standalone, "PUT", f"/non-persistent/public/default/{topic}/partitions", 3)
+    admin(standalone, "PUT", f"{ADMIN_NS}/{topic}/partitions", 3)
+    assert client.get_topic_partitions(np(topic)) == [
+        f"{np(topic)}-partition-{i}" for i in range(3)
+    ]
     consumer = client.subscribe(np(topic), "p")
     producer = client.create_producer(
         np(topic),
@@ -177,26 +243,112 @@ def test_partitioned_topic(client: pulsar.Client, standalone: StandaloneProc, to
     assert {m.topic_name() for m in got} == {f"{np(topic)}-partition-{i}" for i in range(3)}
 
 
-def test_exclusive_producer_access_mode(client: pulsar.Client, topic: str) -> None:
+def test_regex_subscription_finds_the_non_persistent_topics(
+    client: pulsar.Client, topic: str
+) -> None:
+    names = [np(f"{topic}-re-{i}") for i in range(2)]
+    producers = [client.create_producer(n, batching_enabled=False) for n in names]
+    consumer = client.subscribe(
+        re.compile(f"{np(topic)}-re-.*"),
+        "re",
+        regex_subscription_mode=pulsar.RegexSubscriptionMode.NonPersistentOnly,
+    )
+    for n, p in zip(names, producers, strict=True):
+        p.send(n.encode())
+    got = receive_all(consumer)
+    assert sorted(m.data().decode() for m in got) == sorted(names)
+
+
+def test_producer_access_modes_and_names(client: pulsar.Client, topic: str) -> None:
     client.create_producer(np(topic), access_mode=pulsar.ProducerAccessMode.Exclusive)
-    with pytest.raises(Exception, match=r"(?i)busy|fenced"):
+    with pytest.raises(pulsar.ProducerBusy):
+        client.create_producer(np(topic), batching_enabled=False)  # shared, under an exclusive
+    with pytest.raises(pulsar.ProducerFenced):
         client.create_producer(np(topic), access_mode=pulsar.ProducerAccessMode.Exclusive)
+    other = f"{topic}-names"
+    client.create_producer(np(other), producer_name="same")
+    with pytest.raises(pulsar.ProducerBusy):
+        client.create_producer(np(other), producer_name="same")
+
+
+def _pair(
+    client: pulsar.Client, topic: str, first: bytes
+) -> tuple[pulsar.Producer, pulsar.Consumer]:
+    """A consumer (subscription "s") and a producer on ``topic``, ``first`` sent through."""
+    consumer = client.subscribe(np(topic), "s")
+    producer = client.create_producer(np(topic), batching_enabled=False)
+    producer.send(first)
+    assert consumer.receive(timeout_millis=10_000).data() == first
+    return producer, consumer
+
+
+def _keeps_delivering(producer: pulsar.Producer, consumer: pulsar.Consumer) -> None:
+    def delivered() -> bool:
+        producer.send(b"again")
+        try:
+            while consumer.receive(timeout_millis=500).data() != b"again":
+                pass
+            return True
+        except pulsar.Timeout:
+            return False
+
+    wait_until(delivered, timeout=30, interval=0.2, what="delivery after the topic came back")
 
 
 def test_unload_then_clients_reconnect(
     client: pulsar.Client, standalone: StandaloneProc, topic: str
 ) -> None:
-    consumer = client.subscribe(np(topic), "u")
-    producer = client.create_producer(np(topic), batching_enabled=False)
-    producer.send(b"first")
-    assert consumer.receive(timeout_millis=10_000).data() == b"first"
-    admin(standalone, "PUT", f"/non-persistent/public/default/{topic}/unload")
+    producer, consumer = _pair(client, topic, b"first")
+    assert stats(standalone, topic)["msgInCounter"] == 1
+    admin(standalone, "PUT", f"{ADMIN_NS}/{topic}/unload")
+    _keeps_delivering(producer, consumer)
+    found = stats(standalone, topic)  # the topic loaded again, with both clients back
+    assert len(found["publishers"]) == 1 and len(found["subscriptions"]["s"]["consumers"]) == 1
 
-    def delivered_again() -> bool:
-        producer.send(b"again")
-        try:
-            return consumer.receive(timeout_millis=500).data() == b"again"
-        except pulsar.Timeout:
-            return False
 
-    wait_until(delivered_again, timeout=20, what="delivery after the unload")
+@pytest.fixture(scope="module")
+def quick_gc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProc]:
+    """A standalone that drops a non-persistent topic after 1 s without clients (the check
+    runs every stats interval, 5 s)."""
+    proc = StandaloneProc(
+        Path(tmp_path_factory.mktemp("np-gc")) / "data",
+        extra_args=["--non-persistent-inactive", "1"],
+    ).start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def _listed(proc: StandaloneProc) -> list[str]:
+    found: list[str] = admin(proc, "GET", ADMIN_NS)
+    return found
+
+
+def test_inactive_topics_are_dropped_and_come_back(quick_gc: StandaloneProc, topic: str) -> None:
+    client = pulsar.Client(quick_gc.service_url, operation_timeout_seconds=15)
+    try:
+        producer, consumer = _pair(client, topic, b"one")
+        assert np(topic) in _listed(quick_gc)
+        producer.close()
+        consumer.close()
+        wait_until(lambda: np(topic) not in _listed(quick_gc), timeout=30, what="the collection")
+        with pytest.raises(urllib.error.HTTPError) as err:
+            stats(quick_gc, topic)
+        assert err.value.code == 404
+        # the next client loads it again
+        _pair(client, topic, b"two")
+        assert stats(quick_gc, topic)["msgInCounter"] == 1
+    finally:
+        client.close()
+
+
+def test_clients_keep_working_across_a_restart(quick_gc: StandaloneProc, topic: str) -> None:
+    client = pulsar.Client(quick_gc.service_url, operation_timeout_seconds=30)
+    try:
+        producer, consumer = _pair(client, topic, b"before")
+        quick_gc.restart()  # kill -9 and start on the same ports: the topic is gone
+        _keeps_delivering(producer, consumer)
+        assert stats(quick_gc, topic)["subscriptions"]["s"]["consumers"]
+    finally:
+        client.close()

@@ -251,6 +251,37 @@ def test_create_subscription_defaults_to_latest() -> None:
 
 
 @pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            ["topics", "stats", "non-persistent://acme/ns/t"],
+            Request("GET", "/admin/v2/non-persistent/acme/ns/t/stats"),
+        ),
+        (
+            ["topics", "list", "acme/ns", "-td", "non-persistent"],
+            Request("GET", "/admin/v2/non-persistent/acme/ns"),
+        ),
+        (
+            ["topics", "list-partitioned-topics", "acme/ns", "--topic-domain", "non-persistent"],
+            Request("GET", "/admin/v2/non-persistent/acme/ns/partitioned"),
+        ),
+        (
+            ["topics", "create-partitioned-topic", "non-persistent://acme/ns/p", "-p", "3"],
+            Request("PUT", "/admin/v2/non-persistent/acme/ns/p/partitions", 3),
+        ),
+        (
+            ["topics", "unload", "non-persistent://acme/ns/t"],
+            Request("PUT", "/admin/v2/non-persistent/acme/ns/t/unload"),
+        ),
+    ],
+)
+def test_non_persistent_names_reach_the_non_persistent_paths(
+    argv: list[str], expected: Request
+) -> None:
+    assert commands.request_for(parse(*argv)) == expected
+
+
+@pytest.mark.parametrize(
     "argv",
     [
         ["namespaces", "set-retention", "public/ns", "--time", "soon", "--size", "1G"],

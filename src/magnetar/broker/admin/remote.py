@@ -32,10 +32,16 @@ async def owner_elsewhere(svc: BrokerService, topic: TopicName) -> str | None:
     return owner.broker.web_service_url.rstrip("/")
 
 
+def namespace_path(domain: str, tenant: str, namespace: str) -> str:
+    """``/admin/v2/{domain}/{tenant}/{namespace}``, each part URL-quoted."""
+    parts = (domain, tenant, namespace)
+    return "/admin/v2/" + "/".join(urllib.parse.quote(p, safe="") for p in parts)
+
+
 def topic_path(topic: TopicName) -> str:
-    parts = (topic.tenant, topic.namespace, topic.local_name)
-    path = "/".join(urllib.parse.quote(p, safe="") for p in parts)
-    return f"/admin/v2/{topic.domain.value}/{path}"
+    """The admin path of a topic of either domain."""
+    base = namespace_path(topic.domain.value, topic.tenant, topic.namespace)
+    return f"{base}/{urllib.parse.quote(topic.local_name, safe='')}"
 
 
 async def call(base_url: str, method: str, path: str) -> tuple[int, Any]:

@@ -8,11 +8,13 @@ policies (messageTTL, retention, deduplicationEnabled) that override the namespa
 Operations on a topic's data run on the broker that owns it: another broker answers
 ``307 Temporary Redirect`` to the owner's web URL (what Pulsar does).
 
-Non-persistent topics exist while a broker serves them (created by a producer, a consumer
-or this API; partitioned ones by their stored partition count). Their stats add
-``msgDropRate``; their internal stats have no ledgers and empty cursors (Pulsar's shape);
-skip, clear-backlog and reset are accepted and change nothing, as in Pulsar, since nothing
-is kept; terminate and expire answer 405 with the reason.
+Non-persistent topics exist while a broker serves them (loaded by a producer, a consumer or
+this API; partitioned ones keep their partition count in the metadata store): they are
+listed by asking the owner of each bundle of the namespace (``GET .../{bundle}``, Pulsar's
+path), and reached on the broker that serves them. Their stats add ``msgDropRate``, their
+internal stats have no ledgers and fresh cursors (Pulsar's shape). What needs stored
+messages (terminate, skip, clear backlog, reset cursor, expire) answers 405 naming the
+operation; creating a subscription answers Pulsar's 400 (only clients create them).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from magnetar.broker.admin.common import (
     service,
 )
 from magnetar.broker.contracts import BrokerError
+from magnetar.broker.ownership import Bundle, bundles_of
 from magnetar.broker.service import ALL_DOMAINS, BrokerService, managed_ledger_name
 from magnetar.broker.topic import NonPersistentTopic, PersistentTopic, Topic
 from magnetar.managed_ledger.api import InitialPosition, Position
@@ -94,13 +97,22 @@ async def _partitions(svc: BrokerService, topic: TopicName) -> tuple[int, api.Ve
 
 
 async def _exists(svc: BrokerService, topic: TopicName) -> bool:
-    """Loaded here, or stored (persistent); a non-persistent topic exists only where it is
-    served (see _loaded for one served by another broker)."""
+    """Loaded here, or stored (persistent). A non-persistent topic exists only on the broker
+    serving it: for this broker, whether it is loaded here (see :func:`_served_elsewhere`)."""
     if topic.full_name in svc.topics:
         return True
     if not topic.is_persistent:
         return False
     return bool(await svc.managed_ledgers.exists(managed_ledger_name(topic)))
+
+
+async def _served_elsewhere(svc: BrokerService, topic: TopicName) -> str | None:
+    """The web URL of the broker owning a non-persistent topic's bundle when that is another
+    broker (it serves the topic if anyone does); None for persistent topics, which exist in
+    storage whoever owns them."""
+    if topic.is_persistent or topic.full_name in svc.topics:
+        return None
+    return await remote.owner_elsewhere(svc, topic)
 
 
 async def _redirect_to_owner(request: web.Request, topic: TopicName) -> None:
@@ -114,20 +126,32 @@ async def _redirect_to_owner(request: web.Request, topic: TopicName) -> None:
     brokers = await svc.ownership.live_brokers()
     for info in brokers.values():
         if info.service_url == answer.service_url and info.web_service_url:
-            target = f"{info.web_service_url.rstrip('/')}{request.rel_url.path}"
-            query = {**request.query, "authoritative": "true"}
-            raise web.HTTPTemporaryRedirect(str(URL(target).with_query(query)))
+            _redirect(request, info.web_service_url)
     raise AdminError(503, f"topic {topic.full_name} is owned by a broker not reachable now")
+
+
+def _redirect(request: web.Request, web_service_url: str) -> None:
+    target = f"{web_service_url.rstrip('/')}{request.rel_url.path}"
+    query = {**request.query, "authoritative": "true"}
+    raise web.HTTPTemporaryRedirect(str(URL(target).with_query(query)))
+
+
+async def _check_exists(request: web.Request, topic: TopicName) -> None:
+    """404 unless the topic exists; 307 to the broker serving a non-persistent topic
+    loaded there."""
+    svc = service(request)
+    if await _exists(svc, topic):
+        return
+    owner = await _served_elsewhere(svc, topic)
+    if owner is not None:
+        _redirect(request, owner)
+    raise AdminError(404, f"topic {topic.full_name} does not exist")
 
 
 async def _loaded(request: web.Request, topic: TopicName) -> Topic:
     """The topic, loaded on this broker (its owner); 404 when it does not exist."""
     svc = service(request)
-    if not topic.is_persistent and topic.full_name not in svc.topics:
-        # served, if anywhere, by the owner of its bundle: ask there
-        await _redirect_to_owner(request, topic)
-    if not await _exists(svc, topic):
-        raise AdminError(404, f"topic {topic.full_name} does not exist")
+    await _check_exists(request, topic)
     await _redirect_to_owner(request, topic)
     try:
         return await svc.get_topic(topic, create=False)
@@ -141,10 +165,19 @@ async def _topic(request: web.Request) -> Topic:
     return await _loaded(request, await _topic_name(request))
 
 
-def _persistent(loaded: Topic, what: str) -> PersistentTopic:
-    """``loaded`` when it stores messages; 405 naming ``what`` otherwise (Pulsar's answer)."""
-    if not isinstance(loaded, PersistentTopic):
-        raise AdminError(405, f"{what} is not supported for non-persistent topic")
+def _needs_storage(topic: TopicName, operation: str) -> None:
+    """405 for an operation on stored messages asked of a non-persistent topic, with the
+    reason Pulsar gives (``operation``: "Skip messages on", "Termination of", ...)."""
+    if not topic.is_persistent:
+        raise AdminError(405, f"{operation} a non-persistent topic is not allowed")
+
+
+async def _stored_topic(request: web.Request, operation: str) -> PersistentTopic:
+    """The persistent topic of the path, loaded here; 405 for a non-persistent one."""
+    topic = await _topic_name(request)
+    _needs_storage(topic, operation)
+    loaded = await _loaded(request, topic)
+    assert isinstance(loaded, PersistentTopic)
     return loaded
 
 
@@ -165,11 +198,64 @@ def _domains(request: web.Request) -> tuple[TopicDomain, ...]:
 
 
 async def list_topics(request: web.Request) -> web.Response:
-    """The topics of a namespace (partitions listed one by one)."""
+    """The topics of a namespace (partitions listed one by one); non-persistent ones as the
+    brokers owning the namespace's bundles serve them."""
     domain = _domain(request)
     tenant, ns = await _namespace(request)
+    svc = service(request)
+    names = set(await svc.topics_of_namespace(tenant, ns, domains=(domain,)))
+    if domain is TopicDomain.NON_PERSISTENT:
+        for bundle in await _bundles(svc, tenant, ns):
+            if svc.ownership.is_owned(bundle):
+                continue  # its topics are in the local list
+            owner = await svc.ownership.owner_of(bundle)
+            if owner is None or owner.broker.broker_id == svc.me.broker_id:
+                continue
+            if not owner.broker.web_service_url:
+                raise AdminError(503, f"bundle {bundle} is owned by a broker without a web URL")
+            status, answer = await remote.call(
+                owner.broker.web_service_url.rstrip("/"),
+                "GET",
+                f"{remote.namespace_path(domain.value, tenant, ns)}/{bundle.range}",
+            )
+            remote.raise_for(status, answer, ok=(200,))
+            names.update(answer)
+    return web.json_response(sorted(names))
+
+
+async def _bundles(svc: BrokerService, tenant: str, ns: str) -> list[Bundle]:
+    found = await svc.policies.namespace(tenant, ns)
+    if found is None:
+        raise AdminError(404, f"namespace {tenant}/{ns} does not exist")
+    return bundles_of(tenant, ns, found.boundaries)
+
+
+async def list_bundle_topics(request: web.Request) -> web.Response:
+    """The topics of one namespace bundle that its owner serves now (307 to the owner)."""
+    domain = _domain(request)
+    tenant, ns = await _namespace(request)
+    svc = service(request)
+    wanted = request.match_info["bundle"]
+    bundle = next((b for b in await _bundles(svc, tenant, ns) if b.range == wanted), None)
+    if bundle is None:
+        raise AdminError(412, f"{wanted!r} is not a bundle of namespace {tenant}/{ns}")
+    if not svc.ownership.is_owned(bundle):
+        owner = await svc.ownership.owner_of(bundle)
+        if owner is not None and owner.broker.broker_id != svc.me.broker_id:
+            if not validation.query_flag(request.query.get("authoritative"), "authoritative"):
+                _redirect(request, owner.broker.web_service_url)
+        return web.json_response([])  # nobody serves it: no topic is loaded anywhere
+    ns_name = f"{tenant}/{ns}"
     return web.json_response(
-        await service(request).topics_of_namespace(tenant, ns, domains=(domain,))
+        sorted(
+            [
+                t.full_name
+                for t in list(svc.topics.values())
+                if t.name.domain is domain
+                and t.name.namespace_name == ns_name
+                and await svc.bundle(t.name) == bundle
+            ]
+        )
     )
 
 
@@ -304,9 +390,7 @@ async def _delete_topic_policies(request: web.Request, topic: TopicName) -> None
 async def delete_topic(request: web.Request) -> web.Response:
     """Delete a non-partitioned topic (412 with producers or consumers unless force)."""
     topic = await _topic_name(request)
-    svc = service(request)
-    if not await _exists(svc, topic):
-        raise AdminError(404, f"topic {topic.full_name} does not exist")
+    await _check_exists(request, topic)
     await _delete_one(request, topic, force=_force(request))
     if not topic.is_partition:
         await _delete_topic_policies(request, topic)
@@ -331,7 +415,7 @@ async def delete_partitioned(request: web.Request) -> web.Response:
                     412, f"topic {topic.full_name} has active producers or consumers (use force)"
                 )
     for part in parts:
-        if await _exists(svc, part):
+        if await _exists(svc, part) or await _served_elsewhere(svc, part):
             await delete_on_owner(svc, part, force=True)
     await svc.store.delete(_partitioned_key(topic))
     await _delete_topic_policies(request, topic)
@@ -348,26 +432,43 @@ async def internal_stats(request: web.Request) -> web.Response:
     loaded = await _topic(request)
     if isinstance(loaded, NonPersistentTopic):
         return web.json_response(non_persistent_internal_stats(loaded))
-    ml: Any = _persistent(loaded, "internal stats").managed_ledger
+    assert isinstance(loaded, PersistentTopic)
+    ml: Any = loaded.managed_ledger
     return web.json_response(complete_internal_stats(ml.internal_stats()))
 
 
+_EMPTY_CURSOR: dict[str, Any] = {
+    "markDeletePosition": None, "readPosition": None, "waitingReadOp": False,
+    "pendingReadOps": 0, "messagesConsumedCounter": 0, "cursorLedger": 0,
+    "cursorLedgerLastEntry": 0, "individuallyDeletedMessages": None,
+    "lastLedgerSwitchTimestamp": None, "state": None, "active": False,
+    "numberOfEntriesSinceFirstNotAckedMessage": 0, "totalNonContiguousDeletedMessagesRange": 0,
+    "subscriptionHavePendingRead": False, "subscriptionHavePendingReplayRead": False,
+    "properties": {},
+}  # fmt: skip
+"""A CursorStats as Pulsar serialises a fresh one (its non-persistent cursors are fresh)."""
+
+
 def non_persistent_internal_stats(loaded: NonPersistentTopic) -> dict[str, Any]:
-    """What Pulsar answers for a non-persistent topic: the entries-added counter, no
-    ledgers, and one empty cursor per subscription."""
+    """What Pulsar answers for a non-persistent topic (a PersistentTopicInternalStats with
+    only ``entriesAddedCounter`` and one fresh cursor per subscription set): nothing stored,
+    so no ledgers and zero sizes."""
     return {
         "entriesAddedCounter": loaded.entries_in,
         "numberOfEntries": 0,
         "totalSize": 0,
         "currentLedgerEntries": 0,
         "currentLedgerSize": 0,
+        "lastLedgerCreatedTimestamp": None,
+        "lastLedgerCreationFailureTimestamp": None,
         "waitingCursorsCount": 0,
         "pendingAddEntriesCount": 0,
+        "lastConfirmedEntry": None,
+        "state": None,
         "ledgers": [],
-        "cursors": {
-            name: {"messagesConsumedCounter": 0, "cursorLedger": -1, "properties": {}}
-            for name in loaded.subscriptions.names()
-        },
+        "cursors": {name: dict(_EMPTY_CURSOR) for name in loaded.subscriptions.names()},
+        "schemaLedgers": [],
+        "compactedLedger": None,
     }
 
 
@@ -432,13 +533,16 @@ async def _partition_stats(svc: BrokerService, parts: list[TopicName]) -> dict[s
         if part.full_name in svc.topics:
             per[part.full_name] = svc.topics[part.full_name].stats()
             continue
-        if not await _exists(svc, part):
+        if part.is_persistent and not await _exists(svc, part):
             continue
         owner = await remote.owner_elsewhere(svc, part)
         if owner is None:
-            per[part.full_name] = (await svc.get_topic(part, create=False)).stats()
-            continue
+            if part.is_persistent:
+                per[part.full_name] = (await svc.get_topic(part, create=False)).stats()
+            continue  # a non-persistent partition nobody serves: it does not exist now
         status, answer = await remote.call(owner, "GET", f"{remote.topic_path(part)}/stats")
+        if status == 404 and not part.is_persistent:
+            continue  # not loaded by its owner either
         remote.raise_for(status, answer, ok=(200,))
         per[part.full_name] = answer
     return per
@@ -469,15 +573,15 @@ async def unload(request: web.Request) -> web.Response:
             part = topic.partition(i)
             if await svc.unload(part.full_name, reason="admin unload"):
                 continue
-            owner = await remote.owner_elsewhere(svc, part) if await _exists(svc, part) else None
+            maybe = await _exists(svc, part) or not part.is_persistent
+            owner = await remote.owner_elsewhere(svc, part) if maybe else None
             if owner is not None:
                 status, answer = await remote.call(
                     owner, "PUT", f"{remote.topic_path(part)}/unload"
                 )
                 remote.raise_for(status, answer, ok=(204, 404))
         return web.Response(status=204)
-    if not await _exists(svc, topic):
-        raise AdminError(404, f"topic {topic.full_name} does not exist")
+    await _check_exists(request, topic)
     if topic.full_name not in svc.topics:
         await _redirect_to_owner(request, topic)
     await svc.unload(topic.full_name, reason="admin unload")
@@ -486,7 +590,7 @@ async def unload(request: web.Request) -> web.Response:
 
 async def terminate(request: web.Request) -> web.Response:
     """Terminate the topic: no more messages; answers the last message id."""
-    loaded = _persistent(await _topic(request), "Termination")
+    loaded = await _stored_topic(request, "Termination of")
     last: Position = await loaded.terminate()
     return web.json_response({"ledgerId": last.ledger_id, "entryId": last.entry_id})
 
@@ -506,7 +610,12 @@ _LATEST_ID = 2**63 - 1
 @accepts(validation.MESSAGE_ID, required=False)
 async def create_subscription(request: web.Request) -> web.Response:
     """Create a durable subscription at a message id (earliest: -1:-1; latest by default)."""
-    loaded = await _topic(request)
+    topic = await _topic_name(request)
+    if not topic.is_persistent:  # Pulsar's answer, word for word
+        raise AdminError(
+            400, "Create subscription on non-persistent topic can only be done through client"
+        )
+    loaded = await _loaded(request, topic)
     mid: MessageId | None = parsed(request)
     start: Any = InitialPosition.LATEST
     if mid is not None and mid.ledger_id < 0:
@@ -537,7 +646,7 @@ async def delete_subscription(request: web.Request) -> web.Response:
 async def reset_by_time(request: web.Request) -> web.Response:
     """Reset the subscription to the first message published at or after the timestamp (ms)."""
     timestamp = validation.timestamp(request.match_info["timestamp"])
-    loaded = await _topic(request)
+    loaded = await _stored_topic(request, "Reset cursor on")
     await _reset(loaded, request.match_info["subscription"], publish_time=timestamp)
     return web.Response(status=204)
 
@@ -545,12 +654,12 @@ async def reset_by_time(request: web.Request) -> web.Response:
 @accepts(validation.MESSAGE_ID)
 async def reset_by_message_id(request: web.Request) -> web.Response:
     """Reset the subscription to a message id."""
-    loaded = await _topic(request)
+    loaded = await _stored_topic(request, "Reset cursor on")
     await _reset(loaded, request.match_info["subscription"], message_id=parsed(request))
     return web.Response(status=204)
 
 
-async def _reset(loaded: Topic, name: str, **target: Any) -> None:
+async def _reset(loaded: PersistentTopic, name: str, **target: Any) -> None:
     try:
         await loaded.subscriptions.reset(name, **target)
     except BrokerError as err:
@@ -559,13 +668,7 @@ async def _reset(loaded: Topic, name: str, **target: Any) -> None:
         raise
 
 
-def _cursor(loaded: Topic, name: str) -> Any:
-    """The subscription's cursor; None for a non-persistent topic's subscription (nothing
-    to move: skipping or clearing its backlog changes nothing, as in Pulsar)."""
-    if not isinstance(loaded, PersistentTopic):
-        if name not in loaded.subscriptions.names():
-            raise AdminError(404, f"subscription {name} does not exist")
-        return None
+def _cursor(loaded: PersistentTopic, name: str) -> Any:
     cursor = loaded.managed_ledger.cursors.get(name)
     if cursor is None or not cursor.durable:
         raise AdminError(404, f"subscription {name} does not exist")
@@ -575,26 +678,22 @@ def _cursor(loaded: Topic, name: str) -> Any:
 async def skip(request: web.Request) -> web.Response:
     """Skip the next n messages of the subscription."""
     n = validation.path_integer(request.match_info["n"], "number of messages", minimum=0)
-    loaded = await _topic(request)
-    cursor = _cursor(loaded, request.match_info["subscription"])
-    if cursor is not None:
-        await cursor.skip(n)
+    loaded = await _stored_topic(request, "Skip messages on")
+    await _cursor(loaded, request.match_info["subscription"]).skip(n)
     return web.Response(status=204)
 
 
 async def skip_all(request: web.Request) -> web.Response:
     """Clear the subscription's backlog."""
-    loaded = await _topic(request)
-    cursor = _cursor(loaded, request.match_info["subscription"])
-    if cursor is not None:
-        await cursor.clear_backlog()
+    loaded = await _stored_topic(request, "Clear backlog on")
+    await _cursor(loaded, request.match_info["subscription"]).clear_backlog()
     return web.Response(status=204)
 
 
 async def expire_messages(request: web.Request) -> web.Response:
     """Expire (acknowledge) the subscription's messages older than the given seconds."""
     seconds = validation.path_integer(request.match_info["seconds"], "expire time", minimum=0)
-    loaded = _persistent(await _topic(request), "Expire message by timestamp")
+    loaded = await _stored_topic(request, "Expire messages on")
     cursor = _cursor(loaded, request.match_info["subscription"])
     cutoff_ms = int((time.time() - seconds) * 1000)
     await enforcement.expire(loaded, cutoff_ms=cutoff_ms, cursors=[cursor])
@@ -604,7 +703,7 @@ async def expire_messages(request: web.Request) -> web.Response:
 async def expire_all_subscriptions(request: web.Request) -> web.Response:
     """Expire the messages older than the given seconds on every subscription."""
     seconds = validation.path_integer(request.match_info["seconds"], "expire time", minimum=0)
-    loaded = _persistent(await _topic(request), "Expire message by timestamp")
+    loaded = await _stored_topic(request, "Expire messages on")
     cutoff_ms = int((time.time() - seconds) * 1000)
     await enforcement.expire(loaded, cutoff_ms=cutoff_ms)
     return web.Response(status=204)
@@ -692,6 +791,7 @@ def register(router: web.UrlDispatcher) -> None:
     t = f"{BASE}/{{topic}}"
     router.add_put(t, create_topic)
     router.add_delete(t, delete_topic)
+    router.add_get(BASE + "/{bundle:0x[0-9a-fA-F]+_0x[0-9a-fA-F]+}", list_bundle_topics)
     router.add_put(f"{t}/partitions", create_partitioned)
     router.add_post(f"{t}/partitions", update_partitions)
     router.add_get(f"{t}/partitions", get_partitions)

@@ -7,24 +7,27 @@ once: Exclusive/Failover to the active consumer, Shared to the next consumer rou
 Key_Shared to the consumer owning the key's hash -- *if* that consumer has permits and its
 connection is writable; otherwise the entry is dropped for that subscription and counted
 (``msgDropRate``), as Pulsar's non-persistent dispatchers do. Acknowledgements, redelivery
-requests, seeks, skips and resets are accepted and change nothing (there is nothing to
-redeliver or rewind). Messages carry message id 0:0 (with their batch index), the id Pulsar
-gives every non-persistent entry.
+requests and SEEKs are accepted and change nothing (there is nothing to redeliver or rewind);
+the admin operations on stored messages (create at a position, reset) are refused. Messages
+carry message id 0:0 (with their batch index), the id Pulsar gives every non-persistent
+entry.
 
-A subscription made by a consumer lives while the topic is loaded (a reader's, non-durable,
-goes with its consumer); subscriptions are in memory only, like the topic.
+As in Pulsar, a subscription made by a consumer stays while the topic is loaded (a reader's,
+non-durable, goes with its consumer); subscriptions live in memory only, like the topic.
+
+The consumer-selection policies are the persistent dispatchers' (``selectors``): the same
+round robin, active-consumer choice and Key_Shared hash ranges.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from magnetar.broker.contracts import BrokerError, ConsumerHandle, LastMessageId, ServerCnx
 from magnetar.broker.subscriptions import selectors
-from magnetar.broker.subscriptions.consumer import Consumer
+from magnetar.broker.subscriptions.consumer import Consumer, tell_active_change
 from magnetar.broker.subscriptions.dispatchers import (
     EXCLUSIVE,
     FAILOVER,
@@ -58,8 +61,7 @@ class NonPersistentSubscription:
         self.consumers: list[Consumer] = []
         self.active: Consumer | None = None
         self.rr: selectors.RoundRobin[Consumer] = selectors.RoundRobin()
-        self.auto: selectors.AutoSplitSelector[Consumer] = selectors.AutoSplitSelector()
-        self.sticky: selectors.StickySelector[Consumer] = selectors.StickySelector()
+        self.owners: selectors.KeyHashOwners[Consumer] = selectors.KeyHashOwners(sticky=False)
         self.out = Meter()
         self.dropped = Meter()
         self.closed = False
@@ -69,9 +71,11 @@ class NonPersistentSubscription:
     def add_consumer(self, c: Consumer, sub_type: SubType) -> None:
         if self.closed:
             raise BrokerError(pb.ServiceNotReady, f"subscription {self.name} is closing")
-        if not self.consumers:
+        if not self.consumers:  # an idle subscription takes the type of its next consumer
             self.sub_type = sub_type
             self.key_shared_mode = c.key_shared_mode
+            self.owners = selectors.KeyHashOwners(sticky=c.key_shared_mode == pb.STICKY)
+            self.active = None
         elif sub_type != self.sub_type or (
             sub_type == KEY_SHARED and c.key_shared_mode != self.key_shared_mode
         ):
@@ -83,10 +87,7 @@ class NonPersistentSubscription:
             )
         if sub_type == KEY_SHARED:
             try:
-                if self.key_shared_mode == pb.STICKY:
-                    self.sticky.add(c, c.hash_ranges)
-                else:
-                    self.auto.add(c)
+                self.owners.add(c, c.hash_ranges)
             except selectors.AssignError as exc:
                 raise BrokerError(pb.ConsumerAssignError, str(exc)) from None
         self.consumers.append(c)
@@ -96,17 +97,9 @@ class NonPersistentSubscription:
         if self.sub_type not in (EXCLUSIVE, FAILOVER):
             return
         new = selectors.pick_active(self.consumers, partition_index=self.owner.partition_index)
-        if new is self.active:
-            if joined is not None:
-                self._notify_active(joined, active=joined is new)
-            return
-        self.active = new
-        for c in self.consumers:
-            self._notify_active(c, active=c is new)
-
-    def _notify_active(self, c: Consumer, *, active: bool) -> None:
+        old, self.active = self.active, new
         if self.sub_type == FAILOVER:
-            c.tell_active(active)
+            tell_active_change(self.consumers, new, changed=new is not old, joined=joined)
 
     def _detach(self, c: Consumer) -> None:
         c.closed = True
@@ -114,10 +107,7 @@ class NonPersistentSubscription:
         if c in self.consumers:
             self.consumers.remove(c)
         if self.sub_type == KEY_SHARED:
-            if self.key_shared_mode == pb.STICKY:
-                self.sticky.remove(c)
-            else:
-                self.auto.remove(c)
+            self.owners.remove(c)
         self._update_active()
 
     async def remove_consumer(self, c: Consumer) -> None:
@@ -162,9 +152,7 @@ class NonPersistentSubscription:
         if t == SHARED:
             return self.rr.pick(self.consumers, can_take)
         if t == KEY_SHARED:
-            if self.key_shared_mode == pb.STICKY:
-                return self.sticky.select(meta.key_hash)
-            return self.auto.select(meta.key_hash)
+            return self.owners.select(meta.key_hash)
         return self.active
 
     # -- what consumers ask (ConsumerHandle calls these) --------------------------------------
@@ -203,8 +191,7 @@ class NonPersistentSubscription:
     def consumer_extra_stats(self, c: Consumer) -> dict[str, object]:
         if self.sub_type != KEY_SHARED:
             return {}
-        sel = self.sticky if self.key_shared_mode == pb.STICKY else self.auto
-        return {"keyHashRanges": [f"[{s}, {e}]" for s, e, x in sel.ranges() if x is c]}
+        return {"keyHashRanges": self.owners.ranges_of(c)}
 
     # -- stats ----------------------------------------------------------------------------------
 
@@ -284,9 +271,10 @@ class NonPersistentSubscriptions:
         return sorted(self._subs)
 
     async def create(self, name: str, *, start: Any) -> None:
-        if name in self._subs:
-            raise BrokerError(pb.NotAllowedError, f"Subscription {name} already exists")
-        self._subs[name] = NonPersistentSubscription(self, name, durable=True)
+        raise BrokerError(
+            pb.NotAllowedError,
+            "Create subscription on non-persistent topic can only be done through client",
+        )
 
     async def delete(self, name: str, *, force: bool = False) -> None:
         sub = self._subs.get(name)
@@ -301,8 +289,9 @@ class NonPersistentSubscriptions:
     async def reset(
         self, name: str, *, message_id: MessageId | None = None, publish_time: int | None = None
     ) -> None:
-        if name not in self._subs:
-            raise BrokerError(pb.SubscriptionNotFound, f"Subscription {name} not found")
+        raise BrokerError(
+            pb.NotAllowedError, "Reset cursor on a non-persistent topic is not allowed"
+        )
 
     def on_entries_added(self) -> None:
         """Entries were already handed out by broadcast()."""
@@ -313,7 +302,6 @@ class NonPersistentSubscriptions:
             log.info("closing %d subscription(s) of %s: %s", len(subs), self.topic, reason)
         for sub in subs:
             sub.close(send_close=True)
-        await asyncio.sleep(0)
 
     def stats(self) -> Mapping[str, Mapping[str, Any]]:
         return {name: sub.stats() for name, sub in sorted(self._subs.items())}

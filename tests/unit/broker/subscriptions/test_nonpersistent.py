@@ -144,3 +144,57 @@ async def test_delete_with_consumers_needs_force() -> None:
     assert err.value.code == pb.ConsumerBusy
     await s.delete("s", force=True)
     assert s.names() == [] and cnx.commands[-1].type == pb.BaseCommand.CLOSE_CONSUMER
+
+
+async def test_acks_redeliveries_and_seeks_are_accepted_and_change_nothing() -> None:
+    s = subs()
+    cnx = FakeCnx()
+    c = await s.subscribe(subscribe_cmd(1), cnx)
+    c.flow(10)
+    s.broadcast(entry_data(b"a"))
+    ack = pb.CommandAck(consumer_id=1, ack_type=pb.CommandAck.Individual)
+    ack.message_id.add(ledgerId=0, entryId=0)
+    await c.ack(ack)
+    c.redeliver_unacknowledged([])
+    await c.seek(pb.CommandSeek(consumer_id=1, request_id=1, message_publish_time=0))
+    assert len(cnx.messages) == 1  # nothing came back
+    assert s.stats()["s"]["unackedMessages"] == 0
+    assert (await c.get_last_message_id()).last.ledger_id == -1
+
+
+async def test_admin_operations_on_stored_messages_are_refused() -> None:
+    s = subs()
+    await s.subscribe(subscribe_cmd(1), FakeCnx())
+    with pytest.raises(BrokerError) as err:
+        await s.create("new", start=None)
+    assert err.value.code == pb.NotAllowedError and "only be done through client" in str(err.value)
+    with pytest.raises(BrokerError) as err:
+        await s.reset("s", publish_time=0)
+    assert err.value.code == pb.NotAllowedError and s.names() == ["s"]
+
+
+async def test_an_idle_subscription_takes_the_type_of_its_next_consumer() -> None:
+    s = subs()
+    cnx = FakeCnx()
+    ex = await s.subscribe(subscribe_cmd(1), cnx)
+    await ex.close()
+    assert s.stats()["s"]["consumers"] == []  # durable: it stays
+    s.broadcast(entry_data())
+    assert s.stats()["s"]["msgDropCounter"] == 1  # nobody to take it
+    a = await s.subscribe(subscribe_cmd(2, sub_type=SHARED), cnx)
+    b = await s.subscribe(subscribe_cmd(3, sub_type=SHARED), cnx)
+    a.flow(5)
+    b.flow(5)
+    for _ in range(4):
+        s.broadcast(entry_data())
+    assert len(cnx.received(2)) == len(cnx.received(3)) == 2
+    assert s.stats()["s"]["type"] == "Shared"
+
+
+async def test_sticky_key_shared_ranges_must_not_overlap() -> None:
+    s = subs()
+    cnx = FakeCnx()
+    await s.subscribe(subscribe_cmd(1, sub_type=KEY_SHARED, sticky=[(0, 32767)]), cnx)
+    with pytest.raises(BrokerError) as err:
+        await s.subscribe(subscribe_cmd(2, sub_type=KEY_SHARED, sticky=[(32000, 65535)]), cnx)
+    assert err.value.code == pb.ConsumerAssignError
