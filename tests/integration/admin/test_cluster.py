@@ -43,10 +43,10 @@ def two_brokers(own_etcd: EtcdServer, tmp_path: Path) -> Iterator[tuple[BrokerPr
 NS = "public/spread-ns"
 
 
-def owner(proc: BrokerProc, topic: str, *, take: bool = False) -> str:
+def owner(proc: BrokerProc, topic: str, *, take: bool = False, domain: str = "persistent") -> str:
     """The owner's broker URL (``take``: an authoritative lookup, so ``proc`` takes the bundle
     when nobody owns it)."""
-    url = f"{proc.http_url}/lookup/v2/topic/persistent/{NS}/{topic}"
+    url = f"{proc.http_url}/lookup/v2/topic/{domain}/{NS}/{topic}"
     if take:
         url += "?authoritative=true"
     with urllib.request.urlopen(url, timeout=10) as r:
@@ -103,5 +103,68 @@ def test_any_broker_answers_for_any_topic(two_brokers: tuple[BrokerProc, BrokerP
         for proc in (a, b):
             listed = Admin(proc.http_url).get(f"/persistent/{NS}")[1]
             assert not any("spread" in t for t in listed), listed
+    finally:
+        client.close()
+
+
+def test_non_persistent_topics_across_brokers(two_brokers: tuple[BrokerProc, BrokerProc]) -> None:
+    """A non-persistent topic exists only on the broker serving it: the other broker lists it
+    (asking each bundle's owner), redirects to it, and gathers its partitions' stats."""
+    a, b = two_brokers
+    admin_a, admin_b = Admin(a.http_url), Admin(b.http_url)
+    np_ns = f"/non-persistent/{NS}"
+    assert admin_a.put(f"/namespaces/{NS}", {"bundles": {"numBundles": 16}})[0] == 204
+    assert admin_a.put(f"{np_ns}/fan/partitions", 4)[0] == 204
+    for i in range(4):  # the partitions' bundles on both brokers, alternately
+        owner((a, b)[i % 2], f"fan-partition-{i}", take=True, domain="non-persistent")
+    assert owner(b, "solo", take=True, domain="non-persistent") == b.service_url
+    solo = f"non-persistent://{NS}/solo"
+    client = pulsar.Client(a.service_url, operation_timeout_seconds=30)
+    try:
+        fan = f"non-persistent://{NS}/fan"
+        consumers = [client.subscribe(t, "s") for t in (fan, solo)]
+        producers = [
+            client.create_producer(
+                t,
+                batching_enabled=False,
+                message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution,
+            )
+            for t in (fan, solo)
+        ]
+        for producer in producers:
+            for i in range(8):
+                producer.send(f"m{i}".encode())
+        for consumer in consumers:
+            assert len([consumer.receive(timeout_millis=10_000) for _ in range(8)]) == 8
+        owners = {owner(a, f"fan-partition-{i}", domain="non-persistent") for i in range(4)}
+        assert owners == {a.service_url, b.service_url}, "partitions on both brokers"
+
+        for proc_admin in (admin_a, admin_b):
+            listed = proc_admin.get(np_ns)[1]
+            assert solo in listed and {f"{fan}-partition-{i}" for i in range(4)} <= set(listed)
+            pstats = proc_admin.get(f"{np_ns}/fan/partitioned-stats")
+            assert pstats[0] == 200 and pstats[1]["msgInCounter"] == 8
+            assert pstats[1]["subscriptions"]["s"]["msgOutCounter"] == 8
+            stats = proc_admin.get(f"{np_ns}/solo/stats")  # 307 to b, followed by urllib
+            assert stats[0] == 200 and stats[1]["msgInCounter"] == 8
+        # refused where asked, naming the operation (no need to ask the owner)
+        status, body = admin_a.call("POST", f"{np_ns}/solo/terminate")
+        assert status == 405 and "Termination of" in body["reason"]
+
+        assert admin_a.put(f"{np_ns}/fan/unload")[0] == 204
+        for producer in producers:
+            producer.close()
+        for consumer in consumers:
+            consumer.close()
+        assert admin_a.delete(f"{np_ns}/fan/partitions?force=true")[0] == 204
+        result = subprocess.run(
+            [sys.executable, "-m", "magnetar.cli", "admin", "--admin-url", a.http_url,
+             "topics", "delete", solo, "--force"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        for proc_admin in (admin_a, admin_b):
+            listed = proc_admin.get(np_ns)[1]
+            assert not any("fan" in t or "solo" in t for t in listed), listed
     finally:
         client.close()
