@@ -90,6 +90,11 @@ def test_consumer_without_permits_loses_messages_and_drops_are_counted(
     assert found["subscriptions"]["fast"]["msgDropCounter"] == 0
     assert found["msgInCounter"] == 300 and found["storageSize"] == 0
     assert found["publishers"][0]["msgDropRate"] == 0.0
+    labels = f'cluster="standalone",namespace="public/default",topic="{np(topic)}"'
+    metrics = standalone.metrics()
+    assert f"pulsar_in_messages_total{{{labels}}} 300" in metrics
+    assert f"pulsar_out_messages_total{{{labels}}} 310" in metrics  # 300 + 10
+    assert f"pulsar_storage_size{{{labels}}} 0" in metrics
     got = receive_all(slow, idle_ms=500)
     assert [m.data() for m in got] == [f"x{i}".encode() for i in range(10)]
     # rates are per second over the last interval: they show the burst once computed
