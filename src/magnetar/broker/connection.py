@@ -54,6 +54,14 @@ _DOMAINS_OF_MODE = {
 }
 _MISMATCH: Final = frames.Checksum.MISMATCH
 _EMPTY_SCHEMA_VERSION: Final = b"\x00" * 8
+#: No schema on the topic: Pulsar's broker answers an empty schema version (the Java client
+#: requires the field on PRODUCER_SUCCESS).
+_NO_SCHEMA_VERSION: Final = b""
+
+#: What CONNECTED announces: only features this broker implements (docs/compatibility.md).
+BROKER_FEATURES: Final = pb.FeatureFlags(
+    supports_get_partitioned_metadata_without_auto_creation=True,
+)
 
 _orphans: set[asyncio.Task[Any]] = set()
 """Tasks that outlive their connection (consumer detach); kept referenced until done."""
@@ -346,6 +354,7 @@ class ServerConnection(asyncio.Protocol):
                     server_version=SERVER_VERSION,
                     protocol_version=self._protocol_version,
                     max_message_size=self.service.config.max_message_size,
+                    feature_flags=BROKER_FEATURES,
                 )
             )
         )
@@ -456,6 +465,7 @@ class ServerConnection(asyncio.Protocol):
                 commands.producer_success(
                     request_id=cmd.request_id,
                     producer_name=existing.name,
+                    schema_version=_NO_SCHEMA_VERSION,
                     topic_epoch=existing.topic_epoch,
                 )
             )
@@ -501,7 +511,10 @@ class ServerConnection(asyncio.Protocol):
                 def queued() -> None:
                     self.send_command(
                         commands.producer_success(
-                            request_id=rid, producer_name=name, producer_ready=False
+                            request_id=rid,
+                            producer_name=name,
+                            schema_version=_NO_SCHEMA_VERSION,
+                            producer_ready=False,
                         )
                     )
 
@@ -520,6 +533,7 @@ class ServerConnection(asyncio.Protocol):
                     request_id=rid,
                     producer_name=producer.name,
                     last_sequence_id=-1,
+                    schema_version=_NO_SCHEMA_VERSION,
                     topic_epoch=epoch,
                 )
             )

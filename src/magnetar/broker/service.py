@@ -304,7 +304,13 @@ class BrokerService:
         if stored is not None:
             return stored
         if not auto_create:
-            return 0
+            # PIP-344: the client asked not to create anything; a topic that exists neither
+            # as a partitioned nor as a plain topic is TopicNotFound, as Pulsar answers.
+            if topic.full_name in self.topics or await self.managed_ledgers.exists(
+                managed_ledger_name(topic)
+            ):
+                return 0
+            raise BrokerError(pb.TopicNotFound, f"topic {topic} does not exist")
         auto = await self._auto_creation(topic)
         if not (auto.allowed and auto.partitioned):
             return 0

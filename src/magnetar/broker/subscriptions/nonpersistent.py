@@ -56,6 +56,7 @@ class NonPersistentSubscription:
         self.owner = owner
         self.name = name
         self.durable = durable
+        self._message_id = NON_PERSISTENT_ID._replace(partition=owner.partition_index)
         self.sub_type: SubType | None = None
         self.key_shared_mode = pb.AUTO_SPLIT
         self.consumers: list[Consumer] = []
@@ -138,7 +139,7 @@ class NonPersistentSubscription:
             return
         c.cnx.send_message(
             consumer_id=c.consumer_id,
-            message_id=NON_PERSISTENT_ID,
+            message_id=self._message_id,
             redelivery_count=0,
             headers_and_payload=data,
         )

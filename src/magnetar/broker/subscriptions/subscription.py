@@ -358,7 +358,7 @@ class Subscription:
         unacked = acks.unacked_count(ack_set, n) if ack_set else n
         c.cnx.send_message(
             consumer_id=c.consumer_id,
-            message_id=MessageId(position.ledger_id, position.entry_id),
+            message_id=MessageId(position.ledger_id, position.entry_id, self.partition_index),
             redelivery_count=self._counts.get(position, 0),
             headers_and_payload=entry.data,
             ack_set=ack_set,
