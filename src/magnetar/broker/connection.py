@@ -34,6 +34,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Final, cast
 
 from magnetar import __version__
+from magnetar.broker import schemas, topic_list
 from magnetar.broker.config import PROTOCOL_VERSION
 from magnetar.broker.contracts import BrokerError, ConsumerHandle
 from magnetar.broker.producer import AccessMode, Producer
@@ -53,14 +54,10 @@ _DOMAINS_OF_MODE = {
     pb.CommandGetTopicsOfNamespace.ALL: (TopicDomain.PERSISTENT, TopicDomain.NON_PERSISTENT),
 }
 _MISMATCH: Final = frames.Checksum.MISMATCH
-_EMPTY_SCHEMA_VERSION: Final = b"\x00" * 8
-#: No schema on the topic: Pulsar's broker answers an empty schema version (the Java client
-#: requires the field on PRODUCER_SUCCESS).
-_NO_SCHEMA_VERSION: Final = b""
-
 #: What CONNECTED announces: only features this broker implements (docs/compatibility.md).
 BROKER_FEATURES: Final = pb.FeatureFlags(
     supports_get_partitioned_metadata_without_auto_creation=True,
+    supports_topic_watchers=True,
 )
 
 _orphans: set[asyncio.Task[Any]] = set()
@@ -114,6 +111,8 @@ class ServerConnection(asyncio.Protocol):
         self._producer_tasks: dict[int, asyncio.Task[None]] = {}
         self._consumers: dict[int, ConsumerHandle] = {}
         self._consumer_tasks: dict[int, asyncio.Task[None]] = {}
+        self._watchers: dict[int, topic_list.TopicListWatcher | None] = {}
+        """Topic list watchers by id (None while one is being opened)."""
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # --- ServerCnx ----------------------------------------------------------------------------
@@ -261,6 +260,10 @@ class ServerConnection(asyncio.Protocol):
         for handle in list(self._consumers.values()):
             self._orphan(handle.close())
         self._consumers.clear()
+        for watcher in self._watchers.values():
+            if watcher is not None:
+                watcher.close()
+        self._watchers.clear()
         for task in list(self._tasks):
             if task not in self._consumer_tasks.values():
                 task.cancel()
@@ -438,20 +441,105 @@ class ServerConnection(asyncio.Protocol):
         self.send_command(commands.get_topics_of_namespace_response(request_id=rid, topics=topics))
 
     def _on_get_schema(self, frame: frames.Frame) -> None:
-        cmd = frame.command.getSchema
+        self._spawn(self._get_schema(frame.command.getSchema))
+
+    async def _get_schema(self, cmd: pb.CommandGetSchema) -> None:
+        rid = cmd.request_id
+        try:
+            topic = self.service.parse_topic(cmd.topic)
+            version = (
+                schemas.decode_version(cmd.schema_version)
+                if cmd.HasField("schema_version") and cmd.schema_version
+                else None
+            )
+            stored = await self.service.schemas.get(topic, version)
+        except Exception as exc:
+            self._log_failure("get schema", cmd.topic, exc)
+            code, message = _error_of(exc)
+            self.send_command(
+                commands.get_schema_response(request_id=rid, error=code, message=message)
+            )
+            return
+        if stored is None:
+            self.send_command(
+                commands.get_schema_response(
+                    request_id=rid, error=pb.TopicNotFound, message="Topic not found or no-schema"
+                )
+            )
+            return
         self.send_command(
             commands.get_schema_response(
-                request_id=cmd.request_id, error=pb.TopicNotFound, message="Topic has no schema"
+                request_id=rid,
+                schema=stored.to_proto(),
+                schema_version=schemas.encode_version(stored.version),
             )
         )
 
     def _on_get_or_create_schema(self, frame: frames.Frame) -> None:
-        cmd = frame.command.getOrCreateSchema
+        self._spawn(self._get_or_create_schema(frame.command.getOrCreateSchema))
+
+    async def _get_or_create_schema(self, cmd: pb.CommandGetOrCreateSchema) -> None:
+        rid = cmd.request_id
+        try:
+            topic = self.service.parse_topic(cmd.topic)
+            if not cmd.HasField("schema") or not schemas.is_stored(cmd.schema):
+                raise BrokerError(pb.IncompatibleSchema, "no schema to register")
+            version = await self.service.schemas.get_or_create(topic, cmd.schema)
+        except Exception as exc:
+            self._log_failure("get or create schema", cmd.topic, exc)
+            code, message = _error_of(exc)
+            self.send_command(
+                commands.get_or_create_schema_response(request_id=rid, error=code, message=message)
+            )
+            return
         self.send_command(
             commands.get_or_create_schema_response(
-                request_id=cmd.request_id, schema_version=_EMPTY_SCHEMA_VERSION
+                request_id=rid, schema_version=schemas.encode_version(version)
             )
         )
+
+    def _on_watch_topic_list(self, frame: frames.Frame) -> None:
+        cmd = frame.command.watchTopicList
+        if cmd.watcher_id in self._watchers:
+            opening = self._watchers[cmd.watcher_id] is None
+            self.send_command(
+                commands.error(
+                    request_id=cmd.request_id,
+                    error=pb.ServiceNotReady if opening else pb.UnknownError,
+                    message="Topic list watcher is already present on the connection",
+                )
+            )
+            return
+        self._watchers[cmd.watcher_id] = None
+        self._spawn(self._watch_topic_list(cmd))
+
+    async def _watch_topic_list(self, cmd: pb.CommandWatchTopicList) -> None:
+        service = self.service
+
+        async def persistent_topics(tenant: str, namespace: str) -> list[str]:
+            return await service.topics_of_namespace(tenant, namespace)
+
+        try:
+            watcher, answer = await topic_list.open_watcher(
+                cmd, store=service.store, list_topics=persistent_topics, send=self.send_command
+            )
+        except Exception as exc:
+            self._watchers.pop(cmd.watcher_id, None)
+            self._log_failure("watch topic list", cmd.namespace, exc)
+            self._error(cmd.request_id, exc)
+            return
+        if self.state is State.CLOSED or cmd.watcher_id not in self._watchers:
+            watcher.close()  # the connection went, or the client closed it meanwhile
+            return
+        self._watchers[cmd.watcher_id] = watcher
+        self.send_command(answer)
+
+    def _on_watch_topic_list_close(self, frame: frames.Frame) -> None:
+        cmd = frame.command.watchTopicListClose
+        watcher = self._watchers.pop(cmd.watcher_id, None)
+        if watcher is not None:
+            watcher.close()
+        self.send_command(commands.success(cmd.request_id))
 
     # --- producers ----------------------------------------------------------------------------
 
@@ -465,7 +553,7 @@ class ServerConnection(asyncio.Protocol):
                 commands.producer_success(
                     request_id=cmd.request_id,
                     producer_name=existing.name,
-                    schema_version=_NO_SCHEMA_VERSION,
+                    schema_version=existing.schema_version,
                     topic_epoch=existing.topic_epoch,
                 )
             )
@@ -487,7 +575,13 @@ class ServerConnection(asyncio.Protocol):
         service = self.service
         try:
             try:
-                topic = await service.get_topic(service.parse_topic(cmd.topic))
+                topic_name = service.parse_topic(cmd.topic)
+                topic = await service.get_topic(topic_name)
+                schema_version = schemas.NO_VERSION
+                if cmd.HasField("schema") and schemas.is_stored(cmd.schema):
+                    schema_version = schemas.encode_version(
+                        await service.schemas.get_or_create(topic_name, cmd.schema)
+                    )
                 name = cmd.producer_name or service.new_producer_name()
                 try:
                     mode = AccessMode(cmd.producer_access_mode)
@@ -505,6 +599,7 @@ class ServerConnection(asyncio.Protocol):
                     user_provided_name=bool(cmd.producer_name) and cmd.user_provided_producer_name,
                     topic_epoch=cmd.topic_epoch if cmd.HasField("topic_epoch") else None,
                     metadata={kv.key: kv.value for kv in cmd.metadata},
+                    schema_version=schema_version,
                     on_detach=self._forget_producer,
                 )
 
@@ -513,7 +608,7 @@ class ServerConnection(asyncio.Protocol):
                         commands.producer_success(
                             request_id=rid,
                             producer_name=name,
-                            schema_version=_NO_SCHEMA_VERSION,
+                            schema_version=schema_version,
                             producer_ready=False,
                         )
                     )
@@ -533,7 +628,7 @@ class ServerConnection(asyncio.Protocol):
                     request_id=rid,
                     producer_name=producer.name,
                     last_sequence_id=-1,
-                    schema_version=_NO_SCHEMA_VERSION,
+                    schema_version=producer.schema_version,
                     topic_epoch=epoch,
                 )
             )
@@ -605,9 +700,10 @@ class ServerConnection(asyncio.Protocol):
         service = self.service
         try:
             try:
-                topic = await service.get_topic(
-                    service.parse_topic(cmd.topic), create=cmd.force_topic_creation
-                )
+                topic_name = service.parse_topic(cmd.topic)
+                topic = await service.get_topic(topic_name, create=cmd.force_topic_creation)
+                if cmd.HasField("schema") and schemas.is_stored(cmd.schema):
+                    await service.schemas.add_if_first(topic_name, cmd.schema)
                 handle = await topic.subscriptions.subscribe(cmd, self)
             except Exception as exc:
                 self._log_failure("subscribe", cmd.topic, exc)
@@ -802,6 +898,8 @@ _HANDLERS: Final[dict[int, Callable[[ServerConnection, frames.Frame], None]]] = 
     _C.GET_TOPICS_OF_NAMESPACE: ServerConnection._on_topics_of_namespace,
     _C.GET_SCHEMA: ServerConnection._on_get_schema,
     _C.GET_OR_CREATE_SCHEMA: ServerConnection._on_get_or_create_schema,
+    _C.WATCH_TOPIC_LIST: ServerConnection._on_watch_topic_list,
+    _C.WATCH_TOPIC_LIST_CLOSE: ServerConnection._on_watch_topic_list_close,
     _C.PRODUCER: ServerConnection._on_producer,
     _C.CLOSE_PRODUCER: ServerConnection._on_close_producer,
     _C.SUBSCRIBE: ServerConnection._on_subscribe,

@@ -70,6 +70,7 @@ class Producer:
         "name",
         "on_detach",
         "producer_id",
+        "schema_version",
         "topic",
         "topic_epoch",
         "user_provided_name",
@@ -87,6 +88,7 @@ class Producer:
         user_provided_name: bool,
         topic_epoch: int | None,
         metadata: dict[str, str],
+        schema_version: bytes = b"",
         on_detach: Callable[[Producer], None] | None = None,
     ) -> None:
         self.topic = topic
@@ -98,6 +100,8 @@ class Producer:
         self.user_provided_name = user_provided_name
         self.topic_epoch = topic_epoch
         self.metadata = metadata
+        self.schema_version = schema_version
+        """The version of the producer's schema in the topic's history (empty: none)."""
         self.on_detach = on_detach
         self.closed = False
         self._pending: deque[_Pending] = deque()

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from magnetar.broker import policies
+from magnetar.broker import policies, schemas
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.contracts import (
     BrokerError,
@@ -124,6 +124,7 @@ class BrokerService:
         self.managed_ledgers = managed_ledgers
         self.subscriptions_factory = subscriptions_factory or default_subscriptions_factory()
         self.policies = policies.PolicyCache(store)
+        self.schemas = schemas.SchemaRegistry(store)
         self.me = BrokerInfo(config.broker_id, config.service_url, config.web_service_url)
         self.ownership = Ownership(store, self.me)
         self.topics: dict[str, Topic] = {}

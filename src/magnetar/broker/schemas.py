@@ -1,0 +1,179 @@
+"""Topic schemas: the versioned history the official clients register and fetch.
+
+Why a module of its own: a producer or consumer with a schema (Avro, JSON, Protobuf,
+primitives, KeyValue) sends it on PRODUCER/SUBSCRIBE and expects a *schema version* back;
+messages then carry that version, and consumers fetch the writer's schema by version with
+GET_SCHEMA (the Java client's Avro/JSON decoders and AUTO_CONSUME depend on it). This module
+keeps that history in the metadata store, one version per key (docs/metadata.md):
+``/schemas/<tenant>/<namespace>/<topic base name>/<version>``. Partitions share their
+partitioned topic's history, and both domains of one name share it, as in Pulsar.
+
+Versions are dense integers from 0, sent on the wire as 8 big-endian bytes (Pulsar's
+``LongSchemaVersion``). A schema identical (type and definition) to a stored version gets
+that version back; a new one becomes the next version, created with a create-only put, so
+two brokers racing on one topic agree on the numbering.
+
+Not here yet: compatibility strategies (BACKWARD, FORWARD, FULL...) — every new schema is
+accepted as a new version, which is Pulsar's ALWAYS_COMPATIBLE (docs/compatibility.md).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+import time
+from dataclasses import dataclass, field
+from typing import Final
+
+from magnetar.broker.contracts import BrokerError
+from magnetar.metadata import api, keys
+from magnetar.wire import pb
+from magnetar.wire.topics import TopicName
+
+MAX_SCHEMA_BYTES: Final = 512 * 1024
+"""Largest schema definition accepted (it lives in one metadata record)."""
+
+NO_VERSION: Final = b""
+"""The schema version of a producer without schema (Pulsar's empty version)."""
+
+#: Schema types that are a client-side mode, never stored (AUTO_CONSUME readers).
+_NOT_STORED: Final = frozenset({pb.Schema.Type.Value("None"), pb.Schema.AutoConsume})
+
+_VERSION = struct.Struct(">q")
+_CREATE_RETRIES: Final = 16
+
+
+def encode_version(version: int) -> bytes:
+    return _VERSION.pack(version)
+
+
+def decode_version(raw: bytes) -> int:
+    """The version number in a wire schema version; raises BrokerError when malformed."""
+    if len(raw) != _VERSION.size:
+        raise BrokerError(pb.IncompatibleSchema, f"malformed schema version {raw.hex()!r}")
+    (version,) = _VERSION.unpack(raw)
+    return int(version)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSchema:
+    version: int
+    type: int
+    name: str
+    data: bytes
+    properties: dict[str, str] = field(default_factory=dict)
+    timestamp: int = 0
+
+    def same_definition(self, schema: pb.Schema) -> bool:
+        return self.type == schema.type and self.data == schema.schema_data
+
+    def to_proto(self) -> pb.Schema:
+        out = pb.Schema(name=self.name, schema_data=self.data, type=self.type)  # type: ignore[arg-type]
+        for k, v in self.properties.items():
+            out.properties.add(key=k, value=v)
+        return out
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "type": self.type,
+                "name": self.name,
+                "schema": base64.b64encode(self.data).decode(),
+                "properties": self.properties,
+                "timestamp": self.timestamp,
+                "deleted": False,
+            }
+        ).encode()
+
+    @classmethod
+    def from_json(cls, version: int, raw: bytes) -> StoredSchema:
+        d = json.loads(raw)
+        return cls(
+            version=version,
+            type=int(d["type"]),
+            name=str(d.get("name", "")),
+            data=base64.b64decode(d["schema"]),
+            properties={str(k): str(v) for k, v in d.get("properties", {}).items()},
+            timestamp=int(d.get("timestamp", 0)),
+        )
+
+
+def is_stored(schema: pb.Schema) -> bool:
+    """Whether a schema sent by a client is registered (AUTO_CONSUME and none are not)."""
+    return schema.type not in _NOT_STORED
+
+
+class SchemaRegistry:
+    """Schema histories of every topic, in the metadata store."""
+
+    def __init__(self, store: api.MetadataStore) -> None:
+        self._store = store
+
+    @staticmethod
+    def _parent(topic: TopicName) -> str:
+        base = topic.base_name
+        return keys.schemas(base.tenant, base.namespace, base.local_name)
+
+    async def history(self, topic: TopicName) -> list[StoredSchema]:
+        """Every version of ``topic``'s schema, oldest first."""
+        parent = self._parent(topic)
+        out = []
+        async for rec in self._store.scan_all(parent):
+            version = int(rec.key.rsplit("/", 1)[1])
+            out.append(StoredSchema.from_json(version, rec.value))
+        return out
+
+    async def get(self, topic: TopicName, version: int | None = None) -> StoredSchema | None:
+        """Version ``version`` (the latest when None), or None when there is none."""
+        if version is not None:
+            if version < 0:
+                return None
+            base = topic.base_name
+            rec = await self._store.get(
+                keys.schema_version(base.tenant, base.namespace, base.local_name, version)
+            )
+            return None if rec is None else StoredSchema.from_json(version, rec.value)
+        history = await self.history(topic)
+        return history[-1] if history else None
+
+    async def get_or_create(self, topic: TopicName, schema: pb.Schema) -> int:
+        """The version of ``schema`` in ``topic``'s history, adding it as the next version
+        when no stored version has the same type and definition."""
+        if len(schema.schema_data) > MAX_SCHEMA_BYTES:
+            raise BrokerError(
+                pb.IncompatibleSchema,
+                f"schema of {len(schema.schema_data)} bytes is larger than the limit of "
+                f"{MAX_SCHEMA_BYTES} bytes",
+            )
+        base = topic.base_name
+        for _ in range(_CREATE_RETRIES):
+            history = await self.history(topic)
+            for stored in reversed(history):
+                if stored.same_definition(schema):
+                    return stored.version
+            version = history[-1].version + 1 if history else 0
+            new = StoredSchema(
+                version=version,
+                type=schema.type,
+                name=schema.name,
+                data=schema.schema_data,
+                properties={kv.key: kv.value for kv in schema.properties},
+                timestamp=int(time.time() * 1000),
+            )
+            try:
+                await self._store.put(
+                    keys.schema_version(base.tenant, base.namespace, base.local_name, version),
+                    new.to_json(),
+                    expected_version=api.NOT_EXISTS,
+                )
+            except api.BadVersionError:
+                continue  # another broker added this version first: read again
+            return version
+        raise BrokerError(pb.MetadataError, f"could not add a schema version to {base}")
+
+    async def add_if_first(self, topic: TopicName, schema: pb.Schema) -> None:
+        """A consumer's schema: stored when the topic has none yet, as Pulsar does for an
+        idle topic (compatibility with an existing history is not checked yet)."""
+        if not await self.history(topic):
+            await self.get_or_create(topic, schema)
