@@ -96,6 +96,7 @@ class ServerConnection(asyncio.Protocol):
         self.state = State.START
         self._remote = "?"
         self._client_version = ""
+        self._client_features = pb.FeatureFlags()
         self._protocol_version = 0
         # outgoing
         self._out: list[bytes | bytearray | memoryview] = []
@@ -349,6 +350,7 @@ class ServerConnection(asyncio.Protocol):
 
     def _on_connect(self, cmd: pb.CommandConnect) -> None:
         self._client_version = cmd.client_version
+        self._client_features = cmd.feature_flags
         self._protocol_version = min(cmd.protocol_version, PROTOCOL_VERSION)
         self.state = State.CONNECTED
         self._write(
@@ -604,6 +606,10 @@ class ServerConnection(asyncio.Protocol):
                 )
 
                 def queued() -> None:
+                    # WaitForExclusive: a client announcing supports_partial_producer is told
+                    # at once that its producer is queued; older clients just wait.
+                    if not self._client_features.supports_partial_producer:
+                        return
                     self.send_command(
                         commands.producer_success(
                             request_id=rid,

@@ -341,3 +341,41 @@ def test_topic_list_watcher_bad_input(raw: RawClient) -> None:
         assert answer.type == _C.ERROR
         assert answer.command.error.error == code
     assert raw.request(commands.ping()).type == _C.PONG
+
+
+# --- WaitForExclusive and supports_partial_producer ------------------------------------------
+
+
+@pytest.mark.parametrize("partial", [True, False])
+def test_queued_producer_is_announced_only_to_clients_that_support_it(
+    standalone: StandaloneProc, topic: str, partial: bool
+) -> None:
+    holder = RawClient(standalone.port)
+    waiter = RawClient(standalone.port)
+    try:
+        holder.handshake()
+        connect = commands.connect(client_version="raw-test", protocol_version=21)
+        connect.connect.feature_flags.supports_partial_producer = partial
+        assert waiter.request(connect).type == _C.CONNECTED
+        first = commands.producer(
+            topic=topic, producer_id=1, request_id=1, access_mode=pb.Exclusive
+        )
+        assert holder.request(first).type == _C.PRODUCER_SUCCESS
+        second = commands.producer(
+            topic=topic, producer_id=1, request_id=2, access_mode=pb.WaitForExclusive
+        )
+        waiter.command(second)
+        if partial:
+            queued = waiter.read().command.producer_success
+            assert (queued.request_id, queued.producer_ready) == (2, False)
+        else:
+            with pytest.raises(AssertionError, match="no frame"):
+                waiter.read(timeout=1.0)
+        close = pb.BaseCommand(type=_C.CLOSE_PRODUCER)
+        close.close_producer.producer_id, close.close_producer.request_id = 1, 3
+        assert holder.request(close).type == _C.SUCCESS
+        ready = waiter.read().command.producer_success
+        assert (ready.request_id, ready.producer_ready) == (2, True)
+    finally:
+        holder.close()
+        waiter.close()
