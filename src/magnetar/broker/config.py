@@ -52,6 +52,18 @@ class BrokerConfig:
     stats interval; 0 or less: never."""
     load_report_interval_s: float = 5.0
 
+    deduplication_enabled: bool = False
+    """Pulsar's brokerDeduplicationEnabled: the default when neither the namespace nor the
+    topic sets ``deduplicationEnabled``."""
+    deduplication_entries_interval: int = 1000
+    """brokerDeduplicationEntriesInterval: a snapshot every this many stored entries (the
+    most a topic replays when it loads)."""
+    deduplication_producer_inactivity_s: float = 6 * 3600.0
+    """brokerDeduplicationProducerInactivityTimeoutMinutes (in seconds): a disconnected
+    producer's last sequence id is forgotten after this long."""
+    deduplication_max_producers: int = 10_000
+    """brokerDeduplicationMaxNumberOfProducers: producers kept in a snapshot."""
+
     managed_ledger: ManagedLedgerConfig = field(default_factory=ManagedLedgerConfig)
 
     @property

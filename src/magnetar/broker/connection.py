@@ -633,7 +633,7 @@ class ServerConnection(asyncio.Protocol):
                 commands.producer_success(
                     request_id=rid,
                     producer_name=producer.name,
-                    last_sequence_id=-1,
+                    last_sequence_id=topic.last_sequence_id(producer.name),
                     schema_version=producer.schema_version,
                     topic_epoch=epoch,
                 )
@@ -663,7 +663,9 @@ class ServerConnection(asyncio.Protocol):
         highest = send.highest_sequence_id
         hp = frame.headers_and_payload
         assert hp is not None
-        producer.publish(seq, highest if highest > seq else seq, send.num_messages, bytes(hp))
+        producer.publish(
+            seq, highest if highest > seq else seq, send.num_messages, bytes(hp), send.is_chunk
+        )
 
     def _on_close_producer(self, frame: frames.Frame) -> None:
         cmd = frame.command.close_producer

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from magnetar.broker.contracts import BrokerError
+from magnetar.broker.dedup import Deduplication
 from magnetar.managed_ledger.api import ManagedLedgerConfig
 from magnetar.metadata import api, keys
 from magnetar.wire import pb, topics
@@ -216,6 +217,21 @@ async def effective_policies(
     if record is not None and record.value:
         effective.update(json.loads(record.value))
     return effective
+
+
+async def apply_deduplication(
+    dedup: Deduplication, effective: dict[str, Any], *, default: bool
+) -> None:
+    """Turn ``dedup`` on or off per the effective ``deduplicationEnabled`` (topic over
+    namespace over the broker's ``deduplication_enabled``); off also deletes a snapshot
+    cursor left from when it was on."""
+    wanted = effective.get("deduplicationEnabled")
+    if not isinstance(wanted, bool):
+        wanted = default
+    if wanted:
+        await dedup.enable()
+    else:
+        await dedup.disable()
 
 
 def retention_config(

@@ -7,8 +7,11 @@ pending record, and, when the add is durable, one SEND_RECEIPT carrying the entr
 drops the connection on an out-of-order receipt): completions are queued and released from
 the head only. Nothing here logs per message.
 
-Message deduplication is not implemented yet: PRODUCER_SUCCESS announces
-``last_sequence_id = -1``; :meth:`Producer.publish` is where a dedup check would sit.
+With deduplication on (``broker.dedup``), each SEND is first classified by the topic's
+:class:`~magnetar.broker.dedup.Deduplication`: a duplicate is answered with a receipt for
+ledger = entry = -1 and not stored, a resend of a message still being stored with a
+SEND_ERROR (the client reconnects and resends); both answers keep their place in the
+per-producer receipt order.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from magnetar.broker.contracts import ServerCnx
+from magnetar.broker.dedup import Verdict
+from magnetar.broker.subscriptions.entries import split_entry
 from magnetar.managed_ledger.api import ManagedLedgerTerminatedError, Position
-from magnetar.wire import commands, pb
+from magnetar.wire import commands, frames, pb
 from magnetar.wire.ids import MessageId
 
 if TYPE_CHECKING:
@@ -42,7 +47,7 @@ class AccessMode(enum.IntEnum):
 class _Pending:
     """One SEND waiting for durability (a PendingAddOp in BookKeeper terms)."""
 
-    __slots__ = ("done", "error", "highest_sequence_id", "position", "sequence_id")
+    __slots__ = ("dedup", "done", "error", "highest_sequence_id", "position", "sequence_id")
 
     def __init__(self, sequence_id: int, highest_sequence_id: int) -> None:
         self.sequence_id = sequence_id
@@ -50,6 +55,21 @@ class _Pending:
         self.done = False
         self.position: Position | None = None
         self.error: BaseException | None = None
+        self.dedup = False
+        """Recorded by deduplication once stored (a NEW send with deduplication on)."""
+
+
+DUPLICATE_POSITION = Position(-1, -1)
+"""What a duplicate's receipt carries (Pulsar: ledger = entry = -1)."""
+
+
+class MessageInFlightError(Exception):
+    """A resend of a message whose first copy is still being stored."""
+
+
+def _is_last_chunk(data: bytes) -> bool:
+    meta = frames.parse_message_metadata(split_entry(data)[0])
+    return not meta.HasField("chunk_id") or meta.chunk_id >= meta.num_chunks_from_msg - 1
 
 
 def send_error_code(exc: BaseException) -> pb.ServerError.ValueType:
@@ -127,7 +147,12 @@ class Producer:
     # --- publish path ----------------------------------------------------------------------
 
     def publish(
-        self, sequence_id: int, highest_sequence_id: int, num_messages: int, data: bytes
+        self,
+        sequence_id: int,
+        highest_sequence_id: int,
+        num_messages: int,
+        data: bytes,
+        is_chunk: bool = False,
     ) -> None:
         """Store one SEND's entry; its receipt follows once durable, in order."""
         topic = self.topic
@@ -138,6 +163,22 @@ class Producer:
             self._send_error(sequence_id, topic.fenced_error, topic.fenced_reason)
             return
         op = _Pending(sequence_id, highest_sequence_id)
+        dedup = topic.dedup
+        if dedup is not None and dedup.enabled and not (is_chunk and not _is_last_chunk(data)):
+            verdict = dedup.check(self.name, sequence_id, highest_sequence_id)
+            if verdict is not Verdict.NEW:
+                op.done = True
+                if verdict is Verdict.DUPLICATE:
+                    op.position = DUPLICATE_POSITION
+                else:
+                    op.error = MessageInFlightError(
+                        f"message {sequence_id} of {self.name} is still being stored"
+                    )
+                self._pending.append(op)
+                if self._pending[0] is op:
+                    self._release()
+                return
+            op.dedup = True
         self._pending.append(op)
         topic.msg_in += num_messages
         topic.bytes_in += len(data)
@@ -146,18 +187,26 @@ class Producer:
 
     def _completed(self, op: _Pending, future: asyncio.Future[Position]) -> None:
         op.done = True
+        dedup = self.topic.dedup if op.dedup else None
         if future.cancelled():
             op.error = asyncio.CancelledError()
         else:
             exc = future.exception()
             if exc is None:
                 op.position = future.result()
+                if dedup is not None and dedup.enabled:
+                    dedup.stored(self.name, op.highest_sequence_id, op.position)
             else:
                 op.error = exc
                 self.topic.add_failed(exc)
+        if op.error is not None and dedup is not None:
+            dedup.forget_pushed(self.name)
+        if self._pending[0] is op:  # else an earlier add is still in flight: it releases us
+            self._release()
+
+    def _release(self) -> None:
+        """Answer the completed SENDs at the head of the queue, in order."""
         pending = self._pending
-        if pending[0] is not op:  # an earlier add is still in flight: it releases us
-            return
         cnx = self.cnx
         pid = self.producer_id
         stored = False
@@ -165,7 +214,7 @@ class Producer:
             head = pending.popleft()
             pos = head.position
             if pos is not None:
-                stored = True
+                stored = stored or pos is not DUPLICATE_POSITION
                 cnx.send_command(
                     commands.send_receipt(
                         producer_id=pid,

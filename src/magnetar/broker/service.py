@@ -36,6 +36,7 @@ from magnetar.broker.contracts import (
     TopicSubscriptions,
     TopicSubscriptionsFactory,
 )
+from magnetar.broker.dedup import Deduplication
 from magnetar.broker.ownership import BrokerInfo, Bundle, Ownership, bundle_of
 from magnetar.broker.subscriptions import NonPersistentSubscriptions
 from magnetar.broker.topic import NonPersistentTopic, PersistentTopic, Topic
@@ -374,10 +375,34 @@ class BrokerService:
         subscriptions: TopicSubscriptions = self.subscriptions_factory(
             topic=topic, managed_ledger=ml
         )
+        dedup = self.deduplication(ml)
         loaded = PersistentTopic(
-            name=topic, managed_ledger=ml, subscriptions=subscriptions, on_fenced=self._topic_fenced
+            name=topic,
+            managed_ledger=ml,
+            subscriptions=subscriptions,
+            on_fenced=self._topic_fenced,
+            dedup=dedup,
         )
+        try:
+            await policies.apply_deduplication(
+                dedup, effective, default=self.config.deduplication_enabled
+            )
+        except Exception as err:
+            await loaded.close(reason="deduplication state could not be recovered")
+            raise BrokerError(
+                pb.PersistenceError, f"{topic}: recovering deduplication state: {err}"
+            ) from None
         return await self._register(topic, loaded)
+
+    def deduplication(self, ml: ManagedLedger) -> Deduplication:
+        """A topic's deduplication state, off until its policy turns it on."""
+        c = self.config
+        return Deduplication(
+            ml,
+            entries_interval=c.deduplication_entries_interval,
+            inactivity_s=c.deduplication_producer_inactivity_s,
+            max_producers=c.deduplication_max_producers,
+        )
 
     async def _register(self, topic: TopicName, loaded: Topic) -> Topic:
         """Serve ``loaded`` unless ownership was lost while it was loading."""

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from magnetar.broker.contracts import BroadcastSubscriptions, BrokerError, TopicSubscriptions
+from magnetar.broker.dedup import Deduplication
 from magnetar.broker.producer import AccessMode, Producer
 from magnetar.managed_ledger.api import (
     ManagedLedger,
@@ -77,6 +78,15 @@ class Topic:
         self._last_rate_at = time.monotonic()
         self.created_at = time.time()
 
+    dedup: Deduplication | None = None
+    """Message deduplication (persistent topics only; enabled by policy)."""
+
+    def last_sequence_id(self, producer: str) -> int:
+        """What PRODUCER_SUCCESS announces: the producer's last stored sequence id when
+        deduplication is on, else -1."""
+        dedup = self.dedup
+        return dedup.last_sequence_id(producer) if dedup is not None and dedup.enabled else -1
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.full_name})"
 
@@ -109,6 +119,8 @@ class Topic:
                 self._exclusive = None
             raise BrokerError(self.fenced_error, f"{self.full_name}: topic is being unloaded")
         self.producers[producer.name] = producer
+        if self.dedup is not None:
+            self.dedup.producer_connected(producer.name)
         return epoch
 
     def _stale_epoch(self, producer: Producer) -> bool:
@@ -188,6 +200,8 @@ class Topic:
             self._waiting = deque(w for w in self._waiting if w[0] is not producer)
             return
         del self.producers[producer.name]
+        if self.dedup is not None:
+            self.dedup.producer_disconnected(producer.name)
         if self._exclusive == producer.name:
             self._exclusive = None
             while self._waiting:
@@ -294,7 +308,9 @@ class Topic:
             "waitingPublishers": len(self._waiting),
             "subscriptions": {k: dict(v) for k, v in subs.items()},
             "replication": {},
-            "deduplicationStatus": "Disabled",
+            "deduplicationStatus": (
+                self.dedup.status.value if self.dedup is not None else "Disabled"
+            ),
             "topicEpoch": self.topic_epoch,
         }
 
@@ -309,9 +325,11 @@ class PersistentTopic(Topic):
         managed_ledger: ManagedLedger,
         subscriptions: TopicSubscriptions,
         on_fenced: Callable[[Topic], None] | None = None,
+        dedup: Deduplication | None = None,
     ) -> None:
         super().__init__(name=name, subscriptions=subscriptions, on_fenced=on_fenced)
         self.managed_ledger = managed_ledger
+        self.dedup = dedup
         self.append = managed_ledger.append
         if managed_ledger.terminated:
             self._fence("topic was terminated", pb.TopicTerminatedError)

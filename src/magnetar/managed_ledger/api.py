@@ -160,6 +160,11 @@ class ManagedCursor(Protocol):
     def mark_delete_position(self) -> Position: ...
 
     @property
+    def properties(self) -> Mapping[str, int]:
+        """The properties stored with the mark-delete position (``mark_delete(...,
+        properties=)``), e.g. deduplication snapshots."""
+
+    @property
     def read_position(self) -> Position:
         """The next position ``read_entries`` returns."""
 

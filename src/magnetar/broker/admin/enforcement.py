@@ -1,4 +1,4 @@
-"""Namespace and topic policies that act on data: retention and message TTL.
+"""Namespace and topic policies that act on data: retention, message TTL, deduplication.
 
 A background task of the broker's web app visits the loaded topics every second:
 
@@ -12,6 +12,10 @@ A background task of the broker's web app visits the loaded topics every second:
   ``findNewestMatching``) are acknowledged by moving the mark-delete position past the last of
   them. Unacknowledged messages expire; acknowledged and younger ones are untouched. A topic is
   checked every ``TTL / 2`` (between 1 s and 60 s).
+
+* **deduplication** (``deduplicationEnabled``, topic over namespace over the broker default)
+  turns the topic's :class:`~magnetar.broker.dedup.Deduplication` on or off on loaded topics;
+  producers disconnected longer than the inactivity timeout are forgotten here too.
 
 Each topic's effective policies are re-read every few seconds, and at once after a change
 made through this broker's admin API (:func:`common.policies_changed`).
@@ -30,7 +34,7 @@ from typing import Any
 
 from aiohttp import web
 
-from magnetar.broker import http
+from magnetar.broker import dedup, http
 from magnetar.broker import policies as broker_policies
 from magnetar.broker.admin import common
 from magnetar.broker.service import BrokerService
@@ -70,7 +74,7 @@ async def expire(
     ml: Any = topic.managed_ledger
     chosen = [
         c for c in (ml.cursors.values() if cursors is None else cursors)
-        if c.durable and c.backlog() > 0
+        if c.durable and c.backlog() > 0 and c.name != dedup.CURSOR
     ]  # fmt: skip
     if not chosen:
         return 0
@@ -123,6 +127,11 @@ class PolicyEnforcer:
         now = time.monotonic() if now is None else now
         state = await self._policies(topic, now)
         self.apply_retention(topic, state.policies.get("retention_policies"))
+        if topic.dedup is not None:
+            await broker_policies.apply_deduplication(
+                topic.dedup, state.policies, default=self.service.config.deduplication_enabled
+            )
+            topic.dedup.purge_inactive()
         ttl = state.policies.get("message_ttl_in_seconds")
         if isinstance(ttl, int) and not isinstance(ttl, bool) and ttl > 0:
             if now >= state.next_expiry:

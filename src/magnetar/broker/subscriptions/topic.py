@@ -13,7 +13,7 @@ import asyncio
 import bisect
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from magnetar.broker.contracts import BrokerError, ConsumerHandle, ServerCnx
 from magnetar.broker.subscriptions.consumer import Consumer
@@ -32,11 +32,21 @@ from magnetar.managed_ledger.api import (
     ManagedLedgerError,
     Position,
 )
+from magnetar.metadata import keys
 from magnetar.wire import pb
 from magnetar.wire.ids import MessageId
 from magnetar.wire.topics import TopicName
 
 log = logging.getLogger(__name__)
+
+
+_SYSTEM: Final = frozenset({keys.DEDUP_CURSOR})
+"""Cursors of the broker's own (deduplication snapshots): never subscriptions."""
+
+
+def _check_not_reserved(name: str) -> None:
+    if name in _SYSTEM:
+        raise BrokerError(pb.NotAllowedError, f"Subscription name {name!r} is reserved")
 
 
 class TopicSubscriptionsImpl:
@@ -55,6 +65,7 @@ class TopicSubscriptionsImpl:
         name = cmd.subscription
         if not name:
             raise BrokerError(pb.UnknownError, "a subscription name is required")
+        _check_not_reserved(name)
         async with self._lock:
             sub = self._subs.get(name) or self._recovered(name)
             created = sub is None
@@ -70,10 +81,13 @@ class TopicSubscriptionsImpl:
         return consumer
 
     def names(self) -> list[str]:
-        durable = (n for n, c in self.managed_ledger.cursors.items() if c.durable)
+        durable = (
+            n for n, c in self.managed_ledger.cursors.items() if c.durable and n not in _SYSTEM
+        )
         return sorted(set(self._subs) | set(durable))
 
     async def create(self, name: str, *, start: Any) -> None:
+        _check_not_reserved(name)
         async with self._lock:
             if name in self._subs or name in self.managed_ledger.cursors:
                 raise BrokerError(pb.NotAllowedError, f"Subscription {name} already exists")
@@ -225,7 +239,7 @@ class TopicSubscriptionsImpl:
     def _recovered(self, name: str) -> Subscription | None:
         """A durable cursor the managed ledger recovered, wrapped on first use."""
         cursor = self.managed_ledger.cursors.get(name)
-        if cursor is None or not cursor.durable:
+        if cursor is None or not cursor.durable or name in _SYSTEM:
             return None
         sub = self._subs[name] = self._wrap(name, cursor, durable=True)
         return sub

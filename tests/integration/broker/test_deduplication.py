@@ -1,0 +1,295 @@
+"""Message deduplication with the official client against a real standalone: duplicates are
+acknowledged and not stored, ``last_sequence_id`` survives a SIGKILL (snapshot + replay), the
+policy switches it on and off, and a producer resending through broker crashes leaves every
+sequence id exactly once in the topic."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pulsar
+import pytest
+
+from magnetar.wire import batch, commands, frames, pb
+from tests.support.procs import wait_until
+from tests.support.raw_client import RawClient
+from tests.support.standalone import StandaloneProc
+
+NS = "public/dedup"
+
+
+def _call(proc: StandaloneProc, method: str, path: str, body: object = None) -> object:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(f"{proc.http_url}/admin/v2{path}", data=data, method=method)
+    req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, timeout=10) as r:
+        text = r.read()
+        return json.loads(text) if text else None
+
+
+@pytest.fixture
+def dedup_standalone(tmp_path: Path) -> Iterator[StandaloneProc]:
+    proc = StandaloneProc(tmp_path / "data").start()
+    try:
+        _call(proc, "PUT", f"/namespaces/{NS}", {})
+        _call(proc, "POST", f"/namespaces/{NS}/deduplication", True)
+        # keep what nobody subscribed to: the tests read every stored message back
+        infinite = {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}
+        _call(proc, "POST", f"/namespaces/{NS}/retention", infinite)
+        yield proc
+    finally:
+        proc.stop()
+
+
+def _topic(name: str) -> str:
+    return f"persistent://{NS}/{name}"
+
+
+def _drain(client: pulsar.Client, topic: str) -> list[bytes]:
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    out = []
+    while reader.has_message_available():
+        out.append(reader.read_next(timeout_millis=10_000).data())
+    reader.close()
+    return out
+
+
+def _send_all(producer: pulsar.Producer, payloads: list[bytes]) -> None:
+    """send_async every payload and wait for every receipt (flush() does not wait for
+    un-batched sends in the C++ client)."""
+    left = len(payloads)
+    failed: list[pulsar.Result] = []
+    done = threading.Event()
+    lock = threading.Lock()
+
+    def callback(res: pulsar.Result, _msg_id: pulsar.MessageId) -> None:
+        nonlocal left
+        with lock:
+            if res != pulsar.Result.Ok:
+                failed.append(res)
+            left -= 1
+            if left == 0:
+                done.set()
+
+    for payload in payloads:
+        producer.send_async(payload, callback)
+    assert done.wait(60), f"{left} receipts missing"
+    assert not failed, failed[:5]
+
+
+def test_duplicates_are_acknowledged_not_stored(dedup_standalone: StandaloneProc) -> None:
+    proc = dedup_standalone
+    topic = _topic("dups")
+    client = pulsar.Client(proc.service_url, operation_timeout_seconds=15)
+    try:
+        producer = client.create_producer(topic, producer_name="app-1", batching_enabled=False)
+        assert producer.last_sequence_id() == -1
+        for i in range(10):
+            producer.send(f"m{i}".encode(), sequence_id=i)
+        producer.close()
+        producer = client.create_producer(topic, producer_name="app-1", batching_enabled=False)
+        assert producer.last_sequence_id() == 9
+        duplicate = producer.send(b"m5 again", sequence_id=5)
+        assert (duplicate.ledger_id(), duplicate.entry_id()) == (-1, -1)
+        stored = producer.send(b"m10", sequence_id=10)
+        assert stored.ledger_id() >= 0
+        assert _drain(client, topic) == [f"m{i}".encode() for i in range(11)]
+        stats = _call(proc, "GET", f"/persistent/{NS}/dups/stats")
+        assert isinstance(stats, dict)
+        assert stats["deduplicationStatus"] == "Enabled"
+        assert "pulsar.dedup" not in stats["subscriptions"]
+        internal = _call(proc, "GET", f"/persistent/{NS}/dups/internalStats")
+        assert isinstance(internal, dict)
+        assert "pulsar.dedup" in internal["cursors"]
+        with pytest.raises(pulsar.PulsarException):
+            client.subscribe(topic, "pulsar.dedup")
+    finally:
+        client.close()
+
+
+def test_batches_use_the_highest_sequence_id(dedup_standalone: StandaloneProc) -> None:
+    """A batch SEND carrying ``highest_sequence_id`` (the Java client sets it) is recorded
+    up to that id; without it (the C++/Python client) by its first id, as Pulsar does."""
+    proc = dedup_standalone
+    raw = RawClient(proc.port)
+    try:
+        raw.handshake()
+        topic = _topic("raw-batches")
+        answer = raw.request(
+            commands.producer(topic=topic, producer_id=1, request_id=1, producer_name="java")
+        )
+        assert answer.command.producer_success.last_sequence_id == -1
+        metadata = pb.MessageMetadata(
+            producer_name="java", sequence_id=0, publish_time=1, num_messages_in_batch=10
+        )
+        payload = batch.build_batch(
+            (pb.SingleMessageMetadata(payload_size=2), f"{i:02d}".encode()) for i in range(10)
+        )
+        for first in (0, 10, 0):  # the third is a resend of the first batch
+            metadata.sequence_id = first
+            send = commands.send(
+                producer_id=1, sequence_id=first, num_messages=10, highest_sequence_id=first + 9
+            )
+            raw.send(frames.encode_message(send, metadata, payload))
+            receipt = raw.read().command.send_receipt
+            assert (receipt.sequence_id, receipt.highest_sequence_id) == (first, first + 9)
+        assert receipt.message_id.entryId == 2**64 - 1  # the resend: a duplicate
+        again = raw.request(
+            commands.producer(topic=topic, producer_id=2, request_id=2, producer_name="java")
+        )
+        assert again.type == pb.BaseCommand.ERROR  # still connected as producer 1
+        close = pb.BaseCommand(type=pb.BaseCommand.CLOSE_PRODUCER)
+        close.close_producer.producer_id, close.close_producer.request_id = 1, 3
+        raw.request(close)
+        again = raw.request(
+            commands.producer(topic=topic, producer_id=3, request_id=4, producer_name="java")
+        )
+        assert again.command.producer_success.last_sequence_id == 19
+    finally:
+        raw.close()
+
+    client = pulsar.Client(proc.service_url, operation_timeout_seconds=15)
+    try:
+        topic = _topic("batches")
+        producer = client.create_producer(
+            topic,
+            producer_name="batcher",
+            batching_enabled=True,
+            batching_max_messages=50,
+            batching_max_publish_delay_ms=1000,
+        )
+        for i in range(200):
+            producer.send_async(f"b{i}".encode(), None)
+        producer.flush()
+        producer.close()
+        producer = client.create_producer(topic, producer_name="batcher")
+        assert producer.last_sequence_id() == 150
+        assert len(_drain(client, topic)) == 200
+    finally:
+        client.close()
+
+
+def test_last_sequence_id_survives_sigkill(dedup_standalone: StandaloneProc) -> None:
+    """2,500 entries (past two snapshots at the default interval of 1,000) and a kill -9:
+    the reloaded topic restores the snapshot, replays the rest, and still drops resends."""
+    proc = dedup_standalone
+    topic = _topic("crash")
+    client = pulsar.Client(proc.service_url, operation_timeout_seconds=15)
+    try:
+        producer = client.create_producer(
+            topic, producer_name="crasher", batching_enabled=False, block_if_queue_full=True
+        )
+        _send_all(producer, [f"c{i}".encode() for i in range(2500)])
+    finally:
+        client.close()
+    proc.kill()
+    proc.start()
+    client = pulsar.Client(proc.service_url, operation_timeout_seconds=15)
+    try:
+        producer = client.create_producer(topic, producer_name="crasher", batching_enabled=False)
+        assert producer.last_sequence_id() == 2499
+        assert producer.send(b"again", sequence_id=2000).entry_id() == -1
+        internal = _call(proc, "GET", f"/persistent/{NS}/crash/internalStats")
+        assert isinstance(internal, dict)
+        snapshot = internal["cursors"]["pulsar.dedup"]
+        assert snapshot["properties"]["crasher"] >= 999
+        assert len(_drain(client, topic)) == 2500
+    finally:
+        client.close()
+
+
+def test_disabling_forgets_and_stores_everything(dedup_standalone: StandaloneProc) -> None:
+    proc = dedup_standalone
+    topic = _topic("toggle")
+    client = pulsar.Client(proc.service_url, operation_timeout_seconds=15)
+    try:
+        producer = client.create_producer(topic, producer_name="t", batching_enabled=False)
+        producer.send(b"one", sequence_id=1)
+        producer.close()
+        _call(proc, "POST", f"/namespaces/{NS}/deduplication", False)
+
+        def disabled() -> bool:
+            stats = _call(proc, "GET", f"/persistent/{NS}/toggle/stats")
+            return isinstance(stats, dict) and stats["deduplicationStatus"] == "Disabled"
+
+        wait_until(disabled, timeout=15, what="deduplication turned off on the loaded topic")
+        internal = _call(proc, "GET", f"/persistent/{NS}/toggle/internalStats")
+        assert isinstance(internal, dict)
+        assert "pulsar.dedup" not in internal["cursors"]
+        producer = client.create_producer(topic, producer_name="t", batching_enabled=False)
+        assert producer.last_sequence_id() == -1
+        producer.send(b"one again", sequence_id=1)
+        assert _drain(client, topic) == [b"one", b"one again"]
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("batching", [False, True])
+def test_resends_through_broker_crashes_store_each_message_once(
+    dedup_standalone: StandaloneProc, batching: bool
+) -> None:
+    """A named producer publishes 100,000 numbered messages with the client's own resends
+    while the broker is SIGKILLed and restarted three times: afterwards the topic holds
+    each sequence id exactly once (checked by content)."""
+    proc = dedup_standalone
+    topic = _topic(f"chaos-{batching}")
+    total = 100_000
+    client = pulsar.Client(proc.service_url, operation_timeout_seconds=30)
+    errors: list[str] = []
+    receipts = 0
+    lock = threading.Lock()
+    enough = threading.Event()
+
+    def done(res: pulsar.Result, _msg_id: pulsar.MessageId) -> None:
+        nonlocal receipts
+        with lock:
+            if res != pulsar.Result.Ok:
+                errors.append(str(res))
+            receipts += 1
+            if receipts in (total // 4, total // 2, 3 * total // 4):
+                enough.set()
+
+    try:
+        producer = client.create_producer(
+            topic,
+            producer_name="chaos",
+            batching_enabled=batching,
+            send_timeout_millis=0,  # never give up: the client resends after reconnecting
+            max_pending_messages=2000,
+            block_if_queue_full=True,
+        )
+        sender = threading.Thread(
+            target=lambda: [
+                producer.send_async(f"{i}".encode(), done, sequence_id=i) for i in range(total)
+            ],
+            daemon=True,
+        )
+        sender.start()
+        for _ in range(3):
+            assert enough.wait(120), f"{receipts} receipts, stuck"
+            enough.clear()
+            proc.kill()
+            proc.start()
+        sender.join(120)
+        producer.flush()
+        assert not errors, errors[:5]
+        assert receipts == total
+    finally:
+        client.close()
+    client = pulsar.Client(proc.service_url, operation_timeout_seconds=30)
+    try:
+        stored = [int(m) for m in _drain(client, topic)]
+        assert len(stored) == len(set(stored)), "a sequence id is stored twice"
+        assert sorted(stored) == list(range(total))
+        assert stored == sorted(stored), "stored out of order"
+        producer = client.create_producer(topic, producer_name="chaos")
+        if batching:  # the C++ client sends no highest_sequence_id: a batch's first id counts
+            assert total - 1000 < producer.last_sequence_id() < total
+        else:
+            assert producer.last_sequence_id() == total - 1
+    finally:
+        client.close()
