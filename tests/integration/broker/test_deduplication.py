@@ -6,6 +6,8 @@ sequence id exactly once in the topic."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -15,31 +17,37 @@ import pulsar
 import pytest
 
 from magnetar.wire import batch, commands, frames, pb
+from tests.support.bookies import BookieProc
+from tests.support.etcd import EtcdServer
 from tests.support.procs import wait_until
 from tests.support.raw_client import RawClient
-from tests.support.standalone import StandaloneProc
+from tests.support.standalone import BrokerProc, StandaloneProc
 
 NS = "public/dedup"
 
 
-def _call(proc: StandaloneProc, method: str, path: str, body: object = None) -> object:
+def _call(http_url: str, method: str, path: str, body: object = None) -> object:
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"{proc.http_url}/admin/v2{path}", data=data, method=method)
+    req = urllib.request.Request(f"{http_url}/admin/v2{path}", data=data, method=method)
     req.add_header("Content-Type", "application/json")
     with urllib.request.urlopen(req, timeout=10) as r:
         text = r.read()
         return json.loads(text) if text else None
 
 
+def _dedup_namespace(http_url: str) -> None:
+    _call(http_url, "PUT", f"/namespaces/{NS}", {})
+    _call(http_url, "POST", f"/namespaces/{NS}/deduplication", True)
+    # keep what nobody subscribed to: the tests read every stored message back
+    infinite = {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}
+    _call(http_url, "POST", f"/namespaces/{NS}/retention", infinite)
+
+
 @pytest.fixture
 def dedup_standalone(tmp_path: Path) -> Iterator[StandaloneProc]:
     proc = StandaloneProc(tmp_path / "data").start()
     try:
-        _call(proc, "PUT", f"/namespaces/{NS}", {})
-        _call(proc, "POST", f"/namespaces/{NS}/deduplication", True)
-        # keep what nobody subscribed to: the tests read every stored message back
-        infinite = {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}
-        _call(proc, "POST", f"/namespaces/{NS}/retention", infinite)
+        _dedup_namespace(proc.http_url)
         yield proc
     finally:
         proc.stop()
@@ -59,8 +67,7 @@ def _drain(client: pulsar.Client, topic: str) -> list[bytes]:
 
 
 def _send_all(producer: pulsar.Producer, payloads: list[bytes]) -> None:
-    """send_async every payload and wait for every receipt (flush() does not wait for
-    un-batched sends in the C++ client)."""
+    """send_async every payload and wait for every receipt, failing on any error."""
     left = len(payloads)
     failed: list[pulsar.Result] = []
     done = threading.Event()
@@ -98,11 +105,11 @@ def test_duplicates_are_acknowledged_not_stored(dedup_standalone: StandaloneProc
         stored = producer.send(b"m10", sequence_id=10)
         assert stored.ledger_id() >= 0
         assert _drain(client, topic) == [f"m{i}".encode() for i in range(11)]
-        stats = _call(proc, "GET", f"/persistent/{NS}/dups/stats")
+        stats = _call(proc.http_url, "GET", f"/persistent/{NS}/dups/stats")
         assert isinstance(stats, dict)
         assert stats["deduplicationStatus"] == "Enabled"
         assert "pulsar.dedup" not in stats["subscriptions"]
-        internal = _call(proc, "GET", f"/persistent/{NS}/dups/internalStats")
+        internal = _call(proc.http_url, "GET", f"/persistent/{NS}/dups/internalStats")
         assert isinstance(internal, dict)
         assert "pulsar.dedup" in internal["cursors"]
         with pytest.raises(pulsar.PulsarException):
@@ -193,7 +200,7 @@ def test_last_sequence_id_survives_sigkill(dedup_standalone: StandaloneProc) -> 
         producer = client.create_producer(topic, producer_name="crasher", batching_enabled=False)
         assert producer.last_sequence_id() == 2499
         assert producer.send(b"again", sequence_id=2000).entry_id() == -1
-        internal = _call(proc, "GET", f"/persistent/{NS}/crash/internalStats")
+        internal = _call(proc.http_url, "GET", f"/persistent/{NS}/crash/internalStats")
         assert isinstance(internal, dict)
         snapshot = internal["cursors"]["pulsar.dedup"]
         assert snapshot["properties"]["crasher"] >= 999
@@ -210,14 +217,14 @@ def test_disabling_forgets_and_stores_everything(dedup_standalone: StandalonePro
         producer = client.create_producer(topic, producer_name="t", batching_enabled=False)
         producer.send(b"one", sequence_id=1)
         producer.close()
-        _call(proc, "POST", f"/namespaces/{NS}/deduplication", False)
+        _call(proc.http_url, "POST", f"/namespaces/{NS}/deduplication", False)
 
         def disabled() -> bool:
-            stats = _call(proc, "GET", f"/persistent/{NS}/toggle/stats")
+            stats = _call(proc.http_url, "GET", f"/persistent/{NS}/toggle/stats")
             return isinstance(stats, dict) and stats["deduplicationStatus"] == "Disabled"
 
         wait_until(disabled, timeout=15, what="deduplication turned off on the loaded topic")
-        internal = _call(proc, "GET", f"/persistent/{NS}/toggle/internalStats")
+        internal = _call(proc.http_url, "GET", f"/persistent/{NS}/toggle/internalStats")
         assert isinstance(internal, dict)
         assert "pulsar.dedup" not in internal["cursors"]
         producer = client.create_producer(topic, producer_name="t", batching_enabled=False)
@@ -235,9 +242,70 @@ def test_resends_through_broker_crashes_store_each_message_once(
     """A named producer publishes 100,000 numbered messages with the client's own resends
     while the broker is SIGKILLed and restarted three times: afterwards the topic holds
     each sequence id exactly once (checked by content)."""
+    _publish_through_kills(dedup_standalone, _topic(f"chaos-{batching}"), 100_000, batching)
+
+
+def test_replayable_source_publishes_each_record_once(
+    dedup_standalone: StandaloneProc, tmp_path: Path
+) -> None:
+    """The effectively-once publisher: a file's lines, the byte offset as sequence id, the
+    publisher SIGKILLed twice mid-file and restarted; it resumes after the broker's
+    ``last_sequence_id`` and the topic ends with every line exactly once, in order."""
     proc = dedup_standalone
-    topic = _topic(f"chaos-{batching}")
-    total = 100_000
+    topic = _topic("file-source")
+    lines = [f"record-{i:06d}".encode() for i in range(20_000)]
+    source = tmp_path / "records.txt"
+    source.write_bytes(b"".join(line + b"\n" for line in lines))
+    program = Path(__file__).with_name("file_publisher.py")
+    argv = [sys.executable, str(program), proc.service_url, topic, str(source)]
+
+    def stored() -> int:
+        try:
+            stats = _call(proc.http_url, "GET", f"/persistent/{NS}/file-source/stats")
+        except OSError:
+            return 0
+        return int(stats["msgInCounter"]) if isinstance(stats, dict) else 0
+
+    for kill_at in (4_000, 11_000):
+        publisher = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_until(lambda n=kill_at: stored() >= n, timeout=60, what=f"{kill_at} stored")
+        finally:
+            publisher.kill()
+            publisher.wait(10)
+    finished = subprocess.run(argv, capture_output=True, timeout=120, check=False)
+    assert finished.returncode == 0, finished.stderr.decode(errors="replace")[-2000:]
+    client = pulsar.Client(proc.service_url, operation_timeout_seconds=15)
+    try:
+        assert _drain(client, topic) == lines
+    finally:
+        client.close()
+
+
+@pytest.mark.etcd
+def test_cluster_broker_killed_three_times_stores_each_message_once(
+    own_etcd: EtcdServer, tmp_path: Path
+) -> None:
+    """The same with a broker of an etcd cluster (its own bookie): the broker is SIGKILLed
+    and restarted on its address three times while a named producer resends; the new
+    incarnation fences the old ledger, restores the snapshot and replays."""
+    bookie = BookieProc(own_etcd.url, tmp_path).start()
+    broker = BrokerProc(own_etcd.url, tmp_path, ensemble=(1, 1, 1), session_ttl=2.0)
+    try:
+        broker.start()
+        _dedup_namespace(broker.http_url)
+        _publish_through_kills(broker, _topic("cluster-chaos"), 20_000, False)
+    finally:
+        broker.stop()
+        bookie.stop()
+
+
+def _publish_through_kills(
+    proc: StandaloneProc | BrokerProc, topic: str, total: int, batching: bool
+) -> None:
+    """Publish ``total`` numbered messages from a named producer that never gives up, while
+    ``proc`` is SIGKILLed and restarted at 1/4, 1/2 and 3/4 of the receipts; then check
+    the topic holds each sequence id exactly once, in order."""
     client = pulsar.Client(proc.service_url, operation_timeout_seconds=30)
     errors: list[str] = []
     receipts = 0
@@ -275,9 +343,8 @@ def test_resends_through_broker_crashes_store_each_message_once(
             proc.kill()
             proc.start()
         sender.join(120)
-        producer.flush()
+        wait_until(lambda: receipts == total, timeout=120, what=f"{total} receipts")
         assert not errors, errors[:5]
-        assert receipts == total
     finally:
         client.close()
     client = pulsar.Client(proc.service_url, operation_timeout_seconds=30)
