@@ -70,3 +70,15 @@ bench-peers: setup
 
 bench-peers-quick: setup
 	@$(PY) bench/peers/run.py --quick $(BENCH_PEERS_ARGS)
+
+# --- Official clients (issue 11): Java and Go conformance suites -------------------------------
+# They run in `make test` against a Magnetar standalone and a two-broker etcd cluster
+# (tests/clients). test-clients runs only them; test-clients-pulsar runs the same suites against
+# Apache Pulsar standalone (Maven Central, cached in .cache) to tell a Magnetar gap from a client
+# quirk -- not part of `make test`.
+.PHONY: test-clients test-clients-pulsar
+test-clients: setup
+	@$(PY) -m pytest tests/clients -rs $(PYTEST_ARGS)
+
+test-clients-pulsar: setup
+	@MAGNETAR_CLIENTS_AGAINST=pulsar $(PY) -m pytest tests/clients -rs $(PYTEST_ARGS)

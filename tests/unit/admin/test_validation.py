@@ -180,3 +180,24 @@ def test_every_body_spec_has_a_schema() -> None:
     assert len(specs) >= 10
     for spec in specs:
         assert spec.schema.get("type") in ("object", "integer", "boolean")
+
+
+def test_namespace_policies_java_admin_defaults_accepted_other_values_refused() -> None:
+    """The Java admin client sends every field of ``new Policies()`` on namespace creation:
+    Magnetar accepts the ones it does not implement at their default (not stored) and refuses
+    anything else by name."""
+    body = {**v.UNSUPPORTED_POLICY_DEFAULTS, "bundles": {"numBundles": 8}}
+    assert v.namespace_policies(body) == {"bundles": v.bundles({"numBundles": 8})}
+    message = rejects(v.namespace_policies, {"encryption_required": True})
+    assert "not supported" in message and "encryption_required" in message
+    assert "schema_compatibility_strategy" in rejects(
+        v.namespace_policies, {"schema_compatibility_strategy": "BACKWARD"}
+    )
+
+
+def test_message_id_accepts_the_java_clients_fields() -> None:
+    body = {"ledgerId": 3, "entryId": 4, "partitionIndex": -1, "batchIndex": -1, "batchSize": 0}
+    assert tuple(v.message_id(body)) == (3, 4, -1, -1)
+    assert tuple(v.message_id({**body, "isExcluded": False, "properties": {}})) == (3, 4, -1, -1)
+    assert "isExcluded" in rejects(v.message_id, {**body, "isExcluded": True})
+    assert "properties" in rejects(v.message_id, {**body, "properties": {"a": 1}})

@@ -256,19 +256,61 @@ NAMESPACE_FIELDS: Final[dict[str, NamespaceField]] = {
 (``GET`` then ``PUT`` of a namespace's policies round-trips.)"""
 
 
+UNSUPPORTED_POLICY_DEFAULTS: Final[dict[str, Any]] = {
+    "allowed_clusters": [],
+    "clusterDispatchRate": {},
+    "clusterSubscribeRate": {},
+    "encryption_required": False,
+    "latency_stats_sample_rate": {},
+    "migrated": False,
+    "offload_threshold_in_seconds": -1,
+    "properties": {},
+    "publishMaxMessageRate": {},
+    "replicatorDispatchRate": {},
+    "schema_compatibility_strategy": "UNDEFINED",
+    "schema_validation_enforced": False,
+    "subscriptionDispatchRate": {},
+    "subscription_auth_mode": "None",
+    "subscription_types_enabled": [],
+    "topicDispatchRate": {},
+}
+"""Fields of Pulsar's ``Policies`` that Magnetar does not implement, with the value a
+``new Policies()`` carries (the Java admin client sends every field on namespace creation).
+A body may carry them at that value -- it means "not set" -- and they are not stored; any
+other value is a 400 naming the field, never silently ignored."""
+
+
 def namespace_policies(value: Any) -> dict[str, Any]:
     """The fields of a ``PUT /namespaces/{t}/{ns}`` body (Pulsar's Policies), checked;
-    unknown fields are a 400 (a misspelt policy must not be silently dropped)."""
+    unknown fields are a 400 (a misspelt policy must not be silently dropped), and so are
+    policies Magnetar does not implement unless they are at Pulsar's default."""
     if value is None:
         return {}
     if not isinstance(value, dict):
         raise AdminError(400, "namespace policies must be a JSON object")
-    unknown = sorted(set(value) - set(NAMESPACE_FIELDS) - {"format"})
+    unknown = sorted(
+        set(value) - set(NAMESPACE_FIELDS) - set(UNSUPPORTED_POLICY_DEFAULTS) - {"format"}
+    )
     if unknown:
         raise AdminError(
             400, f"unknown policy fields: {unknown} (known: {sorted(NAMESPACE_FIELDS)})"
         )
-    return {k: NAMESPACE_FIELDS[k](v) for k, v in value.items() if v is not None and k != "format"}
+    unsupported = sorted(
+        k
+        for k, v in value.items()
+        if k in UNSUPPORTED_POLICY_DEFAULTS and v is not None
+        and v != UNSUPPORTED_POLICY_DEFAULTS[k]
+    )  # fmt: skip
+    if unsupported:
+        raise AdminError(
+            400,
+            f"policies not supported by Magnetar (only their default is accepted): {unsupported}",
+        )
+    return {
+        k: NAMESPACE_FIELDS[k](v)
+        for k, v in value.items()
+        if v is not None and k in NAMESPACE_FIELDS
+    }
 
 
 # --- tenants ------------------------------------------------------------------------------------
@@ -300,6 +342,9 @@ _MESSAGE_ID_FIELDS: Final = {
     "entryId": {"type": "integer", "format": "int64"},
     "partitionIndex": {"type": "integer"},
     "batchIndex": {"type": "integer"},
+    "batchSize": {"type": "integer"},
+    "isExcluded": {"type": "boolean"},
+    "properties": {"type": "object"},
 }
 
 
@@ -319,6 +364,12 @@ def message_id(value: Any) -> MessageId:
         ids.append(raw)
     partition = integer(value.get("partitionIndex", -1), "partitionIndex", minimum=-1)
     batch = integer(value.get("batchIndex", -1), "batchIndex", minimum=-1)
+    integer(value.get("batchSize", 0), "batchSize", minimum=-1)  # the Java client's; informative
+    # ResetCursorData's extras: only their defaults (inclusive reset, no cursor properties)
+    if boolean(value.get("isExcluded", False), "isExcluded"):
+        raise AdminError(400, "isExcluded=true (reset after the message) is not supported")
+    if value.get("properties") not in (None, {}):
+        raise AdminError(400, "cursor properties on reset are not supported")
     return MessageId(ids[0], ids[1], partition, batch)
 
 

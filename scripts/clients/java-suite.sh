@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs the official Java client's conformance suite (tests/clients/java) against a broker:
+#   scripts/clients/java-suite.sh SERVICE_URL ADMIN_URL [maven args...]
+# e.g. -Dpulsar.client.version=3.0.12 runs it with the 3.0 LTS client, -Dtest=AckTest one class.
+# Maven's repository is the repo's .cache/m2 (Maven Central only, bench/peers/maven-settings.xml).
+# The first run resolves dependencies online; later runs are offline once a stamp records
+# that the pom's dependencies for that client version are complete.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$(pwd)
+[ $# -ge 2 ] || { echo "usage: $0 SERVICE_URL ADMIN_URL [maven args...]" >&2; exit 2; }
+SERVICE_URL=$1 ADMIN_URL=$2
+shift 2
+for tool in java mvn; do
+    command -v "$tool" >/dev/null 2>&1 || { echo "java-suite: $tool is required (Java 17 + Maven)" >&2; exit 3; }
+done
+POM="$ROOT/tests/clients/java/pom.xml"
+SETTINGS="$ROOT/bench/peers/maven-settings.xml"
+mkdir -p "$ROOT/.cache"
+want=$( (cat "$POM" "$SETTINGS"; printf '%s\n' "$@") | sha256sum | cut -d' ' -f1)
+stamp="$ROOT/.cache/java-suite.$want.stamp"
+offline=()
+[ -f "$stamp" ] && offline=(-o)
+mvn -B -q "${offline[@]}" -s "$SETTINGS" -Dmaven.repo.local="$ROOT/.cache/m2" -f "$POM" \
+    -Dmagnetar.serviceUrl="$SERVICE_URL" -Dmagnetar.adminUrl="$ADMIN_URL" \
+    -Dsurefire.failIfNoSpecifiedTests=false "$@" test && rc=0 || rc=$?
+# Dependencies resolved once are enough to go offline next time, whatever the tests said.
+[ -d "$ROOT/tests/clients/java/target/test-classes" ] && touch "$stamp"
+exit $rc

@@ -1,0 +1,99 @@
+"""Targets of the official-client conformance suites (Java, Go): the suites are programs of
+their own, run against a broker given by its service and admin URLs.
+
+By default (``make test``) every suite runs against a ``magnetar standalone`` and against a
+two-broker etcd cluster (one bookie; the suites create their namespaces with several
+bundles, so topics land on both brokers and lookups redirect). With
+``MAGNETAR_CLIENTS_AGAINST=pulsar`` (``make test-clients-pulsar``) they run against Apache Pulsar standalone instead (installed from
+Maven Central by ``scripts/bench/install_pulsar.sh``), to tell a Magnetar gap from a client
+quirk. Each target is started once per session and stopped by pid.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.bookies import BookieProc
+from tests.support.etcd import EtcdServer, etcd_available
+from tests.support.procs import wait_until
+from tests.support.standalone import BrokerProc, StandaloneProc
+
+ROOT = Path(__file__).resolve().parents[2]
+AGAINST = os.environ.get("MAGNETAR_CLIENTS_AGAINST", "magnetar")
+TARGETS = ["pulsar"] if AGAINST == "pulsar" else ["standalone", "cluster"]
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    service_url: str
+    admin_url: str
+
+
+def _standalone(tmp: Path) -> Iterator[Target]:
+    proc = StandaloneProc(tmp / "data").start()
+    try:
+        yield Target("standalone", proc.service_url, proc.http_url)
+    finally:
+        proc.stop()
+
+
+def _both_registered(broker: BrokerProc, others: list[BrokerProc]) -> bool:
+    with urllib.request.urlopen(f"{broker.http_url}/admin/v2/brokers/standalone", timeout=5) as r:
+        listed = r.read().decode()
+    return all(f"{o.port}" in listed for o in others)
+
+
+def _cluster(tmp: Path) -> Iterator[Target]:
+    if not etcd_available():
+        pytest.skip("etcd is not installed (scripts/setup.sh installs Debian's etcd-server)")
+    etcd = EtcdServer(tmp / "etcd").start()
+    bookie = brokers = None
+    try:
+        bookie = BookieProc(etcd.url, tmp).start()
+        brokers = [BrokerProc(etcd.url, tmp, ensemble=(1, 1, 1)) for _ in range(2)]
+        for b in brokers:
+            b.start()
+        wait_until(
+            lambda: _both_registered(brokers[0], brokers), timeout=30, what="both brokers listed"
+        )
+        yield Target("cluster", brokers[0].service_url, brokers[0].http_url)
+    finally:
+        for b in brokers or []:
+            b.stop()
+        if bookie is not None:
+            bookie.stop()
+        etcd.stop()
+
+
+def _pulsar(tmp: Path) -> Iterator[Target]:
+    spec = importlib.util.spec_from_file_location("peer_systems", ROOT / "bench/peers/systems.py")
+    assert spec is not None and spec.loader is not None
+    systems = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(systems)
+    pulsar = systems.PulsarStandalone(tmp)
+    pulsar.install()
+    url = pulsar.start()
+    try:
+        yield Target("pulsar", url, f"http://127.0.0.1:{pulsar.http_port}")
+    finally:
+        pulsar.stop()
+
+
+_STARTERS = {"standalone": _standalone, "cluster": _cluster, "pulsar": _pulsar}
+
+
+@pytest.fixture(scope="session", params=TARGETS)
+def client_target(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Target]:
+    """A running broker for the client suites (see the module docstring)."""
+    name: str = request.param
+    yield from _STARTERS[name](tmp_path_factory.mktemp(f"clients-{name}"))

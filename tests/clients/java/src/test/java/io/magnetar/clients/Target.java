@@ -1,0 +1,70 @@
+package io.magnetar.clients;
+
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.UUID;
+import java.util.concurrent.TimeUnit;
+import org.apache.pulsar.client.admin.PulsarAdmin;
+import org.apache.pulsar.client.api.PulsarClient;
+import org.apache.pulsar.common.policies.data.TenantInfo;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * What every scenario class shares: a client and an admin client for the broker under test
+ * (system properties {@code magnetar.serviceUrl} and {@code magnetar.adminUrl}), and a tenant
+ * and namespace of its own, so the classes are independent of each other and of earlier runs.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+public abstract class Target {
+    protected PulsarClient client;
+    protected PulsarAdmin admin;
+    protected String tenant;
+    protected String namespace;
+
+    static String serviceUrl() {
+        return System.getProperty("magnetar.serviceUrl", "pulsar://127.0.0.1:6650");
+    }
+
+    static String adminUrl() {
+        return System.getProperty("magnetar.adminUrl", "http://127.0.0.1:8080");
+    }
+
+    @BeforeAll
+    void connect() throws Exception {
+        client = PulsarClient.builder()
+                .serviceUrl(serviceUrl())
+                .operationTimeout(30, TimeUnit.SECONDS)
+                .build();
+        admin = PulsarAdmin.builder().serviceHttpUrl(adminUrl()).build();
+        List<String> clusters = admin.clusters().getClusters();
+        tenant = "jt-" + getClass().getSimpleName().toLowerCase() + "-" + shortId();
+        admin.tenants().createTenant(tenant, TenantInfo.builder()
+                .allowedClusters(new HashSet<>(clusters)).adminRoles(Set.of()).build());
+        namespace = tenant + "/ns";
+        admin.namespaces().createNamespace(namespace, 8);
+    }
+
+    @AfterAll
+    void disconnect() throws Exception {
+        if (client != null) {
+            client.close();
+        }
+        if (admin != null) {
+            admin.close();
+        }
+    }
+
+    static String shortId() {
+        return UUID.randomUUID().toString().substring(0, 8);
+    }
+
+    /** A fresh persistent topic name in this class's namespace. */
+    protected String topic(String name) {
+        return "persistent://" + namespace + "/" + name + "-" + shortId();
+    }
+}

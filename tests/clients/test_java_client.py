@@ -1,0 +1,59 @@
+"""The official Java client's conformance suite (tests/clients/java, JUnit 5 through Maven)
+against each target of ``conftest.py``; a scenario failing anywhere fails this test, with
+the failed scenarios and their messages in the report."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tests.clients.conftest import ROOT, Target
+
+REPORTS = ROOT / "tests/clients/java/target/surefire-reports"
+
+
+def surefire_summary() -> tuple[int, list[str]]:
+    """(scenarios run, 'Class.method: message' of each failure) from the XML reports."""
+    run, failed = 0, []
+    for report in sorted(REPORTS.glob("TEST-*.xml")):
+        for case in ET.parse(report).getroot().iter("testcase"):
+            run += 1
+            for problem in [*case.iter("failure"), *case.iter("error")]:
+                message = (problem.get("message") or problem.text or "").strip().splitlines()
+                failed.append(
+                    f"{case.get('classname', '?').rsplit('.', 1)[-1]}.{case.get('name')}: "
+                    f"{message[0] if message else problem.tag}"
+                )
+    return run, failed
+
+
+@pytest.mark.skipif(
+    shutil.which("java") is None or shutil.which("mvn") is None,
+    reason="the Java suite needs Java 17 and Maven (java, mvn on PATH)",
+)
+def test_java_client_suite(client_target: Target, tmp_path: Path) -> None:
+    shutil.rmtree(REPORTS, ignore_errors=True)
+    log = tmp_path / "java-suite.log"
+    with log.open("wb") as out:
+        done = subprocess.run(
+            [
+                str(ROOT / "scripts/clients/java-suite.sh"),
+                client_target.service_url,
+                client_target.admin_url,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=900,
+            check=False,
+        )
+    run, failed = surefire_summary()
+    print(f"java client suite against {client_target.name}: {run} scenarios, {len(failed)} failed")
+    for line in failed:
+        print("  FAILED", line)
+    tail = log.read_text(errors="replace")[-3000:]
+    assert run > 0, f"no scenario ran (exit {done.returncode}):\n{tail}"
+    assert not failed and done.returncode == 0, "\n".join(failed) or tail
