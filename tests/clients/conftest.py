@@ -4,9 +4,10 @@ their own, run against a broker given by its service and admin URLs.
 By default (``make test``) every suite runs against a ``magnetar standalone`` and against a
 two-broker etcd cluster (one bookie; the suites create their namespaces with several
 bundles, so topics land on both brokers and lookups redirect). With
-``MAGNETAR_CLIENTS_AGAINST=pulsar`` (``make test-clients-pulsar``) they run against Apache Pulsar standalone instead (installed from
-Maven Central by ``scripts/bench/install_pulsar.sh``), to tell a Magnetar gap from a client
-quirk. Each target is started once per session and stopped by pid.
+``MAGNETAR_CLIENTS_AGAINST=pulsar`` (``make test-clients-pulsar``) they run against Apache
+Pulsar standalone instead (installed from Maven Central by ``scripts/bench/install_pulsar.sh``),
+to tell a Magnetar gap from a client quirk. Each target is started once per session and
+stopped by pid.
 """
 
 from __future__ import annotations
