@@ -170,6 +170,9 @@ class PulsarStandalone(System):
     heap = "2g"
     direct = "2g"
 
+    extra_conf: dict[str, str] = {}
+    """More broker.conf keys (e.g. the client suites turn on batch-index acknowledgements)."""
+
     def install(self) -> None:
         lib, self.install_seconds = _run_install("install_pulsar.sh")
         self.lib = Path(lib)
@@ -189,6 +192,7 @@ class PulsarStandalone(System):
         conf.write_text(
             (PEERS / "standalone.conf").read_text()
             + f"\n# picked by the harness\nbrokerServicePort={port}\nwebServicePort={http}\n"
+            + "".join(f"{k}={v}\n" for k, v in self.extra_conf.items())
         )
         self.url = f"pulsar://127.0.0.1:{port}"
         argv = [

@@ -80,6 +80,9 @@ def _pulsar(tmp: Path) -> Iterator[Target]:
     systems = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(systems)
     pulsar = systems.PulsarStandalone(tmp)
+    # Pulsar acknowledges batches whole unless told otherwise; Magnetar always tracks batch
+    # indexes, and the suites test that (enableBatchIndexAcknowledgment on the clients).
+    pulsar.extra_conf = {"acknowledgmentAtBatchIndexLevelEnabled": "true"}
     pulsar.install()
     url = pulsar.start()
     try:

@@ -55,6 +55,8 @@ CASES = [
     ("PUT", f"{NSP}/offloadThreshold", b"-2", 400, "offloadThreshold"),
     ("PUT", f"{NSP}/offloadDeletionLagMs", b"true", 400, "offloadDeletionLagMs"),
     ("PUT", "/persistent/public/default/bad-parts/partitions", b"0", 400, "partitions"),
+    ("PUT", "/persistent/public/default/a-partition-x/partitions", b"3", 412, "-partition-"),
+    ("PUT", "/persistent/public/default/p-partition-1/partitions", b"3", 412, "-partition-"),
     ("PUT", "/persistent/public/default/bad-parts/partitions", b'"three"', 400, "partitions"),
     ("PUT", "/persistent/public/default/bad-parts/partitions", b"100000000", 400, "partitions"),
     ("PUT", "/persistent/public/default/bad-parts/partitions", b"{", 400, "malformed JSON"),

@@ -48,7 +48,7 @@ from magnetar.metadata import api, keys
 from magnetar.wire import pb
 from magnetar.wire.errors import InvalidTopicNameError
 from magnetar.wire.ids import MessageId
-from magnetar.wire.topics import TopicDomain, TopicName
+from magnetar.wire.topics import PARTITION_SUFFIX, TopicDomain, TopicName
 
 BASE = "/admin/v2/{domain}/{tenant}/{namespace}"
 
@@ -295,8 +295,8 @@ async def create_topic(request: web.Request) -> web.Response:
 async def create_partitioned(request: web.Request) -> web.Response:
     """Create a partitioned topic with the given number of partitions."""
     topic = await _topic_name(request)
-    if topic.is_partition:
-        raise AdminError(412, "a partition name cannot itself be partitioned")
+    if topic.is_partition or PARTITION_SUFFIX in topic.local_name:
+        raise AdminError(412, "Partitioned Topic Name should not contain '-partition-'")
     partitions: int = parsed(request)
     svc = service(request)
     if await _exists(svc, topic):

@@ -12,7 +12,6 @@ import java.util.concurrent.TimeUnit;
 import java.util.regex.Pattern;
 import org.apache.pulsar.client.api.Consumer;
 import org.apache.pulsar.client.api.Message;
-import org.apache.pulsar.client.api.MessageIdAdv;
 import org.apache.pulsar.client.api.Producer;
 import org.apache.pulsar.client.api.Schema;
 import org.apache.pulsar.client.api.SubscriptionInitialPosition;
@@ -38,7 +37,7 @@ class PartitionedPatternTest extends Target {
             for (int i = 0; i < 90; i++) {
                 Message<String> m = c.receive(10, TimeUnit.SECONDS);
                 assertNotNull(m, "message " + i);
-                int partition = ((MessageIdAdv) m.getMessageId()).getPartitionIndex();
+                int partition = partitionOf(m.getMessageId());
                 assertTrue(m.getTopicName().endsWith("-partition-" + partition), m.getTopicName());
                 Integer before = partitionOfKey.put(m.getKey(), partition);
                 assertTrue(before == null || before == partition, "a key on two partitions");

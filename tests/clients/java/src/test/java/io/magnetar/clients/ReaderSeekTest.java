@@ -64,7 +64,7 @@ class ReaderSeekTest extends Target {
 
     @Test
     void hasMessageAvailableLoopEndsOnOnePartition() throws Exception {
-        String topic = topic("reader-partition");
+        String topic = topic("readerpart");  // a partitioned topic's name has no "-partition-"
         admin.topics().createPartitionedTopic(topic, 3);
         try (Producer<String> p = client.newProducer(Schema.STRING).topic(topic).create()) {
             for (int i = 0; i < 3000; i++) {

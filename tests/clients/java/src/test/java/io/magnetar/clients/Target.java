@@ -5,7 +5,10 @@ import java.util.List;
 import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.TimeUnit;
+import com.google.protobuf.CodedInputStream;
+import com.google.protobuf.WireFormat;
 import org.apache.pulsar.client.admin.PulsarAdmin;
+import org.apache.pulsar.client.api.MessageId;
 import org.apache.pulsar.client.api.PulsarClient;
 import org.apache.pulsar.common.policies.data.TenantInfo;
 import org.junit.jupiter.api.AfterAll;
@@ -61,6 +64,23 @@ public abstract class Target {
 
     static String shortId() {
         return UUID.randomUUID().toString().substring(0, 8);
+    }
+
+    /**
+     * The partition index a message id carries, read from its serialized form (Pulsar's
+     * MessageIdData: field 3), which every client version shares (MessageIdAdv is 3.1+).
+     */
+    static int partitionOf(MessageId id) throws java.io.IOException {
+        CodedInputStream in = CodedInputStream.newInstance(id.toByteArray());
+        int partition = -1;
+        for (int tag = in.readTag(); tag != 0; tag = in.readTag()) {
+            if (tag == ((3 << 3) | WireFormat.WIRETYPE_VARINT)) {
+                partition = in.readInt32();
+            } else {
+                in.skipField(tag);
+            }
+        }
+        return partition;
     }
 
     /** A fresh persistent topic name in this class's namespace. */
