@@ -204,19 +204,55 @@ STEPS: tuple[Step, ...] = (
 )
 
 
+def unsupported(spec: ClusterSpec) -> list[str]:
+    """What the spec asks for that Magnetar does not implement (empty: nothing).
+
+    Such a cluster is refused as a whole rather than built without the feature: a cluster
+    reported Ready without the TLS, authentication or offload it asked for would be a lie."""
+    out = []
+    if spec.tls.enabled:
+        out.append("spec.tls.enabled: TLS is not implemented")
+    if spec.auth.enabled:
+        out.append("spec.auth.enabled: authentication and authorization are not implemented")
+    if spec.offload.enabled:
+        out.append("spec.offload.enabled: offload to S3 cannot be configured by the operator yet")
+    return out
+
+
 async def reconcile(kube: Kube, body: Mapping[str, Any], *, event: EventFn, now: str) -> Json:
-    """Run every step in order, then write the status (conditions + observedGeneration) once."""
+    """Run every step in order, then write the status (conditions + observedGeneration) once.
+
+    A spec asking for what is not implemented builds nothing: phase ``Unsupported``, an
+    ``Unsupported`` condition naming the fields, ``Ready`` False with reason Unsupported."""
     run = Run(kube=kube, body=body, event=event)
-    results = [c for step in STEPS if (c := await step(run)) is not None]
-    ready = conditions.summary(results)
     generation = int(body["metadata"].get("generation", 0))
     old = (body.get("status") or {}).get("conditions")
-    status = {
-        **run.status,
-        "phase": "Ready" if ready.ok else "Reconciling",
-        "conditions": conditions.merge(old, [ready, *results], now=now, generation=generation),
-        "observedGeneration": generation,
-    }
+    refused = unsupported(run.spec)
+    if refused:
+        message = "; ".join(refused)
+        event("Warning", "Unsupported", message)
+        status: Json = {
+            "phase": "Unsupported",
+            "conditions": conditions.merge(
+                old,
+                [
+                    Condition(conditions.READY, False, "Unsupported", message),
+                    Condition(conditions.UNSUPPORTED, True, "NotImplemented", message),
+                ],
+                now=now,
+                generation=generation,
+            ),
+            "observedGeneration": generation,
+        }
+    else:
+        results = [c for step in STEPS if (c := await step(run)) is not None]
+        ready = conditions.summary(results)
+        status = {
+            **run.status,
+            "phase": "Ready" if ready.ok else "Reconciling",
+            "conditions": conditions.merge(old, [ready, *results], now=now, generation=generation),
+            "observedGeneration": generation,
+        }
     await kube.patch_status(
         common.API_VERSION, "PulsarCluster", run.owner.namespace, run.owner.name, status
     )

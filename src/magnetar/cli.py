@@ -10,7 +10,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from magnetar import __version__
+from magnetar import __version__, conffile
+from magnetar.broker.config import BrokerConfig
+from magnetar.managed_ledger.api import ManagedLedgerConfig
+
+_BC = BrokerConfig()
+_ML = ManagedLedgerConfig()
 
 
 def _standalone(args: argparse.Namespace) -> int:
@@ -41,9 +46,7 @@ def _standalone(args: argparse.Namespace) -> int:
 
 def _broker(args: argparse.Namespace) -> int:
     from magnetar.broker import server
-    from magnetar.broker.config import BrokerConfig
     from magnetar.common import aio, logs
-    from magnetar.managed_ledger.api import ManagedLedgerConfig
 
     logs.setup(args.log_level)
     config = BrokerConfig(
@@ -52,12 +55,26 @@ def _broker(args: argparse.Namespace) -> int:
         port=args.port,
         http_port=args.http_port,
         advertised_address=args.advertised_address,
+        max_message_size=args.max_message_size,
+        keepalive_interval_s=args.keepalive_interval,
         session_ttl_s=args.session_ttl,
+        default_bundles=args.default_bundles,
+        allow_auto_topic_creation=args.allow_auto_topic_creation,
+        auto_topic_creation_type=args.auto_topic_creation_type,
+        default_num_partitions=args.default_num_partitions,
         non_persistent_inactive_s=args.non_persistent_inactive,
+        deduplication_enabled=args.deduplication_enabled,
+        deduplication_entries_interval=args.deduplication_entries_interval,
+        deduplication_producer_inactivity_s=args.deduplication_producer_inactivity,
+        deduplication_max_producers=args.deduplication_max_producers,
         managed_ledger=ManagedLedgerConfig(
             ensemble_size=args.ensemble_size,
             write_quorum=args.write_quorum,
             ack_quorum=args.ack_quorum,
+            max_entries_per_ledger=args.max_entries_per_ledger,
+            max_ledger_bytes=args.max_ledger_bytes,
+            max_ledger_age_s=args.max_ledger_age,
+            min_ledger_age_s=args.min_ledger_age,
         ),
     )
     try:
@@ -111,6 +128,14 @@ def _admin(args: argparse.Namespace) -> int:
     return admin_cli.run(args)
 
 
+def _config(p: argparse.ArgumentParser, example: str) -> None:
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help=f"a {example} with Pulsar's key names (docs/configuration.md); flags override it",
+    )
+
+
 def _non_persistent_inactive(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--non-persistent-inactive",
@@ -122,10 +147,18 @@ def _non_persistent_inactive(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    return _build()[0]
+
+
+def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The parser, and the subcommand parsers that take ``--config`` by command name."""
     parser = argparse.ArgumentParser(prog="magnetar", description=__doc__)
+    commands: dict[str, argparse.ArgumentParser] = {}
     parser.add_argument("--version", action="version", version=f"magnetar {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p = sub.add_parser("standalone", help="broker + bookie + embedded metadata in one process")
+    commands["standalone"] = p
+    _config(p, "standalone.conf")
     p.add_argument("--data-dir", default="data/standalone")
     p.add_argument("--port", type=int, default=6650)
     p.add_argument("--http-port", type=int, default=8080)
@@ -151,7 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_standalone)
 
     p = sub.add_parser("broker", help="a broker of a cluster (bookies and metadata in etcd)")
-    p.add_argument("--metadata-url", required=True, help="etcd://host:port[,host:port]")
+    commands["broker"] = p
+    _config(p, "broker.conf")
+    p.add_argument("--metadata-url", help="etcd://host:port[,host:port] (required)")
     p.add_argument("--port", type=int, default=6650, help="Pulsar binary protocol port")
     p.add_argument("--http-port", type=int, default=8080, help="admin REST, lookup, /metrics")
     p.add_argument("--bind-address", default="0.0.0.0")
@@ -161,13 +196,60 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--write-quorum", type=int, default=2, help="copies of each entry (Wq)")
     p.add_argument("--ack-quorum", type=int, default=2, help="copies confirmed before ack (Aq)")
     p.add_argument("--session-ttl", type=float, default=10.0, help="ownership lease, seconds")
+    p.add_argument("--keepalive-interval", type=float, default=_BC.keepalive_interval_s)
+    p.add_argument(
+        "--auto-topic-creation-type",
+        choices=["non-partitioned", "partitioned"],
+        default=_BC.auto_topic_creation_type,
+    )
+    p.add_argument("--default-num-partitions", type=int, default=_BC.default_num_partitions)
+    p.add_argument(
+        "--allow-auto-topic-creation",
+        type=conffile.parse_bool,
+        default=_BC.allow_auto_topic_creation,
+        metavar="true|false",
+    )
+    p.add_argument(
+        "--default-bundles",
+        type=int,
+        default=_BC.default_bundles,
+        help="bundles of a namespace the broker creates",
+    )
+    p.add_argument("--max-message-size", type=int, default=_BC.max_message_size, metavar="BYTES")
+    p.add_argument("--max-entries-per-ledger", type=int, default=_ML.max_entries_per_ledger)
+    p.add_argument("--max-ledger-bytes", type=int, default=_ML.max_ledger_bytes)
+    p.add_argument("--max-ledger-age", type=float, default=_ML.max_ledger_age_s, metavar="SECONDS")
+    p.add_argument("--min-ledger-age", type=float, default=_ML.min_ledger_age_s, metavar="SECONDS")
+    p.add_argument(
+        "--deduplication-enabled",
+        type=conffile.parse_bool,
+        default=_BC.deduplication_enabled,
+        metavar="true|false",
+        help="default when neither namespace nor topic sets it",
+    )
+    p.add_argument(
+        "--deduplication-entries-interval",
+        type=int,
+        default=_BC.deduplication_entries_interval,
+    )
+    p.add_argument(
+        "--deduplication-max-producers", type=int, default=_BC.deduplication_max_producers
+    )
+    p.add_argument(
+        "--deduplication-producer-inactivity",
+        type=float,
+        default=_BC.deduplication_producer_inactivity_s,
+        metavar="SECONDS",
+    )
     _non_persistent_inactive(p)
     p.add_argument("--log-level", default=None)
     p.set_defaults(func=_broker)
 
     p = sub.add_parser("bookie", help="a storage node: journal + entry logs + index, over gRPC")
-    p.add_argument("--metadata-url", required=True, help="etcd://host:port[,host:port]")
-    p.add_argument("--data-dir", required=True, help="entry logs and index (and the journal)")
+    commands["bookie"] = p
+    _config(p, "bookkeeper.conf")
+    p.add_argument("--metadata-url", help="etcd://host:port[,host:port] (required)")
+    p.add_argument("--data-dir", help="entry logs and index (and the journal) (required)")
     p.add_argument("--journal-dir", help="journal on its own (fast) disk; default DATA_DIR/journal")
     p.add_argument("--port", type=int, default=3181, help="gRPC port")
     p.add_argument("--http-port", type=int, default=8000, help="/metrics and /health")
@@ -187,11 +269,41 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("admin", help="manage tenants, namespaces and topics (admin REST API)")
     admin_cli.build_parser(p)
     p.set_defaults(func=_admin)
-    return parser
+    return parser, commands
+
+
+_REQUIRED = {
+    "broker": (("metadata_url", "--metadata-url", "metadataStoreUrl"),),
+    "bookie": (
+        ("metadata_url", "--metadata-url", "metadataServiceUri"),
+        ("data_dir", "--data-dir", "ledgerDirectories"),
+    ),
+}
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse ``argv``; with ``--config FILE``, the file's values become the subcommand's
+    defaults and the command line is parsed again, so flags override the file. A file
+    Magnetar refuses (unknown key, bad value) exits with status 2 and a message naming it."""
+    parser, commands = _build()
+    args = parser.parse_args(argv)
+    config = getattr(args, "config", None)
+    if config:
+        try:
+            values = conffile.load(Path(config), conffile.TABLES[args.command])
+        except conffile.ConfigError as err:
+            print(f"magnetar {args.command}: {err}", file=sys.stderr)
+            raise SystemExit(2) from None
+        commands[args.command].set_defaults(**values)
+        args = parser.parse_args(argv)
+    for dest, flag, key in _REQUIRED.get(args.command, ()):
+        if not getattr(args, dest, None):
+            commands[args.command].error(f"{flag} (or {key} in --config FILE) is required")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     rc: int = args.func(args)
     return rc
 

@@ -16,6 +16,7 @@ from magnetar_operator.spec import ClusterSpec, Json
 
 COMPONENT = "bookie"
 CONFIG_FILE = "bookkeeper.conf"
+CONFIG_DIR = "/etc/magnetar"
 JOURNAL_DIR = "/var/lib/magnetar/journal"
 LEDGERS_DIR = "/var/lib/magnetar/ledgers"
 RACKS_DIR = "/etc/magnetar-racks"
@@ -26,17 +27,16 @@ def service_name(owner: Owner) -> str:
 
 
 def config_data(owner: Owner, spec: ClusterSpec) -> dict[str, str]:
-    """bookkeeper.conf properties (mounted at /etc/magnetar): ours, then the user's."""
+    """bookkeeper.conf properties (mounted at /etc/magnetar): ours, then the user's. Only
+    keys ``magnetar bookie --config`` consumes (a unit test feeds each through its loader);
+    the rack comes from the rack map through the image's entrypoint, not from here."""
     data = {
-        "clusterName": owner.name,
-        "metadataStoreUrl": etcd.metadata_store_url(owner, spec),
+        "metadataServiceUri": etcd.metadata_store_url(owner, spec),
         "bookiePort": str(BOOKIE_PORT),
         "httpServerPort": str(BOOKIE_HTTP_PORT),
         "journalDirectories": JOURNAL_DIR,
         "ledgerDirectories": LEDGERS_DIR,
     }
-    if spec.bookies.rack.enabled:
-        data["rackMapConfigMap"] = rack_map_name(owner)
     data.update(spec.bookies.config)
     return data
 
@@ -63,15 +63,12 @@ def service(owner: Owner) -> Json:
 
 
 def args(owner: Owner, spec: ClusterSpec) -> list[str]:
-    """``magnetar bookie`` arguments, then ``spec.bookies.extraArgs``."""
+    """``magnetar bookie`` arguments: the mounted bookkeeper.conf, the pod's own address
+    (which a shared ConfigMap cannot hold), then ``spec.bookies.extraArgs`` (flags override
+    the file)."""
     out = [
         "bookie",
-        f"--metadata-url={etcd.metadata_store_url(owner, spec)}",
-        f"--data-dir={LEDGERS_DIR}",
-        f"--journal-dir={JOURNAL_DIR}",
-        f"--port={BOOKIE_PORT}",
-        f"--http-port={BOOKIE_HTTP_PORT}",
-        "--bind-address=0.0.0.0",
+        f"--config={CONFIG_DIR}/{CONFIG_FILE}",
         f"--advertised-address=$(POD_NAME).{service_name(owner)}.{owner.namespace}.svc",
     ]
     out += spec.bookies.extra_args
@@ -89,7 +86,7 @@ def statefulset(owner: Owner, spec: ClusterSpec, *, replicas: int | None = None)
     mounts: list[Json] = [
         {"name": "journal", "mountPath": JOURNAL_DIR},
         {"name": "ledgers", "mountPath": LEDGERS_DIR},
-        {"name": "config", "mountPath": "/etc/magnetar", "readOnly": True},
+        {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
         {"name": "tmp", "mountPath": "/tmp"},  # noqa: S108  (an emptyDir, per pod)
     ]
     volumes: list[Json] = [

@@ -18,6 +18,7 @@ from magnetar_operator.spec import ClusterSpec, Json
 
 COMPONENT = "broker"
 CONFIG_FILE = "broker.conf"
+CONFIG_DIR = "/etc/magnetar/conf"
 TLS_DIR = "/etc/magnetar/tls"
 AUTH_DIR = "/etc/magnetar/auth"
 
@@ -41,72 +42,33 @@ def admin_url(owner: Owner, spec: ClusterSpec) -> str:
 
 
 def config_data(owner: Owner, spec: ClusterSpec) -> dict[str, str]:
-    """broker.conf properties (Pulsar's key names); the user's overrides win."""
+    """broker.conf properties (Pulsar's key names); the user's overrides win.
+
+    Only keys ``magnetar broker --config`` consumes (a unit test feeds every rendered key
+    through its loader); TLS, authentication and offload are refused before anything is
+    rendered (``cluster.unsupported``)."""
     bk = spec.bookies
     data = {
         "clusterName": owner.name,
         "metadataStoreUrl": etcd.metadata_store_url(owner, spec),
+        "bindAddress": "0.0.0.0",
         "brokerServicePort": str(BROKER_PORT),
         "webServicePort": str(HTTP_PORT),
         "managedLedgerDefaultEnsembleSize": str(bk.ensemble_size),
         "managedLedgerDefaultWriteQuorum": str(bk.write_quorum),
         "managedLedgerDefaultAckQuorum": str(bk.ack_quorum),
-        "bookkeeperClientRackawarePolicyEnabled": str(bk.rack.enabled).lower(),
     }
-    off = spec.offload
-    if off.enabled:
-        data.update(
-            {
-                "managedLedgerOffloadDriver": "aws-s3",
-                "s3ManagedLedgerOffloadBucket": off.bucket or "",
-                "s3ManagedLedgerOffloadRegion": off.region,
-                "managedLedgerOffloadThresholdInBytes": str(off.threshold_bytes),
-                "managedLedgerOffloadThresholdInSeconds": str(off.threshold_seconds),
-                "managedLedgerOffloadDeletionLagMs": str(off.deletion_lag_seconds * 1000),
-            }
-        )
-        if off.endpoint:
-            data["s3ManagedLedgerOffloadServiceEndpoint"] = off.endpoint
-    if spec.tls.enabled:
-        data.update(
-            {
-                "brokerServicePortTls": str(BROKER_TLS_PORT),
-                "webServicePortTls": str(HTTPS_PORT),
-                "tlsCertificateFilePath": f"{TLS_DIR}/tls.crt",
-                "tlsKeyFilePath": f"{TLS_DIR}/tls.key",
-                "tlsTrustCertsFilePath": f"{TLS_DIR}/ca.crt",
-            }
-        )
-    if spec.auth.enabled:
-        data.update(
-            {
-                "authenticationEnabled": "true",
-                "authorizationEnabled": "true",
-                "authenticationProviders": "token",
-                "tokenSecretKey": f"file://{AUTH_DIR}/signing.key",
-                "superUserRoles": ",".join(spec.auth.super_user_roles),
-                "brokerClientAuthenticationPlugin": "token",
-                "brokerClientAuthenticationParameters": f"file:{AUTH_DIR}/admin.token",
-            }
-        )
     data.update(spec.brokers.config)
     return data
 
 
 def args(owner: Owner, spec: ClusterSpec) -> list[str]:
-    """``magnetar broker`` arguments, then ``spec.brokers.extraArgs``."""
-    bk = spec.bookies
+    """``magnetar broker`` arguments: the mounted broker.conf, the pod's own address (which a
+    shared ConfigMap cannot hold), then ``spec.brokers.extraArgs`` (flags override the file)."""
     return [
         "broker",
-        f"--metadata-url={etcd.metadata_store_url(owner, spec)}",
-        f"--port={BROKER_PORT}",
-        f"--http-port={HTTP_PORT}",
-        "--bind-address=0.0.0.0",
+        f"--config={CONFIG_DIR}/{CONFIG_FILE}",
         "--advertised-address=$(POD_IP)",
-        f"--cluster-name={owner.name}",
-        f"--ensemble-size={bk.ensemble_size}",
-        f"--write-quorum={bk.write_quorum}",
-        f"--ack-quorum={bk.ack_quorum}",
         *spec.brokers.extra_args,
     ]
 
@@ -125,7 +87,7 @@ def _ports(spec: ClusterSpec) -> list[tuple[str, int]]:
 def deployment(owner: Owner, spec: ClusterSpec) -> Json:
     pod_sc, container_sc = common.security_context()
     mounts: list[Json] = [
-        {"name": "config", "mountPath": "/etc/magnetar/conf", "readOnly": True},
+        {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
         {"name": "tmp", "mountPath": "/tmp"},  # noqa: S108  (an emptyDir, per pod)
     ]
     volumes: list[Json] = [

@@ -125,22 +125,15 @@ def test_broker_deployment_service_and_config() -> None:
     assert dep["spec"]["replicas"] == 3
     assert dep["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
     c = dep["spec"]["template"]["spec"]["containers"][0]
-    assert c["envFrom"] == [{"secretRef": {"name": "magnetar-offload-s3"}}]
-    assert {p["name"] for p in c["ports"]} == {"pulsar", "http", "pulsar-tls", "https"}
+    assert {p["name"] for p in c["ports"]} == {"pulsar", "http"}
     svc = broker.service(OWNER, spec)
-    assert {p["name"]: p["port"] for p in svc["spec"]["ports"]} == {
-        "pulsar": 6650,
-        "http": 8080,
-        "pulsar-tls": 6651,
-        "https": 8443,
-    }
+    assert {p["name"]: p["port"] for p in svc["spec"]["ports"]} == {"pulsar": 6650, "http": 8080}
     conf = broker.config_data(OWNER, spec)
     assert conf["managedLedgerDefaultEnsembleSize"] == "3"
     assert conf["managedLedgerDefaultAckQuorum"] == "2"
-    assert conf["s3ManagedLedgerOffloadBucket"] == "magnetar-prod-offload"
     assert conf["maxMessageSize"] == "5242880", "user overrides win"
     assert conf["metadataStoreUrl"] == "etcd://dev-etcd-client.pulsar.svc:2379"
-    assert broker.service_url(OWNER, spec) == "pulsar+ssl://dev-broker.pulsar.svc:6651"
+    assert broker.service_url(OWNER, spec) == "pulsar://dev-broker.pulsar.svc:6650"
     assert broker.admin_url(OWNER, ClusterSpec.parse({})) == "http://dev-broker.pulsar.svc:8080"
     plain = broker.service(OWNER, ClusterSpec.parse({}))
     assert {p["port"] for p in plain["spec"]["ports"]} == {6650, 8080}
@@ -170,14 +163,18 @@ def test_monitoring_kinds() -> None:
 def test_bookie_command_line_matches_magnetar_bookie() -> None:
     spec = ClusterSpec.parse(SPECS["production"])
     c = bookie.statefulset(OWNER, spec)["spec"]["template"]["spec"]["containers"][0]
-    assert c["args"][:4] == [
+    assert c["args"] == [
         "bookie",
-        "--metadata-url=etcd://dev-etcd-client.pulsar.svc:2379",
-        f"--data-dir={bookie.LEDGERS_DIR}",
-        f"--journal-dir={bookie.JOURNAL_DIR}",
+        "--config=/etc/magnetar/bookkeeper.conf",
+        "--advertised-address=$(POD_NAME).dev-bookie.pulsar.svc",
+        "--journal-group-wait-ms=1",  # spec.bookies.extraArgs come last
     ]
-    assert "--advertised-address=$(POD_NAME).dev-bookie.pulsar.svc" in c["args"]
-    assert c["args"][-1] == "--journal-group-wait-ms=1", "spec.bookies.extraArgs come last"
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    assert mounts["config"] == "/etc/magnetar"
+    conf = bookie.config_data(OWNER, spec)
+    assert conf["metadataServiceUri"] == "etcd://dev-etcd-client.pulsar.svc:2379"
+    assert conf["ledgerDirectories"] == bookie.LEDGERS_DIR
+    assert conf["journalDirectories"] == bookie.JOURNAL_DIR
     assert c["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert env["MAGNETAR_RACK_FILE"] == f"{bookie.RACKS_DIR}/$(POD_NAME)"
@@ -190,14 +187,9 @@ def test_broker_command_line_matches_magnetar_broker() -> None:
     c = broker.deployment(OWNER, spec)["spec"]["template"]["spec"]["containers"][0]
     assert c["args"] == [
         "broker",
-        "--metadata-url=etcd://dev-etcd-client.pulsar.svc:2379",
-        "--port=6650",
-        "--http-port=8080",
-        "--bind-address=0.0.0.0",
+        "--config=/etc/magnetar/conf/broker.conf",
         "--advertised-address=$(POD_IP)",
-        "--cluster-name=dev",
-        "--ensemble-size=2",
-        "--write-quorum=2",
-        "--ack-quorum=2",
         "--session-ttl=20",
     ]
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    assert mounts["config"] == "/etc/magnetar/conf"

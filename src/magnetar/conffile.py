@@ -1,0 +1,272 @@
+"""``--config FILE``: Pulsar's broker.conf / standalone.conf and BookKeeper's bookkeeper.conf.
+
+Why: users and the operator configure processes with Pulsar's key names, and a key that is
+silently ignored is worse than a refusal. So each process has one declarative table: a key
+either maps to a ``magnetar`` command-line option (its argparse ``dest``, with a parser that
+turns the file's text into the option's type and unit) or is a known Pulsar key whose only
+accepted values are the ones that describe what Magnetar does anyway (e.g.
+``authenticationEnabled=false``). Everything else is a startup error naming the key.
+
+The file's values become the subcommand's defaults, so a flag given on the command line
+overrides the file. Format: ``key=value`` lines, ``#`` / ``!`` comments, blank lines; an
+empty value means "unset" (Pulsar's own files list many keys with empty values); a key given
+twice takes the last value (as Java properties do).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class ConfigError(ValueError):
+    """A configuration file Magnetar refuses: the message names the file, key and line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Opt:
+    """A key that sets the command-line option ``dest`` (``parse`` converts text and unit)."""
+
+    dest: str
+    parse: Callable[[str], object] = str
+
+
+@dataclass(frozen=True, slots=True)
+class Fixed:
+    """A known key for something Magnetar does one way only: ``accepted`` values pass (they
+    describe Magnetar's behaviour), any other is refused with ``why``."""
+
+    accepted: frozenset[str]
+    why: str
+
+
+Table = Mapping[str, Opt | Fixed]
+
+
+# --- value parsers (raise ValueError with what was expected) ----------------------------------
+
+
+def _int(text: str) -> int:
+    return int(text)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise ValueError("expected a positive integer")
+    return value
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise ValueError("expected a port number (0-65535)")
+    return value
+
+
+def _float(text: str) -> float:
+    return float(text)
+
+
+def parse_bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    raise ValueError("expected true or false")
+
+
+def _millis_to_s(text: str) -> float:
+    return float(text) / 1000.0
+
+
+def _minutes_to_s(text: str) -> float:
+    return float(text) * 60.0
+
+
+def _mbytes_to_bytes(text: str) -> int:
+    return _positive_int(text) * 1024 * 1024
+
+
+def _choice(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise ValueError("expected one of " + ", ".join(choices))
+        return text
+
+    return parse
+
+
+def _one_dir(text: str) -> str:
+    """BookKeeper's directory lists (comma-separated): Magnetar uses one directory each."""
+    dirs = [d.strip() for d in text.split(",") if d.strip()]
+    if len(dirs) != 1:
+        raise ValueError("Magnetar uses one directory here; got " + ", ".join(dirs))
+    return dirs[0]
+
+
+def metadata_url(text: str) -> str:
+    """Pulsar's ``etcd:http://h:p,http://h2:p`` (optionally ``metadata-store:`` first, as
+    BookKeeper's metadataServiceUri has it) or Magnetar's ``etcd://h:p,h2:p``, as the latter."""
+    url = text.removeprefix("metadata-store:")
+    if url.startswith("etcd://"):
+        return url
+    if url.startswith("etcd:"):
+        hosts = []
+        for endpoint in url.removeprefix("etcd:").split(","):
+            endpoint = endpoint.strip()
+            scheme, sep, rest = endpoint.partition("://")
+            if sep and scheme != "http":
+                raise ValueError(f"etcd endpoint {endpoint!r}: only http:// is supported")
+            hosts.append((rest if sep else endpoint).rstrip("/"))
+        return "etcd://" + ",".join(hosts)
+    raise ValueError("expected an etcd URL (etcd:http://host:port[,...] or etcd://host:port)")
+
+
+# --- the tables ---------------------------------------------------------------------------------
+
+_NOT_IMPLEMENTED: dict[str, Opt | Fixed] = {
+    "authenticationEnabled": Fixed(frozenset({"false"}), "authentication is not implemented"),
+    "authorizationEnabled": Fixed(frozenset({"false"}), "authorization is not implemented"),
+    "tlsEnabled": Fixed(frozenset({"false"}), "TLS is not implemented"),
+}
+
+_BROKER_NOT_IMPLEMENTED: dict[str, Opt | Fixed] = {
+    **_NOT_IMPLEMENTED,
+    "brokerServicePortTls": Fixed(frozenset(), "TLS is not implemented"),
+    "webServicePortTls": Fixed(frozenset(), "TLS is not implemented"),
+    "tlsCertificateFilePath": Fixed(frozenset(), "TLS is not implemented"),
+    "tlsKeyFilePath": Fixed(frozenset(), "TLS is not implemented"),
+    "tlsTrustCertsFilePath": Fixed(frozenset(), "TLS is not implemented"),
+    "authenticationProviders": Fixed(frozenset(), "authentication is not implemented"),
+    "managedLedgerOffloadDriver": Fixed(
+        frozenset(), "offload cannot be configured from broker.conf yet"
+    ),
+    # Magnetar's placement always spreads write sets over racks when bookies carry racks
+    "bookkeeperClientRackawarePolicyEnabled": Fixed(
+        frozenset({"true"}), "Magnetar's bookie placement is always rack-aware"
+    ),
+}
+
+_SERVING: dict[str, Opt | Fixed] = {
+    "advertisedAddress": Opt("advertised_address"),
+    "bindAddress": Opt("bind_address"),
+    "brokerServicePort": Opt("port", _port),
+    "webServicePort": Opt("http_port", _port),
+    "keepAliveIntervalSeconds": Opt("keepalive_interval", _float),
+    "allowAutoTopicCreationType": Opt(
+        "auto_topic_creation_type", _choice("non-partitioned", "partitioned")
+    ),
+    "defaultNumPartitions": Opt("default_num_partitions", _positive_int),
+    "managedLedgerMaxEntriesPerLedger": Opt("max_entries_per_ledger", _positive_int),
+}
+
+BROKER: Table = {
+    **_SERVING,
+    "clusterName": Opt("cluster_name"),
+    "metadataStoreUrl": Opt("metadata_url", metadata_url),
+    "metadataStoreSessionTimeoutMillis": Opt("session_ttl", _millis_to_s),
+    "managedLedgerDefaultEnsembleSize": Opt("ensemble_size", _positive_int),
+    "managedLedgerDefaultWriteQuorum": Opt("write_quorum", _positive_int),
+    "managedLedgerDefaultAckQuorum": Opt("ack_quorum", _positive_int),
+    "managedLedgerMaxSizePerLedgerMbytes": Opt("max_ledger_bytes", _mbytes_to_bytes),
+    "managedLedgerMaxLedgerRolloverTimeMinutes": Opt("max_ledger_age", _minutes_to_s),
+    "managedLedgerMinLedgerRolloverTimeMinutes": Opt("min_ledger_age", _minutes_to_s),
+    "defaultNumberOfNamespaceBundles": Opt("default_bundles", _positive_int),
+    "maxMessageSize": Opt("max_message_size", _positive_int),
+    "allowAutoTopicCreation": Opt("allow_auto_topic_creation", parse_bool),
+    "brokerDeduplicationEnabled": Opt("deduplication_enabled", parse_bool),
+    "brokerDeduplicationEntriesInterval": Opt("deduplication_entries_interval", _positive_int),
+    "brokerDeduplicationMaxNumberOfProducers": Opt("deduplication_max_producers", _positive_int),
+    "brokerDeduplicationProducerInactivityTimeoutMinutes": Opt(
+        "deduplication_producer_inactivity", _minutes_to_s
+    ),
+    **_BROKER_NOT_IMPLEMENTED,
+}
+"""broker.conf keys of ``magnetar broker``."""
+
+_STANDALONE_ONLY = "a standalone stores every entry once, in its one bookie"
+
+STANDALONE: Table = {
+    **_SERVING,
+    "bookiePort": Opt("bookie_port", _port),
+    "clusterName": Fixed(frozenset({"standalone"}), "a standalone's cluster is 'standalone'"),
+    "managedLedgerDefaultEnsembleSize": Fixed(frozenset({"1"}), _STANDALONE_ONLY),
+    "managedLedgerDefaultWriteQuorum": Fixed(frozenset({"1"}), _STANDALONE_ONLY),
+    "managedLedgerDefaultAckQuorum": Fixed(frozenset({"1"}), _STANDALONE_ONLY),
+    **_BROKER_NOT_IMPLEMENTED,
+}
+"""standalone.conf keys of ``magnetar standalone``."""
+
+BOOKIE: Table = {
+    "metadataServiceUri": Opt("metadata_url", metadata_url),
+    "bookiePort": Opt("port", _port),
+    "httpServerPort": Opt("http_port", _port),
+    "httpServerEnabled": Fixed(frozenset({"true"}), "the bookie's HTTP server is always on"),
+    "advertisedAddress": Opt("advertised_address"),
+    "journalDirectory": Opt("journal_dir", _one_dir),
+    "journalDirectories": Opt("journal_dir", _one_dir),
+    "ledgerDirectories": Opt("data_dir", _one_dir),
+    "journalMaxGroupWaitMSec": Opt("journal_group_wait_ms", _float),
+    "flushInterval": Opt("flush_interval", _millis_to_s),
+    "gcWaitTime": Opt("gc_interval", _millis_to_s),
+    "diskUsageThreshold": Opt("disk_usage_threshold", _float),
+    **_NOT_IMPLEMENTED,
+}
+"""bookkeeper.conf keys of ``magnetar bookie``."""
+
+TABLES: Mapping[str, Table] = {"broker": BROKER, "standalone": STANDALONE, "bookie": BOOKIE}
+
+
+# --- reading ------------------------------------------------------------------------------------
+
+
+def parse_lines(text: str, *, name: str) -> dict[str, tuple[int, str]]:
+    """``key -> (line number, value)`` of the set keys (empty values are unset)."""
+    out: dict[str, tuple[int, str]] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key:
+            raise ConfigError(f"{name}:{number}: expected key=value, got {line!r}")
+        if value:
+            out[key] = (number, value)
+        else:
+            out.pop(key, None)
+    return out
+
+
+def options(
+    table: Table, entries: Mapping[str, tuple[int, str]], *, name: str
+) -> dict[str, object]:
+    """The option values (``dest -> value``) that ``entries`` set, checked against ``table``."""
+    out: dict[str, object] = {}
+    for key, (number, value) in entries.items():
+        rule = table.get(key)
+        if rule is None:
+            raise ConfigError(f"{name}: unsupported key {key!r} (line {number})")
+        if isinstance(rule, Fixed):
+            if value not in rule.accepted:
+                allowed = " or ".join(repr(v) for v in sorted(rule.accepted)) or "no value"
+                raise ConfigError(
+                    f"{name}: unsupported value {key}={value} (line {number}): {rule.why}; "
+                    f"{allowed} accepted"
+                )
+            continue
+        try:
+            out[rule.dest] = rule.parse(value)
+        except ValueError as err:
+            raise ConfigError(f"{name}: {key}={value} (line {number}): {err}") from None
+    return out
+
+
+def load(path: Path, table: Table) -> dict[str, object]:
+    """Read ``path`` and return ``dest -> value`` for the subcommand's defaults."""
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise ConfigError(f"{path}: {err.strerror or err}") from None
+    return options(table, parse_lines(text, name=path.name), name=path.name)

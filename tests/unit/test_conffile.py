@@ -1,0 +1,261 @@
+"""``--config FILE`` (magnetar.conffile + magnetar.cli): Pulsar key names mapped to options,
+empty values unset, flags over the file, unknown and unsupported keys refused by name; and
+every key the operator (and the Helm chart's PulsarCluster, through the operator) renders
+into broker.conf / bookkeeper.conf is consumed by the process's loader."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from magnetar import cli, conffile
+from magnetar_operator import cluster
+from magnetar_operator.builders import bookie, broker
+from magnetar_operator.builders.common import Owner
+from magnetar_operator.spec import ClusterSpec
+from tests.unit.operator.schemas import ROOT
+from tests.unit.operator.test_helm import CHART, CI_VALUES, KUBE, binary
+
+OWNER = Owner(name="dev", namespace="pulsar", uid="0b1c2d3e-aaaa-bbbb-cccc-000000000001")
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def refused(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    with pytest.raises(SystemExit) as exc:
+        cli.parse_args(argv)
+    assert exc.value.code == 2
+    return capsys.readouterr().err
+
+
+# --- the tables ---------------------------------------------------------------------------------
+
+
+def _dests(parser: argparse.ArgumentParser) -> set[str]:
+    return {a.dest for a in parser._actions}
+
+
+@pytest.mark.parametrize("command", ["broker", "bookie", "standalone"])
+def test_every_table_entry_sets_an_option_of_its_command(command: str) -> None:
+    _, commands = cli._build()
+    dests = _dests(commands[command])
+    for key, rule in conffile.TABLES[command].items():
+        if isinstance(rule, conffile.Opt):
+            assert rule.dest in dests, f"{command}: {key} -> {rule.dest} is no option"
+
+
+def test_broker_file_sets_options_and_converts_units(tmp_path: Path) -> None:
+    conf = write(
+        tmp_path,
+        "broker.conf",
+        "# Pulsar's style: comments, blanks, empty values\n\n"
+        "clusterName=prod\n"
+        "metadataStoreUrl=etcd:http://etcd-0:2379,http://etcd-1:2379\n"
+        "advertisedAddress=\n"
+        "brokerServicePort = 6651\n"
+        "managedLedgerDefaultEnsembleSize=3\n"
+        "managedLedgerDefaultWriteQuorum=3\n"
+        "managedLedgerDefaultAckQuorum=2\n"
+        "managedLedgerMaxEntriesPerLedger=1000\n"
+        "managedLedgerMaxLedgerRolloverTimeMinutes=10\n"
+        "metadataStoreSessionTimeoutMillis=30000\n"
+        "defaultNumberOfNamespaceBundles=8\n"
+        "brokerDeduplicationEnabled=true\n"
+        "authenticationEnabled=false\n"
+        "bookkeeperClientRackawarePolicyEnabled=true\n",
+    )
+    args = cli.parse_args(["broker", "--config", conf])
+    assert args.cluster_name == "prod"
+    assert args.metadata_url == "etcd://etcd-0:2379,etcd-1:2379"
+    assert args.advertised_address == "127.0.0.1", "an empty value is unset"
+    assert args.port == 6651
+    assert (args.ensemble_size, args.write_quorum, args.ack_quorum) == (3, 3, 2)
+    assert args.max_entries_per_ledger == 1000
+    assert args.max_ledger_age == 600.0
+    assert args.session_ttl == 30.0
+    assert args.default_bundles == 8
+    assert args.deduplication_enabled is True
+
+
+def test_flags_override_the_file(tmp_path: Path) -> None:
+    conf = write(tmp_path, "broker.conf", "metadataStoreUrl=etcd://a:1\nbrokerServicePort=7000\n")
+    args = cli.parse_args(["broker", "--config", conf, "--port", "7001"])
+    assert args.port == 7001
+    args = cli.parse_args(["broker", "--metadata-url=etcd://b:2", "--config", conf])
+    assert args.metadata_url == "etcd://b:2"
+
+
+def test_bookie_file(tmp_path: Path) -> None:
+    conf = write(
+        tmp_path,
+        "bookkeeper.conf",
+        "metadataServiceUri=metadata-store:etcd:http://etcd:2379\n"
+        "bookiePort=3182\nhttpServerPort=8001\nhttpServerEnabled=true\n"
+        "journalDirectories=/j\nledgerDirectories=/l\n"
+        "flushInterval=60000\ngcWaitTime=900000\njournalMaxGroupWaitMSec=2\n",
+    )
+    args = cli.parse_args(["bookie", "--config", conf])
+    assert args.metadata_url == "etcd://etcd:2379"
+    assert (args.port, args.http_port) == (3182, 8001)
+    assert (args.journal_dir, args.data_dir) == ("/j", "/l")
+    assert (args.flush_interval, args.gc_interval, args.journal_group_wait_ms) == (
+        60.0,
+        900.0,
+        2.0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "name", "text", "message"),
+    [
+        ("broker", "broker.conf", "tlsEnabled=true\n", "unsupported value tlsEnabled=true"),
+        (
+            "broker",
+            "broker.conf",
+            "zookeeperServers=zk:2181\n",
+            "unsupported key 'zookeeperServers'",
+        ),
+        ("broker", "broker.conf", "brokerServicePortTls=6651\n", "TLS is not implemented"),
+        (
+            "broker",
+            "broker.conf",
+            "authenticationEnabled=true\n",
+            "authentication is not implemented",
+        ),
+        ("broker", "broker.conf", "brokerServicePort=abc\n", "brokerServicePort=abc (line 1)"),
+        ("broker", "broker.conf", "justakey\n", "broker.conf:1: expected key=value"),
+        ("bookie", "bookkeeper.conf", "ledgerDirectories=/a,/b\n", "one directory"),
+        ("bookie", "bookkeeper.conf", "zkServers=zk:2181\n", "unsupported key 'zkServers'"),
+        ("standalone", "standalone.conf", "managedLedgerDefaultEnsembleSize=2\n", "'1' accepted"),
+        ("standalone", "standalone.conf", "nope=1\n", "unsupported key 'nope'"),
+    ],
+)
+def test_refused_files_name_the_key(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    name: str,
+    text: str,
+    message: str,
+) -> None:
+    conf = write(tmp_path, name, text)
+    err = refused(capsys, [command, "--config", conf])
+    assert err.startswith(f"magnetar {command}: "), err
+    assert message in err, err
+
+
+def test_required_options_may_come_from_the_file(capsys: pytest.CaptureFixture[str]) -> None:
+    err = refused(capsys, ["broker"])
+    assert "--metadata-url (or metadataStoreUrl in --config FILE) is required" in err
+
+
+def test_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = refused(capsys, ["standalone", "--config", str(tmp_path / "nope.conf")])
+    assert "nope.conf" in err
+
+
+# --- what the operator and the chart render is consumed ----------------------------------------
+
+
+def _example(name: str) -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load((ROOT / "crds/examples" / name).read_text())
+    return dict(doc["spec"])
+
+
+def _helm_cluster_specs() -> list[tuple[str, dict[str, Any]]]:
+    """The PulsarCluster spec of each helm/magnetar/ci values file that installs one, as the
+    chart renders it (needs the pinned helm; the raw values otherwise would not prove it)."""
+    helm = binary("helm")
+    if helm is None:
+        return []
+    out: list[tuple[str, dict[str, Any]]] = []
+    for values in CI_VALUES:
+        proc = subprocess.run(
+            [str(helm), "template", "rel", str(CHART), "-n", "x", *KUBE, "-f", str(values)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        out.extend(
+            (f"helm:{values.name}", dict(doc.get("spec") or {}))
+            for doc in yaml.safe_load_all(proc.stdout)
+            if doc and doc.get("kind") == "PulsarCluster"
+        )
+    return out
+
+
+SPECS: list[tuple[str, dict[str, Any]]] = [
+    ("defaults", {}),
+    *[(p.name, _example(p.name)) for p in sorted((ROOT / "crds/examples").glob("pulsarcluster-*"))],
+    (
+        "external-metadata",
+        {"metadata": {"mode": "external", "externalEndpoints": ["http://e-0:2379"]}},
+    ),
+    ("rack-aware", {"bookies": {"rackAwareness": {"enabled": True}}}),
+    *_helm_cluster_specs(),
+]
+
+
+@pytest.mark.parametrize(("name", "raw"), SPECS, ids=[n for n, _ in SPECS])
+def test_every_rendered_key_is_consumed(name: str, raw: dict[str, Any]) -> None:
+    spec = ClusterSpec.parse(raw)
+    assert not cluster.unsupported(spec), f"{name}: an example the operator refuses"
+    for command, data in (
+        ("broker", broker.config_data(OWNER, spec)),
+        ("bookie", bookie.config_data(OWNER, spec)),
+    ):
+        table = conffile.TABLES[command]
+        for key in data:
+            assert isinstance(table.get(key), conffile.Opt), f"{name}: {command} ignores {key}"
+        entries = conffile.parse_lines("".join(f"{k}={v}\n" for k, v in data.items()), name="x")
+        values = conffile.options(table, entries, name="x")
+        assert values, f"{name}: {command}"
+
+
+def test_rendered_files_start_the_processes_options(tmp_path: Path) -> None:
+    """The ConfigMap's text, as mounted, parsed by the CLI with the pod's arguments."""
+    spec = ClusterSpec.parse(_example("pulsarcluster-production.yaml"))
+    cm = broker.config_map(OWNER, spec)
+    conf = write(tmp_path, broker.CONFIG_FILE, cm["data"][broker.CONFIG_FILE])
+    argv = [
+        a.replace(f"{broker.CONFIG_DIR}/{broker.CONFIG_FILE}", conf)
+        for a in broker.args(OWNER, spec)
+    ]
+    args = cli.parse_args([a.replace("$(POD_IP)", "10.0.0.7") for a in argv])
+    assert (args.cluster_name, args.advertised_address, args.port) == ("dev", "10.0.0.7", 6650)
+    assert (args.ensemble_size, args.write_quorum, args.ack_quorum) == (3, 3, 2)
+    assert args.max_message_size == 5242880 and args.deduplication_enabled is True
+
+    cm = bookie.config_map(OWNER, spec)
+    conf = write(tmp_path, bookie.CONFIG_FILE, cm["data"][bookie.CONFIG_FILE])
+    argv = [
+        a.replace(f"{bookie.CONFIG_DIR}/{bookie.CONFIG_FILE}", conf)
+        for a in bookie.args(OWNER, spec)
+    ]
+    args = cli.parse_args(argv)
+    assert args.metadata_url == "etcd://dev-etcd-client.pulsar.svc:2379"
+    assert (args.data_dir, args.journal_dir) == (bookie.LEDGERS_DIR, bookie.JOURNAL_DIR)
+    assert args.journal_group_wait_ms == 1.0, "extraArgs (flags) still apply"
+
+
+def test_a_user_key_the_broker_does_not_consume_is_caught_by_the_loader() -> None:
+    spec = ClusterSpec.parse({"brokers": {"config": {"tlsEnabled": "true"}}})
+    data = broker.config_data(OWNER, spec)
+    with pytest.raises(conffile.ConfigError, match="tlsEnabled"):
+        conffile.options(
+            conffile.BROKER,
+            conffile.parse_lines(
+                "".join(f"{k}={v}\n" for k, v in data.items()), name="broker.conf"
+            ),
+            name="broker.conf",
+        )
