@@ -3,7 +3,10 @@
 * the broker image as ``magnetar standalone``, ports published on 127.0.0.1 only: the
   official Python client produces and consumes through it;
 * the bookie image, configured by a mounted bookkeeper.conf (``--config``), against an etcd
-  on a loopback port (``--network host``): it registers under /bookies/available.
+  on a loopback port (``--network host``): it registers under /bookies/available;
+* the broker image as ``magnetar broker --config broker.conf`` over that bookie: the
+  official client produces and consumes through it;
+* the operator image imports its kopf handlers.
 
 Both check the process runs as uid 10001. Skipped, naming what is missing, when Docker
 cannot run or the images are not built. Containers are removed by name at the end. About
@@ -20,7 +23,7 @@ import subprocess
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pulsar
@@ -55,13 +58,19 @@ def image(name: str) -> str:
 
 
 @pytest.fixture
-def container() -> Iterator[str]:
-    """A unique container name; the container is removed by that name at the end."""
-    name = f"magnetar-smoke-{uuid.uuid4().hex[:8]}"
-    yield name
-    logs = docker("logs", "--tail", "30", name, check=False)
-    print(f"--- {name} logs:\n{logs.stdout}{logs.stderr}")
-    docker("rm", "-f", "-v", name, check=False)
+def names() -> Iterator[Callable[[], str]]:
+    """Unique container names; each container is removed by its name at the end."""
+    made: list[str] = []
+
+    def new() -> str:
+        made.append(f"magnetar-smoke-{uuid.uuid4().hex[:8]}")
+        return made[-1]
+
+    yield new
+    for name in made:
+        logs = docker("logs", "--tail", "30", name, check=False)
+        print(f"--- {name} logs:\n{logs.stdout}{logs.stderr}")
+        docker("rm", "-f", "-v", name, check=False)
 
 
 def running_uid(name: str) -> str:
@@ -76,8 +85,10 @@ def http_ok(url: str) -> bool:
         return False
 
 
-def test_standalone_in_the_broker_image_serves_the_official_client(container: str) -> None:
-    ref = image("broker")
+def test_standalone_in_the_broker_image_serves_the_official_client(
+    names: Callable[[], str],
+) -> None:
+    ref, container = image("broker"), names()
     # the same port numbers inside and out, so the advertised URLs work from the host
     port, http_port = free_port(), free_port()
     docker(
@@ -95,14 +106,54 @@ def test_standalone_in_the_broker_image_serves_the_official_client(container: st
     )
     assert running_uid(container) == UID
 
-    client = pulsar.Client(f"pulsar://{LOOPBACK}:{port}", operation_timeout_seconds=30)
+    produce_and_consume(f"pulsar://{LOOPBACK}:{port}")
+
+
+def write_conf(directory: Path, name: str, text: str) -> Path:
+    """A config file the container's uid 10001 can read through a read-only bind mount."""
+    directory.mkdir(mode=0o755, exist_ok=True)
+    directory.chmod(0o755)
+    path = directory / name
+    path.write_text(text)
+    path.chmod(0o644)
+    return directory
+
+
+def run_bookie(name: str, ref: str, etcd: EtcdServer, conf_dir: Path) -> tuple[int, int]:
+    """The bookie image on the host network, configured by a mounted bookkeeper.conf."""
+    port, http_port = free_port(), free_port()
+    write_conf(
+        conf_dir,
+        "bookkeeper.conf",
+        f"metadataServiceUri=etcd:http://{etcd.endpoint}\n"
+        f"bookiePort={port}\n"
+        f"httpServerPort={http_port}\n"
+        "journalDirectories=/var/lib/magnetar/journal\n"
+        "ledgerDirectories=/var/lib/magnetar/ledgers\n",
+    )
+    docker(
+        "run", "-d", "--name", name, "--network", "host",
+        "-v", f"{conf_dir}:/etc/magnetar:ro",
+        ref, "bookie", "--config", "/etc/magnetar/bookkeeper.conf",
+        "--bind-address", LOOPBACK, "--advertised-address", LOOPBACK,
+    )  # fmt: skip
+    wait_until(
+        lambda: http_ok(f"http://{LOOPBACK}:{http_port}/health"),
+        timeout=60,
+        what="bookie in a container healthy",
+    )
+    return port, http_port
+
+
+def produce_and_consume(service_url: str, count: int = 100) -> None:
+    client = pulsar.Client(service_url, operation_timeout_seconds=30)
     try:
         topic = f"persistent://public/default/smoke-{uuid.uuid4().hex[:6]}"
         consumer = client.subscribe(
             topic, "smoke", initial_position=pulsar.InitialPosition.Earliest
         )
         producer = client.create_producer(topic)
-        sent = [f"message-{i}".encode() for i in range(100)]
+        sent = [f"message-{i}".encode() for i in range(count)]
         for payload in sent:
             producer.send(payload)
         got = []
@@ -115,46 +166,77 @@ def test_standalone_in_the_broker_image_serves_the_official_client(container: st
         client.close()
 
 
-@pytest.mark.skipif(not etcd_available(), reason="etcd is not installed (Debian's etcd-server)")
-def test_bookie_image_registers_in_etcd(container: str, tmp_path: Path) -> None:
-    ref = image("bookie")
-    etcd = EtcdServer(tmp_path / "etcd").start()
-    try:
-        port, http_port = free_port(), free_port()
-        conf_dir = tmp_path / "conf"
-        conf_dir.mkdir(mode=0o755)
-        conf = conf_dir / "bookkeeper.conf"
-        conf.write_text(
-            f"metadataServiceUri=etcd:http://{etcd.endpoint}\n"
-            f"bookiePort={port}\n"
-            f"httpServerPort={http_port}\n"
-            "journalDirectories=/var/lib/magnetar/journal\n"
-            "ledgerDirectories=/var/lib/magnetar/ledgers\n"
-        )
-        conf.chmod(0o644)
-        docker(
-            "run", "-d", "--name", container, "--network", "host",
-            "-v", f"{conf_dir}:/etc/magnetar:ro",
-            ref, "bookie", "--config", "/etc/magnetar/bookkeeper.conf",
-            "--bind-address", LOOPBACK, "--advertised-address", LOOPBACK,
-        )  # fmt: skip
-        wait_until(
-            lambda: http_ok(f"http://{LOOPBACK}:{http_port}/health"),
-            timeout=60,
-            what="bookie in a container healthy",
-        )
-        assert running_uid(container) == UID
+@pytest.fixture
+def etcd(tmp_path: Path) -> Iterator[EtcdServer]:
+    if not etcd_available():
+        pytest.skip("etcd is not installed (Debian's etcd-server)")
+    server = EtcdServer(tmp_path / "etcd").start()
+    yield server
+    server.stop()
 
-        async def registration() -> dict[str, object] | None:
-            store = await open_store(etcd.url)
-            try:
-                record = await store.get(keys.bookie_available(f"{LOOPBACK}:{port}"))
-                return None if record is None else dict(json.loads(record.value))
-            finally:
-                await store.close()
 
-        info = asyncio.run(registration())
-        assert info is not None, "the bookie is not under /bookies/available"
-        assert (info["httpPort"], info["readOnly"]) == (http_port, False), info
-    finally:
-        etcd.stop()
+def test_bookie_image_registers_in_etcd(
+    names: Callable[[], str], tmp_path: Path, etcd: EtcdServer
+) -> None:
+    ref, container = image("bookie"), names()
+    port, http_port = run_bookie(container, ref, etcd, tmp_path / "conf")
+    assert running_uid(container) == UID
+
+    async def registration() -> dict[str, object] | None:
+        store = await open_store(etcd.url)
+        try:
+            record = await store.get(keys.bookie_available(f"{LOOPBACK}:{port}"))
+            return None if record is None else dict(json.loads(record.value))
+        finally:
+            await store.close()
+
+    info = asyncio.run(registration())
+    assert info is not None, "the bookie is not under /bookies/available"
+    assert (info["httpPort"], info["readOnly"]) == (http_port, False), info
+
+
+def test_broker_and_bookie_images_form_a_cluster(
+    names: Callable[[], str], tmp_path: Path, etcd: EtcdServer
+) -> None:
+    """``magnetar broker --config broker.conf`` in the broker image, over a bookie container
+    and etcd: the official client produces and consumes through it."""
+    bookie_ref, broker_ref = image("bookie"), image("broker")
+    container, container2 = names(), names()
+    run_bookie(container, bookie_ref, etcd, tmp_path / "bookie-conf")
+    port, http_port = free_port(), free_port()
+    conf_dir = write_conf(
+        tmp_path / "broker-conf",
+        "broker.conf",
+        f"metadataStoreUrl=etcd:http://{etcd.endpoint}\n"
+        "clusterName=smoke\n"
+        f"brokerServicePort={port}\n"
+        f"webServicePort={http_port}\n"
+        f"bindAddress={LOOPBACK}\n"
+        f"advertisedAddress={LOOPBACK}\n"
+        "managedLedgerDefaultEnsembleSize=1\n"
+        "managedLedgerDefaultWriteQuorum=1\n"
+        "managedLedgerDefaultAckQuorum=1\n",
+    )
+    docker(
+        "run", "-d", "--name", container2, "--network", "host",
+        "-v", f"{conf_dir}:/etc/magnetar/conf:ro",
+        broker_ref, "broker", "--config", "/etc/magnetar/conf/broker.conf",
+    )  # fmt: skip
+    wait_until(
+        lambda: http_ok(f"http://{LOOPBACK}:{http_port}/admin/v2/brokers/health"),
+        timeout=60,
+        what="broker in a container healthy",
+    )
+    assert running_uid(container2) == UID
+    produce_and_consume(f"pulsar://{LOOPBACK}:{port}")
+
+
+def test_operator_image_imports_its_handlers(names: Callable[[], str]) -> None:
+    ref, container = image("operator"), names()
+    out = docker(
+        "run", "--name", container, "--entrypoint", "python3", ref, "-c",
+        "import os, magnetar_operator.handlers, kopf; print(os.getuid())",
+    )  # fmt: skip
+    assert out.stdout.strip() == UID
+    help_text = docker("run", "--rm", ref, "--help").stdout
+    assert "kopf run" in help_text

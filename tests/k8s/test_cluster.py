@@ -175,3 +175,25 @@ def test_cluster_objects_scaling_status_and_cleanup(
     )
     deleted = [e.reason for e in client.CoreV1Api(api).list_namespaced_event(namespace).items]
     assert "DeletedVolumes" in deleted
+
+
+def test_unsupported_features_are_refused_not_built(
+    api: client.ApiClient, operator: Proc, namespace: str
+) -> None:
+    """TLS is not implemented: the cluster is refused (phase Unsupported, an Unsupported
+    condition naming spec.tls.enabled, Ready False) and nothing is built for it."""
+    cr = CR(api, namespace)
+    apps = client.AppsV1Api(api)
+    make_cluster(cr, "tls", {**SPEC, "tls": {"enabled": True, "secretName": "tls-secret"}})
+
+    def refused() -> dict[str, Any] | None:
+        obj = cr.get("pulsarclusters", "tls")
+        return obj if (obj.get("status") or {}).get("phase") == "Unsupported" else None
+
+    obj = eventually(refused, timeout=60, what="PulsarCluster phase Unsupported")
+    unsupported, ready = condition(obj, "Unsupported"), condition(obj, "Ready")
+    assert unsupported is not None and unsupported["status"] == "True"
+    assert "spec.tls.enabled" in unsupported["message"]
+    assert ready is not None and (ready["status"], ready["reason"]) == ("False", "Unsupported")
+    assert apps.list_namespaced_stateful_set(namespace).items == []
+    assert apps.list_namespaced_deployment(namespace).items == []
