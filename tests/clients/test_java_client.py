@@ -1,6 +1,8 @@
 """The official Java client's conformance suite (tests/clients/java, JUnit 5 through Maven)
-against each target of ``conftest.py``; a scenario failing anywhere fails this test, with
-the failed scenarios and their messages in the report."""
+against each target of ``conftest.py``, with the current client (4.0) and the 3.0 LTS client
+(protocol version negotiation with an older client; on a standalone, and on Apache Pulsar in
+its mode); a scenario failing anywhere fails this test, with the failed scenarios and their
+messages in the report."""
 
 from __future__ import annotations
 
@@ -35,7 +37,10 @@ def surefire_summary() -> tuple[int, list[str]]:
     shutil.which("java") is None or shutil.which("mvn") is None,
     reason="the Java suite needs Java 17 and Maven (java, mvn on PATH)",
 )
-def test_java_client_suite(client_target: Target, tmp_path: Path) -> None:
+@pytest.mark.parametrize("client_version", ["4.0.7", "3.0.7"])
+def test_java_client_suite(client_target: Target, client_version: str, tmp_path: Path) -> None:
+    if client_version != "4.0.7" and client_target.name == "cluster":
+        pytest.skip("the 3.0 client runs against the standalone (the cluster adds no protocol)")
     shutil.rmtree(REPORTS, ignore_errors=True)
     log = tmp_path / "java-suite.log"
     with log.open("wb") as out:
@@ -44,6 +49,7 @@ def test_java_client_suite(client_target: Target, tmp_path: Path) -> None:
                 str(ROOT / "scripts/clients/java-suite.sh"),
                 client_target.service_url,
                 client_target.admin_url,
+                f"-Dpulsar.client.version={client_version}",
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -51,7 +57,10 @@ def test_java_client_suite(client_target: Target, tmp_path: Path) -> None:
             check=False,
         )
     run, failed = surefire_summary()
-    print(f"java client suite against {client_target.name}: {run} scenarios, {len(failed)} failed")
+    print(
+        f"java client {client_version} suite against {client_target.name}: {run} scenarios, "
+        f"{len(failed)} failed"
+    )
     for line in failed:
         print("  FAILED", line)
     tail = log.read_text(errors="replace")[-3000:]
