@@ -259,3 +259,10 @@ def test_a_user_key_the_broker_does_not_consume_is_caught_by_the_loader() -> Non
             ),
             name="broker.conf",
         )
+
+
+def test_every_key_is_documented() -> None:
+    doc = (ROOT / "docs/configuration.md").read_text()
+    for command, table in conffile.TABLES.items():
+        for key in table:
+            assert f"`{key}`" in doc, f"docs/configuration.md does not list {command}'s {key}"
