@@ -30,7 +30,9 @@ up() {
         "$kind" create cluster --name "$CLUSTER" --image "$KIND_NODE_IMAGE" --wait 120s
     fi
     for image in broker bookie operator; do
-        "$rt" build -f "images/$image/Dockerfile" -t "ghcr.io/magnetar/$image:$TAG" .
+        # kind users have registry access: the official Python base (make images builds a local one)
+        "$rt" build --build-arg BASE_IMAGE="${BASE_IMAGE:-python:3.11-slim}" \
+            -f "images/$image/Dockerfile" -t "ghcr.io/magnetar/$image:$TAG" .
         "$kind" load docker-image --name "$CLUSTER" "ghcr.io/magnetar/$image:$TAG"
     done
     "$helm" upgrade --install magnetar helm/magnetar --namespace "$NS" --create-namespace \
