@@ -71,6 +71,14 @@ bench-peers: setup
 bench-peers-quick: setup
 	@$(PY) bench/peers/run.py --quick $(BENCH_PEERS_ARGS)
 
+# pulsar-perf (Apache Pulsar's Java load generator, Maven Central -> .cache/pulsar-perf-<v>):
+# produce + consume 1 KiB for 60 s against a fresh Magnetar standalone; fails on any error.
+# `make bench-peers BENCH_PEERS_ARGS="--workloads w1p"` compares the systems with it as the
+# load generator (workload w1p).
+.PHONY: bench-pulsar-perf
+bench-pulsar-perf: setup
+	@$(PY) bench/pulsar_perf_bench.py $(BENCH_ARGS)
+
 # --- Official clients (issue 11): Java and Go conformance suites -------------------------------
 # They run in `make test` against a Magnetar standalone and a two-broker etcd cluster
 # (tests/clients). test-clients runs only them; test-clients-pulsar runs the same suites against

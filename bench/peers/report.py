@@ -26,6 +26,19 @@ TABLES: list[tuple[str, str, list[tuple[str, str, str, bool]]]] = [
         ],
     ),
     (
+        "w1p",
+        "Workload 1 with pulsar-perf (Apache Pulsar's Java load generator) instead of the "
+        "Python client: one topic, 1 KiB, batching 1 ms, producer at its maximum rate and a "
+        "consumer, together",
+        [
+            ("publish_msgs", "publish", "msg/s", True),
+            ("publish_mbs", "publish", "MB/s", True),
+            ("consume_msgs", "consume (while publishing)", "msg/s", True),
+            ("publish_p50_ms", "publish latency p50", "ms", False),
+            ("publish_p99_ms", "publish latency p99", "ms", False),
+        ],
+    ),
+    (
         "w2",
         "Workload 2: 100 B messages, batching off",
         [

@@ -411,4 +411,6 @@ def w4(url: str, prefix: str, p: Params) -> dict[str, Any]:
     return out
 
 
-WORKLOADS = {"w1": w1, "w2": w2, "w3": w3, "w4": w4}
+from perf import w1p  # noqa: E402 (perf reads WorkloadError from here)
+
+WORKLOADS = {"w1": w1, "w2": w2, "w3": w3, "w4": w4, "w1p": w1p}
