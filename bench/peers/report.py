@@ -11,7 +11,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-ORDER = ["pulsar", "pulsar-lite", "magnetar"]
+ORDER = ["pulsar", "pulsar-lite", "magnetar", "magnetar-dedup"]
 
 # (workload, title, [(key, label, unit, higher_is_better)])
 TABLES: list[tuple[str, str, list[tuple[str, str, str, bool]]]] = [

@@ -70,7 +70,8 @@ def main() -> int:
     ap.add_argument(
         "--systems",
         default="pulsar,pulsar-lite,magnetar",
-        help="comma-separated subset of pulsar,pulsar-lite,magnetar",
+        help="comma-separated subset of pulsar,pulsar-lite,magnetar (default), and "
+        "magnetar-dedup (deduplication on for every topic)",
     )
     ap.add_argument("--workloads", default="w1,w2,w3,w4", help="comma-separated subset")
     ap.add_argument("--w1-publishers", type=int, default=1, help="publisher processes, w1")

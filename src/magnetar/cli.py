@@ -35,6 +35,8 @@ def _standalone(args: argparse.Namespace) -> int:
         default_num_partitions=args.default_num_partitions,
         max_entries_per_ledger=args.max_entries_per_ledger,
         non_persistent_inactive_s=args.non_persistent_inactive,
+        deduplication_enabled=args.deduplication_enabled,
+        deduplication_entries_interval=args.deduplication_entries_interval,
     )
     try:
         aio.run(standalone.run(options))
@@ -136,6 +138,23 @@ def _config(p: argparse.ArgumentParser, example: str) -> None:
     )
 
 
+def _deduplication(p: argparse.ArgumentParser) -> None:
+    """The deduplication defaults a broker and a standalone share."""
+    p.add_argument(
+        "--deduplication-enabled",
+        type=conffile.parse_bool,
+        default=_BC.deduplication_enabled,
+        metavar="true|false",
+        help="default when neither namespace nor topic sets it",
+    )
+    p.add_argument(
+        "--deduplication-entries-interval",
+        type=int,
+        default=_BC.deduplication_entries_interval,
+        help="a snapshot of the producers' sequence ids every this many entries",
+    )
+
+
 def _non_persistent_inactive(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--non-persistent-inactive",
@@ -180,6 +199,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
         help="roll a topic's ledger over after this many entries",
     )
     _non_persistent_inactive(p)
+    _deduplication(p)
     p.add_argument("--log-level", default=None)
     p.set_defaults(func=_standalone)
 
@@ -220,18 +240,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     p.add_argument("--max-ledger-bytes", type=int, default=_ML.max_ledger_bytes)
     p.add_argument("--max-ledger-age", type=float, default=_ML.max_ledger_age_s, metavar="SECONDS")
     p.add_argument("--min-ledger-age", type=float, default=_ML.min_ledger_age_s, metavar="SECONDS")
-    p.add_argument(
-        "--deduplication-enabled",
-        type=conffile.parse_bool,
-        default=_BC.deduplication_enabled,
-        metavar="true|false",
-        help="default when neither namespace nor topic sets it",
-    )
-    p.add_argument(
-        "--deduplication-entries-interval",
-        type=int,
-        default=_BC.deduplication_entries_interval,
-    )
+    _deduplication(p)
     p.add_argument(
         "--deduplication-max-producers", type=int, default=_BC.deduplication_max_producers
     )

@@ -194,6 +194,8 @@ STANDALONE: Table = {
     "managedLedgerDefaultEnsembleSize": Fixed(frozenset({"1"}), _STANDALONE_ONLY),
     "managedLedgerDefaultWriteQuorum": Fixed(frozenset({"1"}), _STANDALONE_ONLY),
     "managedLedgerDefaultAckQuorum": Fixed(frozenset({"1"}), _STANDALONE_ONLY),
+    "brokerDeduplicationEnabled": Opt("deduplication_enabled", parse_bool),
+    "brokerDeduplicationEntriesInterval": Opt("deduplication_entries_interval", _positive_int),
     **_BROKER_NOT_IMPLEMENTED,
 }
 """standalone.conf keys of ``magnetar standalone``."""

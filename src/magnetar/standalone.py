@@ -60,6 +60,9 @@ class StandaloneOptions:
     managedLedgerMaxEntriesPerLedger)."""
     non_persistent_inactive_s: float = 60.0
     """A non-persistent topic without producers and consumers this long is dropped."""
+    deduplication_enabled: bool = False
+    """Deduplication for topics whose namespace and topic policies do not say."""
+    deduplication_entries_interval: int = 1000
 
 
 def _free_port() -> int:
@@ -101,6 +104,8 @@ def broker_config(options: StandaloneOptions) -> BrokerConfig:
         auto_topic_creation_type=options.auto_topic_creation_type,
         default_num_partitions=options.default_num_partitions,
         non_persistent_inactive_s=options.non_persistent_inactive_s,
+        deduplication_enabled=options.deduplication_enabled,
+        deduplication_entries_interval=options.deduplication_entries_interval,
         managed_ledger=ManagedLedgerConfig(
             ensemble_size=1,
             write_quorum=1,

@@ -360,3 +360,26 @@ def _publish_through_kills(
             assert producer.last_sequence_id() == total - 1
     finally:
         client.close()
+
+
+def test_broker_default_turns_it_on_for_every_namespace(tmp_path: Path) -> None:
+    """``--deduplication-enabled true`` (brokerDeduplicationEnabled): on where no namespace
+    or topic policy says otherwise; a namespace policy still turns it off."""
+    proc = StandaloneProc(tmp_path / "data", extra_args=["--deduplication-enabled", "true"])
+    proc.start()
+    client = pulsar.Client(proc.service_url, operation_timeout_seconds=15)
+    try:
+        producer = client.create_producer("default-on", producer_name="p", batching_enabled=False)
+        producer.send(b"x", sequence_id=7)
+        producer.close()
+        producer = client.create_producer("default-on", producer_name="p")
+        assert producer.last_sequence_id() == 7
+        _call(proc.http_url, "PUT", "/namespaces/public/off", {"deduplicationEnabled": False})
+        producer = client.create_producer("persistent://public/off/t", producer_name="p")
+        producer.send(b"x", sequence_id=7)
+        producer.close()
+        producer = client.create_producer("persistent://public/off/t", producer_name="p")
+        assert producer.last_sequence_id() == -1
+    finally:
+        client.close()
+        proc.stop()
