@@ -486,7 +486,9 @@ class ServerConnection(asyncio.Protocol):
             topic = self.service.parse_topic(cmd.topic)
             if not cmd.HasField("schema") or not schemas.is_stored(cmd.schema):
                 raise BrokerError(pb.IncompatibleSchema, "no schema to register")
-            version = await self.service.schemas.get_or_create(topic, cmd.schema)
+            version = await self.service.schemas.get_or_create(
+                topic, cmd.schema, await self.service.schema_policy(topic)
+            )
         except Exception as exc:
             self._log_failure("get or create schema", cmd.topic, exc)
             code, message = _error_of(exc)
@@ -580,10 +582,13 @@ class ServerConnection(asyncio.Protocol):
                 topic_name = service.parse_topic(cmd.topic)
                 topic = await service.get_topic(topic_name)
                 schema_version = schemas.NO_VERSION
+                policy = await service.schema_policy(topic_name)
                 if cmd.HasField("schema") and schemas.is_stored(cmd.schema):
                     schema_version = schemas.encode_version(
-                        await service.schemas.get_or_create(topic_name, cmd.schema)
+                        await service.schemas.get_or_create(topic_name, cmd.schema, policy)
                     )
+                else:
+                    await service.schemas.check_producer_without_schema(topic_name, policy)
                 name = cmd.producer_name or service.new_producer_name()
                 try:
                     mode = AccessMode(cmd.producer_access_mode)
@@ -711,7 +716,9 @@ class ServerConnection(asyncio.Protocol):
                 topic_name = service.parse_topic(cmd.topic)
                 topic = await service.get_topic(topic_name, create=cmd.force_topic_creation)
                 if cmd.HasField("schema") and schemas.is_stored(cmd.schema):
-                    await service.schemas.add_if_first(topic_name, cmd.schema)
+                    await service.schemas.check_consumer(
+                        topic_name, cmd.schema, await service.schema_policy(topic_name)
+                    )
                 handle = await topic.subscriptions.subscribe(cmd, self)
             except Exception as exc:
                 self._log_failure("subscribe", cmd.topic, exc)

@@ -13,8 +13,10 @@ Versions are dense integers from 0, sent on the wire as 8 big-endian bytes (Puls
 that version back; a new one becomes the next version, created with a create-only put, so
 two brokers racing on one topic agree on the numbering.
 
-Not here yet: compatibility strategies (BACKWARD, FORWARD, FULL...) — every new schema is
-accepted as a new version, which is Pulsar's ALWAYS_COMPATIBLE (docs/compatibility.md).
+A new schema must be compatible with the history under the namespace's strategy
+(``schema_compat``; FULL unless the namespace says otherwise), and is refused when the
+namespace forbids automatic updates (``is_allow_auto_update_schema: false``). Refusals are
+IncompatibleSchema, as in Pulsar.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Final
 
+from magnetar.broker import schema_compat
 from magnetar.broker.contracts import BrokerError
 from magnetar.metadata import api, keys
 from magnetar.wire import pb
@@ -54,6 +57,28 @@ def decode_version(raw: bytes) -> int:
         raise BrokerError(pb.IncompatibleSchema, f"malformed schema version {raw.hex()!r}")
     (version,) = _VERSION.unpack(raw)
     return int(version)
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaPolicy:
+    """A namespace's schema policies (Pulsar's Policies fields of the same names)."""
+
+    strategy: schema_compat.Strategy = schema_compat.Strategy.UNDEFINED
+    allow_auto_update: bool = True
+    validation_enforced: bool = False
+
+    @classmethod
+    def of(cls, raw: dict[str, object]) -> SchemaPolicy:
+        strategy = raw.get("schema_compatibility_strategy")
+        try:
+            parsed = schema_compat.Strategy(strategy or "UNDEFINED")
+        except ValueError:
+            parsed = schema_compat.Strategy.UNDEFINED
+        return cls(
+            strategy=parsed,
+            allow_auto_update=raw.get("is_allow_auto_update_schema") is not False,
+            validation_enforced=raw.get("schema_validation_enforced") is True,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,9 +162,13 @@ class SchemaRegistry:
         history = await self.history(topic)
         return history[-1] if history else None
 
-    async def get_or_create(self, topic: TopicName, schema: pb.Schema) -> int:
+    async def get_or_create(
+        self, topic: TopicName, schema: pb.Schema, policy: SchemaPolicy | None = None
+    ) -> int:
         """The version of ``schema`` in ``topic``'s history, adding it as the next version
-        when no stored version has the same type and definition."""
+        when no stored version has the same type and definition and ``policy`` allows it;
+        raises BrokerError(IncompatibleSchema) otherwise."""
+        policy = policy or SchemaPolicy()
         if len(schema.schema_data) > MAX_SCHEMA_BYTES:
             raise BrokerError(
                 pb.IncompatibleSchema,
@@ -152,6 +181,8 @@ class SchemaRegistry:
             for stored in reversed(history):
                 if stored.same_definition(schema):
                     return stored.version
+            if history:
+                self._check(topic, schema, history, policy)
             version = history[-1].version + 1 if history else 0
             new = StoredSchema(
                 version=version,
@@ -172,8 +203,46 @@ class SchemaRegistry:
             return version
         raise BrokerError(pb.MetadataError, f"could not add a schema version to {base}")
 
-    async def add_if_first(self, topic: TopicName, schema: pb.Schema) -> None:
-        """A consumer's schema: stored when the topic has none yet, as Pulsar does for an
-        idle topic (compatibility with an existing history is not checked yet)."""
-        if not await self.history(topic):
-            await self.get_or_create(topic, schema)
+    async def check_consumer(
+        self, topic: TopicName, schema: pb.Schema, policy: SchemaPolicy | None = None
+    ) -> None:
+        """A consumer's schema: stored when the topic has none yet (as Pulsar does for an idle
+        topic), else it must be in the history or compatible with it (not stored)."""
+        policy = policy or SchemaPolicy()
+        history = await self.history(topic)
+        if not history:
+            await self.get_or_create(topic, schema, policy)
+        elif not any(s.same_definition(schema) for s in history):
+            self._check(topic, schema, history, policy, adding=False)
+
+    async def check_producer_without_schema(
+        self, topic: TopicName, policy: SchemaPolicy | None = None
+    ) -> None:
+        """``schema_validation_enforced``: no schema-less producer on a topic with a schema."""
+        if policy is not None and policy.validation_enforced and await self.history(topic):
+            raise BrokerError(
+                pb.IncompatibleSchema,
+                "Producers cannot connect or send message without a schema to topics with a "
+                "schema when SchemaValidationEnforced is enabled",
+            )
+
+    @staticmethod
+    def _check(
+        topic: TopicName,
+        schema: pb.Schema,
+        history: list[StoredSchema],
+        policy: SchemaPolicy,
+        *,
+        adding: bool = True,
+    ) -> None:
+        if adding and not policy.allow_auto_update:
+            raise BrokerError(
+                pb.IncompatibleSchema,
+                f"{topic.base_name}: schema not found and schema auto updating is disabled",
+            )
+        try:
+            schema_compat.check(
+                policy.strategy, schema, [(s.type, s.data, s.properties) for s in history]
+            )
+        except schema_compat.IncompatibleSchemaError as exc:
+            raise BrokerError(pb.IncompatibleSchema, f"{topic.base_name}: {exc}") from None

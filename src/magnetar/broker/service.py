@@ -243,6 +243,10 @@ class BrokerService:
             raise BrokerError(pb.TopicNotFound, f"namespace {topic.namespace_name} does not exist")
         return ns
 
+    async def schema_policy(self, topic: TopicName) -> schemas.SchemaPolicy:
+        """The schema policies of ``topic``'s namespace."""
+        return schemas.SchemaPolicy.of((await self.namespace_policies(topic)).raw)
+
     async def bundle(self, topic: TopicName) -> Bundle:
         ns = await self.namespace_policies(topic)
         return bundle_of(topic, ns.boundaries)

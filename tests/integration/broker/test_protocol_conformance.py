@@ -55,11 +55,16 @@ def _producer(raw: RawClient, topic: str, schema: pb.Schema | None = None) -> pb
     return raw.request(cmd).command
 
 
-def _avro(name: str, fields: list[str]) -> pb.Schema:
+def _avro(name: str, fields: list[str], *, optional: tuple[str, ...] = ()) -> pb.Schema:
     definition = {
         "type": "record",
         "name": name,
-        "fields": [{"name": f, "type": "string"} for f in fields],
+        "fields": [
+            {"name": f, "type": ["null", "string"], "default": None}
+            if f in optional
+            else {"name": f, "type": "string"}
+            for f in fields
+        ],
     }
     return pb.Schema(name=name, schema_data=json.dumps(definition).encode(), type=pb.Schema.Avro)
 
@@ -124,7 +129,7 @@ def test_producer_success_always_has_a_schema_version(raw: RawClient, topic: str
 
 def test_schema_versions(raw: RawClient, topic: str) -> None:
     v1 = _avro("Payment", ["id"])
-    v2 = _avro("Payment", ["id", "merchant"])
+    v2 = _avro("Payment", ["id", "merchant"], optional=("merchant",))
     first = _producer(raw, topic, v1).producer_success.schema_version
     assert schemas.decode_version(first) == 0
     assert _producer(raw, topic, v1).producer_success.schema_version == first
@@ -379,3 +384,80 @@ def test_queued_producer_is_announced_only_to_clients_that_support_it(
     finally:
         holder.close()
         waiter.close()
+
+
+# --- schema compatibility -----------------------------------------------------------------------
+
+
+def _namespace(standalone: StandaloneProc, name: str, policies: dict[str, object]) -> str:
+    _admin_put(standalone, f"/namespaces/public/{name}", policies)
+    return f"persistent://public/{name}"
+
+
+def test_incompatible_schema_is_refused_under_the_default_full_strategy(
+    raw: RawClient, topic: str
+) -> None:
+    assert _producer(raw, topic, _avro("Payment", ["id"])).type == _C.PRODUCER_SUCCESS
+    # a new field without a default: the new schema cannot read old data (BACKWARD fails)
+    answer = _producer(raw, topic, _avro("Payment", ["id", "merchant"]))
+    assert answer.type == _C.ERROR
+    assert answer.error.error == pb.IncompatibleSchema
+    assert "merchant" in answer.error.message
+    # a change of type
+    other = pb.Schema(name="s", schema_data=b"", type=pb.Schema.String)
+    assert _producer(raw, topic, other).error.error == pb.IncompatibleSchema
+    # a consumer with an incompatible schema is refused too; the first schema still works
+    sub = commands.subscribe(topic=topic, subscription="s", consumer_id=9, request_id=next(_ids))
+    sub.subscribe.schema.CopyFrom(_avro("Payment", ["id", "merchant"]))
+    assert raw.request(sub).command.error.error == pb.IncompatibleSchema
+    assert _producer(raw, topic, _avro("Payment", ["id"])).type == _C.PRODUCER_SUCCESS
+
+
+@pytest.mark.parametrize(
+    ("strategy", "accepted"),
+    [
+        # v1 {id}; then v2 {id, merchant with a default}; then v3 {merchant optional} (drops id)
+        ("ALWAYS_COMPATIBLE", [True, True]),
+        ("ALWAYS_INCOMPATIBLE", [False, False]),
+        ("BACKWARD", [True, True]),  # v3 reads v2 data (id ignored)
+        ("FORWARD", [True, False]),  # v2 readers need id, v3 data lacks it
+        ("FULL", [True, False]),
+        ("BACKWARD_TRANSITIVE", [True, True]),
+    ],
+)
+def test_compatibility_strategies(
+    standalone: StandaloneProc, raw: RawClient, topic: str, strategy: str, accepted: list[bool]
+) -> None:
+    ns = _namespace(standalone, f"schemas-{strategy.lower()}", {})
+    _admin_put(
+        standalone,
+        f"/namespaces/public/schemas-{strategy.lower()}/schemaCompatibilityStrategy",
+        strategy,
+    )
+    name = f"{ns}/{topic}"
+    assert _producer(raw, name, _avro("P", ["id"])).type == _C.PRODUCER_SUCCESS
+    v2 = _avro("P", ["id", "merchant"], optional=("merchant",))
+    v3 = _avro("P", ["merchant"], optional=("merchant",))
+    got = [_producer(raw, name, s).type == _C.PRODUCER_SUCCESS for s in (v2, v3)]
+    assert got == accepted
+
+
+def test_auto_update_disabled_and_validation_enforced(
+    standalone: StandaloneProc, raw: RawClient, topic: str
+) -> None:
+    ns = _namespace(
+        standalone,
+        "schemas-locked",
+        {"is_allow_auto_update_schema": False, "schema_validation_enforced": True},
+    )
+    name = f"{ns}/{topic}"
+    v1 = _avro("P", ["id"])
+    assert _producer(raw, name, v1).type == _C.PRODUCER_SUCCESS  # the first one may be added
+    v2 = _avro("P", ["id", "merchant"], optional=("merchant",))
+    answer = _producer(raw, name, v2)
+    assert answer.error.error == pb.IncompatibleSchema
+    assert "auto updating is disabled" in answer.error.message
+    assert _producer(raw, name, v1).type == _C.PRODUCER_SUCCESS  # an existing one is fine
+    answer = _producer(raw, name)  # no schema on a topic with one
+    assert answer.error.error == pb.IncompatibleSchema
+    assert "SchemaValidationEnforced" in answer.error.message

@@ -179,7 +179,7 @@ def test_every_body_spec_has_a_schema() -> None:
     specs = [x for x in vars(v).values() if isinstance(x, v.Body)]
     assert len(specs) >= 10
     for spec in specs:
-        assert spec.schema.get("type") in ("object", "integer", "boolean")
+        assert spec.schema.get("type") in ("object", "integer", "boolean", "string")
 
 
 def test_namespace_policies_java_admin_defaults_accepted_other_values_refused() -> None:
@@ -190,9 +190,13 @@ def test_namespace_policies_java_admin_defaults_accepted_other_values_refused() 
     assert v.namespace_policies(body) == {"bundles": v.bundles({"numBundles": 8})}
     message = rejects(v.namespace_policies, {"encryption_required": True})
     assert "not supported" in message and "encryption_required" in message
-    assert "schema_compatibility_strategy" in rejects(
-        v.namespace_policies, {"schema_compatibility_strategy": "BACKWARD"}
+    assert "subscription_auth_mode" in rejects(
+        v.namespace_policies, {"subscription_auth_mode": "Prefix"}
     )
+    # the schema policies are implemented: stored
+    schema = {"schema_compatibility_strategy": "BACKWARD", "is_allow_auto_update_schema": False}
+    assert v.namespace_policies(schema) == schema
+    assert "strategy" in rejects(v.namespace_policies, {"schema_compatibility_strategy": "X"})
 
 
 def test_message_id_accepts_the_java_clients_fields() -> None:

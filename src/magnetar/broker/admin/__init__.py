@@ -15,6 +15,7 @@ from magnetar.broker.admin import (
     enforcement,
     namespaces,
     openapi,
+    schemas,
     tenants,
     topics,
 )
@@ -29,5 +30,6 @@ def extension(app: web.Application) -> None:
     tenants.register(app.router)
     namespaces.register(app.router)
     topics.register(app.router)
+    schemas.register(app.router)
     openapi.register(app.router)
     enforcement.register(app)

@@ -129,6 +129,21 @@ def deduplication(value: Any) -> bool:
     return boolean(value, "deduplication")
 
 
+SCHEMA_STRATEGIES: Final = (
+    "UNDEFINED", "ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "BACKWARD", "FORWARD", "FULL",
+    "BACKWARD_TRANSITIVE", "FORWARD_TRANSITIVE", "FULL_TRANSITIVE",
+)  # fmt: skip
+
+
+def schema_strategy(value: Any) -> str:
+    """A SchemaCompatibilityStrategy name."""
+    if value not in SCHEMA_STRATEGIES:
+        raise AdminError(
+            400, f"schema compatibility strategy must be one of {list(SCHEMA_STRATEGIES)}"
+        )
+    return str(value)
+
+
 def partitions(value: Any) -> int:
     return integer(value, "partitions", minimum=1, maximum=MAX_PARTITIONS)
 
@@ -244,6 +259,9 @@ NAMESPACE_FIELDS: Final[dict[str, NamespaceField]] = {
     "retention_policies": retention,
     "message_ttl_in_seconds": message_ttl,
     "deduplicationEnabled": deduplication,
+    "schema_compatibility_strategy": schema_strategy,
+    "schema_validation_enforced": lambda v: boolean(v, "schema_validation_enforced"),
+    "is_allow_auto_update_schema": lambda v: boolean(v, "is_allow_auto_update_schema"),
     "autoTopicCreationOverride": auto_topic_creation,
     "backlog_quota_map": backlog_quota_map,
     "offload_threshold": offload_threshold,
@@ -267,8 +285,6 @@ UNSUPPORTED_POLICY_DEFAULTS: Final[dict[str, Any]] = {
     "properties": {},
     "publishMaxMessageRate": {},
     "replicatorDispatchRate": {},
-    "schema_compatibility_strategy": "UNDEFINED",
-    "schema_validation_enforced": False,
     "subscriptionDispatchRate": {},
     "subscription_auth_mode": "None",
     "subscription_types_enabled": [],
@@ -395,6 +411,8 @@ def _obj_schema(fields: Mapping[str, Any]) -> dict[str, Any]:
 RETENTION = Body(_obj_schema(_RETENTION_FIELDS), retention, "RetentionPolicies")
 MESSAGE_TTL = Body(_int_schema(0), message_ttl, "seconds; 0 disables")
 DEDUPLICATION = Body({"type": "boolean"}, deduplication)
+SCHEMA_STRATEGY = Body({"type": "string", "enum": list(SCHEMA_STRATEGIES)}, schema_strategy)
+BOOLEAN = Body({"type": "boolean"}, lambda v: boolean(v, "value"))
 AUTO_TOPIC_CREATION = Body(
     _obj_schema(_AUTO_FIELDS) | {"required": ["allowAutoTopicCreation"]},
     auto_topic_creation,

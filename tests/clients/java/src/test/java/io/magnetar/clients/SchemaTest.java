@@ -3,6 +3,7 @@ package io.magnetar.clients;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import com.google.protobuf.Timestamp;
 import java.util.Arrays;
@@ -12,6 +13,7 @@ import java.util.concurrent.TimeUnit;
 import org.apache.pulsar.client.api.Consumer;
 import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.Producer;
+import org.apache.pulsar.client.api.PulsarClientException;
 import org.apache.pulsar.client.api.Schema;
 import org.apache.pulsar.client.api.SubscriptionInitialPosition;
 import org.apache.pulsar.client.api.schema.GenericRecord;
@@ -130,5 +132,15 @@ class SchemaTest extends Target {
             assertEquals("EUR", second.getValue().getField("currency").toString());
             assertEquals(SchemaType.AVRO, first.getReaderSchema().orElseThrow().getSchemaInfo().getType());
         }
+    }
+
+    @Test
+    void incompatibleSchemaIsRefused() throws Exception {
+        String topic = topic("schema-incompatible");
+        try (Producer<Payment> p = client.newProducer(Schema.AVRO(Payment.class)).topic(topic).create()) {
+            p.send(new Payment("1", "a", 1));
+        }
+        assertThrows(PulsarClientException.IncompatibleSchemaException.class,
+                () -> client.newProducer(Schema.STRING).topic(topic).create());
     }
 }
