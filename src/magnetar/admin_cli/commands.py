@@ -9,6 +9,7 @@ request without a server.
 from __future__ import annotations
 
 import argparse
+import json
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from magnetar.admin_cli import convert
-from magnetar.admin_cli.client import NO_BODY, Request
+from magnetar.admin_cli.client import NO_BODY, AdminCliError, Request
 from magnetar.admin_cli.convert import name_path, namespace_path, topic_path
 
 V2: Final = "/admin/v2"
@@ -26,6 +27,7 @@ GROUPS: Final = {
     "tenants": "tenants: admin roles and allowed clusters",
     "namespaces": "namespaces and their policies",
     "topics": "topics, partitions, subscriptions and topic policies",
+    "schemas": "topic schemas: history, upload, delete, compatibility",
 }
 
 Builder = Callable[[argparse.Namespace], Request]
@@ -608,6 +610,103 @@ for _name, _tail in {
 
 
 # --- the parser ---------------------------------------------------------------------------------
+
+
+# --- schemas ------------------------------------------------------------------------------------
+
+
+def _schema(a: argparse.Namespace, tail: str) -> str:
+    domain, tenant, ns, local = convert.topic_parts(a.topic)
+    if domain != "persistent":
+        raise AdminCliError(f"schemas belong to persistent topics, not {a.topic!r}", 2)
+    parts = (convert.name_path(x, w) for x, w in ((tenant, "tenant"), (ns, "namespace")))
+    return f"{V2}/schemas/{'/'.join(parts)}/{convert.name_path(local, 'topic')}{tail}"
+
+
+def _schema_file(path: str) -> Any:
+    """A PostSchemaPayload file ``{"type": ..., "schema": ..., "properties": ...}``."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except OSError as exc:
+        raise AdminCliError(f"cannot read schema file {path!r}: {exc.strerror}", 2) from None
+    except ValueError as exc:
+        raise AdminCliError(f"schema file {path!r} is not JSON: {exc}", 2) from None
+
+
+_SCHEMA_FILE = arg(
+    "-f", "--filename", required=True, help='JSON file {"type": "AVRO", "schema": "...", ...}'
+)
+
+
+@verb(
+    "schemas",
+    "get",
+    "the topic's latest schema, or one version",
+    TOPIC,
+    arg("-v", "--version", type=int, help="a version instead of the latest"),
+    arg("-a", "--all-versions", action="store_true", help="every version"),
+)
+def _schemas_get(a: argparse.Namespace) -> Request:
+    if a.all_versions:
+        return Request("GET", _schema(a, "/schemas"))
+    return Request("GET", _schema(a, "/schema" if a.version is None else f"/schema/{a.version}"))
+
+
+@verb("schemas", "upload", "add a schema version (checked for compatibility)", TOPIC, _SCHEMA_FILE)
+def _schemas_upload(a: argparse.Namespace) -> Request:
+    return Request("POST", _schema(a, "/schema"), _schema_file(a.filename))
+
+
+@verb("schemas", "delete", "delete the topic's schema history", TOPIC)
+def _schemas_delete(a: argparse.Namespace) -> Request:
+    return Request("DELETE", _schema(a, "/schema"))
+
+
+@verb("schemas", "compatibility", "would this schema be accepted?", TOPIC, _SCHEMA_FILE)
+def _schemas_compatibility(a: argparse.Namespace) -> Request:
+    return Request("POST", _schema(a, "/compatibility"), _schema_file(a.filename))
+
+
+@verb(
+    "namespaces",
+    "set-schema-compatibility-strategy",
+    "how new schemas must relate to a topic's history",
+    NAMESPACE,
+    arg("-c", "--compatibility", required=True, help="BACKWARD, FORWARD, FULL, ..."),
+)
+def _ns_set_strategy(a: argparse.Namespace) -> Request:
+    return Request("PUT", _ns(a, "/schemaCompatibilityStrategy"), a.compatibility)
+
+
+verb(
+    "namespaces",
+    "get-schema-compatibility-strategy",
+    "the namespace's schema compatibility strategy",
+    NAMESPACE,
+)(_on_namespace("GET", "/schemaCompatibilityStrategy"))
+
+
+@verb(
+    "namespaces",
+    "set-schema-autoupdate-strategy",
+    "may producers add schema versions?",
+    NAMESPACE,
+    _enable_disable("automatic schema updates"),
+)
+def _ns_set_autoupdate(a: argparse.Namespace) -> Request:
+    return Request("POST", _ns(a, "/isAllowAutoUpdateSchema"), a.enable)
+
+
+@verb(
+    "namespaces",
+    "set-schema-validation-enforce",
+    "refuse schema-less producers on topics with a schema",
+    NAMESPACE,
+    _enable_disable("schema validation"),
+)
+def _ns_set_validation(a: argparse.Namespace) -> Request:
+    return Request("POST", _ns(a, "/schemaValidationEnforced"), a.enable)
 
 
 def build_parser(parser: argparse.ArgumentParser) -> None:

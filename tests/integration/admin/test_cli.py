@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pulsar
 
@@ -193,3 +194,21 @@ def test_topic_policies_and_tenant_force(standalone: StandaloneProc) -> None:
     assert refused.returncode == 1 and "412" in refused.stderr
     admin(standalone, "tenants", "delete", "cli-force", "--force")
     assert "cli-force" not in admin(standalone, "tenants", "list").stdout.split()
+
+
+def test_schemas(standalone: StandaloneProc, tmp_path: Path) -> None:
+    definition = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "string"}]}
+    payload = tmp_path / "schema.json"
+    payload.write_text(json.dumps({"type": "AVRO", "schema": json.dumps(definition)}))
+    assert as_json(standalone, "schemas", "upload", "cli-schema", "-f", str(payload)) == {
+        "version": {"version": 0}
+    }
+    got = as_json(standalone, "schemas", "get", "cli-schema")
+    assert (got["type"], json.loads(got["data"])) == ("AVRO", definition)
+    ns = "public/cli-schemas"
+    admin(standalone, "namespaces", "create", ns)
+    admin(standalone, "namespaces", "set-schema-compatibility-strategy", ns, "-c", "BACKWARD")
+    assert as_json(standalone, "namespaces", "get-schema-compatibility-strategy", ns) == "BACKWARD"
+    admin(standalone, "schemas", "delete", "cli-schema")
+    result = admin(standalone, "schemas", "get", "cli-schema", ok=False)
+    assert result.returncode != 0 and "404" in result.stderr

@@ -219,6 +219,55 @@ for _name, _tail in (("message-ttl", "messageTTL"), ("retention", "retention"),
         Request("DELETE", f"/admin/v2/persistent/public/default/t/{_tail}"),
     )
 
+SCHEMA_FILE = str(pathlib.Path(__file__).with_name("schema-payload.json"))
+SCHEMA_PAYLOAD = json.loads(pathlib.Path(SCHEMA_FILE).read_text())
+SCH = "/admin/v2/schemas/public/default/t"
+CASES.update(
+    {
+        ("schemas", "get"): (["t"], Request("GET", f"{SCH}/schema")),
+        ("schemas", "upload"): (
+            ["t", "-f", SCHEMA_FILE],
+            Request("POST", f"{SCH}/schema", SCHEMA_PAYLOAD),
+        ),
+        ("schemas", "delete"): (
+            ["acme/ns/t"],
+            Request("DELETE", "/admin/v2/schemas/acme/ns/t/schema"),
+        ),
+        ("schemas", "compatibility"): (
+            ["t", "-f", SCHEMA_FILE],
+            Request("POST", f"{SCH}/compatibility", SCHEMA_PAYLOAD),
+        ),
+        ("namespaces", "set-schema-compatibility-strategy"): (
+            ["public/ns", "-c", "BACKWARD"],
+            Request("PUT", f"{NSP}/schemaCompatibilityStrategy", "BACKWARD"),
+        ),
+        ("namespaces", "get-schema-compatibility-strategy"): (
+            ["public/ns"],
+            Request("GET", f"{NSP}/schemaCompatibilityStrategy"),
+        ),
+        ("namespaces", "set-schema-autoupdate-strategy"): (
+            ["public/ns", "-d"],
+            Request("POST", f"{NSP}/isAllowAutoUpdateSchema", False),
+        ),
+        ("namespaces", "set-schema-validation-enforce"): (
+            ["public/ns", "-e"],
+            Request("POST", f"{NSP}/schemaValidationEnforced", True),
+        ),
+    }
+)
+
+
+def test_schema_get_versions_and_bad_files(tmp_path: pathlib.Path) -> None:
+    assert commands.request_for(parse("schemas", "get", "t", "-v", "3")).path == f"{SCH}/schema/3"
+    assert commands.request_for(parse("schemas", "get", "t", "-a")).path == f"{SCH}/schemas"
+    bad = tmp_path / "bad.json"
+    bad.write_text("{nope")
+    for path, message in ((str(bad), "not JSON"), (str(tmp_path / "none"), "cannot read")):
+        with pytest.raises(admin_cli.client.AdminCliError, match=message):
+            commands.request_for(parse("schemas", "upload", "t", "-f", path))
+    with pytest.raises(admin_cli.client.AdminCliError, match="persistent topics"):
+        commands.request_for(parse("schemas", "get", "non-persistent://a/b/c"))
+
 
 def parse(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="magnetar admin")
