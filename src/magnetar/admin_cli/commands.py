@@ -243,15 +243,28 @@ def _ns_set_ttl(a: argparse.Namespace) -> Request:
     return Request("POST", _ns(a, "/messageTTL"), a.ttl)
 
 
-@verb(
-    "namespaces",
-    "set-deduplication",
-    "enable or disable message deduplication",
-    NAMESPACE,
-    _enable_disable("deduplication"),
-)
-def _ns_set_dedup(a: argparse.Namespace) -> Request:
-    return Request("POST", _ns(a, "/deduplication"), a.enable)
+_NS_SWITCHES = {
+    "set-deduplication": ("/deduplication", "message deduplication"),
+    "set-schema-autoupdate-strategy": ("/isAllowAutoUpdateSchema", "automatic schema updates"),
+    "set-schema-validation-enforce": (
+        "/schemaValidationEnforced",
+        "refusing schema-less producers on topics with a schema",
+    ),
+}
+"""Namespace policies switched with -e/-d: verb -> (path, what it switches)."""
+
+
+def _switch(tail: str) -> Builder:
+    def build(a: argparse.Namespace) -> Request:
+        return Request("POST", _ns(a, tail), a.enable)
+
+    return build
+
+
+for _name, (_tail, _what) in _NS_SWITCHES.items():
+    verb("namespaces", _name, f"enable or disable {_what}", NAMESPACE, _enable_disable(_what))(
+        _switch(_tail)
+    )
 
 
 _QUOTA_TYPE = arg(
@@ -685,28 +698,6 @@ verb(
     "the namespace's schema compatibility strategy",
     NAMESPACE,
 )(_on_namespace("GET", "/schemaCompatibilityStrategy"))
-
-
-@verb(
-    "namespaces",
-    "set-schema-autoupdate-strategy",
-    "may producers add schema versions?",
-    NAMESPACE,
-    _enable_disable("automatic schema updates"),
-)
-def _ns_set_autoupdate(a: argparse.Namespace) -> Request:
-    return Request("POST", _ns(a, "/isAllowAutoUpdateSchema"), a.enable)
-
-
-@verb(
-    "namespaces",
-    "set-schema-validation-enforce",
-    "refuse schema-less producers on topics with a schema",
-    NAMESPACE,
-    _enable_disable("schema validation"),
-)
-def _ns_set_validation(a: argparse.Namespace) -> Request:
-    return Request("POST", _ns(a, "/schemaValidationEnforced"), a.enable)
 
 
 def build_parser(parser: argparse.ArgumentParser) -> None:
