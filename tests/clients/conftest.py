@@ -36,6 +36,24 @@ class Target:
     name: str
     service_url: str
     admin_url: str
+    broker_http_urls: tuple[str, ...] = ()
+    """Every broker of a Magnetar target (the clients are given the first one's URLs)."""
+
+    def check_spread(self, tenant_prefix: str) -> None:
+        """On a cluster, every broker served topics of the suite (whose tenants start with
+        ``tenant_prefix``): the clients, given one broker, were redirected to the other."""
+        if len(self.broker_http_urls) < 2:
+            return
+        for url in self.broker_http_urls:
+            with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
+                text = r.read().decode()
+            served = {
+                line.split('topic="', 1)[1].split('"', 1)[0]
+                for line in text.splitlines()
+                if line.startswith("pulsar_in_messages_total{")
+                and f'namespace="{tenant_prefix}' in line
+            }
+            assert served, f"broker {url} served no topic of the suite: no redirects happened"
 
 
 def _standalone(tmp: Path) -> Iterator[Target]:
@@ -65,7 +83,12 @@ def _cluster(tmp: Path) -> Iterator[Target]:
         wait_until(
             lambda: _both_registered(brokers[0], brokers), timeout=30, what="both brokers listed"
         )
-        yield Target("cluster", brokers[0].service_url, brokers[0].http_url)
+        yield Target(
+            "cluster",
+            brokers[0].service_url,
+            brokers[0].http_url,
+            tuple(b.http_url for b in brokers),
+        )
     finally:
         for b in brokers or []:
             b.stop()

@@ -38,3 +38,4 @@ def test_go_client_suite(client_target: Target) -> None:
     details = "\n".join(line for line in out.splitlines() if "level=" not in line)[-4000:]
     assert passed, f"no scenario ran (exit {done.returncode}):\n{details}"
     assert not failed and done.returncode == 0, details
+    client_target.check_spread("gt-")

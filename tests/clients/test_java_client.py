@@ -66,3 +66,4 @@ def test_java_client_suite(client_target: Target, client_version: str, tmp_path:
     tail = log.read_text(errors="replace")[-3000:]
     assert run > 0, f"no scenario ran (exit {done.returncode}):\n{tail}"
     assert not failed and done.returncode == 0, "\n".join(failed) or tail
+    client_target.check_spread("jt-")
