@@ -269,6 +269,52 @@ def _check_pair(
     return problems
 
 
+def _validate_avro(t: Any, names: _Names, path: str, seen: set[int]) -> None:
+    t = names.resolve(t)
+    if id(t) in seen:
+        return  # a recursive reference to a named type being checked
+    kind = _type_name(t)
+    where = path or "the schema"
+    if kind == "union":
+        for branch in t:
+            _validate_avro(branch, names, path, seen)
+    elif kind in ("record", "error"):
+        seen = seen | {id(t)}
+        fields = t.get("fields")
+        if not isinstance(fields, list):
+            raise IncompatibleSchemaError(f"{where}: a record needs a list of fields")
+        for f in fields:
+            if not isinstance(f, dict) or not isinstance(f.get("name"), str) or "type" not in f:
+                raise IncompatibleSchemaError(f"{where}: a field needs a name and a type")
+            _validate_avro(f["type"], names, f"{path}.{f['name']}" if path else f["name"], seen)
+    elif kind == "enum":
+        if not isinstance(t.get("symbols"), list):
+            raise IncompatibleSchemaError(f"{where}: an enum needs symbols")
+    elif kind == "array":
+        _validate_avro(t.get("items"), names, f"{path}[]", seen)
+    elif kind == "map":
+        _validate_avro(t.get("values"), names, f"{path}{{}}", seen)
+    elif kind == "fixed":
+        if not isinstance(t.get("size"), int):
+            raise IncompatibleSchemaError(f"{where}: a fixed needs a size")
+    elif kind not in _PRIMITIVES:
+        raise IncompatibleSchemaError(f"{where}: unknown type {kind!r}")
+
+
+def validate(schema: pb.Schema) -> None:
+    """Raise IncompatibleSchemaError when ``schema``'s definition is not one its type can have
+    (Pulsar's SchemaDataValidator): record types need a valid Avro schema, KeyValue two
+    valid halves."""
+    if schema.type == pb.Schema.KeyValue:
+        key, value = _key_value(schema.schema_data)
+        key_type, value_type = _kv_types({kv.key: kv.value for kv in schema.properties})
+        for part_type, part in ((key_type, key), (value_type, value)):
+            validate(pb.Schema(name="", schema_data=part, type=part_type))  # type: ignore[arg-type]
+    elif schema.type in _AVRO_LIKE:
+        definition = _definition(schema.schema_data)
+        _validate_avro(definition, _Names(definition), "", set())
+
+
 def check(
     strategy: Strategy,
     new: pb.Schema,

@@ -175,6 +175,10 @@ class SchemaRegistry:
                 f"schema of {len(schema.schema_data)} bytes is larger than the limit of "
                 f"{MAX_SCHEMA_BYTES} bytes",
             )
+        try:
+            schema_compat.validate(schema)
+        except schema_compat.IncompatibleSchemaError as exc:
+            raise BrokerError(pb.IncompatibleSchema, f"invalid schema: {exc}") from None
         base = topic.base_name
         for _ in range(_CREATE_RETRIES):
             history = await self.history(topic)

@@ -178,6 +178,12 @@ def test_garbage_schema_version_and_oversize_schema_are_refused(raw: RawClient, 
     answer = _producer(raw, topic, huge)
     assert answer.type == _C.ERROR
     assert answer.error.error == pb.IncompatibleSchema
+    garbage = pb.Schema(name="g", schema_data=b"{not avro", type=pb.Schema.Avro)
+    answer = _producer(raw, topic, garbage)
+    assert (answer.error.error, "invalid schema" in answer.error.message) == (
+        pb.IncompatibleSchema,
+        True,
+    )
     # the connection still works
     assert _producer(raw, topic).type == _C.PRODUCER_SUCCESS
 

@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 
-from magnetar.broker.schema_compat import IncompatibleSchemaError, Strategy, can_read, check
+from magnetar.broker.schema_compat import (
+    IncompatibleSchemaError,
+    Strategy,
+    can_read,
+    check,
+    validate,
+)
 from magnetar.wire import pb
 
 
@@ -116,3 +122,30 @@ def test_key_value_checks_both_halves() -> None:
 def test_garbage_definitions_are_incompatible() -> None:
     with pytest.raises(IncompatibleSchemaError, match="JSON"):
         check(Strategy.FULL, _schema(pb.Schema.Avro, b"{not json"), _history(V1))
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        (_schema(pb.Schema.Avro, b"not json"), "JSON"),
+        (_schema(pb.Schema.Json, {"type": "record", "name": "R"}), "fields"),
+        (_schema(pb.Schema.Avro, record(f("x", "nope"))), "unknown"),
+        (_schema(pb.Schema.Avro, record({"name": "x"})), "name and a type"),
+        (_schema(pb.Schema.Avro, {"type": "enum", "name": "E"}), "symbols"),
+        (_schema(pb.Schema.KeyValue, b"\\x00\\x00"), "KeyValue"),
+    ],
+)
+def test_invalid_definitions(schema: pb.Schema, message: str) -> None:
+    with pytest.raises(IncompatibleSchemaError, match=message):
+        validate(schema)
+
+
+def test_valid_definitions_including_recursive_ones() -> None:
+    node = {
+        "type": "record",
+        "name": "Node",
+        "fields": [f("v", "int"), f("next", ["null", "Node"], default=None)],
+    }
+    validate(_schema(pb.Schema.Avro, node))
+    validate(_schema(pb.Schema.String))
+    validate(_kv(record(f("k", "int")), record(f("id", "int"))))
