@@ -4,6 +4,8 @@ the same workloads through the official ``pulsar-client`` on the same machine in
 
     .venv/bin/python bench/peers/run.py            # full: 3 rounds, 30 s phases, 2 GiB backlog
     .venv/bin/python bench/peers/run.py --quick    # 1 round, short phases, small backlog
+    .venv/bin/python bench/peers/run.py --systems pulsar,magnetar --workloads w1p --rounds 1
+                                                   # workload 1 with pulsar-perf (minutes)
 
 Each round starts every system fresh (empty data directory, loopback ports picked at run
 time), runs workloads 1-4 against it and stops it; the systems' order rotates from round to
@@ -30,11 +32,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ceilings
+import perf
 import report
 import systems
 import workloads
 
 ROOT = systems.ROOT
+FULL = ("w1", "w2", "w3", "w4")
 
 
 def quick_params() -> workloads.Params:
@@ -73,7 +77,13 @@ def main() -> int:
         help="comma-separated subset of pulsar,pulsar-lite,magnetar (default), and "
         "magnetar-dedup (deduplication on for every topic)",
     )
-    ap.add_argument("--workloads", default="w1,w2,w3,w4", help="comma-separated subset")
+    ap.add_argument(
+        "--workloads",
+        default=",".join(FULL),
+        help="comma-separated subset of w1,w2,w3,w4 (default) and w1p (workload 1 with "
+        "pulsar-perf as the load generator). A run of anything but all four writes its own "
+        "section into --out and leaves the rest of it alone",
+    )
     ap.add_argument("--w1-publishers", type=int, default=1, help="publisher processes, w1")
     ap.add_argument("--backlog-mb", type=int, help="workload 4 backlog (MiB)")
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
@@ -90,6 +100,9 @@ def main() -> int:
     for k in keys:
         if k not in systems.ALL:
             ap.error(f"unknown system {k!r}")
+    for w in wls:
+        if w not in workloads.WORKLOADS:
+            ap.error(f"unknown workload {w!r}")
 
     # SIGTERM (make interrupted, CI timeout) unwinds through the finally blocks below.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -107,6 +120,7 @@ def main() -> int:
         "machine": ceilings.machine(),
         "python": platform.python_version(),
         "client": _client_version(),
+        "pulsar_perf": perf.version() if "w1p" in wls else None,
         "systems": {},
         "runs": [],
     }
@@ -156,11 +170,22 @@ def main() -> int:
     results["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     path = _save(cache, results)
     log(f"raw results: {path}")
-    text = report.render(results)
+    # A run of all four workloads regenerates the file (keeping the separate-run sections);
+    # any other set of workloads only replaces its own section in it.
+    out = Path(args.out)
+    old = out.read_text() if out.exists() else ""
+    if tuple(wls) == FULL:
+        text = report.render(results)
+        for name, block in report.sections(old).items():
+            text = report.put_section(text, name, block)
+    else:
+        name = "-".join(wls) + ("-quick" if args.quick else "")
+        section = report.render(results, section=name)
+        text = report.put_section(old, name, section) if old else section
     if args.no_report:
         print(text)
     else:
-        Path(args.out).write_text(text)
+        out.write_text(text)
         log(f"wrote {args.out}")
     # The work dir keeps only the systems' logs now (data dirs go when a system stops).
     log(f"system logs: {workdir}")
@@ -215,6 +240,7 @@ def run_system(
                         "workload": w,
                         "result": res,
                         "seconds": round(time.monotonic() - t0, 1),
+                        "loadavg_end": round(os.getloadavg()[0], 2),
                     }
                 )
                 shown = {k: v for k, v in res.items() if not isinstance(v, list | dict)}
