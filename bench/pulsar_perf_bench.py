@@ -62,7 +62,9 @@ def section(run: perf.PerfRun, system: systems.System, args: argparse.Namespace,
     def pct(d: dict[str, float]) -> str:
         return " / ".join(f"{d[k]:,.1f}" for k in ("p50", "p95", "p99", "p999") if k in d)
 
-    drained = "never" if run.drained_s is None else f"by {run.drained_s:.0f} s after its end"
+    drained = (
+        "never" if run.drained_s is None else f"{run.drained_s:.0f} s after the producer's end"
+    )
     result = (
         "**OK**: no send failure, no ack failure, no ERROR/exception line, every message received"
         if run.ok

@@ -402,6 +402,16 @@ def render(results: dict[str, Any], section: str | None = None) -> str:
         "subscription while a paced producer measures every publish's latency."
     )
     add(
+        '* pulsar-perf (issue 11): `make bench-peers BENCH_PEERS_ARGS="--systems '
+        'pulsar,magnetar --workloads w1p --rounds 1"` runs only workload 1 with pulsar-perf '
+        "as the load generator (a few minutes) and writes its own section of this file, kept "
+        "by a full run; `make bench-pulsar-perf` (bench/pulsar_perf_bench.py; "
+        "`BENCH_ARGS=--record` records it here) produces and consumes 1 KiB for 60 s against a "
+        "fresh Magnetar standalone and exits 1 on any error or missing message; "
+        "`scripts/bench/pulsar-perf produce|consume -u pulsar://127.0.0.1:6650 ...` runs "
+        "pulsar-perf by hand (installed on first use into .cache/pulsar-perf-<version>)."
+    )
+    add(
         "* The brokers and all client processes share the machine's "
         f"{m['cores']} cores: on a small machine the client's own CPU is part of every figure. "
         "The machine may also be shared with other work: the 1-min load average when each "
