@@ -1,0 +1,100 @@
+"""bench/peers/perf.py reads pulsar-perf's logs (issue 11): counts, rates from the log's
+timestamps, failures and error lines; bench/peers/report.py puts a separate run's section into
+docs/benchmarks.md without touching the rest. Pure parsing on fixed text: no process, no
+timing."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench" / "peers"))
+
+import perf
+import report
+
+T = "2026-11-24T10:00:{:02d},000 INFO  [main] "
+
+PRODUCE = "\n".join(
+    [
+        T.format(0) + "PerformanceProducer - Created 1 producers",
+        T.format(10) + "PerformanceProducer - Throughput produced: 1000 msg --- 100.0 msg/s "
+        "--- 0.8 Mbit/s  --- failure      0.0 msg/s --- Latency: mean: 5.0 ms - med: 4.0",
+        T.format(20) + "PerformanceProducer - ------------- DONE (reached the maximum "
+        "duration: [20 seconds] of production) --------------",
+        T.format(30) + "PerformanceProducer - Aggregated throughput stats --- 2000 records sent "
+        "--- 66.667 msg/s --- 0.5 Mbit/s ",
+        T.format(30) + "PerformanceProducer - Aggregated latency stats --- Latency: mean:  "
+        "5.000 ms - med:  4.000 - 95pct: 9.000 - 99pct: 12.000 - 99.9pct: 15.000 - 99.99pct: "
+        "16.000 - 99.999pct: 17.000 - Max: 18.000",
+    ]
+)
+
+
+def consume(received: int, ack_failed: int = 0, extra: str = "") -> str:
+    return "\n".join(
+        [
+            T.format(0) + "PerformanceConsumer - Start receiving from 1 consumers",
+            T.format(5) + "PerformanceConsumer - Throughput received: 400 msg --- 80 msg/s",
+            T.format(15) + "PerformanceConsumer - Throughput received: 1400 msg --- 100 msg/s",
+            T.format(25) + f"PerformanceConsumer - Throughput received: {received} msg --- 60",
+            extra,
+            T.format(26) + f"PerformanceConsumer - Aggregated throughput stats --- {received} "
+            "records received --- 76.9 msg/s --- 0.6 Mbit/s --- AckRate: 76.9  msg/s --- ack "
+            f"failed {ack_failed} msg",
+            T.format(26) + "PerformanceConsumer - Aggregated latency stats --- Latency: mean: "
+            "7.0 ms - med: 6 - 95pct: 10 - 99pct: 20 - 99.9pct: 30 - 99.99pct: 31 - Max: 32",
+        ]
+    )
+
+
+def test_a_clean_run_is_ok_and_its_rates_come_from_the_timestamps() -> None:
+    run = perf.parse(PRODUCE, consume(2000))
+    assert run.ok
+    assert (run.sent, run.received, run.ack_failures) == (2000, 2000, 0)
+    assert run.window_s == 20.0
+    assert run.send_rate == 100.0  # not pulsar-perf's 66.667, which counts the idle tail
+    # the consumer's reports inside the window (producer start -> 5 s -> 15 s), not the drain
+    assert run.receive_rate == 1400 / 15
+    assert run.drained_s == 5.0
+    assert run.publish_latency_ms == {
+        "mean": 5.0,
+        "p50": 4.0,
+        "p95": 9.0,
+        "p99": 12.0,
+        "p999": 15.0,
+    }
+    assert run.e2e_latency_ms["p99"] == 20.0
+
+
+def test_missing_messages_ack_failures_and_error_lines_fail_the_run() -> None:
+    assert not perf.parse(PRODUCE, consume(1999)).ok
+    assert not perf.parse(PRODUCE, consume(2000, ack_failed=3)).ok
+    exc = (
+        T.format(24) + "ERROR [pulsar-client-io-1-1] ConsumerImpl - java.lang.IllegalStateException"
+    )
+    run = perf.parse(PRODUCE, consume(2000, extra=exc))
+    assert not run.ok
+    assert run.problems and "IllegalStateException" in run.problems[0]
+    failing = PRODUCE.replace("failure      0.0 msg/s", "failure     12.5 msg/s")
+    assert perf.parse(failing, consume(2000)).failure_rate_max == 12.5
+    assert not perf.parse(failing, consume(2000)).ok
+    assert not perf.parse("", consume(2000)).ok  # no producer summary
+
+
+def test_a_separate_run_replaces_only_its_own_section() -> None:
+    doc = "# Benchmarks\n\n## Workload 1\n\ntable\n\n## How it is measured\n\ntext\n"
+
+    def block(name: str, body: str) -> str:
+        return (
+            f"<!-- bench-peers section {name} begin -->\n{body}\n"
+            f"<!-- bench-peers section {name} end -->\n"
+        )
+
+    once = report.put_section(doc, "w1p", block("w1p", "first"))
+    assert once.index("first") < once.index("## How it is measured")
+    assert "table" in once
+    twice = report.put_section(once, "w1p", block("w1p", "second"))
+    assert "first" not in twice and twice.count("section w1p begin") == 1
+    both = report.put_section(twice, "check", block("check", "other"))
+    assert set(report.sections(both)) == {"w1p", "check"}
