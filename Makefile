@@ -103,3 +103,23 @@ images: setup
 
 test-images: images
 	@$(PY) -m pytest tests/images -rs $(PYTEST_ARGS)
+
+# --- The local cluster (issue 12): a real single-node Kubernetes on this machine ---------------
+# cluster-up: etcd, kube-apiserver, controller-manager, scheduler, kubelet, kube-proxy, a private
+# containerd, CoreDNS and a local-path provisioner, all built here (Go module proxy, Debian
+# packages, `make images`) and cached; nothing pulled from a registry. KUBECONFIG is
+# .cache/cluster/kubeconfig. cluster-down stops everything it started (by pid) and removes the
+# bridge, iptables chains, netns and state, restoring the sysctls kubelet changes.
+# docs/kubernetes.md "The local cluster". Not part of `make test`.
+.PHONY: cluster-up cluster-down cluster-status test-e2e-cluster
+cluster-up: setup
+	@bash scripts/k8s/cluster.sh up
+
+cluster-down:
+	@bash scripts/k8s/cluster.sh down
+
+cluster-status:
+	@bash scripts/k8s/cluster.sh status
+
+test-e2e-cluster: setup
+	@$(PY) -m pytest e2e/test_local_cluster.py -rs $(PYTEST_ARGS)
