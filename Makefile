@@ -73,8 +73,9 @@ bench-peers-quick: setup
 
 # pulsar-perf (Apache Pulsar's Java load generator, Maven Central -> .cache/pulsar-perf-<v>):
 # produce + consume 1 KiB for 60 s against a fresh Magnetar standalone; fails on any error.
-# `make bench-peers BENCH_PEERS_ARGS="--workloads w1p"` compares the systems with it as the
-# load generator (workload w1p).
+# BENCH_ARGS=--record writes its figures into docs/benchmarks.md. `make bench-peers
+# BENCH_PEERS_ARGS="--systems pulsar,magnetar --workloads w1p --rounds 1"` compares the systems
+# with it as the load generator (workload w1p, minutes; its own section of the report).
 .PHONY: bench-pulsar-perf
 bench-pulsar-perf: setup
 	@$(PY) bench/pulsar_perf_bench.py $(BENCH_ARGS)
