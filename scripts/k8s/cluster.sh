@@ -363,6 +363,11 @@ start_node() {
     wait_for 30 containerd ctr -a "$SOCK" version
     local t
     for t in "${PROJECT_TAGS[@]}"; do import_image "$t" || true; done
+    # kubelet's cgroupRoot must exist in every hierarchy (cgroup v1, cgroupfs driver)
+    local h
+    for h in /sys/fs/cgroup/*/; do
+        [ -L "${h%/}" ] || mkdir -p "$h${KUBELET_CGROUP_ROOT#/}" 2>/dev/null || true
+    done
     start kubelet "$(bin kubelet "$KUBERNETES_VERSION")" --config "$STATE/kubelet.yaml" \
         --kubeconfig "$STATE/kubelet.conf" --root-dir "$STATE/kubelet" \
         --node-ip "$CLUSTER_GATEWAY" --hostname-override "$CLUSTER_NODE_NAME"
@@ -489,6 +494,7 @@ cleanup_mounts_and_cgroups() {
 }
 
 down() {
+    set +e # best effort from here: every step runs even when an earlier one found nothing
     mkdir -p "$STATE"
     [ -d "$STATE/pids" ] || [ -f "$STATE/host/sysctl.saved" ] || { clog "not running"; return 0; }
     local t0=$SECONDS

@@ -1,0 +1,331 @@
+"""Smoke test of the local cluster (`make cluster-up`, scripts/k8s/cluster.sh): a real
+single-node Kubernetes on this machine runs the project's broker image.
+
+A StatefulSet runs `magnetar standalone` from magnetar/broker with its data directory on a
+claim served by the cluster's local-path provisioner; a NodePort Service exposes it on the
+cluster bridge's address. Checked: another pod reaches it through the Service's DNS name
+(CoreDNS + ClusterIP), the host reaches the admin API through `kubectl port-forward` on
+127.0.0.1, the official Python client on the host produces and consumes through the NodePort,
+the claim's volume is removed when the claim goes, and `cluster.sh down` leaves nothing
+behind (no process it started, no bridge, no pod netns, no KUBE-/CNI- chains, kernel
+settings kubelet changes restored). Uses a running cluster if there is one (and leaves it
+running), else brings one up and tears it down.
+
+Run: `make test-e2e-cluster` (root, Go, Docker with `make images` built).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from tests.support.procs import LOOPBACK, free_port, port_open, wait_until
+
+from magnetar import __version__
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts/k8s/cluster.sh"
+STATE = ROOT / ".cache/cluster"
+NS = "magnetar-smoke"
+# the same numbers inside the pod and on the node, so the broker's advertised URL (the bridge
+# address + the NodePort) works from the host and from pods
+PULSAR_PORT, HTTP_PORT = 30650, 30080
+
+
+def cluster_env() -> dict[str, str]:
+    out = subprocess.run(
+        ["bash", "-c", f"source {ROOT}/scripts/k8s/versions.env; source "
+         f"{ROOT}/scripts/k8s/cluster.env; set | grep -E '^(CLUSTER|KUBERNETES)_'"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return dict(line.split("=", 1) for line in out.stdout.splitlines())
+
+
+def missing() -> str | None:
+    """What this machine lacks to run a local cluster, or None."""
+    if os.geteuid() != 0:
+        return "needs root (bridge, iptables, containerd)"
+    if not (shutil.which("go") or Path("/usr/local/go/bin/go").exists()):
+        kubelet = ROOT / ".cache/k8s-bin" / f"kubelet-{cluster_env()['KUBERNETES_VERSION']}"
+        if not kubelet.exists():
+            return "Go is missing and the cluster's binaries are not built (.cache/k8s-bin)"
+    if shutil.which("docker") is None:
+        return "no docker client: run `make images` (it installs Debian's docker.io)"
+    info = subprocess.run(["docker", "info"], capture_output=True, text=True, check=False)
+    if info.returncode != 0:
+        return "no Docker daemon answers: run `make images` (it starts dockerd)"
+    ref = f"magnetar/broker:{__version__}"
+    if subprocess.run(["docker", "image", "inspect", ref], capture_output=True).returncode:
+        return f"image {ref} is not built: run `make images`"
+    return None
+
+
+@dataclass
+class Cluster:
+    kubeconfig: Path
+    kubectl: Path
+    gateway: str
+    started_here: bool
+    up_seconds: float | None
+
+    def k(self, *args: str, stdin: str | None = None, timeout: float = 120) -> str:
+        out = subprocess.run(
+            [str(self.kubectl), "--kubeconfig", str(self.kubeconfig), *args],
+            input=stdin, capture_output=True, text=True, timeout=timeout, check=False,
+        )  # fmt: skip
+        if out.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)}: {out.stderr.strip()}")
+        return out.stdout
+
+
+def running(kubectl: Path, kubeconfig: Path) -> bool:
+    if not kubeconfig.exists():
+        return False
+    ok = subprocess.run(
+        [str(kubectl), "--kubeconfig", str(kubeconfig), "get", "--raw", "/readyz"],
+        capture_output=True, timeout=20, check=False,
+    )  # fmt: skip
+    return ok.returncode == 0
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    reason = missing()
+    if reason:
+        pytest.skip(f"local cluster: {reason}")
+    env = cluster_env()
+    v = env["KUBERNETES_VERSION"]
+    kubectl = ROOT / ".cache/k8s-bin" / f"kubectl-{v}" / "kubectl"
+    kubeconfig = STATE / "kubeconfig"
+    started = not (kubectl.exists() and running(kubectl, kubeconfig))
+    up_seconds = None
+    if started:
+        t0 = time.monotonic()
+        subprocess.run(["bash", str(SCRIPT), "up"], check=True, timeout=1800)
+        up_seconds = time.monotonic() - t0
+        print(f"cluster-up took {up_seconds:.1f}s")
+    c = Cluster(kubeconfig, kubectl, env["CLUSTER_GATEWAY"], started, up_seconds)
+    try:
+        yield c
+    finally:
+        subprocess.run(
+            [str(kubectl), "--kubeconfig", str(kubeconfig), "delete", "namespace", NS,
+             "--ignore-not-found", "--timeout=90s"],
+            capture_output=True, timeout=120, check=False,
+        )  # fmt: skip
+
+
+def manifests(gateway: str) -> str:
+    image = f"magnetar/broker:{__version__}"
+    args = [
+        "standalone",
+        "--data-dir", "/data/standalone",
+        "--port", str(PULSAR_PORT),
+        "--http-port", str(HTTP_PORT),
+        "--bind-address", "0.0.0.0",
+        "--advertised-address", gateway,
+    ]  # fmt: skip
+    docs = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "smoke", "namespace": NS},
+            "spec": {
+                "type": "NodePort",
+                "selector": {"app": "smoke"},
+                "ports": [
+                    {"name": "pulsar", "port": PULSAR_PORT, "nodePort": PULSAR_PORT},
+                    {"name": "http", "port": HTTP_PORT, "nodePort": HTTP_PORT},
+                ],
+            },
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": "smoke", "namespace": NS},
+            "spec": {
+                "serviceName": "smoke",
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "smoke"}},
+                "template": {
+                    "metadata": {"labels": {"app": "smoke"}},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "standalone",
+                                "image": image,
+                                "imagePullPolicy": "Never",
+                                "args": args,
+                                "readinessProbe": {
+                                    "httpGet": {
+                                        "path": "/admin/v2/brokers/health",
+                                        "port": HTTP_PORT,
+                                    },
+                                    "periodSeconds": 2,
+                                },
+                                "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                            }
+                        ]
+                    },
+                },
+                "volumeClaimTemplates": [
+                    {
+                        "metadata": {"name": "data"},
+                        "spec": {
+                            "accessModes": ["ReadWriteOnce"],
+                            "storageClassName": "local-path",
+                            "resources": {"requests": {"storage": "1Gi"}},
+                        },
+                    }
+                ],
+            },
+        },
+    ]
+    return "\n".join(json.dumps(d) for d in docs)
+
+
+def produce_and_consume(service_url: str, count: int = 200) -> None:
+    import pulsar
+
+    client = pulsar.Client(service_url, operation_timeout_seconds=30)
+    try:
+        topic = f"persistent://public/default/cluster-smoke-{uuid.uuid4().hex[:6]}"
+        consumer = client.subscribe(
+            topic, "smoke", initial_position=pulsar.InitialPosition.Earliest
+        )
+        producer = client.create_producer(topic)
+        sent = [f"message-{i}".encode() for i in range(count)]
+        for payload in sent:
+            producer.send(payload)
+        got = []
+        for _ in sent:
+            msg = consumer.receive(timeout_millis=10_000)
+            got.append(msg.data())
+            consumer.acknowledge(msg)
+        assert got == sent
+    finally:
+        client.close()
+
+
+def http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 (http URLs built here)
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
+def leftovers(saved_sysctls: dict[str, str], pids: list[int], bridge: str) -> list[str]:
+    found = [f"process {pid} still runs" for pid in pids if Path(f"/proc/{pid}").exists()]
+    if subprocess.run(["ip", "link", "show", bridge], capture_output=True).returncode == 0:
+        found.append(f"bridge {bridge} still exists")
+    netns = Path("/run/netns")
+    if netns.exists():
+        found += [f"netns {n.name}" for n in netns.iterdir() if n.name.startswith("cni-")]
+    for table in ("filter", "nat", "mangle"):
+        out = subprocess.run(["iptables-save", "-t", table], capture_output=True, text=True)
+        found += [
+            f"iptables {table} {line.split()[0]}"
+            for line in out.stdout.splitlines()
+            if line.startswith((":KUBE-", ":CNI-"))
+        ]
+    for key, value in saved_sysctls.items():
+        now = subprocess.run(["sysctl", "-n", key], capture_output=True, text=True).stdout.strip()
+        if now != value:
+            found.append(f"sysctl {key}={now}, was {value}")
+    if STATE.exists():
+        found.append(f"{STATE} still exists")
+    return found
+
+
+def test_broker_image_on_the_local_cluster(cluster: Cluster) -> None:
+    c = cluster
+    c.k("apply", "-f", "-", stdin=manifests(c.gateway))
+    t0 = time.monotonic()
+    c.k("-n", NS, "rollout", "status", "statefulset/smoke", "--timeout=240s", timeout=260)
+    print(f"standalone pod Ready {time.monotonic() - t0:.1f}s after apply")
+
+    # the claim was served by the local-path provisioner: a Bound local PV under the state dir
+    pvc = json.loads(c.k("-n", NS, "get", "pvc", "data-smoke-0", "-o", "json"))
+    assert pvc["status"]["phase"] == "Bound"
+    pv = json.loads(c.k("get", "pv", pvc["spec"]["volumeName"], "-o", "json"))
+    volume_dir = Path(pv["spec"]["local"]["path"])
+    assert volume_dir.is_dir() and (volume_dir / "standalone").is_dir()
+
+    # another pod, through the Service's DNS name (CoreDNS) and ClusterIP (kube-proxy)
+    admin_url = f"http://smoke.{NS}.svc.cluster.local:{HTTP_PORT}"
+    client_pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "client", "namespace": NS},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "admin",
+                    "image": f"magnetar/broker:{__version__}",
+                    "imagePullPolicy": "Never",
+                    "command": ["magnetar", "admin", "--admin-url", admin_url, "tenants", "list"],
+                }
+            ],
+        },
+    }
+    c.k("apply", "-f", "-", stdin=json.dumps(client_pod))
+    phase = ""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and phase not in ("Succeeded", "Failed"):
+        time.sleep(1)
+        phase = c.k("-n", NS, "get", "pod", "client", "-o", "jsonpath={.status.phase}")
+    out = c.k("-n", NS, "logs", "client")
+    assert phase == "Succeeded", f"client pod {phase}: {out}"
+    assert "public" in out
+
+    # the host, through kubectl port-forward on 127.0.0.1 (apiserver -> kubelet -> pod)
+    port = free_port()
+    pf = subprocess.Popen(
+        [str(c.kubectl), "--kubeconfig", str(c.kubeconfig), "-n", NS, "port-forward",
+         "--address", LOOPBACK, "svc/smoke", f"{port}:{HTTP_PORT}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: port_open(port), timeout=30, what="kubectl port-forward")
+        health = f"http://{LOOPBACK}:{port}/admin/v2/brokers/health"
+        wait_until(lambda: http_ok(health), timeout=30, what="health through port-forward")
+    finally:
+        pf.terminate()
+        pf.wait(10)
+
+    # the host, through the NodePort on the bridge address, with the official client
+    produce_and_consume(f"pulsar://{c.gateway}:{PULSAR_PORT}")
+
+    # the claim's volume goes with the claim (reclaim policy Delete)
+    c.k("-n", NS, "delete", "statefulset", "smoke", "--wait=true", "--timeout=90s")
+    c.k("-n", NS, "delete", "pvc", "data-smoke-0", "--wait=true", "--timeout=60s")
+    wait_until(lambda: not volume_dir.exists(), timeout=30, what="volume directory removed")
+
+    if not c.started_here:
+        return
+    saved = dict(
+        line.split("=", 1) for line in (STATE / "host/sysctl.saved").read_text().splitlines()
+    )
+    pids = [int(p.read_text()) for p in (STATE / "pids").glob("*.pid")]
+    shims = subprocess.run(
+        ["pgrep", "-f", f"containerd-shim.*-address {STATE}/run/containerd.sock"],
+        capture_output=True, text=True,
+    ).stdout.split()  # fmt: skip
+    t0 = time.monotonic()
+    subprocess.run(["bash", str(SCRIPT), "down"], check=True, timeout=600)
+    print(f"cluster-down took {time.monotonic() - t0:.1f}s")
+    assert leftovers(saved, pids + [int(p) for p in shims], cluster_env()["CLUSTER_BRIDGE"]) == []
