@@ -119,11 +119,14 @@ def cluster() -> Iterator[Cluster]:
     try:
         yield c
     finally:
-        subprocess.run(
-            [str(kubectl), "--kubeconfig", str(kubeconfig), "delete", "namespace", NS,
-             "--ignore-not-found", "--timeout=90s"],
-            capture_output=True, timeout=120, check=False,
-        )  # fmt: skip
+        if started and STATE.exists():  # the test failed before its own teardown
+            subprocess.run(["bash", str(SCRIPT), "down"], timeout=600, check=False)
+        elif not started:
+            subprocess.run(
+                [str(kubectl), "--kubeconfig", str(kubeconfig), "delete", "namespace", NS,
+                 "--ignore-not-found", "--timeout=90s"],
+                capture_output=True, timeout=120, check=False,
+            )  # fmt: skip
 
 
 def manifests(gateway: str) -> str:
@@ -277,7 +280,14 @@ def test_broker_image_on_the_local_cluster(cluster: Cluster) -> None:
                     "name": "admin",
                     "image": f"magnetar/broker:{__version__}",
                     "imagePullPolicy": "Never",
-                    "command": ["magnetar", "admin", "--admin-url", admin_url, "tenants", "list"],
+                    # a few tries: right after the pod turns Ready the admin API has been
+                    # seen to answer 404 once (observed on this cluster, not investigated)
+                    "command": [
+                        "sh",
+                        "-c",
+                        f"for i in 1 2 3 4 5 6 7 8 9 10; do magnetar admin --admin-url {admin_url}"
+                        " tenants list && exit 0; sleep 2; done; exit 1",
+                    ],
                 }
             ],
         },
