@@ -3,7 +3,10 @@ backlog, expire, reset by time and by message id; the backlog follows each step.
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.error
+import urllib.request
 
 import pulsar
 
@@ -115,3 +118,52 @@ def test_reset_cursor_by_time_and_message_id(admin: Admin, client: pulsar.Client
     consumer.close()
     consumer2.close()
     producer.close()
+
+
+def peek(admin: Admin, path: str) -> tuple[int, dict[str, str], bytes]:
+    """GET a peek path: (status, headers, body)."""
+    try:
+        with urllib.request.urlopen(admin.base + path, timeout=30) as r:
+            return r.status, dict(r.headers.items()), r.read()
+    except urllib.error.HTTPError as err:
+        return err.code, dict(err.headers.items()), err.read()
+
+
+def test_peek_messages_and_last_message_id(admin: Admin, client: pulsar.Client) -> None:
+    """Pulsar's ``.../subscription/{sub}/position/{n}`` (the Java admin client's
+    peekMessages) and ``.../lastMessageId``: the n-th unacknowledged message with its
+    metadata in X-Pulsar-* headers (properties both as Pulsar 4's JSON header and 3's
+    per-key headers), a batch whole; 404 past the end."""
+    topic = "persistent://public/default/peek-t"
+    consumer = client.subscribe(topic, "audit")
+    producer = client.create_producer(topic, batching_enabled=False)
+    first = producer.send(b"one", properties={"n": "1"}, partition_key="k1")
+    producer.send(b"two")
+    status, headers, body = peek(admin, f"{NS}/peek-t/subscription/audit/position/1")
+    assert status == 200 and body == b"one"
+    assert headers["X-Pulsar-Message-ID"] == f"{first.ledger_id()}:{first.entry_id()}"
+    assert json.loads(headers["X-Pulsar-PROPERTY"]) == {"n": "1"}
+    assert headers["X-Pulsar-PROPERTY-n"] == "1"
+    assert headers["X-Pulsar-partition-key"] == "k1"
+    assert headers["X-Pulsar-publish-time"].endswith("Z")
+    assert headers["X-Pulsar-sequence-id"] == "0"
+    assert peek(admin, f"{NS}/peek-t/subscription/audit/position/2")[2] == b"two"
+    assert peek(admin, f"{NS}/peek-t/subscription/audit/position/3")[0] == 404
+    assert peek(admin, f"{NS}/peek-t/subscription/nope/position/1")[0] == 404
+    assert peek(admin, f"{NS}/peek-t/subscription/audit/position/0")[0] == 400
+    # an acknowledged message is not peeked; a batch comes whole with its message count
+    consumer.acknowledge(consumer.receive(timeout_millis=10_000))
+    batcher = client.create_producer(topic, batching_enabled=True, batching_max_messages=3)
+    for i in range(3):
+        batcher.send_async(f"b{i}".encode(), None)
+    batcher.flush()
+    eventually(lambda: peek(admin, f"{NS}/peek-t/subscription/audit/position/1")[2] == b"two")
+    status, headers, body = peek(admin, f"{NS}/peek-t/subscription/audit/position/2")
+    assert status == 200 and headers["X-Pulsar-num-batch-message"] == "3"
+    assert headers["X-Pulsar-batch-size"] == str(len(body))
+    status, last = admin.get(f"{NS}/peek-t/lastMessageId")
+    assert status == 200
+    assert (last["ledgerId"], last["entryId"]) == (first.ledger_id(), first.entry_id() + 2)
+    assert (last["partitionIndex"], last["batchIndex"]) == (-1, 2)
+    status, empty = admin.get(f"{NS}/peek-empty/lastMessageId")
+    assert status == 404 or empty["entryId"] == -1

@@ -1,8 +1,9 @@
 """Topics and subscriptions: ``/admin/v2/{persistent|non-persistent}/{tenant}/{namespace}/...``.
 
 Create/delete (non-partitioned and partitioned), list, partitions (get/grow), stats,
-internalStats, partitioned-stats, subscriptions (list, create at a position, delete, skip,
-clear backlog, expire, reset by time or message id), unload, terminate, and the topic-level
+internalStats, partitioned-stats, lastMessageId, subscriptions (list, create at a position,
+delete, skip, clear backlog, expire, reset by time or message id, peek the n-th message),
+unload, terminate, and the topic-level
 policies (messageTTL, retention, deduplicationEnabled) that override the namespace's.
 
 Operations on a topic's data run on the broker that owns it: another broker answers
@@ -19,6 +20,7 @@ operation; creating a subscription answers Pulsar's 400 (only clients create the
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
 import time
@@ -43,10 +45,12 @@ from magnetar.broker.contracts import BrokerError
 from magnetar.broker.ownership import Bundle, bundles_of
 from magnetar.broker.service import ALL_DOMAINS, BrokerService, managed_ledger_name
 from magnetar.broker.topic import NonPersistentTopic, PersistentTopic, Topic
-from magnetar.managed_ledger.api import InitialPosition, Position
+from magnetar.managed_ledger.api import Entry, InitialPosition, Position
 from magnetar.metadata import api, keys
 from magnetar.wire import pb
+from magnetar.wire.batch import decompress
 from magnetar.wire.errors import InvalidTopicNameError
+from magnetar.wire.frames import parse_message_metadata, split_headers_and_payload
 from magnetar.wire.ids import MessageId
 from magnetar.wire.topics import PARTITION_SUFFIX, TopicDomain, TopicName
 
@@ -784,6 +788,113 @@ async def _change_topic_policies(request: web.Request, topic: TopicName, change:
     raise AdminError(409, "topic policies changed concurrently; retry")
 
 
+async def last_message_id(request: web.Request) -> web.Response:
+    """The last stored message's id (entry -1 when the topic is empty; the last batch index
+    when the last entry is a batch), as Pulsar's ``lastMessageId``."""
+    loaded = await _stored_topic(request, "Get the last message id of")
+    ml = loaded.managed_ledger
+    lce = ml.last_confirmed_entry
+    batch_index, batch_size = -1, 0
+    if lce.entry_id >= 0:
+        _, meta, _ = split_headers_and_payload((await ml.read_entry(lce)).data)
+        md = parse_message_metadata(meta)
+        if md.HasField("num_messages_in_batch"):
+            batch_size = md.num_messages_in_batch
+            batch_index = batch_size - 1
+    body = {
+        "ledgerId": lce.ledger_id,
+        "entryId": lce.entry_id,
+        "partitionIndex": loaded.name.partition_index,
+        "batchIndex": batch_index,
+        "batchSize": batch_size,
+    }
+    return web.json_response(body)
+
+
+def _iso_ms(ms: int) -> str:
+    """Pulsar's DateFormatter (ISO-8601 with offset, UTC as Z)."""
+    when = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _peek_headers(position: Position, md: pb.MessageMetadata, payload_size: int) -> dict[str, str]:
+    """Pulsar's ``X-Pulsar-*`` response headers describing a peeked entry."""
+    h = {"X-Pulsar-Message-ID": f"{position.ledger_id}:{position.entry_id}"}
+    if md.properties:
+        # Pulsar 4.x sends (and its admin client reads) one JSON header; 3.x one header per
+        # property: both, so either client finds the properties
+        props = {kv.key: kv.value for kv in md.properties}
+        h["X-Pulsar-PROPERTY"] = json.dumps(props, separators=(",", ":"))
+        for key, value in props.items():
+            h[f"X-Pulsar-PROPERTY-{key}"] = value
+    h["X-Pulsar-publish-time"] = _iso_ms(md.publish_time)
+    if md.HasField("event_time") and md.event_time:
+        h["X-Pulsar-event-time"] = _iso_ms(md.event_time)
+    if md.HasField("deliver_at_time"):
+        h["X-Pulsar-deliver-at-time"] = _iso_ms(md.deliver_at_time)
+    if md.HasField("num_messages_in_batch"):
+        h["X-Pulsar-num-batch-message"] = str(md.num_messages_in_batch)
+        h["X-Pulsar-batch-size"] = str(payload_size)
+    if md.HasField("null_value") and md.null_value:
+        h["X-Pulsar-null-value"] = "true"
+    if md.HasField("num_chunks_from_msg"):
+        h["X-Pulsar-num-chunks-from-msg"] = str(md.num_chunks_from_msg)
+        h["X-Pulsar-total-chunk-msg-size"] = str(md.total_chunk_msg_size)
+        h["X-Pulsar-chunk-id"] = str(md.chunk_id)
+        h["X-Pulsar-uuid"] = md.uuid
+    if md.HasField("partition_key"):
+        h["X-Pulsar-partition-key"] = md.partition_key
+    if md.HasField("ordering_key"):
+        h["X-Pulsar-Base64-ordering-key"] = base64.b64encode(md.ordering_key).decode()
+    if md.HasField("schema_version"):
+        h["X-Pulsar-Base64-schema-version-b64encoded"] = base64.b64encode(
+            md.schema_version
+        ).decode()
+    h["X-Pulsar-Is-Encrypted"] = "true" if md.encryption_keys else "false"
+    if md.HasField("compression"):
+        h["X-Pulsar-compression"] = pb.CompressionType.Name(md.compression)
+    if md.HasField("uncompressed_size"):
+        h["X-Pulsar-uncompressed-size"] = str(md.uncompressed_size)
+    h["X-Pulsar-producer-name"] = md.producer_name
+    h["X-Pulsar-sequence-id"] = str(md.sequence_id)
+    if md.HasField("replicated_from"):
+        h["X-Pulsar-replicated-from"] = md.replicated_from
+    return h
+
+
+async def peek(request: web.Request) -> web.Response:
+    """The n-th (from 1) message the subscription has not acknowledged, as Pulsar answers
+    ``.../position/{n}``: the (uncompressed) payload, the metadata in ``X-Pulsar-*``
+    headers; a batch whole (the client splits it); 404 past the last message."""
+    n = validation.path_integer(request.match_info["n"], "message position", minimum=1)
+    loaded = await _stored_topic(request, "Peek messages on")
+    cursor = _cursor(loaded, request.match_info["subscription"])
+    ml = loaded.managed_ledger
+    start = ml.next_position(cursor.mark_delete_position)
+    counted = 0
+    found: Entry | None = None
+    while found is None:
+        entries = await ml.read_entries(start, max_entries=min(n - counted, 100))
+        if not entries:
+            raise AdminError(404, "Message not found")
+        for entry in entries:
+            if not cursor.is_deleted(entry.position):
+                counted += 1
+                if counted == n:
+                    found = entry
+                    break
+        start = ml.next_position(entries[-1].position)
+    pos = found.position
+    _, meta, payload = split_headers_and_payload(found.data)
+    md = parse_message_metadata(meta)
+    body = bytes(decompress(payload, md.compression, md.uncompressed_size))
+    return web.Response(
+        body=body,
+        headers=_peek_headers(pos, md, len(body)),
+        content_type="application/octet-stream",
+    )
+
+
 def register(router: web.UrlDispatcher) -> None:
     router.add_get("/admin/v2/namespaces/{tenant}/{namespace}/topics", list_namespace_topics)
     router.add_get(BASE, list_topics)
@@ -799,6 +910,7 @@ def register(router: web.UrlDispatcher) -> None:
     router.add_get(f"{t}/stats", stats)
     router.add_get(f"{t}/internalStats", internal_stats)
     router.add_get(f"{t}/partitioned-stats", partitioned_stats)
+    router.add_get(f"{t}/lastMessageId", last_message_id)
     router.add_put(f"{t}/unload", unload)
     router.add_post(f"{t}/terminate", terminate)
     router.add_get(f"{t}/subscriptions", list_subscriptions)
@@ -808,6 +920,7 @@ def register(router: web.UrlDispatcher) -> None:
     router.add_delete(s, delete_subscription)
     router.add_post(s + "/skip/{n}", skip)
     router.add_post(f"{s}/skip_all", skip_all)
+    router.add_get(s + "/position/{n}", peek)
     router.add_post(s + "/expireMessages/{seconds}", expire_messages)
     router.add_post(s + "/resetcursor/{timestamp}", reset_by_time)
     router.add_post(f"{s}/resetcursor", reset_by_message_id)
