@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts/k8s/cluster.sh"
 STATE = ROOT / ".cache/cluster"
 NS = "magnetar-smoke"
+PC_NS = "magnetar-pc"
 # the same numbers inside the pod and on the node, so the broker's advertised URL (the bridge
 # address + the NodePort) works from the host and from pods
 PULSAR_PORT, HTTP_PORT = 30650, 30080
@@ -46,7 +47,7 @@ PULSAR_PORT, HTTP_PORT = 30650, 30080
 def cluster_env() -> dict[str, str]:
     out = subprocess.run(
         ["bash", "-c", f"source {ROOT}/scripts/k8s/versions.env; source "
-         f"{ROOT}/scripts/k8s/cluster.env; set | grep -E '^(CLUSTER|KUBERNETES)_'"],
+         f"{ROOT}/scripts/k8s/cluster.env; set | grep -E '^(CLUSTER|KUBERNETES|HELM|ETCD)_'"],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     return dict(line.split("=", 1) for line in out.stdout.splitlines())
@@ -124,7 +125,7 @@ def cluster() -> Iterator[Cluster]:
         elif not started:
             subprocess.run(
                 [str(kubectl), "--kubeconfig", str(kubeconfig), "delete", "namespace", NS,
-                 "--ignore-not-found", "--timeout=90s"],
+                 PC_NS, "--ignore-not-found", "--timeout=90s"],
                 capture_output=True, timeout=120, check=False,
             )  # fmt: skip
 
@@ -325,8 +326,74 @@ def test_broker_image_on_the_local_cluster(cluster: Cluster) -> None:
     c.k("-n", NS, "delete", "pvc", "data-smoke-0", "--wait=true", "--timeout=60s")
     wait_until(lambda: not volume_dir.exists(), timeout=30, what="volume directory removed")
 
+
+def test_pulsarcluster_installed_with_helm(cluster: Cluster) -> None:
+    """The chart with a one-of-everything PulsarCluster, from the locally built images: Ready
+    with every pod Running and every claim bound by the local-path provisioner; the official
+    client on the host (this machine is the node, so Service addresses route) produces and
+    consumes through the broker Service; deleting the PulsarCluster (reclaimPolicy Delete)
+    removes its claims and their directories."""
+    c = cluster
+    helm = ROOT / ".cache/k8s-bin" / f"helm-{cluster_env()['HELM_VERSION']}" / "helm"
+    if not helm.exists():
+        pytest.skip("helm is not built: make k8s-tools")
+    env = cluster_env()
+    etcd_image = f"magnetar/etcd:{env['ETCD_VERSION']}-local"
+    sets = {
+        "operator.image.repository": "magnetar/operator",
+        "operator.image.tag": __version__,
+        "operator.image.pullPolicy": "Never",
+        "cluster.spec.version": __version__,
+        "cluster.spec.image.registry": "magnetar",
+        "cluster.spec.image.etcd": etcd_image,
+        "cluster.spec.image.pullPolicy": "Never",
+    }
+    cmd = [
+        str(helm), "--kubeconfig", str(c.kubeconfig), "install", "magnetar",
+        str(ROOT / "helm/magnetar"), "-n", PC_NS, "--create-namespace",
+        "-f", str(ROOT / "helm/magnetar/ci/values-cluster-minimal.yaml"),
+        "--wait", "--timeout", "180s",
+    ]  # fmt: skip
+    for key, value in sets.items():
+        cmd += ["--set", f"{key}={value}"]
+    t0 = time.monotonic()
+    subprocess.run(cmd, check=True, capture_output=True, timeout=240)
+    c.k("-n", PC_NS, "wait", "pulsarcluster/dev", "--for=condition=Ready", "--timeout=300s",
+        timeout=320)  # fmt: skip
+    print(f"PulsarCluster Ready {time.monotonic() - t0:.1f}s after helm install")
+    pods = json.loads(c.k("-n", PC_NS, "get", "pods", "-o", "json"))["items"]
+    assert {p["status"]["phase"] for p in pods} == {"Running"}
+    pvcs = json.loads(c.k("-n", PC_NS, "get", "pvc", "-o", "json"))["items"]
+    assert sorted(p["metadata"]["name"] for p in pvcs) == [
+        "data-dev-etcd-0", "journal-dev-bookie-0", "ledgers-dev-bookie-0",
+    ]  # fmt: skip
+    assert {p["status"]["phase"] for p in pvcs} == {"Bound"}
+    pvs = [json.loads(c.k("get", "pv", p["spec"]["volumeName"], "-o", "json")) for p in pvcs]
+    dirs = [Path(pv["spec"]["local"]["path"]) for pv in pvs]
+
+    ip = c.k("-n", PC_NS, "get", "svc", "dev-broker", "-o", "jsonpath={.spec.clusterIP}")
+    produce_and_consume(f"pulsar://{ip}:6650", count=1000)
+
+    # the PulsarCluster first, while its operator runs (its finalizer deletes the claims),
+    # then the release
+    c.k("-n", PC_NS, "delete", "pulsarcluster", "dev", "--timeout=120s", timeout=150)
+    wait_until(
+        lambda: not c.k("-n", PC_NS, "get", "pvc", "-o", "name").strip(),
+        timeout=120,
+        what="the PulsarCluster's claims deleted",
+    )
+    wait_until(lambda: not any(d.exists() for d in dirs), timeout=60, what="volumes removed")
+    subprocess.run(
+        [str(helm), "--kubeconfig", str(c.kubeconfig), "uninstall", "magnetar", "-n", PC_NS,
+         "--wait", "--timeout", "120s"],
+        check=True, capture_output=True, timeout=150,
+    )  # fmt: skip
+
+
+def test_cluster_down_leaves_nothing(cluster: Cluster) -> None:
+    c = cluster
     if not c.started_here:
-        return
+        pytest.skip("the cluster was running before the tests: left running")
     saved = dict(
         line.split("=", 1) for line in (STATE / "host/sysctl.saved").read_text().splitlines()
     )
