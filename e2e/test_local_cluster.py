@@ -6,10 +6,11 @@ claim served by the cluster's local-path provisioner; a NodePort Service exposes
 cluster bridge's address. Checked: another pod reaches it through the Service's DNS name
 (CoreDNS + ClusterIP), the host reaches the admin API through `kubectl port-forward` on
 127.0.0.1, the official Python client on the host produces and consumes through the NodePort,
-the claim's volume is removed when the claim goes, and `cluster.sh down` leaves nothing
-behind (no process it started, no bridge, no pod netns, no KUBE-/CNI- chains, kernel
-settings kubelet changes restored). Uses a running cluster if there is one (and leaves it
-running), else brings one up and tears it down.
+the claim's volume is removed when the claim goes. Then the chart with a one-of-everything
+PulsarCluster from the local images (Ready, claims bound, 1,000 messages from the host).
+Finally `cluster.sh down` leaves nothing behind (no process it started, no bridge, no pod
+netns, no KUBE-/CNI- chains, kernel settings kubelet changes restored). Uses a running
+cluster if there is one (and leaves it running), else brings one up and tears it down.
 
 Run: `make test-e2e-cluster` (root, Go, Docker with `make images` built).
 """
