@@ -32,8 +32,10 @@ class AccessModeTest extends Target {
         String topic = topic("exclusive");
         try (Producer<byte[]> a = producer(topic, ProducerAccessMode.Exclusive)) {
             a.send("a".getBytes());
-            assertThrows(PulsarClientException.class, () -> producer(topic, ProducerAccessMode.Exclusive));
-            assertThrows(PulsarClientException.class, () -> producer(topic, ProducerAccessMode.Shared));
+            assertThrows(PulsarClientException.ProducerFencedException.class,
+                    () -> producer(topic, ProducerAccessMode.Exclusive));
+            assertThrows(PulsarClientException.ProducerBusyException.class,
+                    () -> producer(topic, ProducerAccessMode.Shared));
         }
     }
 
@@ -57,7 +59,8 @@ class AccessModeTest extends Target {
         Producer<byte[]> a = producer(topic, ProducerAccessMode.Exclusive);
         try (Producer<byte[]> b = producer(topic, ProducerAccessMode.ExclusiveWithFencing)) {
             b.send("b".getBytes());
-            assertThrows(PulsarClientException.class, () -> a.send("a".getBytes()));
+            PulsarClientException e = assertThrows(PulsarClientException.class, () -> a.send("a".getBytes()));
+            assertFalse(a.isConnected(), "the fenced producer is disconnected: " + e);
         } finally {
             a.closeAsync();
         }

@@ -3,6 +3,7 @@ package io.magnetar.clients;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -16,7 +17,10 @@ import org.apache.pulsar.client.api.SubscriptionInitialPosition;
 import org.apache.pulsar.client.api.SubscriptionType;
 import org.junit.jupiter.api.Test;
 
-/** Acknowledgements of every kind, ack timeout, negative acks and the dead letter topic. */
+/**
+ * Acknowledgements of every kind, ack timeout, negative acks (also of one message of a batch),
+ * the dead letter topic and the retry letter topic.
+ */
 class AckTest extends Target {
 
     private void produce(String topic, int n, boolean batching) throws Exception {
@@ -140,6 +144,64 @@ class AckTest extends Target {
             assertNotNull(d, "the message reached the DLQ");
             assertEquals("m0", d.getValue());
             assertNull(c.receive(500, TimeUnit.MILLISECONDS));
+        }
+    }
+
+    @Test
+    void negativeAckOfOneBatchMessageRedeliversOnlyIt() throws Exception {
+        String topic = topic("batch-nack");
+        produce(topic, 10, true);
+        try (Consumer<String> c = client.newConsumer(Schema.STRING).topic(topic).subscriptionName("sub")
+                .subscriptionType(SubscriptionType.Shared).enableBatchIndexAcknowledgment(true)
+                .acknowledgmentGroupTime(0, TimeUnit.MILLISECONDS)
+                .negativeAckRedeliveryDelay(100, TimeUnit.MILLISECONDS)
+                .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest).subscribe()) {
+            for (int i = 0; i < 10; i++) {
+                Message<String> m = c.receive(10, TimeUnit.SECONDS);
+                assertNotNull(m, "message " + i);
+                if (m.getValue().equals("m4")) {
+                    c.negativeAcknowledge(m);
+                } else {
+                    c.acknowledge(m);
+                }
+            }
+            Message<String> again = c.receive(10, TimeUnit.SECONDS);
+            assertNotNull(again, "the negatively acknowledged message comes back");
+            assertEquals("m4", again.getValue());
+            assertEquals(1, again.getRedeliveryCount());
+            c.acknowledge(again);
+            assertEquals(List.of(), receiveAll(c, 10), "only the nacked message of the batch came back");
+        }
+    }
+
+    @Test
+    void reconsumeLaterGoesThroughTheRetryTopicToTheDeadLetterTopic() throws Exception {
+        String topic = topic("retry");
+        String retry = topic + "-RETRY";
+        String dlq = topic + "-DLQ";
+        try (Consumer<String> dead = client.newConsumer(Schema.STRING).topic(dlq).subscriptionName("dlq")
+                     .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest).subscribe();
+             Consumer<String> c = client.newConsumer(Schema.STRING).topic(topic).subscriptionName("sub")
+                     .subscriptionType(SubscriptionType.Shared).enableRetry(true)
+                     .deadLetterPolicy(DeadLetterPolicy.builder().maxRedeliverCount(2)
+                             .retryLetterTopic(retry).deadLetterTopic(dlq).build())
+                     .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest).subscribe()) {
+            produce(topic, 1, false);
+            long start = System.currentTimeMillis();
+            for (int i = 0; i < 3; i++) {
+                Message<String> m = c.receive(15, TimeUnit.SECONDS);
+                assertNotNull(m, "delivery " + i);
+                assertEquals("m0", m.getValue());
+                assertEquals(i == 0 ? null : String.valueOf(i), m.getProperty("RECONSUMETIMES"));
+                c.reconsumeLater(m, 2, TimeUnit.SECONDS);
+            }
+            // two retries, each delayed 2 s (Pulsar may release a delayed message a tick, 1 s, early)
+            long waited = System.currentTimeMillis() - start;
+            assertTrue(waited >= 1500, "retries were delayed: " + waited + " ms");
+            Message<String> d = dead.receive(15, TimeUnit.SECONDS);
+            assertNotNull(d, "the message reached the DLQ after the retries");
+            assertEquals("m0", d.getValue());
+            assertNull(c.receive(1, TimeUnit.SECONDS));
         }
     }
 }

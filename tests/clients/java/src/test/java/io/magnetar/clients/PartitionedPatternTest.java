@@ -38,6 +38,7 @@ class PartitionedPatternTest extends Target {
                 Message<String> m = c.receive(10, TimeUnit.SECONDS);
                 assertNotNull(m, "message " + i);
                 int partition = partitionOf(m.getMessageId());
+                assertEquals(partition, partitionIndexApi(m.getMessageId()), "the client's own API agrees");
                 assertTrue(m.getTopicName().endsWith("-partition-" + partition), m.getTopicName());
                 Integer before = partitionOfKey.put(m.getKey(), partition);
                 assertTrue(before == null || before == partition, "a key on two partitions");
@@ -71,6 +72,57 @@ class PartitionedPatternTest extends Target {
             assertNotNull(n, "the pattern consumer found the new topic");
             assertEquals("on a new topic", n.getValue());
             assertEquals(later, n.getTopicName());
+        }
+    }
+
+    /**
+     * The partition index through the client's API where it has one ({@code MessageIdAdv}, 3.1+),
+     * else the serialized form's.
+     */
+    static int partitionIndexApi(org.apache.pulsar.client.api.MessageId id) throws Exception {
+        try {
+            Class<?> adv = Class.forName("org.apache.pulsar.client.api.MessageIdAdv");
+            assertTrue(adv.isInstance(id), "a 4.0 message id is a MessageIdAdv: " + id.getClass());
+            return (Integer) adv.getMethod("getPartitionIndex").invoke(id);
+        } catch (ClassNotFoundException older) {
+            return partitionOf(id);
+        }
+    }
+
+    @Test
+    void patternConsumerPicksUpAPartitionedTopicCreatedLater() throws Exception {
+        String prefix = "ppattern-" + shortId();
+        String first = "persistent://" + namespace + "/" + prefix + "-a";
+        String later = "persistent://" + namespace + "/" + prefix + "-b";
+        admin.topics().createPartitionedTopic(first, 2);
+        try (Consumer<String> c = client.newConsumer(Schema.STRING)
+                .topicsPattern(Pattern.compile("persistent://" + namespace + "/" + prefix + "-.*"))
+                .patternAutoDiscoveryPeriod(1, TimeUnit.SECONDS).subscriptionName("sub")
+                .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest).subscribe()) {
+            admin.topics().createPartitionedTopic(later, 3);
+            // the consumer subscribes to the new topic's partitions on its own; give it the time
+            // its discovery needs before producing (Earliest would catch up anyway)
+            Set<String> seen = new HashSet<>();
+            try (Producer<String> p = client.newProducer(Schema.STRING).topic(later).create()) {
+                for (int i = 0; i < 30; i++) {
+                    p.newMessage().key("k" + i).value("b" + i).sendAsync();
+                }
+                p.flush();
+            }
+            try (Producer<String> p = client.newProducer(Schema.STRING).topic(first).create()) {
+                p.send("a0");
+            }
+            Set<String> partitionsSeen = new HashSet<>();
+            for (int i = 0; i < 31; i++) {
+                Message<String> m = c.receive(30, TimeUnit.SECONDS);
+                assertNotNull(m, "message " + i + " (seen " + seen + ")");
+                seen.add(m.getValue());
+                partitionsSeen.add(m.getTopicName());
+                c.acknowledge(m);
+            }
+            assertEquals(31, seen.size());
+            assertTrue(partitionsSeen.contains(later + "-partition-0") && partitionsSeen.contains(later + "-partition-2"),
+                    partitionsSeen.toString());
         }
     }
 }

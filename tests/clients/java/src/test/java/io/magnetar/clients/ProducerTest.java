@@ -17,9 +17,10 @@ import org.apache.pulsar.client.api.MessageId;
 import org.apache.pulsar.client.api.Producer;
 import org.apache.pulsar.client.api.Schema;
 import org.apache.pulsar.client.api.SubscriptionInitialPosition;
+import org.apache.pulsar.client.api.SubscriptionType;
 import org.junit.jupiter.api.Test;
 
-/** Producers: sync, async, batched and chunked sends with keys and properties. */
+/** Producers: sync, async, batched and chunked sends with keys and properties; delayed delivery. */
 class ProducerTest extends Target {
 
     private Consumer<byte[]> subscribe(String topic) throws Exception {
@@ -90,6 +91,30 @@ class ProducerTest extends Target {
             assertNotNull(next);
             assertEquals("small", new String(next.getValue()));
             assertTrue(admin.topics().getInternalStats(topic).numberOfEntries >= 6, "stored as chunks");
+        }
+    }
+
+    @Test
+    void delayedDeliveryOnASharedSubscription() throws Exception {
+        String topic = topic("delayed");
+        try (Consumer<String> c = client.newConsumer(Schema.STRING).topic(topic).subscriptionName("sub")
+                     .subscriptionType(SubscriptionType.Shared)
+                     .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest).subscribe();
+             Producer<String> p = client.newProducer(Schema.STRING).topic(topic).enableBatching(false).create()) {
+            long sentAt = System.currentTimeMillis();
+            p.newMessage().value("later").deliverAfter(3, TimeUnit.SECONDS).send();
+            p.send("now");
+            Message<String> first = c.receive(10, TimeUnit.SECONDS);
+            assertNotNull(first);
+            assertEquals("now", first.getValue(), "the delayed message is held back");
+            c.acknowledge(first);
+            Message<String> second = c.receive(10, TimeUnit.SECONDS);
+            assertNotNull(second, "the delayed message arrives");
+            assertEquals("later", second.getValue());
+            // Pulsar may release a delayed message up to one tick (1 s) early
+            long waited = System.currentTimeMillis() - sentAt;
+            assertTrue(waited >= 1500, "delivered after " + waited + " ms");
+            c.acknowledge(second);
         }
     }
 }

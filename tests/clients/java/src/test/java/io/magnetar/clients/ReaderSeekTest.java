@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.apache.pulsar.client.api.Consumer;
 import org.apache.pulsar.client.api.Message;
@@ -17,7 +18,10 @@ import org.apache.pulsar.client.api.Schema;
 import org.apache.pulsar.client.api.SubscriptionInitialPosition;
 import org.junit.jupiter.api.Test;
 
-/** Readers from every start position, the hasMessageAvailable loop, seek by id and by time. */
+/**
+ * Readers from every start position (also inside a batch), the hasMessageAvailable loop (also on
+ * one partition and over a whole partitioned topic), seek by id and by time.
+ */
 class ReaderSeekTest extends Target {
 
     private List<MessageId> produce(String topic, int n) throws Exception {
@@ -101,6 +105,51 @@ class ReaderSeekTest extends Target {
             assertTrue(m.getPublishTime() >= middle);
             c.seek(MessageId.earliest);
             assertEquals("m0", c.receive(10, TimeUnit.SECONDS).getValue());
+        }
+    }
+
+    @Test
+    void readersFromAnIdInsideABatch() throws Exception {
+        String topic = topic("reader-batch");
+        List<CompletableFuture<MessageId>> sent = new ArrayList<>();
+        try (Producer<String> p = client.newProducer(Schema.STRING).topic(topic).enableBatching(true)
+                .batchingMaxMessages(10).batchingMaxPublishDelay(1, TimeUnit.SECONDS).create()) {
+            for (int i = 0; i < 10; i++) {
+                sent.add(p.sendAsync("m" + i));
+            }
+            p.flush();
+        }
+        List<MessageId> ids = new ArrayList<>();
+        for (CompletableFuture<MessageId> f : sent) {
+            ids.add(f.get(10, TimeUnit.SECONDS));
+        }
+        assertEquals(1, admin.topics().getInternalStats(topic).entriesAddedCounter, "one batch");
+        try (Reader<String> r = client.newReader(Schema.STRING).topic(topic).startMessageId(MessageId.earliest).create()) {
+            assertEquals(10, readAll(r).size());
+        }
+        try (Reader<String> r = client.newReader(Schema.STRING).topic(topic).startMessageId(ids.get(4)).create()) {
+            assertEquals(List.of("m5", "m6", "m7", "m8", "m9"), readAll(r));
+        }
+        try (Reader<String> r = client.newReader(Schema.STRING).topic(topic).startMessageId(ids.get(4))
+                .startMessageIdInclusive().create()) {
+            assertEquals(List.of("m4", "m5", "m6", "m7", "m8", "m9"), readAll(r));
+        }
+    }
+
+    @Test
+    void hasMessageAvailableLoopEndsOverAPartitionedTopic() throws Exception {
+        String topic = topic("readerall");
+        admin.topics().createPartitionedTopic(topic, 3);
+        try (Producer<String> p = client.newProducer(Schema.STRING).topic(topic).create()) {
+            for (int i = 0; i < 300; i++) {
+                p.newMessage().key("key-" + (i % 31)).value("m" + i).sendAsync();
+            }
+            p.flush();
+        }
+        try (Reader<String> r = client.newReader(Schema.STRING).topic(topic).startMessageId(MessageId.earliest).create()) {
+            List<String> all = readAll(r);
+            assertEquals(300, all.size());
+            assertEquals(300, new java.util.HashSet<>(all).size());
         }
     }
 }

@@ -22,7 +22,7 @@ import org.apache.pulsar.client.api.SubscriptionInitialPosition;
 import org.apache.pulsar.client.api.SubscriptionType;
 import org.junit.jupiter.api.Test;
 
-/** Every subscription type: Exclusive, Shared, Failover, Key_Shared. */
+/** Every subscription type: Exclusive, Shared, Failover, Key_Shared; a zero-queue consumer. */
 class SubscriptionTypesTest extends Target {
 
     private Consumer<String> consumer(String topic, SubscriptionType type, String name) throws Exception {
@@ -122,6 +122,22 @@ class SubscriptionTypesTest extends Target {
             Set<String> consumersUsed = new HashSet<>(owner.values());
             assertTrue(consumersUsed.size() >= 1);
             assertNull(a.receive(100, TimeUnit.MILLISECONDS));
+        }
+    }
+
+    @Test
+    void zeroQueueConsumerReceivesOneAtATime() throws Exception {
+        String topic = topic("zero-queue");
+        try (Consumer<String> c = client.newConsumer(Schema.STRING).topic(topic).subscriptionName("sub")
+                .subscriptionType(SubscriptionType.Shared).receiverQueueSize(0)
+                .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest).subscribe()) {
+            produce(topic, 20, false);
+            // a zero-queue consumer has no receive with a timeout; receiveAsync asks for one message
+            for (int i = 0; i < 20; i++) {
+                Message<String> m = c.receiveAsync().get(10, TimeUnit.SECONDS);
+                assertEquals("m" + i, m.getValue());
+                c.acknowledge(m);
+            }
         }
     }
 }
