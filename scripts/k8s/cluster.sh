@@ -51,22 +51,34 @@ start() {
     echo $! >"$STATE/pids/$name.pid"
 }
 
-# stop NAME [TIMEOUT]: TERM, then KILL after TIMEOUT seconds (kube-apiserver may ignore the
-# first TERM once etcd is gone)
+# stop TIMEOUT NAME...: TERM to all of them at once, then KILL whatever still runs after
+# TIMEOUT seconds (kube-apiserver may ignore the first TERM once etcd is gone)
 stop() {
-    local name=$1 timeout=${2:-15} pid
-    [ -f "$STATE/pids/$name.pid" ] || return 0
-    pid=$(cat "$STATE/pids/$name.pid")
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -TERM "$pid" 2>/dev/null || true
-        for _ in $(seq 1 $((timeout * 5))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    local timeout=$1 name pid t0=$SECONDS left
+    shift
+    local pids=()
+    for name in "$@"; do
+        [ -f "$STATE/pids/$name.pid" ] || continue
+        pid=$(cat "$STATE/pids/$name.pid")
         if kill -0 "$pid" 2>/dev/null; then
-            clog "$name (pid $pid) ignored TERM for ${timeout}s: KILL"
-            kill -KILL "$pid" 2>/dev/null || true
-            sleep 0.5
+            kill -TERM "$pid" 2>/dev/null || true
+            pids+=("$name:$pid")
         fi
-    fi
-    rm -f "$STATE/pids/$name.pid"
+    done
+    for _ in $(seq 1 $((timeout * 10))); do
+        left=0
+        for name in "${pids[@]}"; do kill -0 "${name#*:}" 2>/dev/null && left=1; done
+        [ $left = 0 ] && break
+        sleep 0.1
+    done
+    for name in "${pids[@]}"; do
+        if kill -0 "${name#*:}" 2>/dev/null; then
+            clog "${name%%:*} (pid ${name#*:}) ignored TERM for ${timeout}s: KILL"
+            kill -KILL "${name#*:}" 2>/dev/null || true
+        fi
+    done
+    for name in "$@"; do rm -f "$STATE/pids/$name.pid"; done
+    [ $((SECONDS - t0)) -lt 3 ] || clog "$* stopped in $((SECONDS - t0))s"
 }
 
 wait_for() { # wait_for SECONDS DESCRIPTION CMD...
@@ -414,9 +426,13 @@ delete_workloads() {
     K delete pods --all -A --grace-period 5 --timeout 60s >/dev/null 2>&1 || true
     K delete pvc --all -A --timeout 30s >/dev/null 2>&1 || true
     # CNI allocations go when kubelet has torn the sandboxes down
+    clog "pods deleted"
     local i
     for i in $(seq 1 60); do
-        [ -z "$(ls "$STATE/cni/ipam/$CNI_NET" 2>/dev/null | grep -vE '^(lock|last_reserved_ip\.0)$')" ] && return 0
+        if [ -z "$(ls "$STATE/cni/ipam/$CNI_NET" 2>/dev/null | grep -vE '^(lock|last_reserved_ip\.0)$')" ]; then
+            clog "CNI allocations released"
+            return 0
+        fi
         sleep 0.5
     done
     clog "CNI allocations still present after 30s: $(ls "$STATE/cni/ipam/$CNI_NET" | tr '\n' ' ')"
@@ -499,18 +515,14 @@ down() {
     [ -d "$STATE/pids" ] || [ -f "$STATE/host/sysctl.saved" ] || { clog "not running"; return 0; }
     local t0=$SECONDS
     delete_workloads
-    stop provisioner 5
-    stop kube-proxy 10
-    stop kubelet 15
+    stop 15 provisioner kube-proxy kubelet
     cleanup_runtime_leftovers
-    stop kube-scheduler 10
-    stop kube-controller-manager 10
-    stop containerd 15
-    stop kube-apiserver 10
-    stop etcd 15
+    stop 15 kube-scheduler kube-controller-manager containerd
+    stop 10 kube-apiserver
+    stop 15 etcd
     # anything else recorded (a component added later)
     local f
-    for f in "$STATE"/pids/*.pid; do [ -e "$f" ] && stop "$(basename "$f" .pid)" 10; done
+    for f in "$STATE"/pids/*.pid; do [ -e "$f" ] && stop 10 "$(basename "$f" .pid)"; done
     cleanup_network
     cleanup_mounts_and_cgroups
     restore_sysctls
