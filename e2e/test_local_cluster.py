@@ -114,7 +114,11 @@ def cluster() -> Iterator[Cluster]:
     up_seconds = None
     if started:
         t0 = time.monotonic()
-        subprocess.run(["bash", str(SCRIPT), "up"], check=True, timeout=1800)
+        try:
+            subprocess.run(["bash", str(SCRIPT), "up"], check=True, timeout=1800)
+        except subprocess.SubprocessError:
+            subprocess.run(["bash", str(SCRIPT), "down"], timeout=600, check=False)
+            raise
         up_seconds = time.monotonic() - t0
         print(f"cluster-up took {up_seconds:.1f}s")
     c = Cluster(kubeconfig, kubectl, env["CLUSTER_GATEWAY"], started, up_seconds)
