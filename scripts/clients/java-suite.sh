@@ -5,6 +5,8 @@
 # Maven's repository is the repo's .cache/m2 (Maven Central only, bench/peers/maven-settings.xml).
 # The first run resolves dependencies online; later runs are offline once a stamp records
 # that the pom's dependencies for that client version are complete.
+# JAVA_SUITE_BUILD_DIR (default tests/clients/java/target) is Maven's build directory: classes
+# and surefire-reports; the pytest wrapper gives each run its own.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
@@ -19,11 +21,12 @@ SETTINGS="$ROOT/bench/peers/maven-settings.xml"
 mkdir -p "$ROOT/.cache"
 want=$( (cat "$POM" "$SETTINGS"; printf '%s\n' "$@") | sha256sum | cut -d' ' -f1)
 stamp="$ROOT/.cache/java-suite.$want.stamp"
+BUILD_DIR=${JAVA_SUITE_BUILD_DIR:-$ROOT/tests/clients/java/target}
 offline=()
 [ -f "$stamp" ] && offline=(-o)
 mvn -B -q "${offline[@]}" -s "$SETTINGS" -Dmaven.repo.local="$ROOT/.cache/m2" -f "$POM" \
-    -Dmagnetar.serviceUrl="$SERVICE_URL" -Dmagnetar.adminUrl="$ADMIN_URL" \
+    -Dmagnetar.serviceUrl="$SERVICE_URL" -Dmagnetar.adminUrl="$ADMIN_URL" -Dmagnetar.buildDir="$BUILD_DIR" \
     -Dsurefire.failIfNoSpecifiedTests=false "$@" test && rc=0 || rc=$?
 # Dependencies resolved once are enough to go offline next time, whatever the tests said.
-[ -d "$ROOT/tests/clients/java/target/test-classes" ] && touch "$stamp"
+[ -d "$BUILD_DIR/test-classes" ] && touch "$stamp"
 exit $rc

@@ -6,6 +6,7 @@ messages in the report."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
@@ -15,13 +16,11 @@ import pytest
 
 from tests.clients.conftest import ROOT, Target
 
-REPORTS = ROOT / "tests/clients/java/target/surefire-reports"
 
-
-def surefire_summary() -> tuple[int, list[str]]:
+def surefire_summary(reports: Path) -> tuple[int, list[str]]:
     """(scenarios run, 'Class.method: message' of each failure) from the XML reports."""
     run, failed = 0, []
-    for report in sorted(REPORTS.glob("TEST-*.xml")):
+    for report in sorted(reports.glob("TEST-*.xml")):
         for case in ET.parse(report).getroot().iter("testcase"):
             run += 1
             for problem in [*case.iter("failure"), *case.iter("error")]:
@@ -41,7 +40,7 @@ def surefire_summary() -> tuple[int, list[str]]:
 def test_java_client_suite(client_target: Target, client_version: str, tmp_path: Path) -> None:
     if client_version != "4.0.7" and client_target.name == "cluster":
         pytest.skip("the 3.0 client runs against the standalone (the cluster adds no protocol)")
-    shutil.rmtree(REPORTS, ignore_errors=True)
+    build = tmp_path / "build"  # this run's own (sessions may run the suite at once)
     log = tmp_path / "java-suite.log"
     with log.open("wb") as out:
         done = subprocess.run(
@@ -51,12 +50,13 @@ def test_java_client_suite(client_target: Target, client_version: str, tmp_path:
                 client_target.admin_url,
                 f"-Dpulsar.client.version={client_version}",
             ],
+            env={**os.environ, "JAVA_SUITE_BUILD_DIR": str(build)},
             stdout=out,
             stderr=subprocess.STDOUT,
             timeout=900,
             check=False,
         )
-    run, failed = surefire_summary()
+    run, failed = surefire_summary(build / "surefire-reports")
     print(
         f"java client {client_version} suite against {client_target.name}: {run} scenarios, "
         f"{len(failed)} failed"
