@@ -233,3 +233,36 @@ func TestNonDurableSubscriptionLeavesNoCursor(t *testing.T) {
 		t.Fatalf("subscriptions left: %v", subs)
 	}
 }
+
+func TestTerminatedTopic(t *testing.T) {
+	// REACHED_END_OF_TOPIC comes only once everything is acknowledged (the Go client does not
+	// know the command and drops the connection on it: sent earlier, messages went missing).
+	c := newClient(t)
+	tp := topic("terminated")
+	produce(t, c, tp, 3, false)
+	var last struct {
+		LedgerID int64 `json:"ledgerId"`
+		EntryID  int64 `json:"entryId"`
+	}
+	if err := json.Unmarshal(admin(t, "POST", restPath(tp)+"/terminate", nil), &last); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: tp}); err == nil {
+		p.Close()
+		t.Fatal("a producer was accepted on a terminated topic")
+	} else if !strings.Contains(err.Error(), "erminated") {
+		t.Fatalf("refused, but not as terminated: %v", err)
+	}
+	got := readAll(t, reader(t, c, pulsar.ReaderOptions{Topic: tp, StartMessageID: pulsar.EarliestMessageID()}))
+	if strings.Join(got, ",") != "m0,m1,m2" {
+		t.Fatalf("read %v from the terminated topic (last entry %d:%d)", got, last.LedgerID, last.EntryID)
+	}
+	cons := mustConsumer(t, c, pulsar.ConsumerOptions{Topic: tp, SubscriptionName: "sub"})
+	for i := 0; i < 3; i++ {
+		msg := receive(t, cons, 10*time.Second)
+		if msg == nil || string(msg.Payload()) != fmt.Sprintf("m%d", i) {
+			t.Fatalf("consumer, message %d: %v", i, msg)
+		}
+		_ = cons.Ack(msg)
+	}
+}

@@ -334,7 +334,7 @@ class Subscription:
                 return _Outcome.IDLE, []  # look-ahead past busy keys is bounded
         if not self.cursor.has_more_entries():
             if self.ml.terminated:
-                self._reached_end()
+                self._maybe_reached_end()
                 return _Outcome.IDLE, []
             return _Outcome.WAIT_ENTRIES, []
         entries = await self.cursor.read_entries(budget)
@@ -343,8 +343,13 @@ class Subscription:
         policy.route([(e, cache.get(e)) for e in entries], replay=False)
         return _Outcome.PROGRESS, []
 
-    def _reached_end(self) -> None:
-        """A terminated topic read to its end: tell each consumer once."""
+    def _maybe_reached_end(self) -> None:
+        """A terminated topic read to its end and every message acknowledged: tell each
+        consumer once. As Pulsar, not before the acknowledgements: a client may treat
+        REACHED_END_OF_TOPIC as final (the Go client drops the connection on it, losing
+        what it had not yet handed out)."""
+        if self.cursor.backlog() > 0 or self.cursor.has_more_entries():
+            return
         for c in self.consumers:
             if not c.told_end:
                 c.told_end = True
@@ -463,6 +468,8 @@ class Subscription:
             log.debug("ack of an unknown position ignored: %s", exc)
         except ManagedLedgerError as exc:
             raise BrokerError(pb.PersistenceError, f"acknowledgement failed: {exc}") from exc
+        if self.ml.terminated:
+            self._maybe_reached_end()
         if self.sub_type == KEY_SHARED and any(
             x.join_read_position is not None for x in self.consumers
         ):

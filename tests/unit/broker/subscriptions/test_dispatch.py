@@ -480,11 +480,19 @@ async def test_reached_end_of_a_terminated_topic(ml: FakeLedger) -> None:
     ml.terminated = True
     c.flow(10)
     await settle()
-    ends = [x for x in cnx.commands if x.type == pb.BaseCommand.REACHED_END_OF_TOPIC]
-    assert cnx.received(1) == [0] and len(ends) == 1
+
+    def ends() -> int:
+        return len([x for x in cnx.commands if x.type == pb.BaseCommand.REACHED_END_OF_TOPIC])
+
+    # as Pulsar: only once every message is acknowledged (the Go client drops the
+    # connection on REACHED_END_OF_TOPIC, losing what it had not handed out yet)
+    assert cnx.received(1) == [0] and ends() == 0
+    await c.ack(ack_cmd(1, 0))
+    await settle()
+    assert ends() == 1
     c.flow(10)
     await settle()
-    assert len([x for x in cnx.commands if x.type == pb.BaseCommand.REACHED_END_OF_TOPIC]) == 1
+    assert ends() == 1
 
 
 async def test_reader_rollback_duration(ml: FakeLedger) -> None:
