@@ -81,6 +81,7 @@ def test_go_test_json_parsing() -> None:
 
 
 @pytest.mark.skipif(GO is None, reason="the Go suite needs Go (go on PATH or /usr/local/go)")
+@pytest.mark.timeout(1200)  # a cold cache first downloads and compiles pulsar-client-go
 def test_go_client_suite(client_target: Target, tmp_path: Path) -> None:
     done = subprocess.run(
         [

@@ -37,6 +37,7 @@ def surefire_summary(reports: Path) -> tuple[int, list[str]]:
     reason="the Java suite needs Java 17 and Maven (java, mvn on PATH)",
 )
 @pytest.mark.parametrize("client_version", ["4.0.7", "3.0.7"])
+@pytest.mark.timeout(1200)  # a cold .cache/m2 first downloads each client's dependencies
 def test_java_client_suite(client_target: Target, client_version: str, tmp_path: Path) -> None:
     if client_version != "4.0.7" and client_target.name == "cluster":
         pytest.skip("the 3.0 client runs against the standalone (the cluster adds no protocol)")
