@@ -23,13 +23,13 @@ import shutil
 import subprocess
 import time
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from tests.support.procs import LOOPBACK, free_port, port_open, wait_until
+from tests.support.roundtrip import produce_and_consume
 
 from magnetar import __version__
 
@@ -205,29 +205,6 @@ def manifests(gateway: str) -> str:
     return "\n".join(json.dumps(d) for d in docs)
 
 
-def produce_and_consume(service_url: str, count: int = 200) -> None:
-    import pulsar
-
-    client = pulsar.Client(service_url, operation_timeout_seconds=30)
-    try:
-        topic = f"persistent://public/default/cluster-smoke-{uuid.uuid4().hex[:6]}"
-        consumer = client.subscribe(
-            topic, "smoke", initial_position=pulsar.InitialPosition.Earliest
-        )
-        producer = client.create_producer(topic)
-        sent = [f"message-{i}".encode() for i in range(count)]
-        for payload in sent:
-            producer.send(payload)
-        got = []
-        for _ in sent:
-            msg = consumer.receive(timeout_millis=10_000)
-            got.append(msg.data())
-            consumer.acknowledge(msg)
-        assert got == sent
-    finally:
-        client.close()
-
-
 def http_ok(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 (http URLs built here)
@@ -324,7 +301,7 @@ def test_broker_image_on_the_local_cluster(cluster: Cluster) -> None:
         pf.wait(10)
 
     # the host, through the NodePort on the bridge address, with the official client
-    produce_and_consume(f"pulsar://{c.gateway}:{PULSAR_PORT}")
+    produce_and_consume(f"pulsar://{c.gateway}:{PULSAR_PORT}", count=200, prefix="cluster-smoke")
 
     # the claim's volume goes with the claim (reclaim policy Delete)
     c.k("-n", NS, "delete", "statefulset", "smoke", "--wait=true", "--timeout=90s")
@@ -377,7 +354,7 @@ def test_pulsarcluster_installed_with_helm(cluster: Cluster) -> None:
     dirs = [Path(pv["spec"]["local"]["path"]) for pv in pvs]
 
     ip = c.k("-n", PC_NS, "get", "svc", "dev-broker", "-o", "jsonpath={.spec.clusterIP}")
-    produce_and_consume(f"pulsar://{ip}:6650", count=1000)
+    produce_and_consume(f"pulsar://{ip}:6650", count=1000, prefix="cluster-smoke")
 
     # the PulsarCluster first, while its operator runs (its finalizer deletes the claims),
     # then the release

@@ -26,13 +26,13 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import pulsar
 import pytest
 
 from magnetar import __version__
 from magnetar.metadata import keys, open_store
 from tests.support.etcd import EtcdServer, etcd_available
 from tests.support.procs import LOOPBACK, free_port, wait_until
+from tests.support.roundtrip import produce_and_consume
 
 PREFIX = "magnetar"
 UID = "10001"
@@ -143,27 +143,6 @@ def run_bookie(name: str, ref: str, etcd: EtcdServer, conf_dir: Path) -> tuple[i
         what="bookie in a container healthy",
     )
     return port, http_port
-
-
-def produce_and_consume(service_url: str, count: int = 100) -> None:
-    client = pulsar.Client(service_url, operation_timeout_seconds=30)
-    try:
-        topic = f"persistent://public/default/smoke-{uuid.uuid4().hex[:6]}"
-        consumer = client.subscribe(
-            topic, "smoke", initial_position=pulsar.InitialPosition.Earliest
-        )
-        producer = client.create_producer(topic)
-        sent = [f"message-{i}".encode() for i in range(count)]
-        for payload in sent:
-            producer.send(payload)
-        got = []
-        for _ in sent:
-            msg = consumer.receive(timeout_millis=10_000)
-            got.append(msg.data())
-            consumer.acknowledge(msg)
-        assert got == sent
-    finally:
-        client.close()
 
 
 @pytest.fixture
