@@ -68,21 +68,7 @@ func TestKeyBasedBatchesOnKeyShared(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := drain(t, map[string]pulsar.Consumer{"a": a, "b": b}, 300)
-	owner, last := map[string]string{}, map[string]int{}
-	for name, msgs := range got {
-		for _, m := range msgs {
-			if o, ok := owner[m.Key()]; ok && o != name {
-				t.Fatalf("key %s on two consumers", m.Key())
-			}
-			owner[m.Key()] = name
-			var n int
-			fmt.Sscanf(string(m.Payload()), "m%d", &n)
-			if prev, ok := last[m.Key()]; ok && prev >= n {
-				t.Fatalf("key %s out of order", m.Key())
-			}
-			last[m.Key()] = n
-		}
-	}
+	checkKeysOnOneConsumerInOrder(t, got)
 	if len(got["a"]) == 0 || len(got["b"]) == 0 {
 		t.Fatalf("not spread: a=%d b=%d", len(got["a"]), len(got["b"]))
 	}

@@ -45,6 +45,26 @@ func drain(t *testing.T, consumers map[string]pulsar.Consumer, total int) map[st
 	return got
 }
 
+// checkKeysOnOneConsumerInOrder: each key ("m<n>" payloads) went to one consumer, in order.
+func checkKeysOnOneConsumerInOrder(t *testing.T, got map[string][]pulsar.Message) {
+	t.Helper()
+	owner, last := map[string]string{}, map[string]int{}
+	for name, msgs := range got {
+		for _, m := range msgs {
+			if o, ok := owner[m.Key()]; ok && o != name {
+				t.Fatalf("key %s on two consumers", m.Key())
+			}
+			owner[m.Key()] = name
+			var n int
+			fmt.Sscanf(string(m.Payload()), "m%d", &n)
+			if prev, ok := last[m.Key()]; ok && prev >= n {
+				t.Fatalf("key %s out of order", m.Key())
+			}
+			last[m.Key()] = n
+		}
+	}
+}
+
 func sub(t *testing.T, c pulsar.Client, tp string, typ pulsar.SubscriptionType, name string) pulsar.Consumer {
 	return mustConsumer(t, c, pulsar.ConsumerOptions{Topic: tp, SubscriptionName: "sub", Type: typ,
 		Name: name, ReceiverQueueSize: 10})
@@ -89,21 +109,7 @@ func TestKeySharedKeepsKeysOnOneConsumerInOrder(t *testing.T) {
 	a, b := sub(t, c, tp, pulsar.KeyShared, "a"), sub(t, c, tp, pulsar.KeyShared, "b")
 	produce(t, c, tp, 300, true)
 	got := drain(t, map[string]pulsar.Consumer{"a": a, "b": b}, 300)
-	owner, last := map[string]string{}, map[string]int{}
-	for name, msgs := range got {
-		for _, m := range msgs {
-			if o, ok := owner[m.Key()]; ok && o != name {
-				t.Fatalf("key %s on two consumers", m.Key())
-			}
-			owner[m.Key()] = name
-			var n int
-			fmt.Sscanf(string(m.Payload()), "m%d", &n)
-			if prev, ok := last[m.Key()]; ok && prev >= n {
-				t.Fatalf("key %s out of order", m.Key())
-			}
-			last[m.Key()] = n
-		}
-	}
+	checkKeysOnOneConsumerInOrder(t, got)
 }
 
 func TestAcksOfEveryKind(t *testing.T) {
