@@ -581,6 +581,9 @@ class DbLedgerStorage:
     async def _flush_locked(self) -> None:
         snap = self._cache
         if not snap.entries and not self._dirty and not self._pending_deletes:
+            # nothing is waiting: everything durable is flushed, so journal files rotated out
+            # since the last flush (the rotation follows the write) can go now
+            self._journal.release(self._journal.durable_position)
             return
         self._cache = cache.WriteCache()
         self._flushing = snap
