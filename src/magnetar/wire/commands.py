@@ -183,19 +183,21 @@ def producer_success(
     *,
     request_id: int,
     producer_name: str,
+    schema_version: bytes,
     last_sequence_id: int = -1,
-    schema_version: bytes | None = None,
     topic_epoch: int | None = None,
     producer_ready: bool = True,
 ) -> pb.BaseCommand:
-    """PRODUCER_SUCCESS: the client continues its sequence ids from ``last_sequence_id``."""
+    """PRODUCER_SUCCESS: the client continues its sequence ids from ``last_sequence_id``.
+
+    ``schema_version`` is always set (empty for a topic without a schema), as Pulsar's broker
+    does: the Java client reads it unconditionally and cannot create a producer without it."""
     cmd = pb.BaseCommand(type=_C.PRODUCER_SUCCESS)
     r = cmd.producer_success
     r.request_id = request_id
     r.producer_name = producer_name
     r.last_sequence_id = last_sequence_id
-    if schema_version is not None:
-        r.schema_version = schema_version
+    r.schema_version = schema_version
     if topic_epoch is not None:
         r.topic_epoch = topic_epoch
     if not producer_ready:

@@ -30,7 +30,8 @@ BUILDERS: list[tuple[Callable[[], pb.BaseCommand], int]] = [
      T.LOOKUP_RESPONSE),
     (lambda: commands.lookup_response(request_id=1, error=pb.ServiceNotReady),
      T.LOOKUP_RESPONSE),
-    (lambda: commands.producer_success(request_id=1, producer_name="p"), T.PRODUCER_SUCCESS),
+    (lambda: commands.producer_success(request_id=1, producer_name="p", schema_version=b""),
+     T.PRODUCER_SUCCESS),
     (lambda: commands.send_receipt(producer_id=1, sequence_id=2, message_id=MessageId(3, 4)),
      T.SEND_RECEIPT),
     (lambda: commands.send_error(producer_id=1, sequence_id=2, error=pb.ChecksumError,
@@ -97,7 +98,8 @@ def test_specific_fields() -> None:
     lookup = commands.lookup_response(request_id=1, broker_service_url="u", redirect=True,
                                       authoritative=True).lookupTopicResponse  # fmt: skip
     assert lookup.response == pb.CommandLookupTopicResponse.Redirect and lookup.authoritative
-    ps = commands.producer_success(request_id=1, producer_name="p").producer_success
+    success = commands.producer_success(request_id=1, producer_name="p", schema_version=b"")
+    ps = success.producer_success
     assert ps.HasField("last_sequence_id") and ps.last_sequence_id == -1
     dup = commands.send_receipt(producer_id=1, sequence_id=2, message_id=DUPLICATE)
     assert dup.send_receipt.message_id.ledgerId == 2**64 - 1

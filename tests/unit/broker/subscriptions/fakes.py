@@ -240,6 +240,7 @@ class Sent:
     redelivery_count: int
     ack_set: list[int] | None
     data: bytes
+    message_id: MessageId
 
 
 @dataclass
@@ -281,6 +282,7 @@ class FakeCnx:
                 redelivery_count,
                 list(ack_set) if ack_set else None,
                 bytes(headers_and_payload),
+                message_id,
             )
         )
 
