@@ -155,6 +155,8 @@ class MinioServer:
         return found
 
     def uploads(self, bucket: str, prefix: str = "") -> list[str]:
-        """Keys of the multipart uploads in progress under ``prefix``."""
+        """Keys of the multipart uploads in progress under ``prefix``. MinIO lists uploads
+        by exact object key only (an empty prefix lists those it has in memory), so pass
+        the data key to be sure."""
         out = self.client().list_multipart_uploads(Bucket=bucket, Prefix=prefix)
         return [u["Key"] for u in out.get("Uploads", [])]

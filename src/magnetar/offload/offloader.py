@@ -389,24 +389,35 @@ class Offloader:
     # --- deleting -----------------------------------------------------------------------------
 
     async def delete_attempt(self, ledger_id: int, attempt: str) -> None:
-        """Remove everything attempt ``attempt`` of ``ledger_id`` wrote: uploads in progress
-        are aborted, objects deleted. Idempotent; raises when S3 refused (retry later)."""
+        """Remove everything attempt ``attempt`` of ``ledger_id`` wrote: its multipart upload
+        in progress is aborted, its objects deleted. Idempotent; raises when S3 refused or
+        could not be reached (retry later). Uploads are listed by the exact data key, the one
+        listing every S3 implementation supports (MinIO lists uploads of one key only)."""
         prefix = f"{layout.ledger_prefix(self.config.key_prefix, ledger_id)}{attempt}/"
-        for key, upload_id in await self.s3.list_multipart(prefix):
-            await self.s3.abort_multipart(key, upload_id)
-        keys = {
-            layout.data_key(self.config.key_prefix, ledger_id, attempt),
-            layout.index_key(self.config.key_prefix, ledger_id, attempt),
-            *await self.s3.list_keys(prefix),
-        }
+        data = layout.data_key(self.config.key_prefix, ledger_id, attempt)
+        for key, upload_id in await self.s3.list_multipart(data):
+            if key == data:
+                await self.s3.abort_multipart(key, upload_id)
+        keys = {data, layout.index_key(self.config.key_prefix, ledger_id, attempt)}
+        keys.update(await self.s3.list_keys(prefix))
         await self.s3.delete(sorted(keys))
         self.cache.drop(lambda k: isinstance(k, tuple) and str(k[0]).startswith(prefix))
 
-    async def cleanup_orphans(self, ledger_id: int, keep: Collection[str]) -> list[str]:
-        """Remove every attempt of ``ledger_id`` in the bucket whose UUID is not in ``keep``
-        (objects and uploads in progress); the attempts removed."""
+    async def cleanup_orphans(
+        self, ledger_id: int, keep: Collection[str], *, known: Collection[str] = ()
+    ) -> list[str]:
+        """Remove every attempt of ``ledger_id`` whose UUID is not in ``keep``: the attempts
+        in ``known`` (UUIDs recorded before their upload started) and every attempt found in
+        the bucket (objects under the ledger's prefix; uploads in progress where the store
+        lists them by prefix, as AWS does). Returns the attempts removed.
+
+        An attempt that was never recorded and never completed its data object leaves only
+        an upload in progress, which MinIO does not list by prefix: the managed ledger
+        records each attempt's UUID before uploading so it is always ``known``, and a bucket
+        lifecycle rule (AbortIncompleteMultipartUpload) is the safety net (docs/offload.md).
+        """
         prefix = layout.ledger_prefix(self.config.key_prefix, ledger_id)
-        found: set[str] = set()
+        found: set[str] = set(known)
         for key in await self.s3.list_keys(prefix):
             a = layout.attempt_of(self.config.key_prefix, ledger_id, key)
             if a is not None:
