@@ -1,0 +1,178 @@
+"""Which of a managed ledger's ledgers to offload, and the ledger-list records that make an
+offload safe (Pulsar's ``ManagedLedgerImpl`` offload rules, as pure functions).
+
+Why a module of its own: the managed ledger's implementation is being split into parts
+(issue 13); these decisions do not depend on how it is split. The offload itself is done by
+:class:`magnetar.offload.offloader.Offloader`; this module decides *which* ledgers, and
+how each ledger record's ``offloaded`` field moves:
+
+1. ``None`` -> the attempt (``complete: false``, the UUID), written by compare-and-set
+   *before* anything is uploaded (:func:`with_offloaded`);
+2. -> the result (``complete: true``, object keys, bucket, driver) once the offloader
+   returned; from then on reads of the ledger may go to S3;
+3. -> ``bookieDeleted: true`` after the bookie copy was deleted, which happens no earlier
+   than the deletion lag after completion (:func:`bookie_copy_deletable`).
+
+A record left at step 1 (a broker killed mid-offload) names the attempt whose objects must
+be removed before the next attempt (:func:`stale_attempt`). Nothing here is wired into
+``ManagedLedgerImpl`` yet: docs/offload.md lists what is and is not.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from magnetar.managed_ledger.api import Position
+from magnetar.managed_ledger.records import LedgerRecord, ManagedLedgerInfo
+
+DEFAULT_DELETION_LAG_MS = 4 * 3600 * 1000
+"""Pulsar's ``managedLedgerOffloadDeletionLagMs`` default (4 hours)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadPolicy:
+    threshold_bytes: int = -1
+    """``offloadThreshold``: bytes kept on bookies; older ledgers are offloaded. -1 off."""
+    threshold_seconds: int = -1
+    """``offloadThresholdInSeconds``: ledgers closed longer ago are offloaded. -1 off."""
+    deletion_lag_ms: int = DEFAULT_DELETION_LAG_MS
+    """``offloadDeletionLagMs``: bookie copies are deleted this long after the offload."""
+
+    @property
+    def automatic(self) -> bool:
+        return self.threshold_bytes >= 0 or self.threshold_seconds >= 0
+
+
+def is_offloaded(record: LedgerRecord) -> bool:
+    """The ledger's objects are complete and verified (reads may go to S3)."""
+    return bool(record.offloaded and record.offloaded.get("complete"))
+
+
+def stale_attempt(record: LedgerRecord) -> str | None:
+    """The UUID of an attempt that was recorded but never completed (its objects, if any,
+    are orphans to delete before the next attempt)."""
+    o = record.offloaded
+    if o and not o.get("complete") and o.get("uuid"):
+        return str(o["uuid"])
+    return None
+
+
+def _candidates(ledgers: Sequence[LedgerRecord], current_id: int | None) -> list[LedgerRecord]:
+    """Closed, non-empty ledgers not yet offloaded, oldest first."""
+    return [
+        r for r in ledgers if r.ledger_id != current_id and r.entries > 0 and not is_offloaded(r)
+    ]
+
+
+def ledgers_over_threshold(
+    ledgers: Sequence[LedgerRecord], current_id: int | None, policy: OffloadPolicy, now_ms: int
+) -> list[int]:
+    """Ledgers the thresholds say to offload, oldest first: walking from the newest ledger,
+    every ledger once the bytes summed so far exceed ``threshold_bytes``, and every ledger
+    closed more than ``threshold_seconds`` ago (Pulsar's ``maybeOffload``)."""
+    if not policy.automatic:
+        return []
+    wanted: set[int] = set()
+    summed = 0
+    for r in reversed(ledgers):
+        summed += r.size
+        if r.ledger_id == current_id or r.entries == 0 or is_offloaded(r):
+            continue
+        over_size = policy.threshold_bytes >= 0 and summed > policy.threshold_bytes
+        too_old = (
+            policy.threshold_seconds >= 0
+            and r.timestamp_ms > 0
+            and now_ms - r.timestamp_ms > policy.threshold_seconds * 1000
+        )
+        if over_size or too_old:
+            wanted.add(r.ledger_id)
+    return [r.ledger_id for r in _candidates(ledgers, current_id) if r.ledger_id in wanted]
+
+
+def ledgers_before(
+    ledgers: Sequence[LedgerRecord], current_id: int | None, position: Position
+) -> list[int]:
+    """Ledgers a manual offload up to ``position`` covers: every closed, non-empty ledger
+    before the one holding ``position`` that is not offloaded yet (Pulsar's
+    ``offloadPrefix``: the ledger of the position itself stays)."""
+    return [
+        r.ledger_id for r in _candidates(ledgers, current_id) if r.ledger_id < position.ledger_id
+    ]
+
+
+def first_unoffloaded(ledgers: Sequence[LedgerRecord]) -> Position | None:
+    """The first position not in an offloaded ledger (None: everything is offloaded or the
+    list is empty)."""
+    for r in ledgers:
+        if not is_offloaded(r) and r.entries > 0:
+            return Position(r.ledger_id, 0)
+    return None
+
+
+def with_offloaded(
+    info: ManagedLedgerInfo, ledger_id: int, offloaded: Mapping[str, Any] | None
+) -> ManagedLedgerInfo:
+    """``info`` with ledger ``ledger_id``'s ``offloaded`` replaced (KeyError when the
+    ledger is no longer in the list: it was trimmed meanwhile)."""
+    out = []
+    found = False
+    for r in info.ledgers:
+        if r.ledger_id == ledger_id:
+            found = True
+            r = LedgerRecord(
+                r.ledger_id,
+                r.entries,
+                r.size,
+                r.timestamp_ms,
+                dict(offloaded) if offloaded is not None else None,
+            )
+        out.append(r)
+    if not found:
+        raise KeyError(ledger_id)
+    return info.with_ledgers(tuple(out))
+
+
+def bookie_copy_deletable(record: LedgerRecord, policy: OffloadPolicy, now_ms: int) -> bool:
+    """The ledger is offloaded, its bookie copy still exists, and the deletion lag since
+    the offload completed has passed."""
+    o = record.offloaded
+    if not o or not o.get("complete") or o.get("bookieDeleted"):
+        return False
+    return now_ms - int(o.get("timestamp", now_ms)) >= policy.deletion_lag_ms
+
+
+def mark_bookie_deleted(offloaded: Mapping[str, Any]) -> dict[str, Any]:
+    return {**offloaded, "bookieDeleted": True}
+
+
+class OffloadState(enum.Enum):
+    """Pulsar's ``LongRunningProcessStatus.Status``."""
+
+    NOT_RUN = "NOT_RUN"
+    RUNNING = "RUNNING"
+    SUCCESS = "SUCCESS"
+    ERROR = "ERROR"
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadStatus:
+    """What ``GET .../offload`` answers (Pulsar's ``OffloadProcessStatus``)."""
+
+    status: OffloadState = OffloadState.NOT_RUN
+    last_error: str = ""
+    first_unoffloaded: Position | None = None
+
+    def to_json(self, partition_index: int = -1) -> dict[str, Any]:
+        p = self.first_unoffloaded
+        return {
+            "status": self.status.value,
+            "lastError": self.last_error,
+            "firstUnoffloadedMessage": {
+                "ledgerId": p.ledger_id if p else -1,
+                "entryId": p.entry_id if p else -1,
+                "partitionIndex": partition_index,
+            },
+        }
