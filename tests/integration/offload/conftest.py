@@ -14,14 +14,18 @@ from typing import Any
 
 import pytest
 
-from magnetar.bookie.server import BookieOptions, BookieServer
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.handle import LedgerHandle
-from magnetar.metadata import api, open_store
 from magnetar.offload.config import MiB, S3Config
-from magnetar.offload.offloader import Offloader
+from magnetar.offload.offloader import (
+    Offloader,
+    OffloadLocation,
+    OffloadResult,
+    ReadableLedger,
+)
+from magnetar.offload.reader import OffloadedLedgerReader
+from tests.support.local_bookie import local_ledgers
 from tests.support.minio import INSTALL_SCRIPT, MinioServer, minio_available
-from tests.support.procs import LOOPBACK, free_port
 
 BLOCK = 5 * MiB
 """The smallest block S3 allows: several blocks per ledger without writing much."""
@@ -56,6 +60,8 @@ def own_minio(tmp_path: Path) -> Iterator[MinioServer]:
 
 
 def config_for(server: MinioServer, bucket: str, **overrides: Any) -> S3Config:
+    """Generous timeouts (a loaded machine can stall MinIO's disk writes for seconds); the
+    tests of a stalled S3 override them."""
     base = S3Config(
         bucket=bucket,
         driver="S3",
@@ -66,9 +72,9 @@ def config_for(server: MinioServer, bucket: str, **overrides: Any) -> S3Config:
         secret_access_key=server.secret_key,
         block_size=BLOCK,
         read_cache_bytes=4 * BLOCK,
-        connect_timeout_s=2.0,
-        read_timeout_s=10.0,
-        max_attempts=2,
+        connect_timeout_s=5.0,
+        read_timeout_s=60.0,
+        max_attempts=3,
     )
     return replace(base, **overrides)
 
@@ -91,8 +97,6 @@ async def offloader(minio: MinioServer, bucket: str) -> AsyncIterator[Offloader]
 
 @dataclass
 class LedgerEnv:
-    store: api.MetadataStore
-    bookie: BookieServer
     client: LedgerClient
 
     async def write(self, payloads: Sequence[bytes]) -> LedgerHandle:
@@ -108,33 +112,17 @@ class LedgerEnv:
 
 @pytest.fixture
 async def ledgers(tmp_path: Path) -> AsyncIterator[LedgerEnv]:
-    store = await open_store(f"embedded://{tmp_path / 'metadata'}")
-    bookie = BookieServer(
-        store,
-        BookieOptions(
-            data_dir=tmp_path / "bookie",
-            port=free_port(),
-            http_port=free_port(),
-            bind_address=LOOPBACK,
-            advertised_address=LOOPBACK,
-            session_ttl=2.0,
-        ),
-    )
-    await bookie.start()
-    assert bookie.service is not None
-    client = LedgerClient(
-        store, add_timeout=10.0, rpc_timeout=10.0, local_bookies={bookie.bookie_id: bookie.service}
-    )
-    try:
-        deadline = asyncio.get_running_loop().time() + 10
-        while not await client.bookies():
-            assert asyncio.get_running_loop().time() < deadline, "bookie never registered"
-            await asyncio.sleep(0.05)
-        yield LedgerEnv(store, bookie, client)
-    finally:
-        await client.close()
-        await bookie.stop()
-        await store.close()
+    async with local_ledgers(tmp_path) as env:
+        yield LedgerEnv(env.client)
+
+
+async def offload_and_open(
+    offloader: Offloader, ledger: ReadableLedger, *, topic: str = ""
+) -> tuple[OffloadResult, OffloadedLedgerReader]:
+    """Offload ``ledger`` in a new attempt and open a reader from the record it returns."""
+    result = await offloader.offload(ledger, offloader.begin(ledger.ledger_id), topic=topic)
+    location = OffloadLocation.from_record(ledger.ledger_id, result.to_record())
+    return result, await offloader.open_reader(location, topic=topic)
 
 
 def payloads(sizes: Sequence[int], seed: int = 0) -> list[bytes]:
@@ -147,7 +135,7 @@ def payloads(sizes: Sequence[int], seed: int = 0) -> list[bytes]:
     return out
 
 
-async def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
+async def wait_for(predicate: Callable[[], bool], timeout: float = 30.0, what: str = "") -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not predicate():

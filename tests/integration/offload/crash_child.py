@@ -14,14 +14,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from magnetar.bookie.server import BookieOptions, BookieServer
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.handle import LedgerHandle
-from magnetar.metadata import open_store
 from magnetar.offload.config import S3Config
 from magnetar.offload.offloader import Offloader
-from tests.integration.offload.conftest import payloads
-from tests.support.procs import LOOPBACK, free_port
+from tests.integration.offload.conftest import LedgerEnv, payloads
+from tests.support.local_bookie import local_ledgers
 
 
 class FileGatedLedger:
@@ -46,27 +44,12 @@ class FileGatedLedger:
 
 
 async def main(settings: dict[str, Any]) -> None:
-    base = Path(settings["dir"])
-    store = await open_store(f"embedded://{base / 'metadata'}")
-    bookie = BookieServer(
-        store,
-        BookieOptions(
-            data_dir=base / "bookie",
-            port=free_port(),
-            http_port=free_port(),
-            bind_address=LOOPBACK,
-            advertised_address=LOOPBACK,
-        ),
-    )
-    await bookie.start()
-    assert bookie.service is not None
-    client = LedgerClient(store, local_bookies={bookie.bookie_id: bookie.service})
-    while not await client.bookies():
-        await asyncio.sleep(0.05)
-    writer = await client.create(ensemble_size=1, write_quorum=1, ack_quorum=1)
-    await asyncio.gather(*(writer.append(p) for p in payloads(settings["sizes"])))
-    await writer.close()
-    handle = await client.open(writer.ledger_id)
+    async with local_ledgers(Path(settings["dir"])) as env:
+        await offload(env.client, settings)
+
+
+async def offload(client: LedgerClient, settings: dict[str, Any]) -> None:
+    handle = await LedgerEnv(client).write(payloads(settings["sizes"]))
     offloader = Offloader(S3Config(**settings["s3"]))
     attempt = offloader.begin(handle.ledger_id)
     print(json.dumps(attempt.to_record()), flush=True)

@@ -9,11 +9,12 @@ import json
 import sys
 from pathlib import Path
 
-from magnetar.offload.offloader import Offloader, OffloadLocation
+from magnetar.offload.offloader import Offloader
 from tests.integration.offload.conftest import (
     LedgerEnv,
     config_for,
     new_bucket,
+    offload_and_open,
     payloads,
     wait_for,
 )
@@ -64,10 +65,7 @@ async def test_killed_offloader_leaves_orphans_that_the_recorded_uuid_removes(
         # a new attempt completes (here on a ledger of the same entry sizes in this process)
         data = payloads(BIG)
         handle = await ledgers.write(data)
-        result = await offloader.offload(handle, offloader.begin(handle.ledger_id))
-        reader = await offloader.open_reader(
-            OffloadLocation.from_record(handle.ledger_id, result.to_record())
-        )
+        _, reader = await offload_and_open(offloader, handle)
         assert [p for _, p in await reader.read(0, len(data) - 1)] == data
     finally:
         await offloader.close()

@@ -20,11 +20,12 @@ from magnetar.offload.errors import (
     S3AccessDeniedError,
     S3UnavailableError,
 )
-from magnetar.offload.offloader import Offloader, OffloadLocation
+from magnetar.offload.offloader import OffloadAttempt, Offloader, OffloadLocation, OffloadResult
 from tests.integration.offload.conftest import (
     LedgerEnv,
     config_for,
     new_bucket,
+    offload_and_open,
     payloads,
     wait_for,
 )
@@ -72,6 +73,21 @@ def nothing_left(server: MinioServer, bucket: str, *data_keys: str) -> None:
     assert server.uploads(bucket) == []
     for key in data_keys:
         assert server.uploads(bucket, key) == []
+
+
+async def offload_until_gated(
+    offloader: Offloader, handle: LedgerHandle, server: MinioServer, bucket: str, topic: str = ""
+) -> tuple[OffloadAttempt, GatedLedger, asyncio.Future[OffloadResult]]:
+    """Start offloading ``handle``; return once its reads are held at GATE and at least one
+    part of the data object is in S3."""
+    gated = GatedLedger(handle, GATE)
+    attempt = offloader.begin(handle.ledger_id)
+    task = asyncio.ensure_future(offloader.offload(gated, attempt, topic=topic))
+    await asyncio.wait_for(gated.waiting.wait(), 30)
+    await wait_for(
+        lambda: parts_uploaded(server, bucket, attempt.data_key) >= 1, what="a part uploaded"
+    )
+    return attempt, gated, task
 
 
 def parts_uploaded(server: MinioServer, bucket: str, key: str) -> int:
@@ -182,14 +198,8 @@ async def test_s3_down_mid_offload_then_orphans_removed_and_retry_succeeds(
     try:
         data = payloads(BIG)
         handle = await ledgers.write(data)
-        gated = GatedLedger(handle, GATE)
-        attempt = offloader.begin(handle.ledger_id)
-        task = asyncio.ensure_future(
-            offloader.offload(gated, attempt, topic="f/ns/persistent/down")
-        )
-        await asyncio.wait_for(gated.waiting.wait(), 30)
-        await wait_for(
-            lambda: parts_uploaded(own_minio, bucket, attempt.data_key) >= 1, what="a part uploaded"
+        attempt, gated, task = await offload_until_gated(
+            offloader, handle, own_minio, bucket, topic="f/ns/persistent/down"
         )
         own_minio.kill()  # S3 crashes with the upload half done
         gated.gate.set()
@@ -208,11 +218,9 @@ async def test_s3_down_mid_offload_then_orphans_removed_and_retry_succeeds(
         assert removed == [attempt.uuid]
         nothing_left(own_minio, bucket, attempt.data_key)
         # the next attempt, with a new UUID, completes
-        retry = offloader.begin(handle.ledger_id)
-        result = await offloader.offload(handle, retry)
-        reader = await offloader.open_reader(
-            OffloadLocation.from_record(handle.ledger_id, result.to_record())
-        )
+        result, reader = await offload_and_open(offloader, handle)
+        retry = result.attempt
+        assert retry.uuid != attempt.uuid
         assert [p for _, p in await reader.read(0, len(data) - 1)] == data
         # the sweep keeps the recorded attempt
         assert await offloader.cleanup_orphans(handle.ledger_id, keep=(retry.uuid,)) == []
@@ -237,13 +245,7 @@ async def test_stalled_s3_times_out_clearly_and_leaves_nothing(
     )
     try:
         handle = await ledgers.write(payloads(BIG))
-        gated = GatedLedger(handle, GATE)
-        attempt = offloader.begin(handle.ledger_id)
-        task = asyncio.ensure_future(offloader.offload(gated, attempt))
-        await asyncio.wait_for(gated.waiting.wait(), 30)
-        await wait_for(
-            lambda: parts_uploaded(own_minio, bucket, attempt.data_key) >= 1, what="a part uploaded"
-        )
+        attempt, gated, task = await offload_until_gated(offloader, handle, own_minio, bucket)
         own_minio.pause()  # S3 stops answering
         gated.gate.set()
         with pytest.raises(S3UnavailableError, match=r"too slow|timed out|Read timeout"):
@@ -264,13 +266,7 @@ async def test_cancelled_offload_removes_what_it_wrote(
     offloader = Offloader(config_for(minio, bucket, upload_concurrency=1))
     try:
         handle = await ledgers.write(payloads(BIG))
-        gated = GatedLedger(handle, GATE)
-        attempt = offloader.begin(handle.ledger_id)
-        task = asyncio.ensure_future(offloader.offload(gated, attempt))
-        await asyncio.wait_for(gated.waiting.wait(), 30)
-        await wait_for(
-            lambda: parts_uploaded(minio, bucket, attempt.data_key) >= 1, what="a part uploaded"
-        )
+        attempt, _, task = await offload_until_gated(offloader, handle, minio, bucket)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -287,9 +283,8 @@ async def test_reading_while_s3_is_down_is_a_retriable_error(
     try:
         data = payloads([3000] * 100)
         handle = await ledgers.write(data)
-        result = await offloader.offload(handle, offloader.begin(handle.ledger_id))
+        result, reader = await offload_and_open(offloader, handle, topic="f/ns/persistent/read")
         location = OffloadLocation.from_record(handle.ledger_id, result.to_record())
-        reader = await offloader.open_reader(location, topic="f/ns/persistent/read")
         assert await reader.read(0, 9) == [(i, data[i]) for i in range(10)]
         own_minio.stop()
         with pytest.raises(S3UnavailableError) as down:

@@ -12,7 +12,14 @@ from magnetar.offload import layout, metrics
 from magnetar.offload.config import MiB
 from magnetar.offload.errors import NoSuchOffloadedEntryError, OffloadedDataError
 from magnetar.offload.offloader import Offloader, OffloadLocation
-from tests.integration.offload.conftest import BLOCK, LedgerEnv, config_for, payloads, wait_for
+from tests.integration.offload.conftest import (
+    BLOCK,
+    LedgerEnv,
+    config_for,
+    offload_and_open,
+    payloads,
+    wait_for,
+)
 from tests.support.minio import MinioServer
 
 SIZES = {
@@ -30,12 +37,10 @@ async def offload_and_read(
     ledgers: LedgerEnv, offloader: Offloader, data: list[bytes], topic: str = "t/ns/persistent/x"
 ) -> tuple[OffloadLocation, list[tuple[int, bytes]]]:
     handle = await ledgers.write(data)
-    attempt = offloader.begin(handle.ledger_id)
-    result = await offloader.offload(handle, attempt, topic=topic)
+    result, reader = await offload_and_open(offloader, handle, topic=topic)
     assert result.entries == len(data)
     assert result.ledger_bytes == sum(map(len, data))
     location = OffloadLocation.from_record(handle.ledger_id, result.to_record())
-    reader = await offloader.open_reader(location, topic=topic)
     assert reader.last_add_confirmed == len(data) - 1
     assert reader.length == sum(map(len, data))
     got = await reader.read(0, len(data) - 1) if data else []
@@ -63,11 +68,8 @@ async def test_blocks_end_at_entry_boundaries_past_the_block_size(
     # is after 5 entries (each record has a 16-byte header, the block a 24-byte one)
     data = payloads([MiB] * 22)
     handle = await ledgers.write(data)
-    result = await offloader.offload(handle, offloader.begin(handle.ledger_id))
+    result, reader = await offload_and_open(offloader, handle)
     assert result.blocks == 5
-    reader = await offloader.open_reader(
-        OffloadLocation.from_record(handle.ledger_id, result.to_record())
-    )
     blocks = reader.index.blocks
     assert [b.count for b in blocks] == [5, 5, 5, 5, 2]
     assert all(b.length >= BLOCK for b in blocks[:-1])
@@ -135,10 +137,7 @@ async def test_cache_stays_within_its_bound_and_reads_ahead(
     try:
         data = payloads([256 * 1024] * 120)  # 30 MiB: 6 blocks, more than the cache
         handle = await ledgers.write(data)
-        result = await offloader.offload(handle, offloader.begin(handle.ledger_id))
-        reader = await offloader.open_reader(
-            OffloadLocation.from_record(handle.ledger_id, result.to_record())
-        )
+        _, reader = await offload_and_open(offloader, handle)
         cache = offloader.cache
         assert await reader.read(0, 0) == [(0, data[0])]
         # read-ahead: the second block arrives without being asked for
@@ -169,9 +168,8 @@ async def test_damaged_object_is_an_error_not_wrong_data(
     try:
         data = payloads([5000] * 50)
         handle = await ledgers.write(data)
-        result = await offloader.offload(handle, offloader.begin(handle.ledger_id))
+        result, reader = await offload_and_open(offloader, handle)
         location = OffloadLocation.from_record(handle.ledger_id, result.to_record())
-        reader = await offloader.open_reader(location)
         s3 = minio.client()
         raw = bytearray(s3.get_object(Bucket=bucket, Key=location.data_key)["Body"].read())
         start, _ = reader.index.blocks[0].entry_span(7)
