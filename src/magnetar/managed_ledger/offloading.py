@@ -14,19 +14,31 @@ how each ledger record's ``offloaded`` field moves:
    than the deletion lag after completion (:func:`bookie_copy_deletable`).
 
 A record left at step 1 (a broker killed mid-offload) names the attempt whose objects must
-be removed before the next attempt (:func:`stale_attempt`). Nothing here is wired into
+be removed before the next attempt (:func:`stale_attempt`).
+
+:class:`OffloadRunner` runs that sequence for one managed ledger over a narrow
+:class:`OffloadHost` (the ledger list, its compare-and-set, opening and deleting ledgers),
+so the managed ledger only has to provide those few operations. Nothing here is wired into
 ``ManagedLedgerImpl`` yet: docs/offload.md lists what is and is not.
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
+import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from magnetar.managed_ledger.api import Position
+from magnetar.common import errors
+from magnetar.managed_ledger.api import ManagedLedgerError, Position
 from magnetar.managed_ledger.records import LedgerRecord, ManagedLedgerInfo
+from magnetar.offload.offloader import Offloader, OffloadLocation, ReadableLedger
+from magnetar.offload.reader import OffloadedLedgerReader
+
+log = logging.getLogger(__name__)
 
 DEFAULT_DELETION_LAG_MS = 4 * 3600 * 1000
 """Pulsar's ``managedLedgerOffloadDeletionLagMs`` default (4 hours)."""
@@ -176,3 +188,162 @@ class OffloadStatus:
                 "partitionIndex": partition_index,
             },
         }
+
+
+class OffloadInProgressError(ManagedLedgerError, errors.TemporaryError):
+    """An offload of this managed ledger is already running (``PUT .../offload`` answers
+    409 Conflict, as Pulsar)."""
+
+
+class OffloadHost(Protocol):
+    """What :class:`OffloadRunner` needs of a managed ledger."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def current_ledger_id(self) -> int | None: ...
+
+    def ledger_records(self) -> Sequence[LedgerRecord]:
+        """The ledger list as last written (oldest first)."""
+        ...
+
+    async def set_offloaded(self, ledger_id: int, offloaded: Mapping[str, Any] | None) -> None:
+        """Write the list with ledger ``ledger_id``'s ``offloaded`` replaced, by
+        compare-and-set under the list's lock (:func:`with_offloaded`); KeyError when the
+        ledger is no longer listed."""
+        ...
+
+    async def open_ledger(self, ledger_id: int) -> ReadableLedger:
+        """A read handle of the closed ledger (from its bookies)."""
+        ...
+
+    async def delete_bookie_copy(self, ledger_id: int) -> None:
+        """Delete the ledger from its bookies (and its ledger metadata)."""
+        ...
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class OffloadRunner:
+    """Offloads one managed ledger's closed ledgers, one offload at a time, and keeps the
+    status ``GET .../offload`` reports."""
+
+    def __init__(self, host: OffloadHost, offloader: Offloader, policy: OffloadPolicy) -> None:
+        self._host = host
+        self._offloader = offloader
+        self.policy = policy
+        self.status = OffloadStatus()
+        self._running = asyncio.Lock()
+        self._readers: dict[int, OffloadedLedgerReader] = {}
+
+    @property
+    def running(self) -> bool:
+        return self._running.locked()
+
+    async def offload_prefix(self, upto: Position) -> OffloadStatus:
+        """Offload every closed ledger before ``upto``'s ledger (the admin ``PUT
+        .../offload``); raises OffloadInProgressError when one is running."""
+        if self._running.locked():
+            raise OffloadInProgressError(f"{self._host.name}: an offload is already running")
+        async with self._running:
+            ids = ledgers_before(self._host.ledger_records(), self._host.current_ledger_id, upto)
+            return await self._run(ids)
+
+    async def maybe_offload(self, now_ms: int | None = None) -> OffloadStatus | None:
+        """The thresholds' offload (after a roll-over, on a timer); None when the thresholds
+        select nothing or an offload is already running."""
+        if self._running.locked():
+            return None
+        async with self._running:
+            ids = ledgers_over_threshold(
+                self._host.ledger_records(),
+                self._host.current_ledger_id,
+                self.policy,
+                _now_ms() if now_ms is None else now_ms,
+            )
+            if not ids:
+                return None
+            return await self._run(ids)
+
+    async def _run(self, ids: Sequence[int]) -> OffloadStatus:
+        self.status = OffloadStatus(
+            OffloadState.RUNNING, "", first_unoffloaded(self._host.ledger_records())
+        )
+        try:
+            for lid in ids:
+                await self._offload_one(lid)
+        except Exception as err:  # the status carries S3's (or the bookies') message
+            log.warning("%s: offload failed: %s", self._host.name, err)
+            self.status = OffloadStatus(
+                OffloadState.ERROR, str(err), first_unoffloaded(self._host.ledger_records())
+            )
+        else:
+            self.status = OffloadStatus(
+                OffloadState.SUCCESS, "", first_unoffloaded(self._host.ledger_records())
+            )
+        return self.status
+
+    def _record(self, ledger_id: int) -> LedgerRecord | None:
+        for r in self._host.ledger_records():
+            if r.ledger_id == ledger_id:
+                return r
+        return None
+
+    async def _offload_one(self, ledger_id: int) -> None:
+        record = self._record(ledger_id)
+        if record is None or is_offloaded(record):
+            return  # trimmed meanwhile, or done by an earlier run
+        stale = stale_attempt(record)
+        if stale is not None:  # a previous attempt died: its objects go first
+            await self._offloader.delete_attempt(ledger_id, stale)
+        attempt = self._offloader.begin(ledger_id)
+        await self._host.set_offloaded(ledger_id, attempt.to_record())
+        handle = await self._host.open_ledger(ledger_id)
+        # on failure the offloader removed what it could; the record stays "not complete"
+        # and names the attempt, so the next run removes whatever is left
+        result = await self._offloader.offload(handle, attempt, topic=self._host.name)
+        try:
+            await self._host.set_offloaded(ledger_id, result.to_record())
+        except KeyError:  # trimmed while it was offloaded
+            await self._offloader.delete_attempt(ledger_id, attempt.uuid)
+
+    async def delete_lagged_bookie_copies(self, now_ms: int | None = None) -> list[int]:
+        """Delete the bookie copy of every offloaded ledger whose deletion lag has passed,
+        then record it; the ledgers done."""
+        now = _now_ms() if now_ms is None else now_ms
+        done: list[int] = []
+        for r in list(self._host.ledger_records()):
+            if r.offloaded is None or not bookie_copy_deletable(r, self.policy, now):
+                continue
+            await self._host.delete_bookie_copy(r.ledger_id)
+            try:
+                await self._host.set_offloaded(r.ledger_id, mark_bookie_deleted(r.offloaded))
+            except KeyError:
+                continue
+            done.append(r.ledger_id)
+        return done
+
+    async def reader(self, record: LedgerRecord) -> OffloadedLedgerReader:
+        """The reader of an offloaded ledger (kept while the ledger is listed)."""
+        reader = self._readers.get(record.ledger_id)
+        if reader is None:
+            if not record.offloaded:
+                raise ValueError(f"ledger {record.ledger_id} is not offloaded")
+            location = OffloadLocation.from_record(record.ledger_id, record.offloaded)
+            reader = await self._offloader.open_reader(location, topic=self._host.name)
+            self._readers[record.ledger_id] = reader
+        return reader
+
+    async def forget(self, trimmed: Sequence[LedgerRecord]) -> None:
+        """Ledgers removed from the list (retention, topic deletion): delete their offloaded
+        objects, complete or not."""
+        for r in trimmed:
+            self._readers.pop(r.ledger_id, None)
+            if is_offloaded(r) and r.offloaded is not None:
+                location = OffloadLocation.from_record(r.ledger_id, r.offloaded)
+                await self._offloader.delete_offloaded(location, topic=self._host.name)
+            elif (stale := stale_attempt(r)) is not None:
+                await self._offloader.delete_attempt(r.ledger_id, stale)
