@@ -11,12 +11,14 @@ setup:
 run: setup
 	@$(VENV)/bin/magnetar standalone
 
-# With Go on the machine (it is on the project's machines), the k8s tools are built (cached)
-# and the suite against a real control plane runs too; without Go it is skipped with a message.
+# With Go on the machine (it is on the project's machines), the k8s tools and MinIO are built
+# (cached) and the suites against a real control plane and a real S3 run too; without Go they
+# are skipped with a message.
 GO := $(shell command -v go 2>/dev/null || ls /usr/local/go/bin/go 2>/dev/null)
 
 test: setup lint
 	@if [ -n "$(GO)" ]; then PATH="$$(dirname $(GO)):$$PATH" bash scripts/k8s/install-all.sh; fi
+	@if [ -n "$(GO)" ]; then PATH="$$(dirname $(GO)):$$PATH" bash scripts/k8s/install-minio.sh >/dev/null; fi
 	@MAGNETAR_K8S_TESTS=$(if $(GO),1,) $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 test-fast: setup
@@ -47,7 +49,12 @@ clean:
 # module proxy into .cache/k8s-bin (minutes the first time, cached after; see
 # docs/kubernetes.md). test-k8s runs the operator's unit tests (builders, CRDs, helm) and the
 # suite against a real control plane started by a pytest fixture. Not part of `make test` yet.
-.PHONY: k8s-tools test-k8s test-e2e
+.PHONY: k8s-tools test-k8s test-e2e minio
+# minio: the S3 server of the offload suites (tests/integration/offload, bench/offload_bench.py),
+# built from the Go module proxy at the version pinned in scripts/k8s/versions.env.
+minio:
+	@bash scripts/k8s/install-minio.sh
+
 k8s-tools:
 	@bash scripts/k8s/install-all.sh
 

@@ -16,12 +16,12 @@ import grpc
 import pytest
 
 from magnetar.bookie import metrics as bookie_metrics
-from magnetar.bookie.server import BookieOptions, BookieServer
+from magnetar.bookie.server import BookieServer
 from magnetar.ledger.bookie_client import BookieClient, LocalBookieClient
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.errors import BookieError, LedgerFencedError, NoSuchEntryError
-from magnetar.metadata import api, open_store
-from tests.support.procs import LOOPBACK, free_port
+from magnetar.metadata import api
+from tests.support.local_bookie import local_ledgers
 
 OK = 0
 FENCED = grpc.StatusCode.FAILED_PRECONDITION.value[0]
@@ -40,35 +40,13 @@ class Local:
 
 @pytest.fixture
 async def env(tmp_path: Path) -> AsyncIterator[Local]:
-    store = await open_store(f"embedded://{tmp_path / 'metadata'}")
-    bookie = BookieServer(
-        store,
-        BookieOptions(
-            data_dir=tmp_path / "bookie",
-            port=free_port(),
-            http_port=free_port(),
-            bind_address=LOOPBACK,
-            advertised_address=LOOPBACK,
-            session_ttl=2.0,
-        ),
-    )
-    await bookie.start()
-    assert bookie.service is not None
-    local = LedgerClient(
-        store, add_timeout=5.0, rpc_timeout=5.0, local_bookies={bookie.bookie_id: bookie.service}
-    )
-    remote = LedgerClient(store, add_timeout=5.0, rpc_timeout=5.0)
-    try:
-        deadline = asyncio.get_running_loop().time() + 10
-        while not await local.bookies():
-            assert asyncio.get_running_loop().time() < deadline, "bookie never registered"
-            await asyncio.sleep(0.05)
-        yield Local(store, bookie, local, remote)
-    finally:
-        await local.close()
-        await remote.close()
-        await bookie.stop()
-        await store.close()
+    async with local_ledgers(tmp_path, client_timeout=5.0) as ledgers:
+        assert ledgers.bookie.service is not None
+        remote = LedgerClient(ledgers.store, add_timeout=5.0, rpc_timeout=5.0)
+        try:
+            yield Local(ledgers.store, ledgers.bookie, ledgers.client, remote)
+        finally:
+            await remote.close()
 
 
 def adds_counted() -> float:
