@@ -22,6 +22,7 @@ from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.errors import BookieError, LedgerFencedError, NoSuchEntryError
 from magnetar.metadata import api, open_store
 from tests.support.procs import LOOPBACK, free_port
+from tests.support.wait import eventually
 
 OK = 0
 FENCED = grpc.StatusCode.FAILED_PRECONDITION.value[0]
@@ -59,10 +60,7 @@ async def env(tmp_path: Path) -> AsyncIterator[Local]:
     )
     remote = LedgerClient(store, add_timeout=5.0, rpc_timeout=5.0)
     try:
-        deadline = asyncio.get_running_loop().time() + 10
-        while not await local.bookies():
-            assert asyncio.get_running_loop().time() < deadline, "bookie never registered"
-            await asyncio.sleep(0.05)
+        await eventually(local.bookies, what="the bookie registered")
         yield Local(store, bookie, local, remote)
     finally:
         await local.close()

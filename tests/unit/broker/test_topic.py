@@ -14,6 +14,7 @@ from magnetar.broker.service import _NoSubscriptions
 from magnetar.broker.topic import PersistentTopic
 from magnetar.wire import pb
 from magnetar.wire.topics import TopicName
+from tests.support.wait import eventually
 from tests.unit.broker.fakes import MemoryLedger, RecordingCnx
 
 _C = pb.BaseCommand
@@ -99,8 +100,8 @@ async def test_wait_for_exclusive_is_promoted_in_order() -> None:
     w2 = _producer(topic, "w2", AccessMode.WAIT_FOR_EXCLUSIVE)
     t1 = asyncio.create_task(topic.add_producer(w1, on_queued=lambda: queued.append("w1")))
     t2 = asyncio.create_task(topic.add_producer(w2, on_queued=lambda: queued.append("w2")))
-    await asyncio.sleep(0.01)
-    assert queued == ["w1", "w2"] and not t1.done()
+    await eventually(lambda: queued == ["w1", "w2"], timeout=5, what="both queued")
+    assert not t1.done()
     topic.remove_producer(holder)
     assert await t1 == 1 and not t2.done()
     topic.remove_producer(w1)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from magnetar.broker.contracts import BrokerError
@@ -12,6 +10,7 @@ from magnetar.managed_ledger.api import Position
 from magnetar.wire import batch, pb
 from magnetar.wire.ids import MessageId
 from magnetar.wire.topics import TopicName
+from tests.support.wait import eventually
 from tests.unit.broker.subscriptions.fakes import (
     LEDGER,
     FakeCnx,
@@ -71,8 +70,7 @@ async def test_not_writable_pauses_until_drained(ml: FakeLedger) -> None:
     await settle()
     assert cnx.messages == []
     cnx.writable = True
-    await asyncio.sleep(0.02)
-    assert cnx.received(1) == [0]
+    await eventually(lambda: cnx.received(1) == [0], timeout=5, what="dispatch once writable")
 
 
 async def test_new_entries_wake_the_dispatcher(ml: FakeLedger) -> None:
@@ -323,8 +321,7 @@ async def test_delayed_delivery_on_shared(ml: FakeLedger) -> None:
     await settle()
     assert cnx.received(1) == [1]
     assert subs.stats()["s"]["msgDelayed"] == 1
-    await asyncio.sleep(0.25)
-    assert cnx.received(1) == [1, 0]
+    await eventually(lambda: cnx.received(1) == [1, 0], timeout=5, what="the delayed message")
 
 
 async def test_seek_resets_then_closes_consumers(ml: FakeLedger) -> None:
