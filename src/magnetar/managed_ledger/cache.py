@@ -49,6 +49,11 @@ class EntryCache:
             self.hits += 1
         return data
 
+    def peek(self, ledger_id: int, entry_id: int) -> bytes | None:
+        """The cached entry, without counting a hit or a miss (the managed ledger's reads
+        count theirs in :class:`~magnetar.managed_ledger.reader.ReadStats`)."""
+        return self._entries.get((ledger_id, entry_id))
+
     def _evict(self, target: int) -> None:
         entries, order = self._entries, self._order
         while self.size > target and order:
