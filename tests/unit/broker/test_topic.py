@@ -10,23 +10,23 @@ import pytest
 
 from magnetar.broker.contracts import BrokerError
 from magnetar.broker.producer import AccessMode, Producer
-from magnetar.broker.service import _NoSubscriptions
+from magnetar.broker.subscriptions import TopicSubscriptionsImpl
 from magnetar.broker.topic import PersistentTopic
 from magnetar.wire import pb
 from magnetar.wire.topics import TopicName
 from tests.support.wait import eventually
-from tests.unit.broker.fakes import MemoryLedger, RecordingCnx
+from tests.unit.broker.fakes import FaultyLedger, RecordingCnx
 
 _C = pb.BaseCommand
 
 
-def _topic(ml: MemoryLedger | None = None) -> PersistentTopic:
+def _topic(ml: FaultyLedger | None = None) -> PersistentTopic:
     name = TopicName.parse("t")
-    ml = ml or MemoryLedger("public/default/persistent/t")
+    ml = ml or FaultyLedger()
     return PersistentTopic(
         name=name,
-        managed_ledger=ml,  # type: ignore[arg-type]
-        subscriptions=_NoSubscriptions(topic=name, managed_ledger=ml),  # type: ignore[arg-type]
+        managed_ledger=ml,
+        subscriptions=TopicSubscriptionsImpl(topic=name, managed_ledger=ml),
     )
 
 
@@ -124,7 +124,7 @@ async def test_fencing_closes_others_and_stale_epochs_are_fenced() -> None:
 
 
 async def test_receipts_follow_send_order_even_when_adds_finish_out_of_order() -> None:
-    ml = MemoryLedger("ml")
+    ml = FaultyLedger()
     topic = _topic(ml)
     cnx = RecordingCnx()
     producer = _producer(topic, "p", cnx=cnx)
@@ -142,7 +142,7 @@ async def test_receipts_follow_send_order_even_when_adds_finish_out_of_order() -
 
 
 async def test_storage_failure_is_a_persistence_error_for_that_send() -> None:
-    ml = MemoryLedger("ml")
+    ml = FaultyLedger()
     topic = _topic(ml)
     cnx = RecordingCnx()
     producer = _producer(topic, "p", cnx=cnx)
@@ -176,7 +176,7 @@ async def test_terminated_topic_refuses_producers_and_sends() -> None:
 
 
 async def test_close_notifies_producers_and_closes_the_ledger() -> None:
-    ml = MemoryLedger("ml")
+    ml = FaultyLedger()
     topic = _topic(ml)
     cnx = RecordingCnx()
     await _add(topic, _producer(topic, "p", cnx=cnx))
