@@ -1,10 +1,10 @@
 """One client connection: framing, handshake, keepalive, write buffering, dispatch.
 
-The middle of the three network layers (STYLE.md): bytes from the socket go through
-:class:`frames.FrameDecoder`; typed commands go to the service layer (``BrokerService``,
-topics, producers, and the subscriptions behind :class:`contracts.ConsumerHandle`); answers
-come back through :class:`contracts.ServerCnx`, which this class implements. It knows
-nothing of storage or subscription semantics.
+The middle of the three network layers (transport, connection, service): bytes from the
+socket go through :class:`frames.FrameDecoder`; typed commands go to the service layer
+(``BrokerService``, topics, producers, and the subscriptions behind
+:class:`contracts.ConsumerHandle`); answers come back through :class:`contracts.ServerCnx`,
+which this class implements. It knows nothing of storage or subscription semantics.
 
 Rules it enforces, after the reference broker:
 

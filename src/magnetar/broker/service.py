@@ -7,7 +7,7 @@ with topics, lookup answers or :class:`BrokerError`. It owns
   policy, unload on ownership loss or fencing) for both domains: a persistent topic opens
   its managed ledger, a non-persistent one lives in memory only and is dropped after
   ``non_persistent_inactive_s`` without producers and consumers;
-* lookup and partitioned-topic metadata (DESIGN.md §6): Connect when this broker owns the
+* lookup and partitioned-topic metadata: Connect when this broker owns the
   topic's bundle, Connect to the owner when another broker does, and for an unowned bundle
   either take it (this broker is the least loaded, or the lookup is authoritative) or
   Redirect, authoritatively, to the least-loaded live broker;

@@ -1,5 +1,5 @@
 """The entry cache: recently added entries kept in memory so tailing cursors never touch a
-bookie (DESIGN.md §7, "tail reads come from the broker's entry cache").
+bookie (tail reads come from the broker's entry cache).
 
 Why a module of its own: it is on both hot paths (every add inserts, every tail read looks
 up) and its bound is the broker's memory budget per topic. Entries are kept by reference

@@ -1,4 +1,4 @@
-"""Ownership and lookup across brokers (DESIGN.md §6): two broker processes on etcd share
+"""Ownership and lookup across brokers: two broker processes on etcd share
 the bundles of ``public/default``; lookups Redirect to the least-loaded broker for unowned
 bundles and Connect to the owner otherwise; when a broker dies its bundles move to the
 survivor and producers carry on through lookup."""
