@@ -161,6 +161,24 @@ class ManagedCursorImpl:
         return cls(ml, name, durable=False, state=AckState(mark), storage=None)
 
     @classmethod
+    def add_non_durable(
+        cls,
+        ml: CursorHost,
+        cursors: dict[str, ManagedCursorImpl],
+        name: str,
+        start: Position,
+        *,
+        inclusive: bool,
+    ) -> ManagedCursorImpl:
+        """A new reader's cursor, entered in ``cursors`` (the managed ledger's open ones);
+        CursorAlreadyExistsError while one of that name is open."""
+        existing = cursors.get(name)
+        if existing is not None and not existing.closed:
+            raise api.CursorAlreadyExistsError(f"{ml.name}: cursor {name} exists")
+        cursor = cursors[name] = cls.non_durable(ml, name, start, inclusive=inclusive)
+        return cursor
+
+    @classmethod
     async def open_durable(
         cls,
         ml: PersistentHost,

@@ -41,7 +41,7 @@ from magnetar.managed_ledger import api, records
 from magnetar.managed_ledger.api import Entry, Position
 from magnetar.managed_ledger.cache import EntryCache
 from magnetar.managed_ledger.cursor import ManagedCursorImpl, PersistentHost
-from magnetar.managed_ledger.ledger_list import LedgerList
+from magnetar.managed_ledger.ledger_list import LedgerList, ListedPositions
 from magnetar.managed_ledger.list_store import ListStore
 from magnetar.managed_ledger.reader import EntryReader, ReadStats
 from magnetar.managed_ledger.storage import Options, storage_error
@@ -55,7 +55,7 @@ __all__ = ["ManagedLedgerImpl", "Options", "ReadStats", "State", "storage_error"
 log = logging.getLogger(__name__)
 
 
-class ManagedLedgerImpl:
+class ManagedLedgerImpl(ListedPositions):
     """One managed ledger owned by this process. Build with :meth:`open`."""
 
     def __init__(
@@ -190,18 +190,6 @@ class ManagedLedgerImpl:
         return self._writer.state
 
     @property
-    def last_confirmed_entry(self) -> Position:
-        return self._list.lac
-
-    @property
-    def first_position(self) -> Position:
-        return self._list.first_position
-
-    @property
-    def number_of_entries(self) -> int:
-        return self._list.number_of_entries
-
-    @property
     def total_size(self) -> int:
         total = self._list.closed_size()
         if self._writer.handle is not None and self._list.current_id is not None:
@@ -284,15 +272,6 @@ class ManagedLedgerImpl:
             },
             "cacheSize": self._cache.size,
         }
-
-    # --- positions (the ledger list answers) --------------------------------------------------
-
-    @property
-    def positions(self) -> LedgerList:
-        return self._list
-
-    def next_position(self, p: Position) -> Position:
-        return self._list.next_position(p)
 
     # --- adds (the writer) --------------------------------------------------------------------
 
@@ -401,12 +380,9 @@ class ManagedLedgerImpl:
         self, name: str, start: Position, *, inclusive: bool = True
     ) -> api.ManagedCursor:
         self.check_usable()
-        existing = self._cursors.get(name)
-        if existing is not None and not existing.closed:
-            raise api.CursorAlreadyExistsError(f"{self.name}: cursor {name} exists")
-        cursor = ManagedCursorImpl.non_durable(self, name, start, inclusive=inclusive)
-        self._cursors[name] = cursor
-        return cursor
+        return ManagedCursorImpl.add_non_durable(
+            self, self._cursors, name, start, inclusive=inclusive
+        )
 
     async def delete_cursor(self, name: str) -> None:
         async with self._cursor_lock:

@@ -177,3 +177,30 @@ class LedgerList:
             doomed.append(r)
             remaining -= r.size
         return doomed
+
+
+class ListedPositions:
+    """What a managed ledger answers straight from its ledger list (``_list``): shared by
+    the managed ledger over bookies and the in-memory one."""
+
+    _list: LedgerList
+
+    @property
+    def positions(self) -> LedgerList:
+        """The ledger list: what exists, what follows what (read only)."""
+        return self._list
+
+    @property
+    def last_confirmed_entry(self) -> Position:
+        return self._list.lac
+
+    @property
+    def first_position(self) -> Position:
+        return self._list.first_position
+
+    @property
+    def number_of_entries(self) -> int:
+        return self._list.number_of_entries
+
+    def next_position(self, p: Position) -> Position:
+        return self._list.next_position(p)

@@ -24,7 +24,7 @@ from magnetar.managed_ledger import api, records
 from magnetar.managed_ledger.acks import AckState
 from magnetar.managed_ledger.api import Entry, Position
 from magnetar.managed_ledger.cursor import CursorHost, ManagedCursorImpl
-from magnetar.managed_ledger.ledger_list import LedgerList
+from magnetar.managed_ledger.ledger_list import LedgerList, ListedPositions
 
 
 class MemoryState:
@@ -43,7 +43,7 @@ class MemoryState:
         return lid
 
 
-class MemoryManagedLedger:
+class MemoryManagedLedger(ListedPositions):
     """One managed ledger kept in memory (``stored``: what an earlier instance of the same
     name left; a factory passes it, a new one starts empty)."""
 
@@ -77,18 +77,6 @@ class MemoryManagedLedger:
         return self._name
 
     @property
-    def last_confirmed_entry(self) -> Position:
-        return self._list.lac
-
-    @property
-    def first_position(self) -> Position:
-        return self._list.first_position
-
-    @property
-    def number_of_entries(self) -> int:
-        return self._list.number_of_entries
-
-    @property
     def total_size(self) -> int:
         lst = self._list
         return sum(len(e) for lid in lst.ids for e in self._stored.entries[lid])
@@ -108,13 +96,6 @@ class MemoryManagedLedger:
     @property
     def cursors(self) -> Mapping[str, api.ManagedCursor]:
         return self._cursors
-
-    @property
-    def positions(self) -> LedgerList:
-        return self._list
-
-    def next_position(self, position: Position) -> Position:
-        return self._list.next_position(position)
 
     def ledgers(self) -> list[api.LedgerInfo]:
         lst = self._list
@@ -268,12 +249,9 @@ class MemoryManagedLedger:
         self, name: str, start: Position, *, inclusive: bool = True
     ) -> api.ManagedCursor:
         self.check_usable()
-        existing = self._cursors.get(name)
-        if existing is not None and not existing.closed:
-            raise api.CursorAlreadyExistsError(f"{self._name}: cursor {name} exists")
-        cursor = ManagedCursorImpl.non_durable(self, name, start, inclusive=inclusive)
-        self._cursors[name] = cursor
-        return cursor
+        return ManagedCursorImpl.add_non_durable(
+            self, self._cursors, name, start, inclusive=inclusive
+        )
 
     async def delete_cursor(self, name: str) -> None:
         cursor = self._cursors.pop(name, None)
