@@ -306,17 +306,10 @@ class EtcdStore:
         )
         return api.Page(records=[_record(kv) for kv in response.kvs], more=bool(response.more))
 
-    async def scan_all(
+    def scan_all(
         self, prefix: str, *, page_size: int = api.DEFAULT_PAGE_SIZE
     ) -> AsyncIterator[api.Record]:
-        start_after: str | None = None
-        while True:
-            page = await self.scan(prefix, start_after=start_after, limit=page_size)
-            for record in page.records:
-                yield record
-            if not page.more or not page.records:
-                return
-            start_after = page.records[-1].key
+        return api.scan_pages(self.scan, prefix, page_size)
 
     async def children(self, parent: str) -> list[str]:
         p = _b(api.check_prefix(parent))
