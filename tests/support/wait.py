@@ -32,9 +32,20 @@ DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_INTERVAL_S = 0.05
 
 
-def _timed_out(timeout: float, what: str, predicate: object, last: BaseException | None) -> str:
-    tail = f" (last: {last!r})" if last is not None else ""
-    return f"timed out after {timeout}s waiting for {what or predicate}{tail}"
+class _Deadline:
+    """The bounded wait of one call: its end, and the last "not yet" exception seen."""
+
+    def __init__(self, timeout: float, what: str, predicate: object) -> None:
+        self.end = time.monotonic() + timeout
+        self.timeout, self.what, self.predicate = timeout, what, predicate
+        self.last: BaseException | None = None
+
+    def check(self) -> None:
+        """Fail once the time is up, naming what was waited for."""
+        if time.monotonic() > self.end:
+            tail = f" (last: {self.last!r})" if self.last is not None else ""
+            what = self.what or self.predicate
+            raise AssertionError(f"timed out after {self.timeout}s waiting for {what}{tail}")
 
 
 def wait_until(
@@ -46,17 +57,14 @@ def wait_until(
     retry_on: tuple[type[BaseException], ...] = (AssertionError,),
 ) -> T:
     """Call ``predicate`` until it returns a truthy value (returned); at most ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    last: BaseException | None = None
+    deadline = _Deadline(timeout, what, predicate)
     while True:
         try:
-            value = predicate()
-            if value:
+            if value := predicate():
                 return value
         except retry_on as err:
-            last = err
-        if time.monotonic() > deadline:
-            raise AssertionError(_timed_out(timeout, what, predicate, last))
+            deadline.last = err
+        deadline.check()
         time.sleep(interval)
 
 
@@ -69,8 +77,7 @@ async def eventually(
     retry_on: tuple[type[BaseException], ...] = (AssertionError,),
 ) -> T:
     """:func:`wait_until` for code inside an event loop; ``predicate`` may be async."""
-    deadline = time.monotonic() + timeout
-    last: BaseException | None = None
+    deadline = _Deadline(timeout, what, predicate)
     while True:
         try:
             value = predicate()
@@ -79,9 +86,8 @@ async def eventually(
             if value:
                 return value  # type: ignore[return-value]
         except retry_on as err:
-            last = err
-        if time.monotonic() > deadline:
-            raise AssertionError(_timed_out(timeout, what, predicate, last))
+            deadline.last = err
+        deadline.check()
         await asyncio.sleep(interval)
 
 

@@ -219,6 +219,14 @@ class MemoryManagedLedger(ListedPositions):
         if self._closed:
             raise self._state_error()
 
+    async def new_non_durable_cursor(
+        self, name: str, start: Position, *, inclusive: bool = True
+    ) -> api.ManagedCursor:
+        self.check_usable()
+        return ManagedCursorImpl.add_non_durable(
+            self, self._cursors, name, start, inclusive=inclusive
+        )
+
     async def open_cursor(
         self,
         name: str,
@@ -244,14 +252,6 @@ class MemoryManagedLedger(ListedPositions):
         cursor = self._cursor(name, state, durable=True)
         self._cursors[name] = cursor
         return cursor
-
-    async def new_non_durable_cursor(
-        self, name: str, start: Position, *, inclusive: bool = True
-    ) -> api.ManagedCursor:
-        self.check_usable()
-        return ManagedCursorImpl.add_non_durable(
-            self, self._cursors, name, start, inclusive=inclusive
-        )
 
     async def delete_cursor(self, name: str) -> None:
         cursor = self._cursors.pop(name, None)

@@ -1,16 +1,12 @@
-"""Test doubles for the broker's seams: the in-memory managed ledger with injected faults,
-and a recording ServerCnx."""
+"""The in-memory managed ledger with injected faults, for the broker core's tests (a
+recording ServerCnx is :class:`tests.unit.broker.subscriptions.fakes.FakeCnx`)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import Any
 
 from magnetar.managed_ledger.api import Position, StorageUnavailableError
 from magnetar.managed_ledger.memory import MemoryManagedLedger
-from magnetar.wire import pb
-from magnetar.wire.ids import MessageId
 
 
 class FaultyLedger(MemoryManagedLedger):
@@ -37,48 +33,3 @@ class FaultyLedger(MemoryManagedLedger):
     async def _late(stored: asyncio.Future[Position], delay: float) -> Position:
         await asyncio.sleep(delay)  # an add that takes this long to be durable
         return await stored
-
-
-class RecordingCnx:
-    """A ServerCnx that keeps what was sent."""
-
-    def __init__(self) -> None:
-        self.commands: list[pb.BaseCommand] = []
-        self.messages: list[dict[str, Any]] = []
-        self.closed = False
-
-    @property
-    def remote_address(self) -> str:
-        return "test:1"
-
-    @property
-    def client_version(self) -> str:
-        return "test"
-
-    @property
-    def protocol_version(self) -> int:
-        return 21
-
-    def send_command(self, cmd: pb.BaseCommand) -> None:
-        self.commands.append(cmd)
-
-    def send_message(
-        self,
-        *,
-        consumer_id: int,
-        message_id: MessageId,
-        redelivery_count: int,
-        headers_and_payload: bytes | memoryview,
-        ack_set: Sequence[int] | None = None,
-        consumer_epoch: int | None = None,
-    ) -> None:
-        self.messages.append({"consumer_id": consumer_id, "message_id": message_id})
-
-    def is_writable(self) -> bool:
-        return True
-
-    async def wait_writable(self) -> None:
-        return None
-
-    def close(self) -> None:
-        self.closed = True

@@ -15,7 +15,8 @@ from magnetar.broker.topic import PersistentTopic
 from magnetar.wire import pb
 from magnetar.wire.topics import TopicName
 from tests.support.wait import eventually
-from tests.unit.broker.fakes import FaultyLedger, RecordingCnx
+from tests.unit.broker.fakes import FaultyLedger
+from tests.unit.broker.subscriptions.fakes import FakeCnx
 
 _C = pb.BaseCommand
 
@@ -35,14 +36,14 @@ def _producer(
     name: str,
     mode: AccessMode = AccessMode.SHARED,
     *,
-    cnx: RecordingCnx | None = None,
+    cnx: FakeCnx | None = None,
     pid: int = 1,
     epoch: int = 0,
     topic_epoch: int | None = None,
 ) -> Producer:
     return Producer(
         topic=topic,
-        cnx=cnx or RecordingCnx(),
+        cnx=cnx or FakeCnx(),
         producer_id=pid,
         name=name,
         epoch=epoch,
@@ -66,7 +67,7 @@ async def test_shared_producers_coexist() -> None:
 
 async def test_same_name_is_busy_unless_successor() -> None:
     topic = _topic()
-    cnx = RecordingCnx()
+    cnx = FakeCnx()
     first = _producer(topic, "a", cnx=cnx)
     await _add(topic, first)
     with pytest.raises(BrokerError) as err:
@@ -110,7 +111,7 @@ async def test_wait_for_exclusive_is_promoted_in_order() -> None:
 
 async def test_fencing_closes_others_and_stale_epochs_are_fenced() -> None:
     topic = _topic()
-    cnx = RecordingCnx()
+    cnx = FakeCnx()
     old = _producer(topic, "old", AccessMode.EXCLUSIVE, cnx=cnx)
     assert await _add(topic, old) == 0
     new = _producer(topic, "new", AccessMode.EXCLUSIVE_WITH_FENCING)
@@ -126,7 +127,7 @@ async def test_fencing_closes_others_and_stale_epochs_are_fenced() -> None:
 async def test_receipts_follow_send_order_even_when_adds_finish_out_of_order() -> None:
     ml = FaultyLedger()
     topic = _topic(ml)
-    cnx = RecordingCnx()
+    cnx = FakeCnx()
     producer = _producer(topic, "p", cnx=cnx)
     await _add(topic, producer)
     ml.delay = 0.01
@@ -144,7 +145,7 @@ async def test_receipts_follow_send_order_even_when_adds_finish_out_of_order() -
 async def test_storage_failure_is_a_persistence_error_for_that_send() -> None:
     ml = FaultyLedger()
     topic = _topic(ml)
-    cnx = RecordingCnx()
+    cnx = FakeCnx()
     producer = _producer(topic, "p", cnx=cnx)
     await _add(topic, producer)
     producer.publish(0, 0, 1, b"ok")
@@ -165,7 +166,7 @@ async def test_storage_failure_is_a_persistence_error_for_that_send() -> None:
 
 async def test_terminated_topic_refuses_producers_and_sends() -> None:
     topic = _topic()
-    cnx = RecordingCnx()
+    cnx = FakeCnx()
     producer = _producer(topic, "p", cnx=cnx)
     await _add(topic, producer)
     await topic.terminate()
@@ -178,7 +179,7 @@ async def test_terminated_topic_refuses_producers_and_sends() -> None:
 async def test_close_notifies_producers_and_closes_the_ledger() -> None:
     ml = FaultyLedger()
     topic = _topic(ml)
-    cnx = RecordingCnx()
+    cnx = FakeCnx()
     await _add(topic, _producer(topic, "p", cnx=cnx))
     await topic.close(reason="test")
     assert ml.closed and not topic.producers
