@@ -34,6 +34,7 @@ from magnetar.broker.contracts import (
     TopicSubscriptionsFactory,
 )
 from magnetar.broker.dedup import Deduplication
+from magnetar.broker.enforcement import PolicyEnforcer
 from magnetar.broker.ownership import BrokerInfo, Bundle, Ownership, bundle_of
 from magnetar.broker.subscriptions import NonPersistentSubscriptions, TopicSubscriptionsImpl
 from magnetar.broker.topic import NonPersistentTopic, PersistentTopic, Topic
@@ -76,6 +77,8 @@ class BrokerService:
         self.managed_ledgers = managed_ledgers
         self.subscriptions_factory = subscriptions_factory or TopicSubscriptionsImpl
         self.policies = policies.PolicyCache(store)
+        self.policy_generation = 0
+        """Policy changes made through this broker (the enforcer re-reads on a new one)."""
         self.schemas = schemas.SchemaRegistry(store)
         self.me = BrokerInfo(config.broker_id, config.service_url, config.web_service_url)
         self.ownership = Ownership(store, self.me)
@@ -111,6 +114,7 @@ class BrokerService:
         self._background = [
             asyncio.create_task(self._rates_loop(), name="broker-rates"),
             asyncio.create_task(self._load_loop(), name="broker-load-report"),
+            asyncio.create_task(PolicyEnforcer(self).run(), name="broker-policies"),
         ]
         log.info("broker %s started (%s)", cfg.broker_id, cfg.service_url)
 
@@ -154,6 +158,12 @@ class BrokerService:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.ownership.stop()
+
+    def policies_changed(self) -> None:
+        """Namespace, topic or partitioned-topic records changed through this broker: drop
+        the policy cache, and the enforcer re-reads the loaded topics' policies at once."""
+        self.policies.invalidate()
+        self.policy_generation += 1
 
     def _spawn(self, coro: Any) -> None:
         task: asyncio.Task[Any] = asyncio.create_task(coro)

@@ -61,24 +61,10 @@ def service(request: web.Request) -> BrokerService:
     return request.app[http.SERVICE]
 
 
-class PolicyChanges:
-    """Counts the policy changes made through this broker's admin API, so the policy
-    enforcer re-reads topics' effective policies at once instead of at its next refresh."""
-
-    def __init__(self) -> None:
-        self.generation = 0
-
-
-POLICY_CHANGES = web.AppKey("magnetar_admin_policy_changes", PolicyChanges)
-
-
 def policies_changed(request: web.Request) -> None:
     """After a change of namespace, topic or partitioned-topic records: drop the broker's
     policy cache and tell the enforcer."""
-    service(request).policies.invalidate()
-    changes = request.app.get(POLICY_CHANGES)
-    if changes is not None:
-        changes.generation += 1
+    service(request).policies_changed()
 
 
 async def body(request: web.Request, *, required: bool = True) -> Any:
