@@ -247,29 +247,8 @@ class ManagedLedgerImpl(ListedPositions):
             "pendingAddEntriesCount": writer.pending,
             "lastConfirmedEntry": str(lst.lac),
             "state": writer.state.value,
-            "ledgers": [
-                {
-                    "ledgerId": i.ledger_id,
-                    "entries": i.entries,
-                    "size": i.size,
-                    "timestamp": i.timestamp_ms,
-                    "offloaded": i.offloaded,
-                }
-                for i in self.ledgers()
-            ],
-            "cursors": {
-                name: {
-                    "markDeletePosition": str(st.mark_delete_position),
-                    "readPosition": str(st.read_position),
-                    "individuallyDeletedMessages": st.individually_deleted,
-                    "messagesConsumedCounter": st.messages_consumed,
-                    "cursorLedger": st.cursor_ledger_id,
-                    "state": st.state,
-                    "properties": dict(st.properties),
-                    "durable": st.durable,
-                }
-                for name, st in ((n, c.stats()) for n, c in self._cursors.items())
-            },
+            "ledgers": [i.internal_stats() for i in self.ledgers()],
+            "cursors": {n: c.stats().internal_stats() for n, c in self._cursors.items()},
             "cacheSize": self._cache.size,
         }
 
