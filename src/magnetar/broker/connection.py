@@ -1,10 +1,11 @@
-"""One client connection: framing, handshake, keepalive, write buffering, dispatch.
+"""One client connection's session: handshake and the per-command logic.
 
-The middle of the three network layers (transport, connection, service): bytes from the
-socket go through :class:`frames.FrameDecoder`; typed commands go to the service layer
-(``BrokerService``, topics, producers, and the subscriptions behind
+The middle of the three network layers: :class:`~magnetar.broker.transport.FrameTransport`
+(framing, write coalescing, backpressure, keepalive) hands it decoded frames; typed commands
+go to the service layer (``BrokerService``, topics, producers, and the subscriptions behind
 :class:`contracts.ConsumerHandle`); answers come back through :class:`contracts.ServerCnx`,
-which this class implements. It knows nothing of storage or subscription semantics.
+which this class implements. It knows nothing of storage or subscription semantics, nor of
+bytes.
 
 Rules it enforces, after the reference broker:
 
@@ -14,11 +15,7 @@ Rules it enforces, after the reference broker:
   lie (all fatal to framing), an unknown command type (an ERROR first, then close), a SEND
   for a producer id that is not ready (close, as Pulsar's ServerCnx.handleSend);
 * a checksum mismatch answers SEND_ERROR(ChecksumError) for that message and keeps going;
-* keepalive: a connection silent for ``keepalive_interval_s`` is pinged, and closed if it
-  stays silent for another interval (any received byte counts as an answer); a handshake
-  not done within one interval is closed too;
-* writes are coalesced (one ``writelines`` per event-loop turn) and the transport's
-  high/low water marks drive :meth:`is_writable`/:meth:`wait_writable` for dispatchers.
+* keepalive and write coalescing are the transport's (:mod:`magnetar.broker.transport`).
 
 Lock/await ordering: handlers that need I/O run as tasks owned by the connection; creation
 of a producer is cancelled when the connection goes, creation of a consumer is not (the
@@ -28,10 +25,9 @@ subscription would leak) -- it finishes and then detaches.
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from magnetar import __version__
 from magnetar.broker import schemas, topic_list
@@ -39,8 +35,9 @@ from magnetar.broker.config import PROTOCOL_VERSION
 from magnetar.broker.contracts import BrokerError, ConsumerHandle
 from magnetar.broker.producer import AccessMode, Producer
 from magnetar.broker.service import BrokerService
+from magnetar.broker.transport import FrameTransport
 from magnetar.wire import commands, frames, pb
-from magnetar.wire.errors import UnknownCommandError, WireError
+from magnetar.wire.errors import WireError
 from magnetar.wire.ids import MessageId
 from magnetar.wire.topics import TopicDomain
 
@@ -64,12 +61,6 @@ _orphans: set[asyncio.Task[Any]] = set()
 """Tasks that outlive their connection (consumer detach); kept referenced until done."""
 
 
-class State(enum.Enum):
-    START = "start"
-    CONNECTED = "connected"
-    CLOSED = "closed"
-
-
 def _error_of(exc: BaseException) -> tuple[pb.ServerError.ValueType, str]:
     if isinstance(exc, BrokerError):
         return exc.code, exc.message  # type: ignore[return-value]
@@ -78,8 +69,9 @@ def _error_of(exc: BaseException) -> tuple[pb.ServerError.ValueType, str]:
     return pb.UnknownError, f"{type(exc).__name__}: {exc}"
 
 
-class ServerConnection(asyncio.Protocol):
-    """A client connection; implements :class:`contracts.ServerCnx`."""
+class ServerConnection:
+    """A client connection's session: implements :class:`contracts.ServerCnx`; its bytes go
+    through :attr:`protocol` (a :class:`~magnetar.broker.transport.FrameTransport`)."""
 
     def __init__(
         self,
@@ -90,23 +82,20 @@ class ServerConnection(asyncio.Protocol):
         cfg = service.config
         self.service = service
         self._on_closed = on_closed
-        self._decoder = frames.FrameDecoder(max_frame_size=cfg.max_frame_size)
         self._loop = asyncio.get_running_loop()
-        self._transport: asyncio.Transport | None = None
-        self.state = State.START
-        self._remote = "?"
+        self.protocol = FrameTransport(
+            self,
+            max_frame_size=cfg.max_frame_size,
+            keepalive_interval_s=cfg.keepalive_interval_s,
+            write_buffer_high=cfg.write_buffer_high,
+            write_buffer_low=cfg.write_buffer_low,
+        )
+        """The asyncio protocol of the socket (what ``create_server`` is given)."""
+        self._t = self.protocol
+        self.connected = False
         self._client_version = ""
         self._client_features = pb.FeatureFlags()
         self._protocol_version = 0
-        # outgoing
-        self._out: list[bytes | bytearray | memoryview] = []
-        self._flush_scheduled = False
-        self._writable = asyncio.Event()
-        self._writable.set()
-        # keepalive
-        self._received = False
-        self._waiting_pong = False
-        self._keepalive: asyncio.TimerHandle | None = None
         # resources
         self._producers: dict[int, Producer] = {}
         self._producer_tasks: dict[int, asyncio.Task[None]] = {}
@@ -120,7 +109,7 @@ class ServerConnection(asyncio.Protocol):
 
     @property
     def remote_address(self) -> str:
-        return self._remote
+        return self._t.remote
 
     @property
     def client_version(self) -> str:
@@ -136,7 +125,7 @@ class ServerConnection(asyncio.Protocol):
             self._consumers.pop(cmd.close_consumer.consumer_id, None)
         elif t == _C.CLOSE_PRODUCER:
             self._producers.pop(cmd.close_producer.producer_id, None)
-        self._write(frames.encode_command(cmd))
+        self._t.write(frames.encode_command(cmd))
 
     def send_message(
         self,
@@ -155,104 +144,25 @@ class ServerConnection(asyncio.Protocol):
             ack_set=ack_set,
             consumer_epoch=consumer_epoch,
         )
-        if self.state is State.CLOSED:
-            return
-        self._out.extend(frames.encode_payload_command_parts(cmd, headers_and_payload))
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
+        self._t.write_parts(frames.encode_payload_command_parts(cmd, headers_and_payload))
 
     @property
     def closed(self) -> bool:
-        return self.state is State.CLOSED
+        return self._t.closed
 
     def is_writable(self) -> bool:
-        return self._writable.is_set()
+        return self._t.is_writable()
 
     async def wait_writable(self) -> None:
-        if self.state is State.CLOSED:
-            raise ConnectionError("connection closed")
-        await self._writable.wait()
-        if self.closed:
-            raise ConnectionError("connection closed")
+        await self._t.wait_writable()
 
     def close(self) -> None:
-        if self._transport is not None and self.state is not State.CLOSED:
-            self._flush()
-            self._transport.close()
+        self._t.close()
 
-    # --- writing ------------------------------------------------------------------------------
+    # --- the transport's session --------------------------------------------------------------
 
-    def _write(self, data: bytes) -> None:
-        if self.state is State.CLOSED:
-            return
-        self._out.append(data)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        out = self._out
-        if out and self._transport is not None and self.state is not State.CLOSED:
-            self._out = []
-            self._transport.writelines(out)
-
-    def pause_writing(self) -> None:
-        self._writable.clear()
-
-    def resume_writing(self) -> None:
-        self._writable.set()
-
-    # --- asyncio.Protocol ---------------------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
-        self._transport = transport
-        cfg = self.service.config
-        transport.set_write_buffer_limits(high=cfg.write_buffer_high, low=cfg.write_buffer_low)
-        peer = transport.get_extra_info("peername")
-        if isinstance(peer, tuple) and len(peer) >= 2:
-            self._remote = f"{peer[0]}:{peer[1]}"
-        self._keepalive = self._loop.call_later(cfg.keepalive_interval_s, self._keepalive_tick)
-
-    def data_received(self, data: bytes) -> None:
-        self._received = True
-        try:
-            for frame in self._decoder.feed(data):
-                self._dispatch(frame)
-                if self.state is State.CLOSED:
-                    return
-        except UnknownCommandError as err:
-            log.info("%s: %s; closing the connection", self._remote, err)
-            if self.state is State.CONNECTED:
-                self._write(
-                    frames.encode_command(
-                        commands.error(request_id=0, error=pb.NotAllowedError, message=str(err))
-                    )
-                )
-            self.close()
-            return
-        except WireError as err:
-            log.info("%s: bad frame (%s); closing the connection", self._remote, err)
-            self.close()
-            return
-        except Exception:
-            log.exception("%s: error handling a command; closing the connection", self._remote)
-            self.close()
-            return
-        if self._out:
-            self._flush()
-
-    def eof_received(self) -> bool | None:
-        return None  # close the transport
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.state = State.CLOSED
-        self._writable.set()  # wake waiters; they see CLOSED
-        self._out = []
-        if self._keepalive is not None:
-            self._keepalive.cancel()
+    def on_lost(self) -> None:
+        """The socket is gone: producers detach, consumers close, watchers stop."""
         for task in self._producer_tasks.values():
             task.cancel()
         for producer in list(self._producers.values()):
@@ -271,42 +181,21 @@ class ServerConnection(asyncio.Protocol):
         if self._on_closed is not None:
             self._on_closed(self)
 
-    # --- keepalive ----------------------------------------------------------------------------
-
-    def _keepalive_tick(self) -> None:
-        if self.state is State.CLOSED:
-            return
-        if self.state is not State.CONNECTED:
-            log.info("%s: no handshake within the keepalive interval; closing", self._remote)
-            self.close()
-            return
-        if self._received:
-            self._received = False
-            self._waiting_pong = False
-        elif self._waiting_pong:
-            log.info("%s: no answer to ping; closing the connection", self._remote)
-            self.close()
-            return
-        else:
-            self._waiting_pong = True
-            self._write(frames.PING_FRAME)
-        self._keepalive = self._loop.call_later(
-            self.service.config.keepalive_interval_s, self._keepalive_tick
-        )
-
     # --- dispatch -----------------------------------------------------------------------------
 
-    def _dispatch(self, frame: frames.Frame) -> None:
+    def on_frame(self, frame: frames.Frame) -> None:
         t = frame.type
         if t == _C.SEND:  # the hot path first
-            if self.state is State.CONNECTED:
+            if self.connected:
                 self._on_send(frame)
                 return
-        if self.state is not State.CONNECTED:
+        if not self.connected:
             if t == _C.CONNECT:
                 self._on_connect(frame.command.connect)
             else:
-                log.info("%s: %s before CONNECT; closing", self._remote, commands.type_name(t))
+                log.info(
+                    "%s: %s before CONNECT; closing", self.remote_address, commands.type_name(t)
+                )
                 self.close()
             return
         handler = _HANDLERS.get(t)
@@ -344,7 +233,7 @@ class ServerConnection(asyncio.Protocol):
                 )
             )
         else:
-            log.debug("%s: ignoring %s", self._remote, name)
+            log.debug("%s: ignoring %s", self.remote_address, name)
 
     # --- handshake and keepalive commands -----------------------------------------------------
 
@@ -352,8 +241,8 @@ class ServerConnection(asyncio.Protocol):
         self._client_version = cmd.client_version
         self._client_features = cmd.feature_flags
         self._protocol_version = min(cmd.protocol_version, PROTOCOL_VERSION)
-        self.state = State.CONNECTED
-        self._write(
+        self.connected = True
+        self._t.write(
             frames.encode_command(
                 commands.connected(
                     server_version=SERVER_VERSION,
@@ -365,10 +254,10 @@ class ServerConnection(asyncio.Protocol):
         )
 
     def _on_ping(self, frame: frames.Frame) -> None:
-        self._write(frames.PONG_FRAME)
+        self._t.write(frames.PONG_FRAME)
 
     def _on_pong(self, frame: frames.Frame) -> None:
-        self._waiting_pong = False
+        self._t.pong_received()
 
     def _on_ignored(self, frame: frames.Frame) -> None:
         pass
@@ -420,9 +309,9 @@ class ServerConnection(asyncio.Protocol):
 
     def _log_failure(self, what: str, topic: str, exc: BaseException) -> None:
         if isinstance(exc, BrokerError):
-            log.info("%s: %s of %r failed: %s", self._remote, what, topic, exc.message)
+            log.info("%s: %s of %r failed: %s", self.remote_address, what, topic, exc.message)
         else:
-            log.warning("%s: %s of %r failed", self._remote, what, topic, exc_info=exc)
+            log.warning("%s: %s of %r failed", self.remote_address, what, topic, exc_info=exc)
 
     def _on_topics_of_namespace(self, frame: frames.Frame) -> None:
         self._spawn(self._topics_of_namespace(frame.command.getTopicsOfNamespace))
@@ -532,7 +421,7 @@ class ServerConnection(asyncio.Protocol):
             self._log_failure("watch topic list", cmd.namespace, exc)
             self._error(cmd.request_id, exc)
             return
-        if self.state is State.CLOSED or cmd.watcher_id not in self._watchers:
+        if self._t.closed or cmd.watcher_id not in self._watchers:
             watcher.close()  # the connection went, or the client closed it meanwhile
             return
         self._watchers[cmd.watcher_id] = watcher
@@ -630,7 +519,7 @@ class ServerConnection(asyncio.Protocol):
                 self._error(rid, exc)
                 return
             producer.topic_epoch = epoch
-            if self.state is State.CLOSED:
+            if self._t.closed:
                 producer.disconnect(notify=False)
                 return
             self._producers[pid] = producer
@@ -656,7 +545,7 @@ class ServerConnection(asyncio.Protocol):
         if producer is None:
             log.warning(
                 "%s: SEND for producer %d which is not ready; closing the connection",
-                self._remote,
+                self.remote_address,
                 send.producer_id,
             )
             self.close()
@@ -724,7 +613,7 @@ class ServerConnection(asyncio.Protocol):
                 self._log_failure("subscribe", cmd.topic, exc)
                 self._error(rid, exc)
                 return
-            if self.state is State.CLOSED:
+            if self._t.closed:
                 await handle.close()
                 return
             self._consumers[cid] = handle
@@ -735,7 +624,7 @@ class ServerConnection(asyncio.Protocol):
     def _consumer(self, consumer_id: int) -> ConsumerHandle | None:
         handle = self._consumers.get(consumer_id)
         if handle is None:
-            log.debug("%s: command for unknown consumer %d", self._remote, consumer_id)
+            log.debug("%s: command for unknown consumer %d", self.remote_address, consumer_id)
         return handle
 
     def _on_flow(self, frame: frames.Frame) -> None:
@@ -765,7 +654,7 @@ class ServerConnection(asyncio.Protocol):
             await handle.ack(cmd)
         except Exception as exc:
             if not isinstance(exc, BrokerError):
-                log.warning("%s: ack failed", self._remote, exc_info=exc)
+                log.warning("%s: ack failed", self.remote_address, exc_info=exc)
             if cmd.HasField("request_id"):
                 code, message = _error_of(exc)
                 self.send_command(
@@ -811,7 +700,7 @@ class ServerConnection(asyncio.Protocol):
                 await work(handle)
             except Exception as exc:
                 if not isinstance(exc, BrokerError):
-                    log.warning("%s: consumer request failed", self._remote, exc_info=exc)
+                    log.warning("%s: consumer request failed", self.remote_address, exc_info=exc)
                 self._error(request_id, exc)
 
         self._spawn(run())
@@ -848,7 +737,10 @@ class ServerConnection(asyncio.Protocol):
                 await handle.close()
             except Exception:
                 log.warning(
-                    "%s: closing consumer %d failed", self._remote, cmd.consumer_id, exc_info=True
+                    "%s: closing consumer %d failed",
+                    self.remote_address,
+                    cmd.consumer_id,
+                    exc_info=True,
                 )
             self.send_command(commands.success(cmd.request_id))
 
@@ -885,7 +777,7 @@ class ServerConnection(asyncio.Protocol):
                 if value is not None:
                     setattr(r, field, kind(value))
             r.consumerName = handle.consumer_name
-            r.address = self._remote
+            r.address = self.remote_address
         self.send_command(out)
 
 

@@ -60,7 +60,7 @@ class Client:
     def __init__(self, service: BrokerService) -> None:
         self.cnx = ServerConnection(service)
         self.transport = RecordingTransport()
-        self.cnx.connection_made(self.transport)
+        self.cnx.protocol.connection_made(self.transport)
         self._decoder = frames.FrameDecoder()
         self._read = 0
         self.frames: list[frames.Frame] = []
@@ -76,7 +76,7 @@ class Client:
             if payload is None
             else frames.encode_payload_command(cmd, payload)
         )
-        self.cnx.data_received(data)
+        self.cnx.protocol.data_received(data)
 
     def _pump(self) -> None:
         new = bytes(self.transport.written[self._read :])
@@ -202,7 +202,7 @@ async def test_produce_subscribe_flow_ack_and_redelivery_after_reconnect(
     )
 
     # a new connection of the same subscription gets what was not acknowledged
-    c.cnx.connection_lost(None)
+    c.cnx.protocol.connection_lost(None)
     d = Client(service)
     await d.connect()
     await d.subscribe(11, "sub")
