@@ -30,26 +30,19 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Final
 
 from magnetar import __version__
-from magnetar.broker import schemas, topic_list
+from magnetar.broker import requests, schemas, topic_list
 from magnetar.broker.config import PROTOCOL_VERSION
 from magnetar.broker.contracts import BrokerError, ConsumerHandle
 from magnetar.broker.producer import AccessMode, Producer
 from magnetar.broker.service import BrokerService
 from magnetar.broker.transport import FrameTransport
 from magnetar.wire import commands, frames, pb
-from magnetar.wire.errors import WireError
 from magnetar.wire.ids import MessageId
-from magnetar.wire.topics import TopicDomain
 
 log = logging.getLogger(__name__)
 
 SERVER_VERSION: Final = f"Magnetar-{__version__}"
 _C = pb.BaseCommand
-_DOMAINS_OF_MODE = {
-    pb.CommandGetTopicsOfNamespace.PERSISTENT: (TopicDomain.PERSISTENT,),
-    pb.CommandGetTopicsOfNamespace.NON_PERSISTENT: (TopicDomain.NON_PERSISTENT,),
-    pb.CommandGetTopicsOfNamespace.ALL: (TopicDomain.PERSISTENT, TopicDomain.NON_PERSISTENT),
-}
 _MISMATCH: Final = frames.Checksum.MISMATCH
 #: What CONNECTED announces: only features this broker implements (docs/compatibility.md).
 BROKER_FEATURES: Final = pb.FeatureFlags(
@@ -59,14 +52,6 @@ BROKER_FEATURES: Final = pb.FeatureFlags(
 
 _orphans: set[asyncio.Task[Any]] = set()
 """Tasks that outlive their connection (consumer detach); kept referenced until done."""
-
-
-def _error_of(exc: BaseException) -> tuple[pb.ServerError.ValueType, str]:
-    if isinstance(exc, BrokerError):
-        return exc.code, exc.message  # type: ignore[return-value]
-    if isinstance(exc, WireError):
-        return exc.server_error, str(exc)
-    return pb.UnknownError, f"{type(exc).__name__}: {exc}"
 
 
 class ServerConnection:
@@ -217,7 +202,7 @@ class ServerConnection:
         task.add_done_callback(_orphans.discard)
 
     def _error(self, request_id: int, exc: BaseException) -> None:
-        code, message = _error_of(exc)
+        code, message = requests.error_of(exc)
         self.send_command(commands.error(request_id=request_id, error=code, message=message))
 
     def _unsupported(self, frame: frames.Frame) -> None:
@@ -265,131 +250,35 @@ class ServerConnection:
     # --- lookup -------------------------------------------------------------------------------
 
     def _on_partitioned_metadata(self, frame: frames.Frame) -> None:
-        self._spawn(self._partitioned_metadata(frame.command.partitionMetadata))
-
-    async def _partitioned_metadata(self, cmd: pb.CommandPartitionedTopicMetadata) -> None:
-        rid = cmd.request_id
-        try:
-            topic = self.service.parse_topic(cmd.topic)
-            partitions = await self.service.partitioned_metadata(
-                topic, auto_create=cmd.metadata_auto_creation_enabled
-            )
-        except Exception as exc:
-            code, message = _error_of(exc)
-            self._log_failure("partitioned metadata", cmd.topic, exc)
-            self.send_command(
-                commands.partitioned_metadata_response(request_id=rid, error=code, message=message)
-            )
-            return
-        self.send_command(
-            commands.partitioned_metadata_response(request_id=rid, partitions=partitions)
-        )
+        cmd = frame.command.partitionMetadata
+        self._answer(requests.partitioned_metadata(self.service, cmd, self.remote_address))
 
     def _on_lookup(self, frame: frames.Frame) -> None:
-        self._spawn(self._lookup(frame.command.lookupTopic))
-
-    async def _lookup(self, cmd: pb.CommandLookupTopic) -> None:
-        rid = cmd.request_id
-        try:
-            topic = self.service.parse_topic(cmd.topic)
-            answer = await self.service.lookup(topic, authoritative=cmd.authoritative)
-        except Exception as exc:
-            code, message = _error_of(exc)
-            self._log_failure("lookup", cmd.topic, exc)
-            self.send_command(commands.lookup_response(request_id=rid, error=code, message=message))
-            return
-        self.send_command(
-            commands.lookup_response(
-                request_id=rid,
-                broker_service_url=answer.service_url,
-                redirect=answer.redirect,
-                authoritative=answer.authoritative,
-            )
-        )
-
-    def _log_failure(self, what: str, topic: str, exc: BaseException) -> None:
-        if isinstance(exc, BrokerError):
-            log.info("%s: %s of %r failed: %s", self.remote_address, what, topic, exc.message)
-        else:
-            log.warning("%s: %s of %r failed", self.remote_address, what, topic, exc_info=exc)
+        cmd = frame.command.lookupTopic
+        self._answer(requests.lookup(self.service, cmd, self.remote_address))
 
     def _on_topics_of_namespace(self, frame: frames.Frame) -> None:
-        self._spawn(self._topics_of_namespace(frame.command.getTopicsOfNamespace))
-
-    async def _topics_of_namespace(self, cmd: pb.CommandGetTopicsOfNamespace) -> None:
-        rid = cmd.request_id
-        try:
-            tenant, sep, namespace = cmd.namespace.partition("/")
-            if not sep or "/" in namespace:
-                raise BrokerError(pb.InvalidTopicName, f"bad namespace name {cmd.namespace!r}")
-            topics = await self.service.topics_of_namespace(
-                tenant, namespace, domains=_DOMAINS_OF_MODE.get(cmd.mode, (TopicDomain.PERSISTENT,))
-            )
-        except Exception as exc:
-            self._log_failure("topics of namespace", cmd.namespace, exc)
-            self._error(rid, exc)
-            return
-        self.send_command(commands.get_topics_of_namespace_response(request_id=rid, topics=topics))
+        cmd = frame.command.getTopicsOfNamespace
+        self._answer(requests.topics_of_namespace(self.service, cmd, self.remote_address))
 
     def _on_get_schema(self, frame: frames.Frame) -> None:
-        self._spawn(self._get_schema(frame.command.getSchema))
-
-    async def _get_schema(self, cmd: pb.CommandGetSchema) -> None:
-        rid = cmd.request_id
-        try:
-            topic = self.service.parse_topic(cmd.topic)
-            version = (
-                schemas.decode_version(cmd.schema_version)
-                if cmd.HasField("schema_version") and cmd.schema_version
-                else None
-            )
-            stored = await self.service.schemas.get(topic, version)
-        except Exception as exc:
-            self._log_failure("get schema", cmd.topic, exc)
-            code, message = _error_of(exc)
-            self.send_command(
-                commands.get_schema_response(request_id=rid, error=code, message=message)
-            )
-            return
-        if stored is None:
-            self.send_command(
-                commands.get_schema_response(
-                    request_id=rid, error=pb.TopicNotFound, message="Topic not found or no-schema"
-                )
-            )
-            return
-        self.send_command(
-            commands.get_schema_response(
-                request_id=rid,
-                schema=stored.to_proto(),
-                schema_version=schemas.encode_version(stored.version),
-            )
-        )
+        cmd = frame.command.getSchema
+        self._answer(requests.get_schema(self.service, cmd, self.remote_address))
 
     def _on_get_or_create_schema(self, frame: frames.Frame) -> None:
-        self._spawn(self._get_or_create_schema(frame.command.getOrCreateSchema))
+        cmd = frame.command.getOrCreateSchema
+        self._answer(requests.get_or_create_schema(self.service, cmd, self.remote_address))
 
-    async def _get_or_create_schema(self, cmd: pb.CommandGetOrCreateSchema) -> None:
-        rid = cmd.request_id
-        try:
-            topic = self.service.parse_topic(cmd.topic)
-            if not cmd.HasField("schema") or not schemas.is_stored(cmd.schema):
-                raise BrokerError(pb.IncompatibleSchema, "no schema to register")
-            version = await self.service.schemas.get_or_create(
-                topic, cmd.schema, await self.service.schema_policy(topic)
-            )
-        except Exception as exc:
-            self._log_failure("get or create schema", cmd.topic, exc)
-            code, message = _error_of(exc)
-            self.send_command(
-                commands.get_or_create_schema_response(request_id=rid, error=code, message=message)
-            )
-            return
-        self.send_command(
-            commands.get_or_create_schema_response(
-                request_id=rid, schema_version=schemas.encode_version(version)
-            )
-        )
+    def _answer(self, request: Coroutine[Any, Any, pb.BaseCommand]) -> None:
+        """Run a request in the background and send its answer (a response or an error)."""
+
+        async def run() -> None:
+            self.send_command(await request)
+
+        self._spawn(run())
+
+    def _log_failure(self, what: str, topic: str, exc: BaseException) -> None:
+        requests.log_failure(self.remote_address, what, topic, exc)
 
     def _on_watch_topic_list(self, frame: frames.Frame) -> None:
         cmd = frame.command.watchTopicList
@@ -656,7 +545,7 @@ class ServerConnection:
             if not isinstance(exc, BrokerError):
                 log.warning("%s: ack failed", self.remote_address, exc_info=exc)
             if cmd.HasField("request_id"):
-                code, message = _error_of(exc)
+                code, message = requests.error_of(exc)
                 self.send_command(
                     commands.ack_response(
                         consumer_id=cmd.consumer_id,
