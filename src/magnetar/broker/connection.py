@@ -19,7 +19,9 @@ Rules it enforces, after the reference broker:
 
 Lock/await ordering: handlers that need I/O run as tasks owned by the connection; creation
 of a producer is cancelled when the connection goes, creation of a consumer is not (the
-subscription would leak) -- it finishes and then detaches.
+subscription would leak) -- it finishes and then detaches. The consumer commands are
+:class:`~magnetar.broker.consumers.ConsumerCommands`; requests answered from the service
+alone are :mod:`magnetar.broker.requests`.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from typing import Any, Final
 from magnetar import __version__
 from magnetar.broker import requests, schemas, topic_list
 from magnetar.broker.config import PROTOCOL_VERSION
-from magnetar.broker.contracts import BrokerError, ConsumerHandle
+from magnetar.broker.consumers import ConsumerCommands
+from magnetar.broker.contracts import BrokerError
 from magnetar.broker.producer import AccessMode, Producer
 from magnetar.broker.service import BrokerService
 from magnetar.broker.transport import FrameTransport
@@ -49,9 +52,6 @@ BROKER_FEATURES: Final = pb.FeatureFlags(
     supports_get_partitioned_metadata_without_auto_creation=True,
     supports_topic_watchers=True,
 )
-
-_orphans: set[asyncio.Task[Any]] = set()
-"""Tasks that outlive their connection (consumer detach); kept referenced until done."""
 
 
 class ServerConnection:
@@ -84,8 +84,7 @@ class ServerConnection:
         # resources
         self._producers: dict[int, Producer] = {}
         self._producer_tasks: dict[int, asyncio.Task[None]] = {}
-        self._consumers: dict[int, ConsumerHandle] = {}
-        self._consumer_tasks: dict[int, asyncio.Task[None]] = {}
+        self.consumers = ConsumerCommands(self)
         self._watchers: dict[int, topic_list.TopicListWatcher | None] = {}
         """Topic list watchers by id (None while one is being opened)."""
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -107,7 +106,7 @@ class ServerConnection:
     def send_command(self, cmd: pb.BaseCommand) -> None:
         t = cmd.type
         if t == _C.CLOSE_CONSUMER:  # broker-side close: the client will subscribe again
-            self._consumers.pop(cmd.close_consumer.consumer_id, None)
+            self.consumers.handles.pop(cmd.close_consumer.consumer_id, None)
         elif t == _C.CLOSE_PRODUCER:
             self._producers.pop(cmd.close_producer.producer_id, None)
         self._t.write(frames.encode_command(cmd))
@@ -153,15 +152,13 @@ class ServerConnection:
         for producer in list(self._producers.values()):
             producer.disconnect(notify=False)
         self._producers.clear()
-        for handle in list(self._consumers.values()):
-            self._orphan(handle.close())
-        self._consumers.clear()
+        self.consumers.lost()
         for watcher in self._watchers.values():
             if watcher is not None:
                 watcher.close()
         self._watchers.clear()
         for task in list(self._tasks):
-            if task not in self._consumer_tasks.values():
+            if task not in self.consumers.tasks.values():
                 task.cancel()
         if self._on_closed is not None:
             self._on_closed(self)
@@ -189,19 +186,13 @@ class ServerConnection:
         else:
             self._unsupported(frame)
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = self._loop.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
 
-    @staticmethod
-    def _orphan(coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        _orphans.add(task)
-        task.add_done_callback(_orphans.discard)
-
-    def _error(self, request_id: int, exc: BaseException) -> None:
+    def error(self, request_id: int, exc: BaseException) -> None:
         code, message = requests.error_of(exc)
         self.send_command(commands.error(request_id=request_id, error=code, message=message))
 
@@ -275,9 +266,9 @@ class ServerConnection:
         async def run() -> None:
             self.send_command(await request)
 
-        self._spawn(run())
+        self.spawn(run())
 
-    def _log_failure(self, what: str, topic: str, exc: BaseException) -> None:
+    def log_failure(self, what: str, topic: str, exc: BaseException) -> None:
         requests.log_failure(self.remote_address, what, topic, exc)
 
     def _on_watch_topic_list(self, frame: frames.Frame) -> None:
@@ -293,7 +284,7 @@ class ServerConnection:
             )
             return
         self._watchers[cmd.watcher_id] = None
-        self._spawn(self._watch_topic_list(cmd))
+        self.spawn(self._watch_topic_list(cmd))
 
     async def _watch_topic_list(self, cmd: pb.CommandWatchTopicList) -> None:
         service = self.service
@@ -307,8 +298,8 @@ class ServerConnection:
             )
         except Exception as exc:
             self._watchers.pop(cmd.watcher_id, None)
-            self._log_failure("watch topic list", cmd.namespace, exc)
-            self._error(cmd.request_id, exc)
+            self.log_failure("watch topic list", cmd.namespace, exc)
+            self.error(cmd.request_id, exc)
             return
         if self._t.closed or cmd.watcher_id not in self._watchers:
             watcher.close()  # the connection went, or the client closed it meanwhile
@@ -349,7 +340,7 @@ class ServerConnection:
                 )
             )
             return
-        self._producer_tasks[pid] = self._spawn(self._create_producer(cmd))
+        self._producer_tasks[pid] = self.spawn(self._create_producer(cmd))
 
     async def _create_producer(self, cmd: pb.CommandProducer) -> None:
         pid = cmd.producer_id
@@ -404,8 +395,8 @@ class ServerConnection:
 
                 epoch = await topic.add_producer(producer, on_queued=queued)
             except Exception as exc:
-                self._log_failure("create producer", cmd.topic, exc)
-                self._error(rid, exc)
+                self.log_failure("create producer", cmd.topic, exc)
+                self.error(rid, exc)
                 return
             producer.topic_epoch = epoch
             if self._t.closed:
@@ -460,229 +451,18 @@ class ServerConnection:
         if producer is None:
             self.send_command(commands.success(rid))
             return
-        self._spawn(self._close_producer(producer, rid))
+        self.spawn(self._close_producer(producer, rid))
 
     async def _close_producer(self, producer: Producer, request_id: int) -> None:
         await producer.close()
         self.send_command(commands.success(request_id))
 
-    # --- consumers ----------------------------------------------------------------------------
 
-    def _on_subscribe(self, frame: frames.Frame) -> None:
-        cmd = frame.command.subscribe
-        cid = cmd.consumer_id
-        if cid in self._consumers:
-            self.send_command(commands.success(cmd.request_id))
-            return
-        if cid in self._consumer_tasks:
-            self.send_command(
-                commands.error(
-                    request_id=cmd.request_id,
-                    error=pb.ServiceNotReady,
-                    message="Consumer is already present on the connection",
-                )
-            )
-            return
-        self._consumer_tasks[cid] = self._spawn(self._subscribe(cmd))
+def _consumer_command(
+    handler: Callable[[ConsumerCommands, frames.Frame], None],
+) -> Callable[[ServerConnection, frames.Frame], None]:
+    return lambda cnx, frame: handler(cnx.consumers, frame)
 
-    async def _subscribe(self, cmd: pb.CommandSubscribe) -> None:
-        cid = cmd.consumer_id
-        rid = cmd.request_id
-        service = self.service
-        try:
-            try:
-                topic_name = service.parse_topic(cmd.topic)
-                topic = await service.get_topic(topic_name, create=cmd.force_topic_creation)
-                if cmd.HasField("schema") and schemas.is_stored(cmd.schema):
-                    await service.schemas.check_consumer(
-                        topic_name, cmd.schema, await service.schema_policy(topic_name)
-                    )
-                handle = await topic.subscriptions.subscribe(cmd, self)
-            except Exception as exc:
-                self._log_failure("subscribe", cmd.topic, exc)
-                self._error(rid, exc)
-                return
-            if self._t.closed:
-                await handle.close()
-                return
-            self._consumers[cid] = handle
-            self.send_command(commands.success(rid))
-        finally:
-            self._consumer_tasks.pop(cid, None)
-
-    def _consumer(self, consumer_id: int) -> ConsumerHandle | None:
-        handle = self._consumers.get(consumer_id)
-        if handle is None:
-            log.debug("%s: command for unknown consumer %d", self.remote_address, consumer_id)
-        return handle
-
-    def _on_flow(self, frame: frames.Frame) -> None:
-        cmd = frame.command.flow
-        handle = self._consumer(cmd.consumer_id)
-        if handle is not None:
-            handle.flow(cmd.messagePermits)
-
-    def _on_ack(self, frame: frames.Frame) -> None:
-        cmd = frame.command.ack
-        handle = self._consumer(cmd.consumer_id)
-        if handle is None:
-            if cmd.HasField("request_id"):
-                self.send_command(
-                    commands.ack_response(
-                        consumer_id=cmd.consumer_id,
-                        request_id=cmd.request_id,
-                        error=pb.ConsumerNotFound,
-                        message="consumer not found",
-                    )
-                )
-            return
-        self._spawn(self._ack(handle, cmd))
-
-    async def _ack(self, handle: ConsumerHandle, cmd: pb.CommandAck) -> None:
-        try:
-            await handle.ack(cmd)
-        except Exception as exc:
-            if not isinstance(exc, BrokerError):
-                log.warning("%s: ack failed", self.remote_address, exc_info=exc)
-            if cmd.HasField("request_id"):
-                code, message = requests.error_of(exc)
-                self.send_command(
-                    commands.ack_response(
-                        consumer_id=cmd.consumer_id,
-                        request_id=cmd.request_id,
-                        error=code,
-                        message=message,
-                    )
-                )
-            return
-        if cmd.HasField("request_id"):
-            self.send_command(
-                commands.ack_response(consumer_id=cmd.consumer_id, request_id=cmd.request_id)
-            )
-
-    def _on_redeliver(self, frame: frames.Frame) -> None:
-        cmd = frame.command.redeliverUnacknowledgedMessages
-        handle = self._consumer(cmd.consumer_id)
-        if handle is not None:
-            handle.redeliver_unacknowledged(
-                list(cmd.message_ids),
-                consumer_epoch=cmd.consumer_epoch if cmd.HasField("consumer_epoch") else None,
-            )
-
-    def _consumer_request(
-        self,
-        consumer_id: int,
-        request_id: int,
-        work: Callable[[ConsumerHandle], Coroutine[Any, Any, None]],
-    ) -> None:
-        handle = self._consumer(consumer_id)
-        if handle is None:
-            self.send_command(
-                commands.error(
-                    request_id=request_id, error=pb.ConsumerNotFound, message="Consumer not found"
-                )
-            )
-            return
-
-        async def run() -> None:
-            try:
-                await work(handle)
-            except Exception as exc:
-                if not isinstance(exc, BrokerError):
-                    log.warning("%s: consumer request failed", self.remote_address, exc_info=exc)
-                self._error(request_id, exc)
-
-        self._spawn(run())
-
-    def _on_seek(self, frame: frames.Frame) -> None:
-        cmd = frame.command.seek
-
-        async def work(handle: ConsumerHandle) -> None:
-            await handle.seek(cmd)
-            self.send_command(commands.success(cmd.request_id))
-
-        self._consumer_request(cmd.consumer_id, cmd.request_id, work)
-
-    def _on_unsubscribe(self, frame: frames.Frame) -> None:
-        cmd = frame.command.unsubscribe
-
-        async def work(handle: ConsumerHandle) -> None:
-            await handle.unsubscribe()
-            if self._consumers.get(cmd.consumer_id) is handle:
-                del self._consumers[cmd.consumer_id]
-            self.send_command(commands.success(cmd.request_id))
-
-        self._consumer_request(cmd.consumer_id, cmd.request_id, work)
-
-    def _on_close_consumer(self, frame: frames.Frame) -> None:
-        cmd = frame.command.close_consumer
-        handle = self._consumers.pop(cmd.consumer_id, None)
-        if handle is None:
-            self.send_command(commands.success(cmd.request_id))
-            return
-
-        async def run() -> None:
-            try:
-                await handle.close()
-            except Exception:
-                log.warning(
-                    "%s: closing consumer %d failed",
-                    self.remote_address,
-                    cmd.consumer_id,
-                    exc_info=True,
-                )
-            self.send_command(commands.success(cmd.request_id))
-
-        self._spawn(run())
-
-    def _on_get_last_message_id(self, frame: frames.Frame) -> None:
-        cmd = frame.command.getLastMessageId
-
-        async def work(handle: ConsumerHandle) -> None:
-            last = await handle.get_last_message_id()
-            self.send_command(
-                commands.get_last_message_id_response(
-                    request_id=cmd.request_id,
-                    last_message_id=last.last,
-                    consumer_mark_delete_position=last.mark_delete,
-                )
-            )
-
-        self._consumer_request(cmd.consumer_id, cmd.request_id, work)
-
-    def _on_consumer_stats(self, frame: frames.Frame) -> None:
-        cmd = frame.command.consumerStats
-        out = pb.BaseCommand(type=_C.CONSUMER_STATS_RESPONSE)
-        r = out.consumerStatsResponse
-        r.request_id = cmd.request_id
-        handle = self._consumers.get(cmd.consumer_id)
-        if handle is None:
-            r.error_code = pb.ConsumerNotFound
-            r.error_message = "Consumer not found"
-        else:
-            stats = handle.stats()
-            for field, kind in _CONSUMER_STATS_FIELDS.items():
-                value = stats.get(field)
-                if value is not None:
-                    setattr(r, field, kind(value))
-            r.consumerName = handle.consumer_name
-            r.address = self.remote_address
-        self.send_command(out)
-
-
-_CONSUMER_STATS_FIELDS: Final[dict[str, Callable[[Any], Any]]] = {
-    "msgRateOut": float,
-    "msgThroughputOut": float,
-    "msgRateRedeliver": float,
-    "availablePermits": int,
-    "unackedMessages": int,
-    "blockedConsumerOnUnackedMsgs": bool,
-    "connectedSince": str,
-    "type": str,
-    "msgRateExpired": float,
-    "msgBacklog": int,
-    "messageAckRate": float,
-}
 
 _HANDLERS: Final[dict[int, Callable[[ServerConnection, frames.Frame], None]]] = {
     _C.PING: ServerConnection._on_ping,
@@ -698,13 +478,13 @@ _HANDLERS: Final[dict[int, Callable[[ServerConnection, frames.Frame], None]]] = 
     _C.WATCH_TOPIC_LIST_CLOSE: ServerConnection._on_watch_topic_list_close,
     _C.PRODUCER: ServerConnection._on_producer,
     _C.CLOSE_PRODUCER: ServerConnection._on_close_producer,
-    _C.SUBSCRIBE: ServerConnection._on_subscribe,
-    _C.FLOW: ServerConnection._on_flow,
-    _C.ACK: ServerConnection._on_ack,
-    _C.REDELIVER_UNACKNOWLEDGED_MESSAGES: ServerConnection._on_redeliver,
-    _C.SEEK: ServerConnection._on_seek,
-    _C.UNSUBSCRIBE: ServerConnection._on_unsubscribe,
-    _C.CLOSE_CONSUMER: ServerConnection._on_close_consumer,
-    _C.GET_LAST_MESSAGE_ID: ServerConnection._on_get_last_message_id,
-    _C.CONSUMER_STATS: ServerConnection._on_consumer_stats,
+    _C.SUBSCRIBE: _consumer_command(ConsumerCommands.on_subscribe),
+    _C.FLOW: _consumer_command(ConsumerCommands.on_flow),
+    _C.ACK: _consumer_command(ConsumerCommands.on_ack),
+    _C.REDELIVER_UNACKNOWLEDGED_MESSAGES: _consumer_command(ConsumerCommands.on_redeliver),
+    _C.SEEK: _consumer_command(ConsumerCommands.on_seek),
+    _C.UNSUBSCRIBE: _consumer_command(ConsumerCommands.on_unsubscribe),
+    _C.CLOSE_CONSUMER: _consumer_command(ConsumerCommands.on_close_consumer),
+    _C.GET_LAST_MESSAGE_ID: _consumer_command(ConsumerCommands.on_get_last_message_id),
+    _C.CONSUMER_STATS: _consumer_command(ConsumerCommands.on_consumer_stats),
 }
