@@ -5,6 +5,8 @@ validation tests and integration suites run against the two backends:
 
 * ``etcd_server`` — one real etcd per test session (free loopback ports, tmp data dir);
 * ``own_etcd`` — a private etcd for a test that kills or restarts it;
+* ``two_brokers`` — two broker processes and a bookie on ``own_etcd``
+  (:mod:`tests.support.cluster`);
 * ``metadata_backend`` — parametrised over ``embedded`` and ``etcd`` (marked ``etcd``);
   ``metadata_store`` — a store opened on it, closed and wiped after the test.
 """
@@ -19,7 +21,9 @@ from pathlib import Path
 import pytest
 
 from magnetar.metadata import api, open_store
+from tests.support import cluster
 from tests.support.etcd import EtcdServer, etcd_available
+from tests.support.standalone import BrokerProc
 
 ETCD_OP_TIMEOUT = 3.0
 """Operation deadline of test stores on etcd: short, so outage tests stay fast."""
@@ -50,6 +54,12 @@ def own_etcd(tmp_path: Path) -> Iterator[EtcdServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def two_brokers(own_etcd: EtcdServer, tmp_path: Path) -> Iterator[tuple[BrokerProc, BrokerProc]]:
+    with cluster.two_brokers(own_etcd.url, tmp_path) as pair:
+        yield pair
 
 
 @dataclass

@@ -23,8 +23,8 @@ import pytest
 
 from tests.support.bookies import BookieProc
 from tests.support.etcd import EtcdServer, etcd_available
-from tests.support.procs import wait_until
 from tests.support.standalone import BrokerProc, StandaloneProc
+from tests.support.wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 AGAINST = os.environ.get("MAGNETAR_CLIENTS_AGAINST", "magnetar")

@@ -31,8 +31,9 @@ import pytest
 from magnetar import __version__
 from magnetar.metadata import keys, open_store
 from tests.support.etcd import EtcdServer, etcd_available
-from tests.support.procs import LOOPBACK, free_port, wait_until
+from tests.support.procs import LOOPBACK, free_port
 from tests.support.roundtrip import produce_and_consume
+from tests.support.wait import wait_until
 
 PREFIX = "magnetar"
 UID = "10001"

@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from tests.support.wait import wait_until
+
 T = TypeVar("T")
 GROUP, VERSION = "magnetar.dev", "v1alpha1"
 
@@ -27,19 +29,15 @@ def http_ok(url: str) -> bool:
 def eventually(
     fn: Callable[[], T], *, timeout: float = 30, interval: float = 0.25, what: str = ""
 ) -> T:
-    """Call ``fn`` until it returns a truthy value without raising AssertionError/ApiException."""
-    deadline = time.monotonic() + timeout
-    last: BaseException | None = None
-    while True:
-        try:
-            value = fn()
-            if value:
-                return value
-        except (AssertionError, ApiException, KeyError) as e:
-            last = e
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s: {what or fn} (last: {last!r})")
-        time.sleep(interval)
+    """:func:`tests.support.wait.wait_until` with the API server's transient answers
+    (ApiException, a missing key) counted as "not yet"."""
+    return wait_until(
+        fn,
+        timeout=timeout,
+        interval=interval,
+        what=what,
+        retry_on=(AssertionError, ApiException, KeyError),
+    )
 
 
 def crd_established(ext: client.ApiextensionsV1Api, name: str) -> bool:

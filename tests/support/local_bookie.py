@@ -4,7 +4,6 @@ for suites that test what is built on top of them (offload, benchmarks)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from magnetar.bookie.server import BookieOptions, BookieServer
 from magnetar.ledger.client import LedgerClient
 from magnetar.metadata import api, open_store
 from tests.support.procs import LOOPBACK, free_port
+from tests.support.wait import eventually
 
 
 @dataclass
@@ -51,12 +51,7 @@ async def local_ledgers(
         local_bookies={bookie.bookie_id: bookie.service},
     )
     try:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while not await client.bookies():
-            if loop.time() > deadline:
-                raise TimeoutError(f"the bookie did not register within {timeout}s")
-            await asyncio.sleep(0.05)
+        await eventually(client.bookies, timeout=timeout, what="the bookie registered")
         yield LocalLedgers(store, bookie, client)
     finally:
         await client.close()

@@ -38,19 +38,6 @@ def port_open(port: int, host: str = LOOPBACK) -> bool:
     return False
 
 
-def wait_until(
-    predicate: Callable[[], bool], *, timeout: float, interval: float = 0.05, what: str = ""
-) -> None:
-    """Poll ``predicate`` until it is true; raise TimeoutError after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if predicate():
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout}s waiting for {what or predicate}")
-        time.sleep(interval)
-
-
 class Proc:
     """A child process run for a test, with its output captured in a log file.
 

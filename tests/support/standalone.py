@@ -89,6 +89,10 @@ class StandaloneProc:
     def tail(self, n: int = 40) -> str:
         return self.proc.tail(n)
 
+    def log(self) -> str:
+        """Everything the process has logged so far."""
+        return self.proc.log_path.read_text(errors="replace")
+
 
 class BrokerProc:
     """``magnetar broker`` (cluster form) as a subprocess, against etcd and its bookies."""
@@ -139,3 +143,4 @@ class BrokerProc:
     restart = StandaloneProc.restart
     alive = StandaloneProc.alive
     tail = StandaloneProc.tail
+    log = StandaloneProc.log

@@ -1,1 +1,1 @@
-"""The broker: Pulsar binary protocol over managed ledgers (DESIGN.md §1, §6, §7)."""
+"""The broker: Pulsar binary protocol over managed ledgers (docs/architecture.md)."""

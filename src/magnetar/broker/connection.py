@@ -1,10 +1,11 @@
-"""One client connection: framing, handshake, keepalive, write buffering, dispatch.
+"""One client connection's session: handshake and the per-command logic.
 
-The middle of the three network layers (STYLE.md): bytes from the socket go through
-:class:`frames.FrameDecoder`; typed commands go to the service layer (``BrokerService``,
-topics, producers, and the subscriptions behind :class:`contracts.ConsumerHandle`); answers
-come back through :class:`contracts.ServerCnx`, which this class implements. It knows
-nothing of storage or subscription semantics.
+The middle of the three network layers: :class:`~magnetar.broker.transport.FrameTransport`
+(framing, write coalescing, backpressure, keepalive) hands it decoded frames; typed commands
+go to the service layer (``BrokerService``, topics, producers, and the subscriptions behind
+:class:`contracts.ConsumerHandle`); answers come back through :class:`contracts.ServerCnx`,
+which this class implements. It knows nothing of storage or subscription semantics, nor of
+bytes.
 
 Rules it enforces, after the reference broker:
 
@@ -14,45 +15,37 @@ Rules it enforces, after the reference broker:
   lie (all fatal to framing), an unknown command type (an ERROR first, then close), a SEND
   for a producer id that is not ready (close, as Pulsar's ServerCnx.handleSend);
 * a checksum mismatch answers SEND_ERROR(ChecksumError) for that message and keeps going;
-* keepalive: a connection silent for ``keepalive_interval_s`` is pinged, and closed if it
-  stays silent for another interval (any received byte counts as an answer); a handshake
-  not done within one interval is closed too;
-* writes are coalesced (one ``writelines`` per event-loop turn) and the transport's
-  high/low water marks drive :meth:`is_writable`/:meth:`wait_writable` for dispatchers.
+* keepalive and write coalescing are the transport's (:mod:`magnetar.broker.transport`).
 
 Lock/await ordering: handlers that need I/O run as tasks owned by the connection; creation
 of a producer is cancelled when the connection goes, creation of a consumer is not (the
-subscription would leak) -- it finishes and then detaches.
+subscription would leak) -- it finishes and then detaches. The consumer commands are
+:class:`~magnetar.broker.consumers.ConsumerCommands`; requests answered from the service
+alone are :mod:`magnetar.broker.requests`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from magnetar import __version__
-from magnetar.broker import schemas, topic_list
+from magnetar.broker import requests, schemas, topic_list
 from magnetar.broker.config import PROTOCOL_VERSION
-from magnetar.broker.contracts import BrokerError, ConsumerHandle
+from magnetar.broker.consumers import ConsumerCommands
+from magnetar.broker.contracts import BrokerError
 from magnetar.broker.producer import AccessMode, Producer
 from magnetar.broker.service import BrokerService
+from magnetar.broker.transport import FrameTransport
 from magnetar.wire import commands, frames, pb
-from magnetar.wire.errors import UnknownCommandError, WireError
 from magnetar.wire.ids import MessageId
-from magnetar.wire.topics import TopicDomain
 
 log = logging.getLogger(__name__)
 
 SERVER_VERSION: Final = f"Magnetar-{__version__}"
 _C = pb.BaseCommand
-_DOMAINS_OF_MODE = {
-    pb.CommandGetTopicsOfNamespace.PERSISTENT: (TopicDomain.PERSISTENT,),
-    pb.CommandGetTopicsOfNamespace.NON_PERSISTENT: (TopicDomain.NON_PERSISTENT,),
-    pb.CommandGetTopicsOfNamespace.ALL: (TopicDomain.PERSISTENT, TopicDomain.NON_PERSISTENT),
-}
 _MISMATCH: Final = frames.Checksum.MISMATCH
 #: What CONNECTED announces: only features this broker implements (docs/compatibility.md).
 BROKER_FEATURES: Final = pb.FeatureFlags(
@@ -60,26 +53,10 @@ BROKER_FEATURES: Final = pb.FeatureFlags(
     supports_topic_watchers=True,
 )
 
-_orphans: set[asyncio.Task[Any]] = set()
-"""Tasks that outlive their connection (consumer detach); kept referenced until done."""
 
-
-class State(enum.Enum):
-    START = "start"
-    CONNECTED = "connected"
-    CLOSED = "closed"
-
-
-def _error_of(exc: BaseException) -> tuple[pb.ServerError.ValueType, str]:
-    if isinstance(exc, BrokerError):
-        return exc.code, exc.message  # type: ignore[return-value]
-    if isinstance(exc, WireError):
-        return exc.server_error, str(exc)
-    return pb.UnknownError, f"{type(exc).__name__}: {exc}"
-
-
-class ServerConnection(asyncio.Protocol):
-    """A client connection; implements :class:`contracts.ServerCnx`."""
+class ServerConnection:
+    """A client connection's session: implements :class:`contracts.ServerCnx`; its bytes go
+    through :attr:`protocol` (a :class:`~magnetar.broker.transport.FrameTransport`)."""
 
     def __init__(
         self,
@@ -90,28 +67,24 @@ class ServerConnection(asyncio.Protocol):
         cfg = service.config
         self.service = service
         self._on_closed = on_closed
-        self._decoder = frames.FrameDecoder(max_frame_size=cfg.max_frame_size)
         self._loop = asyncio.get_running_loop()
-        self._transport: asyncio.Transport | None = None
-        self.state = State.START
-        self._remote = "?"
+        self.protocol = FrameTransport(
+            self,
+            max_frame_size=cfg.max_frame_size,
+            keepalive_interval_s=cfg.keepalive_interval_s,
+            write_buffer_high=cfg.write_buffer_high,
+            write_buffer_low=cfg.write_buffer_low,
+        )
+        """The asyncio protocol of the socket (what ``create_server`` is given)."""
+        self._t = self.protocol
+        self.connected = False
         self._client_version = ""
         self._client_features = pb.FeatureFlags()
         self._protocol_version = 0
-        # outgoing
-        self._out: list[bytes | bytearray | memoryview] = []
-        self._flush_scheduled = False
-        self._writable = asyncio.Event()
-        self._writable.set()
-        # keepalive
-        self._received = False
-        self._waiting_pong = False
-        self._keepalive: asyncio.TimerHandle | None = None
         # resources
         self._producers: dict[int, Producer] = {}
         self._producer_tasks: dict[int, asyncio.Task[None]] = {}
-        self._consumers: dict[int, ConsumerHandle] = {}
-        self._consumer_tasks: dict[int, asyncio.Task[None]] = {}
+        self.consumers = ConsumerCommands(self)
         self._watchers: dict[int, topic_list.TopicListWatcher | None] = {}
         """Topic list watchers by id (None while one is being opened)."""
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -120,7 +93,7 @@ class ServerConnection(asyncio.Protocol):
 
     @property
     def remote_address(self) -> str:
-        return self._remote
+        return self._t.remote
 
     @property
     def client_version(self) -> str:
@@ -133,10 +106,10 @@ class ServerConnection(asyncio.Protocol):
     def send_command(self, cmd: pb.BaseCommand) -> None:
         t = cmd.type
         if t == _C.CLOSE_CONSUMER:  # broker-side close: the client will subscribe again
-            self._consumers.pop(cmd.close_consumer.consumer_id, None)
+            self.consumers.handles.pop(cmd.close_consumer.consumer_id, None)
         elif t == _C.CLOSE_PRODUCER:
             self._producers.pop(cmd.close_producer.producer_id, None)
-        self._write(frames.encode_command(cmd))
+        self._t.write(frames.encode_command(cmd))
 
     def send_message(
         self,
@@ -155,158 +128,56 @@ class ServerConnection(asyncio.Protocol):
             ack_set=ack_set,
             consumer_epoch=consumer_epoch,
         )
-        if self.state is State.CLOSED:
-            return
-        self._out.extend(frames.encode_payload_command_parts(cmd, headers_and_payload))
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
+        self._t.write_parts(frames.encode_payload_command_parts(cmd, headers_and_payload))
 
     @property
     def closed(self) -> bool:
-        return self.state is State.CLOSED
+        return self._t.closed
 
     def is_writable(self) -> bool:
-        return self._writable.is_set()
+        return self._t.is_writable()
 
     async def wait_writable(self) -> None:
-        if self.state is State.CLOSED:
-            raise ConnectionError("connection closed")
-        await self._writable.wait()
-        if self.closed:
-            raise ConnectionError("connection closed")
+        await self._t.wait_writable()
 
     def close(self) -> None:
-        if self._transport is not None and self.state is not State.CLOSED:
-            self._flush()
-            self._transport.close()
+        self._t.close()
 
-    # --- writing ------------------------------------------------------------------------------
+    # --- the transport's session --------------------------------------------------------------
 
-    def _write(self, data: bytes) -> None:
-        if self.state is State.CLOSED:
-            return
-        self._out.append(data)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        out = self._out
-        if out and self._transport is not None and self.state is not State.CLOSED:
-            self._out = []
-            self._transport.writelines(out)
-
-    def pause_writing(self) -> None:
-        self._writable.clear()
-
-    def resume_writing(self) -> None:
-        self._writable.set()
-
-    # --- asyncio.Protocol ---------------------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
-        self._transport = transport
-        cfg = self.service.config
-        transport.set_write_buffer_limits(high=cfg.write_buffer_high, low=cfg.write_buffer_low)
-        peer = transport.get_extra_info("peername")
-        if isinstance(peer, tuple) and len(peer) >= 2:
-            self._remote = f"{peer[0]}:{peer[1]}"
-        self._keepalive = self._loop.call_later(cfg.keepalive_interval_s, self._keepalive_tick)
-
-    def data_received(self, data: bytes) -> None:
-        self._received = True
-        try:
-            for frame in self._decoder.feed(data):
-                self._dispatch(frame)
-                if self.state is State.CLOSED:
-                    return
-        except UnknownCommandError as err:
-            log.info("%s: %s; closing the connection", self._remote, err)
-            if self.state is State.CONNECTED:
-                self._write(
-                    frames.encode_command(
-                        commands.error(request_id=0, error=pb.NotAllowedError, message=str(err))
-                    )
-                )
-            self.close()
-            return
-        except WireError as err:
-            log.info("%s: bad frame (%s); closing the connection", self._remote, err)
-            self.close()
-            return
-        except Exception:
-            log.exception("%s: error handling a command; closing the connection", self._remote)
-            self.close()
-            return
-        if self._out:
-            self._flush()
-
-    def eof_received(self) -> bool | None:
-        return None  # close the transport
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.state = State.CLOSED
-        self._writable.set()  # wake waiters; they see CLOSED
-        self._out = []
-        if self._keepalive is not None:
-            self._keepalive.cancel()
+    def on_lost(self) -> None:
+        """The socket is gone: producers detach, consumers close, watchers stop."""
         for task in self._producer_tasks.values():
             task.cancel()
         for producer in list(self._producers.values()):
             producer.disconnect(notify=False)
         self._producers.clear()
-        for handle in list(self._consumers.values()):
-            self._orphan(handle.close())
-        self._consumers.clear()
+        self.consumers.lost()
         for watcher in self._watchers.values():
             if watcher is not None:
                 watcher.close()
         self._watchers.clear()
         for task in list(self._tasks):
-            if task not in self._consumer_tasks.values():
+            if task not in self.consumers.tasks.values():
                 task.cancel()
         if self._on_closed is not None:
             self._on_closed(self)
 
-    # --- keepalive ----------------------------------------------------------------------------
-
-    def _keepalive_tick(self) -> None:
-        if self.state is State.CLOSED:
-            return
-        if self.state is not State.CONNECTED:
-            log.info("%s: no handshake within the keepalive interval; closing", self._remote)
-            self.close()
-            return
-        if self._received:
-            self._received = False
-            self._waiting_pong = False
-        elif self._waiting_pong:
-            log.info("%s: no answer to ping; closing the connection", self._remote)
-            self.close()
-            return
-        else:
-            self._waiting_pong = True
-            self._write(frames.PING_FRAME)
-        self._keepalive = self._loop.call_later(
-            self.service.config.keepalive_interval_s, self._keepalive_tick
-        )
-
     # --- dispatch -----------------------------------------------------------------------------
 
-    def _dispatch(self, frame: frames.Frame) -> None:
+    def on_frame(self, frame: frames.Frame) -> None:
         t = frame.type
         if t == _C.SEND:  # the hot path first
-            if self.state is State.CONNECTED:
+            if self.connected:
                 self._on_send(frame)
                 return
-        if self.state is not State.CONNECTED:
+        if not self.connected:
             if t == _C.CONNECT:
                 self._on_connect(frame.command.connect)
             else:
-                log.info("%s: %s before CONNECT; closing", self._remote, commands.type_name(t))
+                log.info(
+                    "%s: %s before CONNECT; closing", self.remote_address, commands.type_name(t)
+                )
                 self.close()
             return
         handler = _HANDLERS.get(t)
@@ -315,20 +186,14 @@ class ServerConnection(asyncio.Protocol):
         else:
             self._unsupported(frame)
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = self._loop.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
 
-    @staticmethod
-    def _orphan(coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        _orphans.add(task)
-        task.add_done_callback(_orphans.discard)
-
-    def _error(self, request_id: int, exc: BaseException) -> None:
-        code, message = _error_of(exc)
+    def error(self, request_id: int, exc: BaseException) -> None:
+        code, message = requests.error_of(exc)
         self.send_command(commands.error(request_id=request_id, error=code, message=message))
 
     def _unsupported(self, frame: frames.Frame) -> None:
@@ -344,7 +209,7 @@ class ServerConnection(asyncio.Protocol):
                 )
             )
         else:
-            log.debug("%s: ignoring %s", self._remote, name)
+            log.debug("%s: ignoring %s", self.remote_address, name)
 
     # --- handshake and keepalive commands -----------------------------------------------------
 
@@ -352,8 +217,8 @@ class ServerConnection(asyncio.Protocol):
         self._client_version = cmd.client_version
         self._client_features = cmd.feature_flags
         self._protocol_version = min(cmd.protocol_version, PROTOCOL_VERSION)
-        self.state = State.CONNECTED
-        self._write(
+        self.connected = True
+        self._t.write(
             frames.encode_command(
                 commands.connected(
                     server_version=SERVER_VERSION,
@@ -365,10 +230,10 @@ class ServerConnection(asyncio.Protocol):
         )
 
     def _on_ping(self, frame: frames.Frame) -> None:
-        self._write(frames.PONG_FRAME)
+        self._t.write(frames.PONG_FRAME)
 
     def _on_pong(self, frame: frames.Frame) -> None:
-        self._waiting_pong = False
+        self._t.pong_received()
 
     def _on_ignored(self, frame: frames.Frame) -> None:
         pass
@@ -376,131 +241,35 @@ class ServerConnection(asyncio.Protocol):
     # --- lookup -------------------------------------------------------------------------------
 
     def _on_partitioned_metadata(self, frame: frames.Frame) -> None:
-        self._spawn(self._partitioned_metadata(frame.command.partitionMetadata))
-
-    async def _partitioned_metadata(self, cmd: pb.CommandPartitionedTopicMetadata) -> None:
-        rid = cmd.request_id
-        try:
-            topic = self.service.parse_topic(cmd.topic)
-            partitions = await self.service.partitioned_metadata(
-                topic, auto_create=cmd.metadata_auto_creation_enabled
-            )
-        except Exception as exc:
-            code, message = _error_of(exc)
-            self._log_failure("partitioned metadata", cmd.topic, exc)
-            self.send_command(
-                commands.partitioned_metadata_response(request_id=rid, error=code, message=message)
-            )
-            return
-        self.send_command(
-            commands.partitioned_metadata_response(request_id=rid, partitions=partitions)
-        )
+        cmd = frame.command.partitionMetadata
+        self._answer(requests.partitioned_metadata(self.service, cmd, self.remote_address))
 
     def _on_lookup(self, frame: frames.Frame) -> None:
-        self._spawn(self._lookup(frame.command.lookupTopic))
-
-    async def _lookup(self, cmd: pb.CommandLookupTopic) -> None:
-        rid = cmd.request_id
-        try:
-            topic = self.service.parse_topic(cmd.topic)
-            answer = await self.service.lookup(topic, authoritative=cmd.authoritative)
-        except Exception as exc:
-            code, message = _error_of(exc)
-            self._log_failure("lookup", cmd.topic, exc)
-            self.send_command(commands.lookup_response(request_id=rid, error=code, message=message))
-            return
-        self.send_command(
-            commands.lookup_response(
-                request_id=rid,
-                broker_service_url=answer.service_url,
-                redirect=answer.redirect,
-                authoritative=answer.authoritative,
-            )
-        )
-
-    def _log_failure(self, what: str, topic: str, exc: BaseException) -> None:
-        if isinstance(exc, BrokerError):
-            log.info("%s: %s of %r failed: %s", self._remote, what, topic, exc.message)
-        else:
-            log.warning("%s: %s of %r failed", self._remote, what, topic, exc_info=exc)
+        cmd = frame.command.lookupTopic
+        self._answer(requests.lookup(self.service, cmd, self.remote_address))
 
     def _on_topics_of_namespace(self, frame: frames.Frame) -> None:
-        self._spawn(self._topics_of_namespace(frame.command.getTopicsOfNamespace))
-
-    async def _topics_of_namespace(self, cmd: pb.CommandGetTopicsOfNamespace) -> None:
-        rid = cmd.request_id
-        try:
-            tenant, sep, namespace = cmd.namespace.partition("/")
-            if not sep or "/" in namespace:
-                raise BrokerError(pb.InvalidTopicName, f"bad namespace name {cmd.namespace!r}")
-            topics = await self.service.topics_of_namespace(
-                tenant, namespace, domains=_DOMAINS_OF_MODE.get(cmd.mode, (TopicDomain.PERSISTENT,))
-            )
-        except Exception as exc:
-            self._log_failure("topics of namespace", cmd.namespace, exc)
-            self._error(rid, exc)
-            return
-        self.send_command(commands.get_topics_of_namespace_response(request_id=rid, topics=topics))
+        cmd = frame.command.getTopicsOfNamespace
+        self._answer(requests.topics_of_namespace(self.service, cmd, self.remote_address))
 
     def _on_get_schema(self, frame: frames.Frame) -> None:
-        self._spawn(self._get_schema(frame.command.getSchema))
-
-    async def _get_schema(self, cmd: pb.CommandGetSchema) -> None:
-        rid = cmd.request_id
-        try:
-            topic = self.service.parse_topic(cmd.topic)
-            version = (
-                schemas.decode_version(cmd.schema_version)
-                if cmd.HasField("schema_version") and cmd.schema_version
-                else None
-            )
-            stored = await self.service.schemas.get(topic, version)
-        except Exception as exc:
-            self._log_failure("get schema", cmd.topic, exc)
-            code, message = _error_of(exc)
-            self.send_command(
-                commands.get_schema_response(request_id=rid, error=code, message=message)
-            )
-            return
-        if stored is None:
-            self.send_command(
-                commands.get_schema_response(
-                    request_id=rid, error=pb.TopicNotFound, message="Topic not found or no-schema"
-                )
-            )
-            return
-        self.send_command(
-            commands.get_schema_response(
-                request_id=rid,
-                schema=stored.to_proto(),
-                schema_version=schemas.encode_version(stored.version),
-            )
-        )
+        cmd = frame.command.getSchema
+        self._answer(requests.get_schema(self.service, cmd, self.remote_address))
 
     def _on_get_or_create_schema(self, frame: frames.Frame) -> None:
-        self._spawn(self._get_or_create_schema(frame.command.getOrCreateSchema))
+        cmd = frame.command.getOrCreateSchema
+        self._answer(requests.get_or_create_schema(self.service, cmd, self.remote_address))
 
-    async def _get_or_create_schema(self, cmd: pb.CommandGetOrCreateSchema) -> None:
-        rid = cmd.request_id
-        try:
-            topic = self.service.parse_topic(cmd.topic)
-            if not cmd.HasField("schema") or not schemas.is_stored(cmd.schema):
-                raise BrokerError(pb.IncompatibleSchema, "no schema to register")
-            version = await self.service.schemas.get_or_create(
-                topic, cmd.schema, await self.service.schema_policy(topic)
-            )
-        except Exception as exc:
-            self._log_failure("get or create schema", cmd.topic, exc)
-            code, message = _error_of(exc)
-            self.send_command(
-                commands.get_or_create_schema_response(request_id=rid, error=code, message=message)
-            )
-            return
-        self.send_command(
-            commands.get_or_create_schema_response(
-                request_id=rid, schema_version=schemas.encode_version(version)
-            )
-        )
+    def _answer(self, request: Coroutine[Any, Any, pb.BaseCommand]) -> None:
+        """Run a request in the background and send its answer (a response or an error)."""
+
+        async def run() -> None:
+            self.send_command(await request)
+
+        self.spawn(run())
+
+    def log_failure(self, what: str, topic: str, exc: BaseException) -> None:
+        requests.log_failure(self.remote_address, what, topic, exc)
 
     def _on_watch_topic_list(self, frame: frames.Frame) -> None:
         cmd = frame.command.watchTopicList
@@ -515,7 +284,7 @@ class ServerConnection(asyncio.Protocol):
             )
             return
         self._watchers[cmd.watcher_id] = None
-        self._spawn(self._watch_topic_list(cmd))
+        self.spawn(self._watch_topic_list(cmd))
 
     async def _watch_topic_list(self, cmd: pb.CommandWatchTopicList) -> None:
         service = self.service
@@ -529,10 +298,10 @@ class ServerConnection(asyncio.Protocol):
             )
         except Exception as exc:
             self._watchers.pop(cmd.watcher_id, None)
-            self._log_failure("watch topic list", cmd.namespace, exc)
-            self._error(cmd.request_id, exc)
+            self.log_failure("watch topic list", cmd.namespace, exc)
+            self.error(cmd.request_id, exc)
             return
-        if self.state is State.CLOSED or cmd.watcher_id not in self._watchers:
+        if self._t.closed or cmd.watcher_id not in self._watchers:
             watcher.close()  # the connection went, or the client closed it meanwhile
             return
         self._watchers[cmd.watcher_id] = watcher
@@ -571,7 +340,7 @@ class ServerConnection(asyncio.Protocol):
                 )
             )
             return
-        self._producer_tasks[pid] = self._spawn(self._create_producer(cmd))
+        self._producer_tasks[pid] = self.spawn(self._create_producer(cmd))
 
     async def _create_producer(self, cmd: pb.CommandProducer) -> None:
         pid = cmd.producer_id
@@ -626,11 +395,11 @@ class ServerConnection(asyncio.Protocol):
 
                 epoch = await topic.add_producer(producer, on_queued=queued)
             except Exception as exc:
-                self._log_failure("create producer", cmd.topic, exc)
-                self._error(rid, exc)
+                self.log_failure("create producer", cmd.topic, exc)
+                self.error(rid, exc)
                 return
             producer.topic_epoch = epoch
-            if self.state is State.CLOSED:
+            if self._t.closed:
                 producer.disconnect(notify=False)
                 return
             self._producers[pid] = producer
@@ -656,7 +425,7 @@ class ServerConnection(asyncio.Protocol):
         if producer is None:
             log.warning(
                 "%s: SEND for producer %d which is not ready; closing the connection",
-                self._remote,
+                self.remote_address,
                 send.producer_id,
             )
             self.close()
@@ -682,226 +451,18 @@ class ServerConnection(asyncio.Protocol):
         if producer is None:
             self.send_command(commands.success(rid))
             return
-        self._spawn(self._close_producer(producer, rid))
+        self.spawn(self._close_producer(producer, rid))
 
     async def _close_producer(self, producer: Producer, request_id: int) -> None:
         await producer.close()
         self.send_command(commands.success(request_id))
 
-    # --- consumers ----------------------------------------------------------------------------
 
-    def _on_subscribe(self, frame: frames.Frame) -> None:
-        cmd = frame.command.subscribe
-        cid = cmd.consumer_id
-        if cid in self._consumers:
-            self.send_command(commands.success(cmd.request_id))
-            return
-        if cid in self._consumer_tasks:
-            self.send_command(
-                commands.error(
-                    request_id=cmd.request_id,
-                    error=pb.ServiceNotReady,
-                    message="Consumer is already present on the connection",
-                )
-            )
-            return
-        self._consumer_tasks[cid] = self._spawn(self._subscribe(cmd))
+def _consumer_command(
+    handler: Callable[[ConsumerCommands, frames.Frame], None],
+) -> Callable[[ServerConnection, frames.Frame], None]:
+    return lambda cnx, frame: handler(cnx.consumers, frame)
 
-    async def _subscribe(self, cmd: pb.CommandSubscribe) -> None:
-        cid = cmd.consumer_id
-        rid = cmd.request_id
-        service = self.service
-        try:
-            try:
-                topic_name = service.parse_topic(cmd.topic)
-                topic = await service.get_topic(topic_name, create=cmd.force_topic_creation)
-                if cmd.HasField("schema") and schemas.is_stored(cmd.schema):
-                    await service.schemas.check_consumer(
-                        topic_name, cmd.schema, await service.schema_policy(topic_name)
-                    )
-                handle = await topic.subscriptions.subscribe(cmd, self)
-            except Exception as exc:
-                self._log_failure("subscribe", cmd.topic, exc)
-                self._error(rid, exc)
-                return
-            if self.state is State.CLOSED:
-                await handle.close()
-                return
-            self._consumers[cid] = handle
-            self.send_command(commands.success(rid))
-        finally:
-            self._consumer_tasks.pop(cid, None)
-
-    def _consumer(self, consumer_id: int) -> ConsumerHandle | None:
-        handle = self._consumers.get(consumer_id)
-        if handle is None:
-            log.debug("%s: command for unknown consumer %d", self._remote, consumer_id)
-        return handle
-
-    def _on_flow(self, frame: frames.Frame) -> None:
-        cmd = frame.command.flow
-        handle = self._consumer(cmd.consumer_id)
-        if handle is not None:
-            handle.flow(cmd.messagePermits)
-
-    def _on_ack(self, frame: frames.Frame) -> None:
-        cmd = frame.command.ack
-        handle = self._consumer(cmd.consumer_id)
-        if handle is None:
-            if cmd.HasField("request_id"):
-                self.send_command(
-                    commands.ack_response(
-                        consumer_id=cmd.consumer_id,
-                        request_id=cmd.request_id,
-                        error=pb.ConsumerNotFound,
-                        message="consumer not found",
-                    )
-                )
-            return
-        self._spawn(self._ack(handle, cmd))
-
-    async def _ack(self, handle: ConsumerHandle, cmd: pb.CommandAck) -> None:
-        try:
-            await handle.ack(cmd)
-        except Exception as exc:
-            if not isinstance(exc, BrokerError):
-                log.warning("%s: ack failed", self._remote, exc_info=exc)
-            if cmd.HasField("request_id"):
-                code, message = _error_of(exc)
-                self.send_command(
-                    commands.ack_response(
-                        consumer_id=cmd.consumer_id,
-                        request_id=cmd.request_id,
-                        error=code,
-                        message=message,
-                    )
-                )
-            return
-        if cmd.HasField("request_id"):
-            self.send_command(
-                commands.ack_response(consumer_id=cmd.consumer_id, request_id=cmd.request_id)
-            )
-
-    def _on_redeliver(self, frame: frames.Frame) -> None:
-        cmd = frame.command.redeliverUnacknowledgedMessages
-        handle = self._consumer(cmd.consumer_id)
-        if handle is not None:
-            handle.redeliver_unacknowledged(
-                list(cmd.message_ids),
-                consumer_epoch=cmd.consumer_epoch if cmd.HasField("consumer_epoch") else None,
-            )
-
-    def _consumer_request(
-        self,
-        consumer_id: int,
-        request_id: int,
-        work: Callable[[ConsumerHandle], Coroutine[Any, Any, None]],
-    ) -> None:
-        handle = self._consumer(consumer_id)
-        if handle is None:
-            self.send_command(
-                commands.error(
-                    request_id=request_id, error=pb.ConsumerNotFound, message="Consumer not found"
-                )
-            )
-            return
-
-        async def run() -> None:
-            try:
-                await work(handle)
-            except Exception as exc:
-                if not isinstance(exc, BrokerError):
-                    log.warning("%s: consumer request failed", self._remote, exc_info=exc)
-                self._error(request_id, exc)
-
-        self._spawn(run())
-
-    def _on_seek(self, frame: frames.Frame) -> None:
-        cmd = frame.command.seek
-
-        async def work(handle: ConsumerHandle) -> None:
-            await handle.seek(cmd)
-            self.send_command(commands.success(cmd.request_id))
-
-        self._consumer_request(cmd.consumer_id, cmd.request_id, work)
-
-    def _on_unsubscribe(self, frame: frames.Frame) -> None:
-        cmd = frame.command.unsubscribe
-
-        async def work(handle: ConsumerHandle) -> None:
-            await handle.unsubscribe()
-            if self._consumers.get(cmd.consumer_id) is handle:
-                del self._consumers[cmd.consumer_id]
-            self.send_command(commands.success(cmd.request_id))
-
-        self._consumer_request(cmd.consumer_id, cmd.request_id, work)
-
-    def _on_close_consumer(self, frame: frames.Frame) -> None:
-        cmd = frame.command.close_consumer
-        handle = self._consumers.pop(cmd.consumer_id, None)
-        if handle is None:
-            self.send_command(commands.success(cmd.request_id))
-            return
-
-        async def run() -> None:
-            try:
-                await handle.close()
-            except Exception:
-                log.warning(
-                    "%s: closing consumer %d failed", self._remote, cmd.consumer_id, exc_info=True
-                )
-            self.send_command(commands.success(cmd.request_id))
-
-        self._spawn(run())
-
-    def _on_get_last_message_id(self, frame: frames.Frame) -> None:
-        cmd = frame.command.getLastMessageId
-
-        async def work(handle: ConsumerHandle) -> None:
-            last = await handle.get_last_message_id()
-            self.send_command(
-                commands.get_last_message_id_response(
-                    request_id=cmd.request_id,
-                    last_message_id=last.last,
-                    consumer_mark_delete_position=last.mark_delete,
-                )
-            )
-
-        self._consumer_request(cmd.consumer_id, cmd.request_id, work)
-
-    def _on_consumer_stats(self, frame: frames.Frame) -> None:
-        cmd = frame.command.consumerStats
-        out = pb.BaseCommand(type=_C.CONSUMER_STATS_RESPONSE)
-        r = out.consumerStatsResponse
-        r.request_id = cmd.request_id
-        handle = self._consumers.get(cmd.consumer_id)
-        if handle is None:
-            r.error_code = pb.ConsumerNotFound
-            r.error_message = "Consumer not found"
-        else:
-            stats = handle.stats()
-            for field, kind in _CONSUMER_STATS_FIELDS.items():
-                value = stats.get(field)
-                if value is not None:
-                    setattr(r, field, kind(value))
-            r.consumerName = handle.consumer_name
-            r.address = self._remote
-        self.send_command(out)
-
-
-_CONSUMER_STATS_FIELDS: Final[dict[str, Callable[[Any], Any]]] = {
-    "msgRateOut": float,
-    "msgThroughputOut": float,
-    "msgRateRedeliver": float,
-    "availablePermits": int,
-    "unackedMessages": int,
-    "blockedConsumerOnUnackedMsgs": bool,
-    "connectedSince": str,
-    "type": str,
-    "msgRateExpired": float,
-    "msgBacklog": int,
-    "messageAckRate": float,
-}
 
 _HANDLERS: Final[dict[int, Callable[[ServerConnection, frames.Frame], None]]] = {
     _C.PING: ServerConnection._on_ping,
@@ -917,13 +478,13 @@ _HANDLERS: Final[dict[int, Callable[[ServerConnection, frames.Frame], None]]] = 
     _C.WATCH_TOPIC_LIST_CLOSE: ServerConnection._on_watch_topic_list_close,
     _C.PRODUCER: ServerConnection._on_producer,
     _C.CLOSE_PRODUCER: ServerConnection._on_close_producer,
-    _C.SUBSCRIBE: ServerConnection._on_subscribe,
-    _C.FLOW: ServerConnection._on_flow,
-    _C.ACK: ServerConnection._on_ack,
-    _C.REDELIVER_UNACKNOWLEDGED_MESSAGES: ServerConnection._on_redeliver,
-    _C.SEEK: ServerConnection._on_seek,
-    _C.UNSUBSCRIBE: ServerConnection._on_unsubscribe,
-    _C.CLOSE_CONSUMER: ServerConnection._on_close_consumer,
-    _C.GET_LAST_MESSAGE_ID: ServerConnection._on_get_last_message_id,
-    _C.CONSUMER_STATS: ServerConnection._on_consumer_stats,
+    _C.SUBSCRIBE: _consumer_command(ConsumerCommands.on_subscribe),
+    _C.FLOW: _consumer_command(ConsumerCommands.on_flow),
+    _C.ACK: _consumer_command(ConsumerCommands.on_ack),
+    _C.REDELIVER_UNACKNOWLEDGED_MESSAGES: _consumer_command(ConsumerCommands.on_redeliver),
+    _C.SEEK: _consumer_command(ConsumerCommands.on_seek),
+    _C.UNSUBSCRIBE: _consumer_command(ConsumerCommands.on_unsubscribe),
+    _C.CLOSE_CONSUMER: _consumer_command(ConsumerCommands.on_close_consumer),
+    _C.GET_LAST_MESSAGE_ID: _consumer_command(ConsumerCommands.on_get_last_message_id),
+    _C.CONSUMER_STATS: _consumer_command(ConsumerCommands.on_consumer_stats),
 }

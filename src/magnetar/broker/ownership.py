@@ -1,6 +1,6 @@
 """Who serves which topic: namespace bundles, leased ownership, broker registration, load.
 
-DESIGN.md §6. A namespace's 32-bit hash space is split into bundles (its policies hold the
+A namespace's 32-bit hash space is split into bundles (its policies hold the
 boundaries); a topic belongs to the bundle its full name hashes into (Murmur3-32, as
 Pulsar). A broker serves a bundle while it holds ``keys.bundle_owner(...)`` under its
 session (create-only, so exactly one broker wins). Live brokers register under

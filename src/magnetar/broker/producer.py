@@ -22,19 +22,34 @@ import functools
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from magnetar.broker.contracts import ServerCnx
-from magnetar.broker.dedup import Verdict
+from magnetar.broker.dedup import Deduplication, Verdict
 from magnetar.broker.subscriptions.entries import split_entry
 from magnetar.managed_ledger.api import ManagedLedgerTerminatedError, Position
 from magnetar.wire import commands, frames, pb
 from magnetar.wire.ids import MessageId
-
-if TYPE_CHECKING:
-    from magnetar.broker.topic import Topic
+from magnetar.wire.topics import TopicName
 
 log = logging.getLogger(__name__)
+
+
+class ProducerTopic(Protocol):
+    """What a producer needs from its topic (:class:`magnetar.broker.topic.Topic`, which
+    imports this module; this module does not import it)."""
+
+    name: TopicName
+    fenced_reason: str | None
+    fenced_error: pb.ServerError.ValueType
+    dedup: Deduplication | None
+    msg_in: int
+    bytes_in: int
+    append: Callable[[bytes], asyncio.Future[Position]]
+
+    def add_failed(self, exc: BaseException) -> None: ...
+    def entries_added(self) -> None: ...
+    def remove_producer(self, producer: Producer) -> None: ...
 
 
 class AccessMode(enum.IntEnum):
@@ -99,7 +114,7 @@ class Producer:
     def __init__(
         self,
         *,
-        topic: Topic,
+        topic: ProducerTopic,
         cnx: ServerCnx,
         producer_id: int,
         name: str,

@@ -25,6 +25,7 @@ from magnetar.broker import admin, http
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerConnection
 from magnetar.broker.service import BrokerService
+from magnetar.broker.transport import FrameTransport
 from magnetar.common import aio
 from magnetar.ledger.client import LedgerClient
 from magnetar.managed_ledger import factory
@@ -80,10 +81,10 @@ class BrokerServer:
         await self.service.start()
         await self._server.start_serving()
 
-    def _new_connection(self) -> ServerConnection:
+    def _new_connection(self) -> FrameTransport:
         cnx = ServerConnection(self.service, on_closed=self.connections.discard)
         self.connections.add(cnx)
-        return cnx
+        return cnx.protocol
 
     async def _start_http(self) -> None:
         cfg = self.service.config

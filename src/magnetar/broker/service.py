@@ -7,7 +7,7 @@ with topics, lookup answers or :class:`BrokerError`. It owns
   policy, unload on ownership loss or fencing) for both domains: a persistent topic opens
   its managed ledger, a non-persistent one lives in memory only and is dropped after
   ``non_persistent_inactive_s`` without producers and consumers;
-* lookup and partitioned-topic metadata (DESIGN.md §6): Connect when this broker owns the
+* lookup and partitioned-topic metadata: Connect when this broker owns the
   topic's bundle, Connect to the owner when another broker does, and for an unowned bundle
   either take it (this broker is the least loaded, or the lookup is authoritative) or
   Redirect, authoritatively, to the least-loaded live broker;
@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,14 +30,13 @@ from magnetar.broker import policies, schemas
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.contracts import (
     BrokerError,
-    ConsumerHandle,
-    ServerCnx,
     TopicSubscriptions,
     TopicSubscriptionsFactory,
 )
 from magnetar.broker.dedup import Deduplication
+from magnetar.broker.enforcement import PolicyEnforcer
 from magnetar.broker.ownership import BrokerInfo, Bundle, Ownership, bundle_of
-from magnetar.broker.subscriptions import NonPersistentSubscriptions
+from magnetar.broker.subscriptions import NonPersistentSubscriptions, TopicSubscriptionsImpl
 from magnetar.broker.topic import NonPersistentTopic, PersistentTopic, Topic
 from magnetar.managed_ledger.api import ManagedLedger, ManagedLedgerFactory
 from magnetar.metadata import api
@@ -65,52 +63,6 @@ def managed_ledger_name(topic: TopicName) -> str:
     return f"{topic.tenant}/{topic.namespace}/{topic.domain.value}/{topic.local_name}"
 
 
-def default_subscriptions_factory() -> TopicSubscriptionsFactory:
-    """The subscriptions package's implementation (or a stand-in refusing consumers while
-    that package is not installed)."""
-    try:
-        from magnetar.broker import subscriptions
-    except ImportError:
-        return _NoSubscriptions
-    factory: TopicSubscriptionsFactory | None = getattr(
-        subscriptions, "TopicSubscriptionsImpl", None
-    )
-    return factory if factory is not None else _NoSubscriptions
-
-
-class _NoSubscriptions:
-    """Stand-in used only when magnetar.broker.subscriptions is missing."""
-
-    def __init__(self, *, topic: TopicName, managed_ledger: ManagedLedger) -> None:
-        self.topic = topic
-
-    async def subscribe(self, cmd: pb.CommandSubscribe, cnx: ServerCnx) -> ConsumerHandle:
-        raise BrokerError(pb.NotAllowedError, "subscriptions are not available in this build")
-
-    def names(self) -> list[str]:
-        return []
-
-    async def create(self, name: str, *, start: Any) -> None:
-        raise BrokerError(pb.NotAllowedError, "subscriptions are not available in this build")
-
-    async def reset(
-        self, name: str, *, message_id: Any = None, publish_time: int | None = None
-    ) -> None:
-        raise BrokerError(pb.SubscriptionNotFound, f"Subscription {name} not found")
-
-    async def delete(self, name: str, *, force: bool = False) -> None:
-        raise BrokerError(pb.SubscriptionNotFound, name)
-
-    def on_entries_added(self) -> None:
-        pass
-
-    async def close_all(self, *, reason: str) -> None:
-        pass
-
-    def stats(self) -> Mapping[str, Mapping[str, Any]]:
-        return {}
-
-
 class BrokerService:
     def __init__(
         self,
@@ -123,8 +75,10 @@ class BrokerService:
         self.config = config
         self.store = store
         self.managed_ledgers = managed_ledgers
-        self.subscriptions_factory = subscriptions_factory or default_subscriptions_factory()
+        self.subscriptions_factory = subscriptions_factory or TopicSubscriptionsImpl
         self.policies = policies.PolicyCache(store)
+        self.policy_generation = 0
+        """Policy changes made through this broker (the enforcer re-reads on a new one)."""
         self.schemas = schemas.SchemaRegistry(store)
         self.me = BrokerInfo(config.broker_id, config.service_url, config.web_service_url)
         self.ownership = Ownership(store, self.me)
@@ -160,6 +114,7 @@ class BrokerService:
         self._background = [
             asyncio.create_task(self._rates_loop(), name="broker-rates"),
             asyncio.create_task(self._load_loop(), name="broker-load-report"),
+            asyncio.create_task(PolicyEnforcer(self).run(), name="broker-policies"),
         ]
         log.info("broker %s started (%s)", cfg.broker_id, cfg.service_url)
 
@@ -203,6 +158,12 @@ class BrokerService:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.ownership.stop()
+
+    def policies_changed(self) -> None:
+        """Namespace, topic or partitioned-topic records changed through this broker: drop
+        the policy cache, and the enforcer re-reads the loaded topics' policies at once."""
+        self.policies.invalidate()
+        self.policy_generation += 1
 
     def _spawn(self, coro: Any) -> None:
         task: asyncio.Task[Any] = asyncio.create_task(coro)

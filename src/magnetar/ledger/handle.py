@@ -17,7 +17,6 @@ import functools
 import logging
 from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from magnetar.ledger import entry
 from magnetar.ledger.bookie_client import FAILED_PRECONDITION
@@ -28,11 +27,9 @@ from magnetar.ledger.errors import (
     LedgerFencedError,
     NoSuchEntryError,
 )
+from magnetar.ledger.io import LedgerIO
 from magnetar.ledger.metadata import BookieId, LedgerMetadata, LedgerState
 from magnetar.metadata import api
-
-if TYPE_CHECKING:
-    from magnetar.ledger.client import LedgerClient
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +53,7 @@ class LedgerHandle:
 
     def __init__(
         self,
-        client: LedgerClient,
+        client: LedgerIO,
         metadata: LedgerMetadata,
         version: api.Version,
         *,

@@ -14,15 +14,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from magnetar.ledger import entry
 from magnetar.ledger.errors import NoSuchEntryError, RecoveryError
+from magnetar.ledger.io import LedgerIO
 from magnetar.ledger.metadata import LedgerMetadata, LedgerState
 from magnetar.metadata import api
-
-if TYPE_CHECKING:
-    from magnetar.ledger.client import LedgerClient
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +37,7 @@ def fencing_covers(meta: LedgerMetadata, fenced_positions: set[int]) -> bool:
 class LedgerRecoveryOp:
     """One recovery of one ledger; ``run`` returns the closed metadata and its version."""
 
-    def __init__(self, client: LedgerClient, ledger_id: int, *, max_attempts: int = 3) -> None:
+    def __init__(self, client: LedgerIO, ledger_id: int, *, max_attempts: int = 3) -> None:
         self._client = client
         self.ledger_id = ledger_id
         self.max_attempts = max_attempts

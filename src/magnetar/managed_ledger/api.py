@@ -21,7 +21,7 @@ import asyncio
 import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from magnetar.common import errors
 
@@ -131,6 +131,16 @@ class LedgerInfo:
     timestamp_ms: int
     offloaded: bool = False
 
+    def internal_stats(self) -> dict[str, Any]:
+        """Pulsar's ``internalStats`` shape of one ledger."""
+        return {
+            "ledgerId": self.ledger_id,
+            "entries": self.entries,
+            "size": self.size,
+            "timestamp": self.timestamp_ms,
+            "offloaded": self.offloaded,
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class CursorStats:
@@ -144,6 +154,19 @@ class CursorStats:
     cursor_ledger_id: int
     state: str
     properties: Mapping[str, int] = field(default_factory=dict)
+
+    def internal_stats(self) -> dict[str, Any]:
+        """Pulsar's ``internalStats`` shape of one cursor."""
+        return {
+            "markDeletePosition": str(self.mark_delete_position),
+            "readPosition": str(self.read_position),
+            "individuallyDeletedMessages": self.individually_deleted,
+            "messagesConsumedCounter": self.messages_consumed,
+            "cursorLedger": self.cursor_ledger_id,
+            "state": self.state,
+            "properties": dict(self.properties),
+            "durable": self.durable,
+        }
 
 
 # --- interfaces ------------------------------------------------------------------------------

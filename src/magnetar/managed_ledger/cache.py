@@ -1,5 +1,5 @@
 """The entry cache: recently added entries kept in memory so tailing cursors never touch a
-bookie (DESIGN.md §7, "tail reads come from the broker's entry cache").
+bookie (tail reads come from the broker's entry cache).
 
 Why a module of its own: it is on both hot paths (every add inserts, every tail read looks
 up) and its bound is the broker's memory budget per topic. Entries are kept by reference
@@ -48,6 +48,11 @@ class EntryCache:
         else:
             self.hits += 1
         return data
+
+    def peek(self, ledger_id: int, entry_id: int) -> bytes | None:
+        """The cached entry, without counting a hit or a miss (the managed ledger's reads
+        count theirs in :class:`~magnetar.managed_ledger.reader.ReadStats`)."""
+        return self._entries.get((ledger_id, entry_id))
 
     def _evict(self, target: int) -> None:
         entries, order = self._entries, self._order

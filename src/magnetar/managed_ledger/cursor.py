@@ -24,20 +24,76 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.ledger import errors as ledger_errors
 from magnetar.ledger.handle import LedgerHandle
 from magnetar.managed_ledger import api, records
 from magnetar.managed_ledger.acks import AckState
 from magnetar.managed_ledger.api import EARLIEST, LATEST, Entry, Position
+from magnetar.managed_ledger.ledger_list import LedgerList
+from magnetar.managed_ledger.storage import Options, storage_error
 from magnetar.metadata import api as md
 
-if TYPE_CHECKING:
-    from magnetar.managed_ledger.ledger import ManagedLedgerImpl
-
 log = logging.getLogger(__name__)
+
+
+class CursorHost(Protocol):
+    """What a cursor needs from its managed ledger: positions, reads, waiting for adds, and
+    telling it about trims and fencing. Nothing private: the managed ledgers
+    (:mod:`magnetar.managed_ledger.ledger`, :mod:`magnetar.managed_ledger.memory`) implement
+    it and import this module; this module imports neither."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def config(self) -> api.ManagedLedgerConfig: ...
+    @property
+    def last_confirmed_entry(self) -> Position: ...
+    @property
+    def first_position(self) -> Position: ...
+    @property
+    def terminated(self) -> bool: ...
+    @property
+    def positions(self) -> LedgerList:
+        """The ledger list: what exists, what follows what (read only)."""
+
+    async def read_entries(
+        self, start: Position, *, max_entries: int, max_bytes: int = 0
+    ) -> list[Entry]: ...
+    async def read_positions(self, positions: Iterable[Position]) -> list[Entry]: ...
+    async def wait_for_entries(self, after: Position) -> None: ...
+    def check_usable(self) -> None:
+        """Raise when the managed ledger is closed or fenced."""
+
+    def request_trim(self) -> None: ...
+    def set_fenced(self, why: str) -> None: ...
+    def forget_cursor(self, cursor: ManagedCursorImpl) -> None: ...
+
+
+class CursorStorage(Protocol):
+    """Where a durable cursor persists its state: the metadata store (its pointer record)
+    and ledgers of its own. Without one (the in-memory managed ledger), a durable cursor's
+    state lives in memory only."""
+
+    @property
+    def path(self) -> records.TopicPath: ...
+    @property
+    def store(self) -> md.MetadataStore: ...
+    @property
+    def options(self) -> Options: ...
+    async def create_ledger(self, cursor: str | None = None) -> LedgerHandle: ...
+    async def open_ledger(self, ledger_id: int, *, recovery: bool) -> LedgerHandle: ...
+    async def delete_ledger(self, ledger_id: int) -> None:
+        """Delete a ledger; a failure is logged, not raised."""
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` in the background; the managed ledger awaits it on close."""
+
+
+class PersistentHost(CursorHost, CursorStorage, Protocol):
+    """A managed ledger that is also its cursors' storage."""
 
 
 def _now_ms() -> int:
@@ -45,24 +101,28 @@ def _now_ms() -> int:
 
 
 class ManagedCursorImpl:
-    """A cursor of one :class:`ManagedLedgerImpl`. Build with :meth:`open_durable`,
+    """A cursor of one managed ledger (its :class:`CursorHost`). Build with :meth:`open_durable`,
     :meth:`recover` or :meth:`non_durable`."""
 
     def __init__(
         self,
-        ml: ManagedLedgerImpl,
+        ml: CursorHost,
         name: str,
         *,
         durable: bool,
         state: AckState,
+        storage: CursorStorage | None,
         pointer: records.CursorPointer | None = None,
         pointer_version: md.Version = md.NOT_EXISTS,
     ) -> None:
         self._ml = ml
+        self._storage = storage
+        """Where a durable cursor persists (None: in memory only)."""
+        self._persistent = durable and storage is not None
         self._name = name
         self._durable = durable
         self._acks = state
-        self._read_position = ml.next_position(state.mark_delete)
+        self._read_position = ml.positions.next_position(state.mark_delete)
         self._epoch = 0
         self._consumed = 0
         self._closed = False
@@ -84,7 +144,7 @@ class ManagedCursorImpl:
 
     @classmethod
     def non_durable(
-        cls, ml: ManagedLedgerImpl, name: str, start: Position, *, inclusive: bool
+        cls, ml: CursorHost, name: str, start: Position, *, inclusive: bool
     ) -> ManagedCursorImpl:
         lac = ml.last_confirmed_entry
         if start == EARLIEST:
@@ -93,24 +153,42 @@ class ManagedCursorImpl:
         elif start == LATEST or start > lac:
             mark = lac  # the next entry added is the first read
         else:
-            first = ml.normalize(start) or ml.next_position(lac)
+            first = ml.positions.normalize(start) or ml.positions.next_position(lac)
             if inclusive or first != start:
                 mark = Position(first.ledger_id, first.entry_id - 1)
             else:
                 mark = first
-        return cls(ml, name, durable=False, state=AckState(mark))
+        return cls(ml, name, durable=False, state=AckState(mark), storage=None)
+
+    @classmethod
+    def add_non_durable(
+        cls,
+        ml: CursorHost,
+        cursors: dict[str, ManagedCursorImpl],
+        name: str,
+        start: Position,
+        *,
+        inclusive: bool,
+    ) -> ManagedCursorImpl:
+        """A new reader's cursor, entered in ``cursors`` (the managed ledger's open ones);
+        CursorAlreadyExistsError while one of that name is open."""
+        existing = cursors.get(name)
+        if existing is not None and not existing.closed:
+            raise api.CursorAlreadyExistsError(f"{ml.name}: cursor {name} exists")
+        cursor = cursors[name] = cls.non_durable(ml, name, start, inclusive=inclusive)
+        return cursor
 
     @classmethod
     async def open_durable(
         cls,
-        ml: ManagedLedgerImpl,
+        ml: PersistentHost,
         name: str,
         *,
         initial_position: api.InitialPosition,
         properties: Mapping[str, int] | None,
     ) -> ManagedCursorImpl:
         key = ml.path.cursor_key(name)
-        record = await ml._store.get(key)
+        record = await ml.store.get(key)
         if record is None:
             if initial_position is api.InitialPosition.EARLIEST:
                 first = ml.first_position
@@ -121,9 +199,7 @@ class ManagedCursorImpl:
                 records.NO_LEDGER, mark, last_active_ms=_now_ms(), properties=dict(properties or {})
             )
             try:
-                version = await ml._store.put(
-                    key, pointer.to_json(), expected_version=md.NOT_EXISTS
-                )
+                version = await ml.store.put(key, pointer.to_json(), expected_version=md.NOT_EXISTS)
             except md.BadVersionError:
                 pass  # created meanwhile (by another owner): recover it
             else:
@@ -133,6 +209,7 @@ class ManagedCursorImpl:
                     name,
                     durable=True,
                     state=AckState(mark, pointer.properties),
+                    storage=ml,
                     pointer=pointer,
                     pointer_version=version,
                 )
@@ -142,16 +219,16 @@ class ManagedCursorImpl:
         return cursor
 
     @classmethod
-    async def recover(cls, ml: ManagedLedgerImpl, name: str) -> ManagedCursorImpl | None:
+    async def recover(cls, ml: PersistentHost, name: str) -> ManagedCursorImpl | None:
         """The durable cursor ``name`` as last persisted, None when it does not exist."""
-        record = await ml._store.get(ml.path.cursor_key(name))
+        record = await ml.store.get(ml.path.cursor_key(name))
         if record is None:
             return None
         pointer = records.CursorPointer.from_json(record.value)
         state = AckState(pointer.mark_delete, pointer.properties)
         if pointer.cursor_ledger_id != records.NO_LEDGER:
             try:
-                handle = await ml._ledgers.open(pointer.cursor_ledger_id, recovery=True)
+                handle = await ml.open_ledger(pointer.cursor_ledger_id, recovery=True)
             except ledger_errors.NoSuchLedgerError:
                 log.warning(
                     "%s: cursor %s: ledger %d is gone; using the pointer's position %s",
@@ -167,7 +244,13 @@ class ManagedCursorImpl:
                     state = AckState.decode(raw)
         log.info("%s: cursor %s recovered at %s", ml.name, name, state.mark_delete)
         return cls(
-            ml, name, durable=True, state=state, pointer=pointer, pointer_version=record.version
+            ml,
+            name,
+            durable=True,
+            state=state,
+            storage=ml,
+            pointer=pointer,
+            pointer_version=record.version,
         )
 
     # --- properties ---------------------------------------------------------------------------
@@ -229,7 +312,7 @@ class ManagedCursorImpl:
                 if not acks.is_deleted(entry.position):
                     out.append(entry)
                     size += len(entry.data)
-            self._read_position = ml.next_position(batch[-1].position)
+            self._read_position = ml.positions.next_position(batch[-1].position)
             if out or (max_bytes > 0 and size >= max_bytes):
                 break
         return out
@@ -243,7 +326,7 @@ class ManagedCursorImpl:
                 return entries
             if ml.terminated and not self.has_more_entries():
                 raise api.ManagedLedgerTerminatedError(f"{ml.name}: terminated, no more entries")
-            ml._check_usable()
+            ml.check_usable()
             await ml.wait_for_entries(lac)
 
     async def replay(self, positions: Iterable[Position]) -> list[Entry]:
@@ -252,17 +335,19 @@ class ManagedCursorImpl:
         return await self._ml.read_positions(p for p in positions if not acks.is_deleted(p))
 
     def has_more_entries(self) -> bool:
-        nxt = self._ml.normalize(self._read_position)
+        nxt = self._ml.positions.normalize(self._read_position)
         return nxt is not None and nxt <= self._ml.last_confirmed_entry
 
     def rewind(self) -> None:
         self._epoch += 1
-        self._read_position = self._ml.next_position(self._acks.mark_delete)
+        self._read_position = self._ml.positions.next_position(self._acks.mark_delete)
 
     def seek(self, position: Position) -> None:
         self._epoch += 1
         md_pos = self._acks.mark_delete
-        self._read_position = position if position > md_pos else self._ml.next_position(md_pos)
+        self._read_position = (
+            position if position > md_pos else self._ml.positions.next_position(md_pos)
+        )
 
     # --- acknowledging ------------------------------------------------------------------------
 
@@ -270,14 +355,16 @@ class ManagedCursorImpl:
         return self._acks.is_deleted(position)
 
     def backlog(self) -> int:
-        return max(0, self._ml.entries_after(self._acks.mark_delete) - self._acks.deleted_count())
+        return max(
+            0, self._ml.positions.entries_after(self._acks.mark_delete) - self._acks.deleted_count()
+        )
 
     def _after_ack(self, before: int, moved: bool) -> None:
         self._consumed += max(0, before - self.backlog())
         if moved:
             md_pos = self._acks.mark_delete
             if self._read_position <= md_pos:
-                self._read_position = self._ml.next_position(md_pos)
+                self._read_position = self._ml.positions.next_position(md_pos)
             if self._durable:
                 self._ml.request_trim()
         self._changed()
@@ -302,7 +389,7 @@ class ManagedCursorImpl:
             return
         before = self.backlog()
         self._acks.set_mark_delete(position)
-        self._acks.advance(self._ml.next_position)
+        self._acks.advance(self._ml.positions.next_position)
         self._after_ack(before, True)
 
     async def delete(self, positions: Sequence[Position]) -> None:
@@ -311,7 +398,7 @@ class ManagedCursorImpl:
         lac = self._ml.last_confirmed_entry
         before = self.backlog()
         changed = False
-        contains = self._ml.contains
+        contains = self._ml.positions.contains
         for p in positions:
             if p > lac:
                 raise api.InvalidPositionError(f"{self._ml.name}: {p} is after {lac}")
@@ -319,7 +406,7 @@ class ManagedCursorImpl:
                 changed = acks.delete(p) or changed
         if not changed:
             return
-        moved = acks.advance(self._ml.next_position)
+        moved = acks.advance(self._ml.positions.next_position)
         self._after_ack(before, moved)
 
     async def delete_batch_indexes(
@@ -343,12 +430,12 @@ class ManagedCursorImpl:
         acks = self._acks
         lac = ml.last_confirmed_entry
         if acks.deleted_count() == 0:
-            target = ml.position_after(acks.mark_delete, n)
+            target = ml.positions.position_after(acks.mark_delete, n)
         else:
             pos = target = acks.mark_delete
             counted = 0
             while counted < n:
-                nxt = ml.normalize(ml.next_position(pos))
+                nxt = ml.positions.normalize(ml.positions.next_position(pos))
                 if nxt is None or nxt > lac:
                     break
                 pos = nxt
@@ -370,9 +457,11 @@ class ManagedCursorImpl:
         if position == EARLIEST:
             target = ml.first_position
         elif position == LATEST or position > ml.last_confirmed_entry:
-            target = ml.next_position(ml.last_confirmed_entry)
+            target = ml.positions.next_position(ml.last_confirmed_entry)
         else:
-            target = ml.normalize(position) or ml.next_position(ml.last_confirmed_entry)
+            target = ml.positions.normalize(position) or ml.positions.next_position(
+                ml.last_confirmed_entry
+            )
         self._epoch += 1
         self._acks.clear()
         self._acks.set_mark_delete(Position(target.ledger_id, target.entry_id - 1))
@@ -389,7 +478,7 @@ class ManagedCursorImpl:
             state = "Closed"
         elif self._fenced:
             state = "Fenced"
-        elif not self._durable or self._ledger is not None:
+        elif not self._persistent or self._ledger is not None:
             state = "Open"
         else:
             state = "NoLedger"
@@ -413,7 +502,7 @@ class ManagedCursorImpl:
     # --- persistence --------------------------------------------------------------------------
 
     def _changed(self) -> None:
-        if not self._durable or self._closed or self._fenced:
+        if not self._persistent or self._closed or self._fenced:
             return
         self._dirty = True
         if self._persist_timer is not None or self._persist_task is not None:
@@ -443,7 +532,7 @@ class ManagedCursorImpl:
 
     async def flush(self) -> None:
         """Persist the current state now (waiting for a persist in flight first)."""
-        if not self._durable or self._fenced:
+        if not self._persistent or self._fenced:
             return
         if self._persist_timer is not None:
             self._persist_timer.cancel()
@@ -457,9 +546,11 @@ class ManagedCursorImpl:
             except (ledger_errors.LedgerError, md.MetadataError) as err:
                 raise self._ml_error(err) from err
 
-    def _ml_error(self, err: BaseException) -> api.ManagedLedgerError:
-        from magnetar.managed_ledger.ledger import storage_error
+    def _store(self) -> CursorStorage:
+        assert self._storage is not None, "only a persistent cursor writes its state"
+        return self._storage
 
+    def _ml_error(self, err: BaseException) -> api.ManagedLedgerError:
         return storage_error(err)
 
     async def _persist(self) -> None:
@@ -479,7 +570,7 @@ class ManagedCursorImpl:
             if (
                 self._ledger is None
                 or self._ledger_broken
-                or self._ledger_entries >= self._ml.options.cursor_ledger_max_entries
+                or self._ledger_entries >= self._store().options.cursor_ledger_max_entries
             ):
                 await self._switch_ledger(snapshot, mark, properties)
             else:
@@ -500,20 +591,20 @@ class ManagedCursorImpl:
     async def _switch_ledger(
         self, snapshot: bytes, mark: Position, properties: dict[str, int]
     ) -> None:
-        ml = self._ml
-        new = await ml._create_ledger(cursor=self._name)
+        ml = self._store()
+        new = await ml.create_ledger(cursor=self._name)
         try:
             await new.append(snapshot)
             pointer = records.CursorPointer(
                 new.ledger_id, mark, last_active_ms=_now_ms(), properties=properties
             )
-            self._pointer_version = await ml._store.put(
+            self._pointer_version = await ml.store.put(
                 ml.path.cursor_key(self._name),
                 pointer.to_json(),
                 expected_version=self._pointer_version,
             )
         except BaseException:
-            ml._spawn(ml._delete_ledger(new.ledger_id))
+            ml.spawn(ml.delete_ledger(new.ledger_id))
             raise
         old_handle = self._ledger
         old_id = self._pointer.cursor_ledger_id if self._pointer is not None else records.NO_LEDGER
@@ -525,13 +616,13 @@ class ManagedCursorImpl:
             with contextlib.suppress(ledger_errors.LedgerError):
                 await old_handle.close()
         if old_id != records.NO_LEDGER and old_id != new.ledger_id:
-            ml._spawn(ml._delete_ledger(old_id))
+            ml.spawn(ml.delete_ledger(old_id))
 
     def _set_fenced(self, why: str) -> None:
         if not self._fenced:
             log.warning("%s: cursor %s fenced: %s", self._ml.name, self._name, why)
             self._fenced = True
-            self._ml._set_fenced(f"cursor {self._name}: {why}")
+            self._ml.set_fenced(f"cursor {self._name}: {why}")
 
     def abandon(self) -> None:
         """Stop persisting (the managed ledger was fenced or failed to open)."""
@@ -544,7 +635,7 @@ class ManagedCursorImpl:
         if self._closed:
             return
         try:
-            if self._durable and not self._fenced:
+            if self._persistent and not self._fenced:
                 await self.flush()
                 await self._close_ledger()
         finally:
@@ -557,14 +648,14 @@ class ManagedCursorImpl:
 
     async def _close_ledger(self) -> None:
         """Close the cursor ledger and record its end and the position in the pointer."""
-        ml = self._ml
+        ml, name = self._store(), self._ml.name
         handle = self._ledger
         if handle is None:
             return
         try:
             await handle.close()
         except ledger_errors.LedgerError as err:
-            log.warning("%s: cursor %s: close of its ledger failed: %s", ml.name, self._name, err)
+            log.warning("%s: cursor %s: close of its ledger failed: %s", name, self._name, err)
             return
         pointer = records.CursorPointer(
             handle.ledger_id,
@@ -574,7 +665,7 @@ class ManagedCursorImpl:
             properties=dict(self._acks.properties),
         )
         try:
-            self._pointer_version = await ml._store.put(
+            self._pointer_version = await ml.store.put(
                 ml.path.cursor_key(self._name),
                 pointer.to_json(),
                 expected_version=self._pointer_version,
@@ -583,28 +674,28 @@ class ManagedCursorImpl:
         except md.BadVersionError as err:
             self._set_fenced(str(err))
         except md.MetadataError as err:
-            log.warning("%s: cursor %s: pointer update failed: %s", ml.name, self._name, err)
+            log.warning("%s: cursor %s: pointer update failed: %s", name, self._name, err)
         self._ledger = None
 
     async def destroy(self) -> None:
         """Delete the cursor: its pointer and its ledgers."""
-        ml = self._ml
         self._closed = True
         self.abandon()
         if self._persist_task is not None:
             self._persist_task.cancel()
             with contextlib.suppress(BaseException):
                 await self._persist_task
-        if not self._durable:
+        if not self._persistent:
             return
+        ml = self._store()
         ids = {self._pointer.cursor_ledger_id if self._pointer else records.NO_LEDGER}
         if self._ledger is not None:
             ids.add(self._ledger.ledger_id)
         with contextlib.suppress(md.NotFoundError):
-            await ml._store.delete(ml.path.cursor_key(self._name))
+            await ml.store.delete(ml.path.cursor_key(self._name))
         for lid in ids - {records.NO_LEDGER}:
-            await ml._delete_ledger(lid)
-        log.info("%s: cursor %s deleted", ml.name, self._name)
+            await ml.delete_ledger(lid)
+        log.info("%s: cursor %s deleted", self._ml.name, self._name)
 
 
 if TYPE_CHECKING:

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from magnetar.ledger import errors as ledger_errors
 from magnetar.ledger.client import LedgerClient
 from magnetar.managed_ledger import api, records
-from magnetar.managed_ledger.ledger import ManagedLedgerImpl, Options, State, storage_error
+from magnetar.managed_ledger.ledger import ManagedLedgerImpl, Options, State
+from magnetar.managed_ledger.storage import storage_error
 from magnetar.metadata import api as md
 from magnetar.metadata import keys
 

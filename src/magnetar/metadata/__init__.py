@@ -1,6 +1,6 @@
 """The metadata store: one async interface, two backends (etcd and embedded).
 
-Everything durable that is not entry data lives here (DESIGN.md §5). Use :func:`open_store`
+Everything durable that is not entry data lives here. Use :func:`open_store`
 to get a backend from a URL; program against :class:`api.MetadataStore`. Where each kind of
 metadata lives is in :mod:`magnetar.metadata.keys` (and docs/metadata.md).
 

@@ -20,7 +20,7 @@ Keys and values
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import NewType, Protocol, runtime_checkable
 
@@ -184,6 +184,20 @@ class TxnResult:
     succeeded: bool
     versions: dict[str, Version]
     """For each key written by the branch taken: its new version."""
+
+
+async def scan_pages(
+    scan: Callable[..., Awaitable[Page]], prefix: str, page_size: int
+) -> AsyncIterator[Record]:
+    """Every record below ``prefix``, fetched page by page with a store's ``scan``."""
+    start_after: str | None = None
+    while True:
+        page = await scan(prefix, start_after=start_after, limit=page_size)
+        for record in page.records:
+            yield record
+        if not page.more or not page.records:
+            return
+        start_after = page.records[-1].key
 
 
 # --- sessions ---------------------------------------------------------------------------------

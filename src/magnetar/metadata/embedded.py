@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from magnetar.metadata import api, keys
+from magnetar.metadata.lease import LeaseState
 
 log = logging.getLogger(__name__)
 
@@ -122,41 +123,15 @@ class _Watcher:
         return key.startswith(self.prefix) if self.prefix is not None else key == self.key
 
 
-class EmbeddedSession:
+class EmbeddedSession(LeaseState):
     """A lease of the embedded store, renewed by a task on the store's event loop."""
 
     def __init__(self, store: EmbeddedStore, lease_id: int, ttl: float) -> None:
+        super().__init__(lease_id, ttl)
         self._store = store
-        self._id = lease_id
-        self._ttl = ttl
-        self._lost = False
-        self._closed = False
-        self._callbacks: list[Callable[[], None]] = []
         loop = asyncio.get_running_loop()
         self._deadline = loop.time() + ttl
         self._task = loop.create_task(self._keepalive(), name=f"embedded-lease-{lease_id}")
-
-    @property
-    def id(self) -> int:
-        return self._id
-
-    @property
-    def ttl(self) -> float:
-        return self._ttl
-
-    @property
-    def lost(self) -> bool:
-        return self._lost
-
-    @property
-    def usable(self) -> bool:
-        return not (self._lost or self._closed)
-
-    def on_lost(self, callback: Callable[[], None]) -> None:
-        if self._lost:
-            callback()
-        else:
-            self._callbacks.append(callback)
 
     async def close(self) -> None:
         """Revoke the lease: its ephemeral keys are deleted now."""
@@ -188,12 +163,7 @@ class EmbeddedSession:
         if self._lost:
             return
         self._lost = True
-        callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            try:
-                callback()
-            except Exception:
-                log.exception("session %d: on_lost callback failed", self._id)
+        self._tell_lost()
 
     def _stop(self) -> None:
         self._task.cancel()
@@ -456,17 +426,10 @@ class EmbeddedStore:
 
         return await self._run(job)
 
-    async def scan_all(
+    def scan_all(
         self, prefix: str, *, page_size: int = api.DEFAULT_PAGE_SIZE
     ) -> AsyncIterator[api.Record]:
-        start_after: str | None = None
-        while True:
-            page = await self.scan(prefix, start_after=start_after, limit=page_size)
-            for record in page.records:
-                yield record
-            if not page.more or not page.records:
-                return
-            start_after = page.records[-1].key
+        return api.scan_pages(self.scan, prefix, page_size)
 
     async def children(self, parent: str) -> list[str]:
         p = api.check_prefix(parent)

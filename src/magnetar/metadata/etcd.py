@@ -32,7 +32,7 @@ import asyncio
 import dataclasses
 import logging
 import math
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import grpc
@@ -40,6 +40,7 @@ import grpc.aio
 from aetcd import rpc
 
 from magnetar.metadata import api, keys
+from magnetar.metadata.lease import LeaseState
 
 log = logging.getLogger(__name__)
 
@@ -126,42 +127,16 @@ def _error(exc: grpc.aio.AioRpcError, endpoint: Endpoint) -> api.MetadataError:
     return api.MetadataError(where)
 
 
-class EtcdSession:
+class EtcdSession(LeaseState):
     """An etcd lease kept alive by a background task, with a loss watchdog."""
 
     def __init__(self, store: EtcdStore, *, lease_id: int, ttl: float, granted_at: float) -> None:
+        super().__init__(lease_id, ttl)
         self._store = store
-        self._id = lease_id
-        self._ttl = ttl
-        self._lost = False
-        self._closed = False
-        self._callbacks: list[Callable[[], None]] = []
         loop = asyncio.get_running_loop()
         self._loop = loop
         self._expiry = loop.call_at(granted_at + ttl, self._expired)
         self._task = loop.create_task(self._keepalive(), name=f"etcd-lease-{lease_id:x}")
-
-    @property
-    def id(self) -> int:
-        return self._id
-
-    @property
-    def ttl(self) -> float:
-        return self._ttl
-
-    @property
-    def lost(self) -> bool:
-        return self._lost
-
-    @property
-    def usable(self) -> bool:
-        return not (self._lost or self._closed)
-
-    def on_lost(self, callback: Callable[[], None]) -> None:
-        if self._lost:
-            callback()
-        else:
-            self._callbacks.append(callback)
 
     async def close(self) -> None:
         """Stop renewing and revoke the lease: its keys disappear now."""
@@ -192,12 +167,7 @@ class EtcdSession:
         self._lost = True
         self._stop()
         self._store._revoke_later(self._id)
-        callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            try:
-                callback()
-            except Exception:
-                log.exception("etcd session %x: on_lost callback failed", self._id)
+        self._tell_lost()
 
     async def _keepalive(self) -> None:
         request = rpc.LeaseKeepAliveRequest(ID=self._id)
@@ -336,17 +306,10 @@ class EtcdStore:
         )
         return api.Page(records=[_record(kv) for kv in response.kvs], more=bool(response.more))
 
-    async def scan_all(
+    def scan_all(
         self, prefix: str, *, page_size: int = api.DEFAULT_PAGE_SIZE
     ) -> AsyncIterator[api.Record]:
-        start_after: str | None = None
-        while True:
-            page = await self.scan(prefix, start_after=start_after, limit=page_size)
-            for record in page.records:
-                yield record
-            if not page.more or not page.records:
-                return
-            start_after = page.records[-1].key
+        return api.scan_pages(self.scan, prefix, page_size)
 
     async def children(self, parent: str) -> list[str]:
         p = _b(api.check_prefix(parent))

@@ -50,13 +50,6 @@ class UnknownCommandError(WireError):
         self.command_type = command_type
 
 
-class ChecksumMismatchError(WireError):
-    """The crc32c in front of a message's metadata and payload does not match them."""
-
-    server_error = pb.ChecksumError
-    fatal = False
-
-
 class CorruptMetadataError(WireError):
     """A MessageMetadata, SingleMessageMetadata or BrokerEntryMetadata cannot be decoded."""
 

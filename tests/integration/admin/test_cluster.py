@@ -8,36 +8,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 
 import pulsar
 import pytest
 
 from tests.integration.admin.conftest import Admin
-from tests.support.bookies import BookieProc
-from tests.support.etcd import EtcdServer
 from tests.support.standalone import BrokerProc
 
 pytestmark = pytest.mark.etcd
-
-
-@pytest.fixture
-def two_brokers(own_etcd: EtcdServer, tmp_path: Path) -> Iterator[tuple[BrokerProc, BrokerProc]]:
-    bookie = BookieProc(own_etcd.url, tmp_path).start()
-    a = b = None
-    try:
-        a = BrokerProc(own_etcd.url, tmp_path, ensemble=(1, 1, 1), session_ttl=2.0).start()
-        b = BrokerProc(own_etcd.url, tmp_path, ensemble=(1, 1, 1), session_ttl=2.0).start()
-        time.sleep(1.0)  # both load reports are in
-        yield a, b
-    finally:
-        for proc in (b, a):
-            if proc is not None:
-                proc.stop()
-        bookie.stop()
 
 
 NS = "public/spread-ns"

@@ -12,8 +12,9 @@ import sys
 import pulsar
 import pytest
 
-from tests.integration.admin.conftest import Admin, eventually
+from tests.integration.admin.conftest import Admin
 from tests.support.standalone import StandaloneProc
+from tests.support.wait import wait_until
 
 NS = "/non-persistent/public/default"
 NP_STATS_FIELDS = {
@@ -87,7 +88,7 @@ def test_stats_and_internal_stats_follow_the_traffic(admin: Admin, client: pulsa
     assert slow_sub["type"] == "Exclusive"
     assert slow_sub["msgOutCounter"] == 5 and slow_sub["msgDropCounter"] == 7
     assert stats["msgOutCounter"] == 12 + 5
-    eventually(
+    wait_until(
         lambda: admin.get(f"{NS}/np-stats/stats")[1]["msgRateIn"] > 0,
         timeout=15,
         what="msgRateIn over the broker's stats interval",
@@ -189,7 +190,7 @@ def test_unload_reconnects_the_clients(admin: Admin, client: pulsar.Client) -> N
 
     # both reconnect; the consumer's permits come again with its FLOW (until then a
     # message would be dropped for it, as any message to a consumer without permits)
-    eventually(back, timeout=30, what="producer and consumer back after the unload")
+    wait_until(back, timeout=30, what="producer and consumer back after the unload")
     producer.send(b"after")
     assert consumer.receive(timeout_millis=10_000).data() == b"after"
     producer.close()

@@ -4,7 +4,6 @@ TTL."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pulsar
@@ -12,6 +11,7 @@ import pytest
 
 from tests.integration.admin.conftest import Admin, assert_no_internal_errors
 from tests.support.standalone import StandaloneProc
+from tests.support.wait import holds_for, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -25,13 +25,6 @@ def small_ledgers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalo
         assert_no_internal_errors(proc)
     finally:
         proc.stop()
-
-
-def eventually(predicate, timeout: float = 30.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out: {what}"
-        time.sleep(0.2)
 
 
 def produce_and_ack(client: pulsar.Client, topic: str, n: int) -> None:
@@ -72,14 +65,18 @@ def test_retention_keeps_acknowledged_messages(small_ledgers: StandaloneProc) ->
         produce_and_ack(client, "persistent://public/dropped/t", 20)
 
         # without retention the fully acknowledged ledgers go (the current one stays) ...
-        eventually(
+        wait_until(
             lambda: stored_entries(admin, "/persistent/public/dropped/t") < 20,
             what="acknowledged ledgers trimmed without retention",
         )
         assert len(read_all(client, "persistent://public/dropped/t")) < 20
         # ... with it they stay, and a reader from earliest reads every message
-        time.sleep(2)
-        assert stored_entries(admin, "/persistent/public/kept/t") == 20
+        holds_for(
+            lambda: stored_entries(admin, "/persistent/public/kept/t") == 20,
+            2,
+            interval=0.2,
+            what="retained ledgers kept",
+        )
         assert read_all(client, "persistent://public/kept/t") == [f"m{i}" for i in range(20)]
     finally:
         client.close()
@@ -102,11 +99,10 @@ def test_unacknowledged_messages_expire_after_the_ttl(small_ledgers: StandaloneP
             return int(stats["subscriptions"]["slow"]["msgBacklog"])
 
         assert backlog() > 0
-        eventually(lambda: backlog() == 0, timeout=20, what="messages expired by the TTL")
+        wait_until(lambda: backlog() == 0, timeout=20, what="messages expired by the TTL")
         fresh = producer.send(b"fresh")  # newer than the TTL: not expired
         assert fresh is not None
-        time.sleep(0.5)
-        assert backlog() == 1
+        holds_for(lambda: backlog() == 1, 0.5, what="the fresh message not expired")
         consumer.close()
         producer.close()
     finally:
@@ -124,14 +120,21 @@ def test_retention_set_on_an_open_topic_applies_at_once(small_ledgers: Standalon
         assert admin.put("/persistent/public/later/t")[0] == 204  # loaded, no retention
         retention = {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}
         assert admin.post("/namespaces/public/later/retention", retention)[0] == 204
-        time.sleep(1.5)  # the enforcer's next pass
+        wait_until(
+            lambda: "later/t: retention now -1" in small_ledgers.log(),
+            what="the retention policy applied to the open topic",
+        )
         produce_and_ack(client, topic, 20)
-        time.sleep(2)
-        assert stored_entries(admin, "/persistent/public/later/t") == 20
+        holds_for(
+            lambda: stored_entries(admin, "/persistent/public/later/t") == 20,
+            2,
+            interval=0.2,
+            what="retained ledgers kept",
+        )
         assert read_all(client, topic) == [f"m{i}" for i in range(20)]
         # and removing it lets the acknowledged ledgers go
         assert admin.delete("/namespaces/public/later/retention")[0] == 204
-        eventually(
+        wait_until(
             lambda: stored_entries(admin, "/persistent/public/later/t") < 20,
             what="trimmed once retention was removed",
         )
@@ -160,7 +163,7 @@ def test_topic_ttl_overrides_the_namespace(small_ledgers: StandaloneProc) -> Non
         def backlog(name: str) -> int:
             return int(admin.get(f"{path}/{name}/stats")[1]["subscriptions"]["s"]["msgBacklog"])
 
-        eventually(lambda: backlog("short") == 0, timeout=15, what="expired by the topic TTL")
+        wait_until(lambda: backlog("short") == 0, timeout=15, what="expired by the topic TTL")
         assert backlog("long") == 3  # the namespace's hour applies there
     finally:
         client.close()

@@ -10,7 +10,8 @@ import urllib.request
 
 import pulsar
 
-from tests.integration.admin.conftest import Admin, eventually
+from tests.integration.admin.conftest import Admin
+from tests.support.wait import wait_until
 
 NS = "/persistent/public/default"
 
@@ -97,12 +98,12 @@ def test_reset_cursor_by_time_and_message_id(admin: Admin, client: pulsar.Client
     for _ in ids:
         consumer.acknowledge(consumer.receive(timeout_millis=10_000))
 
-    eventually(lambda: backlog(admin, "reset-t", "r") == 0)
+    wait_until(lambda: backlog(admin, "reset-t", "r") == 0)
     assert admin.post(f"{NS}/reset-t/subscription/r/resetcursor/{boundary}") == (204, None)
-    eventually(lambda: backlog(admin, "reset-t", "r") == 2)
+    wait_until(lambda: backlog(admin, "reset-t", "r") == 2)
     mid = {"ledgerId": ids[1].ledger_id(), "entryId": ids[1].entry_id()}
     assert admin.post(f"{NS}/reset-t/subscription/r/resetcursor", mid) == (204, None)
-    eventually(lambda: backlog(admin, "reset-t", "r") == 4)
+    wait_until(lambda: backlog(admin, "reset-t", "r") == 4)
     got = []
     consumer2 = client.subscribe(topic, "r", consumer_type=pulsar.ConsumerType.Shared)
     for _ in range(4):
@@ -157,7 +158,7 @@ def test_peek_messages_and_last_message_id(admin: Admin, client: pulsar.Client) 
     for i in range(3):
         batcher.send_async(f"b{i}".encode(), None)
     batcher.flush()
-    eventually(lambda: peek(admin, f"{NS}/peek-t/subscription/audit/position/1")[2] == b"two")
+    wait_until(lambda: peek(admin, f"{NS}/peek-t/subscription/audit/position/1")[2] == b"two")
     status, headers, body = peek(admin, f"{NS}/peek-t/subscription/audit/position/2")
     assert status == 200 and headers["X-Pulsar-num-batch-message"] == "3"
     assert headers["X-Pulsar-batch-size"] == str(len(body))

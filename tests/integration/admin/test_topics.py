@@ -7,7 +7,8 @@ from __future__ import annotations
 import pulsar
 import pytest
 
-from tests.integration.admin.conftest import Admin, eventually
+from tests.integration.admin.conftest import Admin
+from tests.support.wait import wait_until
 
 NS = "/persistent/public/default"
 
@@ -45,7 +46,7 @@ def test_stats_follow_production_and_consumption(admin: Admin, client: pulsar.Cl
         return bool(internal["cursors"]["sub-a"]["markDeletePosition"] == f"{ids[3].ledger_id()}:"
                     f"{ids[3].entry_id()}")  # fmt: skip
 
-    eventually(settled, what="mark-delete position at the 4th message")
+    wait_until(settled, what="mark-delete position at the 4th message")
     status, stats = admin.get(f"{NS}/stats-t/stats")
     assert status == 200 and STATS_FIELDS <= set(stats)
     assert stats["msgInCounter"] == 10
@@ -95,7 +96,7 @@ def test_individual_acks_show_in_internal_stats(admin: Admin, client: pulsar.Cli
         return str(cursor["individuallyDeletedMessages"])
 
     ledger = ids[2].ledger_id()
-    eventually(lambda: hole() == f"[({ledger}:1..{ledger}:2]]", what="individually deleted")
+    wait_until(lambda: hole() == f"[({ledger}:1..{ledger}:2]]", what="individually deleted")
     assert (
         admin.get("/persistent/public/default/holes/stats")[1]["subscriptions"]["h"]["msgBacklog"]
         == 4
@@ -133,7 +134,7 @@ def test_partitioned_topic_used_by_the_official_client(admin: Admin, client: pul
         pstats = admin.get(f"{NS}/parts/partitioned-stats")[1]
         return bool(pstats["subscriptions"]["all"]["msgBacklog"] == 0)
 
-    eventually(backlog_zero, what="all acknowledged")
+    wait_until(backlog_zero, what="all acknowledged")
     status, pstats = admin.get(f"{NS}/parts/partitioned-stats")
     assert status == 200 and pstats["msgInCounter"] == 30
     assert pstats["metadata"] == {"partitions": 3}

@@ -12,6 +12,7 @@ import pytest
 
 from magnetar.bookie.storage import api, journal
 from tests.integration.bookie_storage.conftest import Open, add, payload
+from tests.support.wait import eventually
 
 L = api.LedgerId
 E = api.EntryId
@@ -54,17 +55,14 @@ async def test_restart_after_flush_and_more_adds(open_storage: Open, tmp_path: P
     await s.add_entries([add(1, i, payload(1, i, 500)) for i in range(20)])
     await s.flush()
     await s.add_entries([add(1, i, payload(1, i, 500)) for i in range(20, 40)])
+
     # each batch rotated the journal; files whose content is flushed are deleted (the writer
     # rotates after the write that crossed the size, so wait for it, boundedly)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 10
-    while True:
+    async def only_the_last_journal() -> bool:
         await s.flush()
-        names = [p.name for p in journal_files(tmp_path)]
-        if names == [journal.file_name(3)] or loop.time() > deadline:
-            break
-        await asyncio.sleep(0.05)
-    assert names == [journal.file_name(3)]
+        return [p.name for p in journal_files(tmp_path)] == [journal.file_name(3)]
+
+    await eventually(only_the_last_journal, what="older journal files released by the flush")
     await s.add_entries([add(1, i, payload(1, i, 500)) for i in range(40, 45)])
     await s.close(flush=False)
     s2 = await open_storage()
@@ -170,16 +168,18 @@ async def test_adds_acknowledged_during_a_flush_survive_a_crash_after_it(
 ) -> None:
     s = await open_storage()
     await s.add_entries([add(1, i, payload(1, i)) for i in range(10)])
-    gate = threading.Event()
+    gate, entered = threading.Event(), threading.Event()
     real = s._flush_sync
 
     def slow_flush(*args: Any) -> Any:
+        entered.set()
         gate.wait(5)
         return real(*args)
 
     s._flush_sync = slow_flush  # type: ignore[method-assign]
     flush = asyncio.create_task(s.flush())
-    await asyncio.sleep(0.01)  # the flush has swapped the write cache and is in its thread
+    # the flush has swapped the write cache and is in its thread
+    await eventually(entered.is_set, what="the flush in its thread")
     assert all(r.ok for r in await s.add_entries([add(1, i, payload(1, i)) for i in range(10, 20)]))
     gate.set()
     await flush

@@ -15,6 +15,7 @@ import pytest
 from tests.support.bookies import BookieProc
 from tests.support.etcd import EtcdServer
 from tests.support.standalone import BrokerProc
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.etcd
 
@@ -72,12 +73,16 @@ def test_bookie_killed_while_producing_loses_nothing_receipted(
 
         thread = threading.Thread(target=produce, daemon=True)
         thread.start()
-        time.sleep(2.0)
+        wait_until(lambda: len(receipts) >= 200, timeout=30, what="receipts before the kill")
         before_kill = len(receipts)
         bookies[0].kill()
-        time.sleep(3.0)
+        time.sleep(3.0)  # the outage lasts 3 s: a chosen duration, not a wait for a state
         bookies[0].restart()  # E=3 needs three bookies for new ledgers
-        time.sleep(2.0)
+        wait_until(
+            lambda: len(receipts) >= before_kill + 200,
+            timeout=60,
+            what="publishing resumed after the bookie died",
+        )
         stop.set()
         thread.join(timeout=30)
         producer.flush()

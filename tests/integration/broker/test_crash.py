@@ -19,6 +19,7 @@ import pulsar
 
 from magnetar.managed_ledger.api import ManagedLedgerConfig
 from tests.support.standalone import StandaloneProc
+from tests.support.wait import wait_until
 
 N = 10_000
 PERSIST_WINDOW_S = ManagedLedgerConfig().cursor_persist_interval_s
@@ -46,9 +47,7 @@ def _produce(client: pulsar.Client, topic: str, n: int) -> dict[bytes, tuple[int
         payload = b"crash-%05d" % i
         producer.send_async(payload, callback(payload))
     producer.flush()
-    deadline = time.monotonic() + 60
-    while len(receipts) < n and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: len(receipts) >= n, timeout=60, what=f"{n} receipts")
     return receipts
 
 

@@ -19,9 +19,9 @@ import pytest
 from magnetar.wire import batch, commands, frames, pb
 from tests.support.bookies import BookieProc
 from tests.support.etcd import EtcdServer
-from tests.support.procs import wait_until
 from tests.support.raw_client import RawClient
 from tests.support.standalone import BrokerProc, StandaloneProc
+from tests.support.wait import wait_until
 
 NS = "public/dedup"
 

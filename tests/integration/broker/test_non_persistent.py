@@ -16,8 +16,8 @@ from typing import Any
 import pulsar
 import pytest
 
-from tests.support.procs import wait_until
 from tests.support.standalone import StandaloneProc
+from tests.support.wait import wait_until
 
 NS = "non-persistent://public/default"
 ADMIN_NS = "/non-persistent/public/default"

@@ -4,12 +4,12 @@ batching, chunking, message ids from storage."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pulsar
 import pytest
 
 from tests.support.standalone import StandaloneProc
+from tests.support.wait import holds_for, wait_until
 
 
 def test_connect_lookup_and_partitioned_metadata(client: pulsar.Client, topic: str) -> None:
@@ -65,9 +65,7 @@ def test_receipts_in_order_with_storage_ids(client: pulsar.Client, topic: str) -
     for i in range(n):
         producer.send_async(b"m%d" % i, callback(i))
     producer.flush()
-    deadline = time.monotonic() + 30
-    while len(results) < n and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: len(results) >= n, timeout=30, what=f"{n} receipts")
     assert [r[0] for r in results] == list(range(n))  # receipts in send order
     assert all(r[1] == pulsar.Result.Ok for r in results)
     positions = [(r[2].ledger_id(), r[2].entry_id()) for r in results]
@@ -92,9 +90,7 @@ def test_batches_are_one_entry(client: pulsar.Client, topic: str) -> None:
     for i in range(200):
         producer.send_async(b"b%d" % i, done)
     producer.flush()
-    deadline = time.monotonic() + 20
-    while len(ids) < 200 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: len(ids) >= 200, timeout=20, what="200 receipts")
     entries: dict[tuple[int, int], list[int]] = {}
     for mid in ids:
         entries.setdefault((mid.ledger_id(), mid.entry_id()), []).append(mid.batch_index())
@@ -148,8 +144,11 @@ def test_wait_for_exclusive_waits_then_gets_it(client: pulsar.Client, topic: str
 
     waiter = threading.Thread(target=create, daemon=True)
     waiter.start()
-    time.sleep(2.0)
-    assert not got and not errors, "WaitForExclusive must wait while another producer holds it"
+    holds_for(
+        lambda: not got and not errors,
+        2.0,
+        what="WaitForExclusive waiting while another producer holds the topic",
+    )
     first.send(b"first")
     first.close()
     waiter.join(timeout=15)
@@ -164,7 +163,7 @@ def test_exclusive_with_fencing_takes_over(client: pulsar.Client, topic: str) ->
     old.send(b"old")
     new = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.ExclusiveWithFencing)
     assert new.send(b"new").entry_id() == 1
-    time.sleep(0.5)  # the old producer got CLOSE_PRODUCER and is fenced on re-creation
+    # the old producer gets CLOSE_PRODUCER and is fenced on re-creation
     with pytest.raises(pulsar.PulsarException):
         old.send(b"old again")
     assert new.send(b"new again").entry_id() == 2

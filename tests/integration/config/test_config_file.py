@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.procs import LOOPBACK, Proc, free_port, port_open, wait_until
+from tests.support.procs import LOOPBACK, Proc, free_port, port_open
+from tests.support.wait import wait_until
 
 CONF = {"broker": "broker.conf", "bookie": "bookkeeper.conf", "standalone": "standalone.conf"}
 

@@ -12,6 +12,7 @@ from magnetar.metadata import api, open_store
 from tests.conftest import etcd_url
 from tests.support.bookies import BookieProc
 from tests.support.etcd import EtcdServer
+from tests.support.wait import eventually
 
 pytestmark = pytest.mark.etcd
 
@@ -54,11 +55,7 @@ async def ledgers(store: api.MetadataStore) -> AsyncIterator[LedgerClient]:
 
 
 async def wait_bookies(client: LedgerClient, n: int, timeout: float = 10.0) -> None:
-    import asyncio
+    async def enough() -> bool:
+        return len(await client.bookies()) >= n
 
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while len(await client.bookies()) < n:
-        if loop.time() > deadline:
-            raise TimeoutError(f"fewer than {n} bookies registered")
-        await asyncio.sleep(0.1)
+    await eventually(enough, timeout=timeout, interval=0.1, what=f"{n} bookies registered")

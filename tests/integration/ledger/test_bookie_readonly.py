@@ -4,8 +4,6 @@ serves reads."""
 
 from __future__ import annotations
 
-import asyncio
-
 import grpc
 import pytest
 
@@ -13,17 +11,19 @@ from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.errors import NotEnoughBookiesError
 from magnetar.metadata import keys
 from magnetar.rpc import bookie_pb2, bookie_pb2_grpc
+from tests.support.wait import eventually
 
 pytestmark = pytest.mark.etcd
 
 
 async def test_read_only_bookie(bookies, ledgers: LedgerClient, store) -> None:
     (bookie,) = bookies(1, extra_args=["--disk-usage-threshold", "0.0001"])
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 20
-    while await store.get(keys.bookie_readonly(bookie.bookie_id)) is None:
-        assert loop.time() < deadline, "the bookie never registered as read-only"
-        await asyncio.sleep(0.2)
+    await eventually(
+        lambda: store.get(keys.bookie_readonly(bookie.bookie_id)),
+        timeout=20,
+        interval=0.2,
+        what="the bookie registered as read-only",
+    )
     assert await store.get(keys.bookie_available(bookie.bookie_id)) is None
     with pytest.raises(NotEnoughBookiesError):
         await ledgers.create(ensemble_size=1, write_quorum=1, ack_quorum=1)

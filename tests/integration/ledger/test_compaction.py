@@ -10,6 +10,7 @@ import pytest
 from magnetar.ledger.client import LedgerClient
 from tests.integration.ledger.conftest import wait_bookies
 from tests.support.bookies import dir_size
+from tests.support.wait import eventually
 
 pytestmark = pytest.mark.etcd
 
@@ -25,17 +26,21 @@ async def test_delete_and_compaction_reclaim_space(bookies, ledgers: LedgerClien
         await asyncio.gather(*(h.add_entry(blob) for h in handles))
     for h in handles:
         await h.close()
-    await asyncio.sleep(1.5)  # flushed to entry logs
-    before = dir_size(bookie.ledgers_dir)
-    assert before > 3 * 60 * len(blob) * 0.9
+
+    def flushed() -> int:  # the data directory's size once the entries are in entry logs
+        size = dir_size(bookie.ledgers_dir)
+        return size if size > 3 * 60 * len(blob) * 0.9 else 0
+
+    before = await eventually(flushed, what="the entries flushed to entry logs")
 
     for h in handles[:2]:
         await ledgers.delete(h.ledger_id)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 20
-    while dir_size(bookie.ledgers_dir) > before * 0.6:
-        assert loop.time() < deadline, (before, dir_size(bookie.ledgers_dir))
-        await asyncio.sleep(0.5)
+    await eventually(
+        lambda: dir_size(bookie.ledgers_dir) <= before * 0.6,
+        timeout=20,
+        interval=0.5,
+        what=f"compaction below 60% of {before} bytes",
+    )
     after = dir_size(bookie.ledgers_dir)
     print(f"data dir: {before} bytes before, {after} after deleting 2 of 3 ledgers")
 

@@ -63,9 +63,9 @@ class Env:
         return await self.store.get(keys.ledger(ledger_id)) is not None
 
 
-@pytest.fixture
-async def env(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Env]:
-    n = int(getattr(request, "param", 1))
+@contextlib.asynccontextmanager
+async def open_env(tmp_path: Path, n: int = 1) -> AsyncIterator[Env]:
+    """An embedded store, ``n`` in-process bookies, a ledger client and a factory."""
     store = await open_store(f"embedded://{tmp_path / 'metadata'}")
     bookies: list[BookieServer] = []
     for i in range(n):
@@ -95,3 +95,9 @@ async def env(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[E
         for b in bookies:
             await b.stop()
         await store.close()
+
+
+@pytest.fixture
+async def env(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Env]:
+    async with open_env(tmp_path, int(getattr(request, "param", 1))) as e:
+        yield e

@@ -8,7 +8,9 @@ import dataclasses
 import pytest
 
 from magnetar.managed_ledger import api
+from magnetar.managed_ledger.ledger import ManagedLedgerImpl
 from tests.integration.managed_ledger.conftest import TEST_CONFIG, Env, bookie_reads
+from tests.support.wait import eventually
 
 NAME = "public/default/persistent/t1"
 
@@ -94,13 +96,17 @@ async def test_cache_is_bounded(env: Env) -> None:
     assert ml.read_stats.bookie_entries == 40
 
 
+def waiting(ml: ManagedLedgerImpl) -> int:
+    return int(ml.internal_stats()["waitingCursorsCount"])
+
+
 async def test_wait_for_entries_wakes(env: Env) -> None:
     ml = await env.factory.open(NAME)
     cursor = await ml.open_cursor("sub")
     lac = ml.last_confirmed_entry
     waiter = asyncio.create_task(ml.wait_for_entries(lac))
     reader = asyncio.create_task(cursor.read_entries_or_wait(10))
-    await asyncio.sleep(0.1)
+    await eventually(lambda: waiting(ml) == 2, what="both waiting")
     assert not waiter.done() and not reader.done()
     pos = await ml.add_entry(b"hello")
     await asyncio.wait_for(waiter, 2)
@@ -108,13 +114,13 @@ async def test_wait_for_entries_wakes(env: Env) -> None:
     assert [(e.position, e.data) for e in got] == [(pos, b"hello")]
     # cancellable
     reader = asyncio.create_task(cursor.read_entries_or_wait(10))
-    await asyncio.sleep(0.05)
+    await eventually(lambda: waiting(ml) == 1, what="the reader waiting")
     reader.cancel()
     with pytest.raises(asyncio.CancelledError):
         await reader
     # terminate wakes with "no more entries"
     reader = asyncio.create_task(cursor.read_entries_or_wait(10))
-    await asyncio.sleep(0.05)
+    await eventually(lambda: waiting(ml) == 1, what="the reader waiting")
     last = await ml.terminate()
     assert last == pos
     with pytest.raises(api.ManagedLedgerTerminatedError):
@@ -189,8 +195,7 @@ async def test_rollover_by_age_and_min_age(env: Env) -> None:
     c = await ml.add_entry(b"c")
     assert a.ledger_id == b.ledger_id != c.ledger_id
     # an idle ledger past its age is rolled over by the timer
-    await asyncio.sleep(1.2)
-    assert ml.current_ledger_id != c.ledger_id
+    await eventually(lambda: ml.current_ledger_id != c.ledger_id, what="the timer's roll-over")
     assert [i.entries for i in ml.ledgers()][-1] == 0
     await ml.close()
     ml = await env.factory.open("public/default/persistent/young", cfg(

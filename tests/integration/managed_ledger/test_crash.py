@@ -4,7 +4,6 @@ was acknowledged within the cursor persist window."""
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -20,6 +19,7 @@ from tests.conftest import etcd_url
 from tests.support.bookies import BookieProc
 from tests.support.etcd import EtcdServer
 from tests.support.procs import Proc
+from tests.support.wait import eventually
 
 pytestmark = pytest.mark.etcd
 
@@ -67,12 +67,13 @@ async def test_cursor_state_after_sigkill(store_url: str, tmp_path: Path) -> Non
     )  # fmt: skip
     owner.start()
     try:
-        deadline = time.monotonic() + 30
         # let it acknowledge for a few persist windows, then kill it mid-stream
-        while not (acks := parse(log_path.read_text())[1]) or acks[0][1] > time.time() - 3.0:
+        def acked_for_3s() -> bool:
             assert owner.alive(), owner.tail()
-            assert time.monotonic() < deadline, owner.tail()
-            await asyncio.sleep(0.05)
+            acks = parse(log_path.read_text())[1]
+            return bool(acks) and acks[0][1] <= time.time() - 3.0
+
+        await eventually(acked_for_3s, timeout=30, what="3 s of acknowledgements", retry_on=())
         owner.kill()
         killed_at = time.time()
     finally:

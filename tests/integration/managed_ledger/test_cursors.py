@@ -14,6 +14,7 @@ from magnetar.managed_ledger.api import EARLIEST, LATEST, InitialPosition, Posit
 from magnetar.managed_ledger.cursor import ManagedCursorImpl
 from magnetar.managed_ledger.ledger import ManagedLedgerImpl
 from tests.integration.managed_ledger.conftest import TEST_CONFIG, Env
+from tests.support.wait import eventually
 
 NAME = "public/default/persistent/cursors"
 
@@ -194,7 +195,7 @@ async def test_persist_is_coalesced_and_rate_limited(env: Env) -> None:
         await c.delete([p])
         await asyncio.sleep(0.003)
     elapsed = loop.time() - start
-    await asyncio.sleep(0.4)
+    await c.flush()  # the last change, persisted now rather than by the next timer
     assert c.persists <= elapsed / 0.3 + 2
     assert c.persists >= 1
     cursor_ledger = c.stats().cursor_ledger_id
@@ -202,6 +203,10 @@ async def test_persist_is_coalesced_and_rate_limited(env: Env) -> None:
     # one entry per persist (a reader of the open ledger sees the LAC, one behind)
     handle = await env.ledgers.open(cursor_ledger)
     assert handle.last_add_confirmed in (c.persists - 1, c.persists - 2)
+
+
+async def not_exists(env: Env, ledger_id: int) -> bool:
+    return not await env.ledger_exists(ledger_id)
 
 
 async def test_cursor_ledger_rolls(env: Env) -> None:
@@ -216,9 +221,8 @@ async def test_cursor_ledger_rolls(env: Env) -> None:
         await c.flush()
         seen.add(c.stats().cursor_ledger_id)
     assert len(seen) >= 3
-    await asyncio.sleep(0.1)
-    for lid in seen - {c.stats().cursor_ledger_id}:
-        assert not await env.ledger_exists(lid)  # old cursor ledgers are deleted
+    for lid in seen - {c.stats().cursor_ledger_id}:  # old cursor ledgers are deleted
+        await eventually(lambda lid=lid: not_exists(env, lid), what=f"ledger {lid} deleted")
     await ml.close()
     ml = await f.open(NAME)
     assert ml.cursors["sub"].mark_delete_position == pos[-1]

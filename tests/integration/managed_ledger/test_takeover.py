@@ -11,6 +11,7 @@ from magnetar.managed_ledger import api
 from magnetar.managed_ledger.api import EARLIEST, InitialPosition, Position
 from magnetar.managed_ledger.ledger import State
 from tests.integration.managed_ledger.conftest import Env
+from tests.support.wait import eventually, holds_for_async
 
 NAME = "public/default/persistent/owned"
 
@@ -40,8 +41,7 @@ async def test_takeover_fences_the_old_owner(env: Env) -> None:
                 return
 
     producers = [asyncio.create_task(produce(w)) for w in range(4)]
-    while len(confirmed) < 150:
-        await asyncio.sleep(0.01)
+    await eventually(lambda: len(confirmed) >= 150, timeout=30, what="150 entries confirmed")
     positions = sorted(confirmed)
     await cur1.mark_delete(positions[10])
     await cur1.flush()  # type: ignore[attr-defined]
@@ -64,10 +64,13 @@ async def test_takeover_fences_the_old_owner(env: Env) -> None:
     assert cur1.stats().state == "Fenced"
     with contextlib.suppress(api.ManagedLedgerError):
         await cur1.mark_delete(positions[20])
-    await asyncio.sleep(0.3)
-    record = await env.store.get(ml2.path.cursor_key("sub"))
-    assert record is not None
-    assert ml2.cursors["sub"].mark_delete_position < positions[20]
+
+    async def not_reached() -> bool:
+        record = await env.store.get(ml2.path.cursor_key("sub"))
+        assert record is not None
+        return ml2.cursors["sub"].mark_delete_position < positions[20]
+
+    await holds_for_async(not_reached, 0.3, what="the fenced cursor's ack stays out")
     await ml1.close()
     await ml2.close()
 

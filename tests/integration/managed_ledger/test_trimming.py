@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 
 from magnetar.managed_ledger import api
 from magnetar.managed_ledger.api import EARLIEST, InitialPosition, Position
 from magnetar.managed_ledger.ledger import ManagedLedgerImpl
 from tests.integration.managed_ledger.conftest import TEST_CONFIG, Env
+from tests.support.wait import eventually
 
 NAME = "public/default/persistent/trim"
 
@@ -19,19 +19,6 @@ def cfg(**kw: object) -> api.ManagedLedgerConfig:
 
 async def fill(ml: ManagedLedgerImpl, n: int) -> list[Position]:
     return [await ml.add_entry(bytes(100)) for _ in range(n)]
-
-
-async def eventually(predicate: object, timeout: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = predicate()  # type: ignore[operator]
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return
-        assert loop.time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.05)
 
 
 async def gone(env: Env, ledger_id: int) -> bool:

@@ -28,6 +28,7 @@ from magnetar.metadata import api, open_store
 from tests.conftest import MetadataBackend, etcd_url
 from tests.support.etcd import EtcdServer
 from tests.support.procs import Proc
+from tests.support.wait import eventually, holds_for_async
 
 Store = api.MetadataStore
 V = api.Version
@@ -55,16 +56,6 @@ async def nothing_more(events: AsyncIterator[api.WatchEvent], wait: float = 0.5)
 
 def summary(events: list[api.WatchEvent]) -> list[tuple[str, str, bytes]]:
     return [(e.type.value, e.key, e.value) for e in events]
-
-
-async def eventually(predicate_coro: object, *, timeout: float, what: str) -> None:
-    """Poll an async predicate (a zero-argument coroutine function) until it is true."""
-    assert callable(predicate_coro)
-    deadline = time.monotonic() + timeout
-    while not await predicate_coro():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 # --- basic reads and writes -------------------------------------------------------------------
@@ -344,10 +335,16 @@ async def test_watch_without_start_revision_sees_later_changes(metadata_store: S
     await metadata_store.put("/n/k", b"before")
     events = metadata_store.watch("/n/k")
     first = asyncio.ensure_future(anext(events))
-    await asyncio.sleep(0.3)  # let the watch be set up (etcd: on first iteration)
-    v = await metadata_store.put("/n/k", b"after")
-    event = await asyncio.wait_for(first, EVENT_TIMEOUT)
-    assert (event.value, event.revision) == (b"after", v)
+    written: list[V] = []
+
+    async def seen() -> bool:  # the watch starts on first iteration: write until it sees one
+        written.append(await metadata_store.put("/n/k", b"after"))
+        done, _ = await asyncio.wait({first}, timeout=0.1)
+        return bool(done)
+
+    await eventually(seen, timeout=EVENT_TIMEOUT, what="a change after the watch started")
+    event = first.result()
+    assert event.value == b"after" and event.revision in written
     await events.aclose()  # type: ignore[attr-defined]
 
 
@@ -428,9 +425,11 @@ async def test_session_close_deletes_its_keys(metadata_store: Store) -> None:
 async def test_session_survives_while_kept_alive(metadata_store: Store) -> None:
     session = await metadata_store.session(1)
     await metadata_store.put("/alive", b"x", session=session)
-    await asyncio.sleep(session.ttl * 2.5)
-    assert not session.lost
-    assert await metadata_store.get("/alive") is not None
+
+    async def alive() -> bool:
+        return not session.lost and await metadata_store.get("/alive") is not None
+
+    await holds_for_async(alive, session.ttl * 2.5, what="the kept-alive session")
     await session.close()
 
 

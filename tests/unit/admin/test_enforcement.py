@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from magnetar.broker.admin import enforcement, topics
+from magnetar.broker import enforcement
+from magnetar.broker.admin import topics
 from magnetar.managed_ledger.api import LedgerInfo, Position
 
 

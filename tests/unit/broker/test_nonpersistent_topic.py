@@ -14,7 +14,6 @@ from magnetar.broker.subscriptions import NonPersistentSubscriptions
 from magnetar.broker.topic import NonPersistentTopic
 from magnetar.wire import pb
 from magnetar.wire.topics import TopicName
-from tests.unit.broker.fakes import RecordingCnx
 from tests.unit.broker.subscriptions.fakes import FakeCnx, entry_data, subscribe_cmd
 
 _C = pb.BaseCommand
@@ -25,9 +24,7 @@ def _topic() -> NonPersistentTopic:
     return NonPersistentTopic(name=name, subscriptions=NonPersistentSubscriptions(name))
 
 
-def _producer(
-    topic: NonPersistentTopic, name: str, mode: AccessMode, cnx: RecordingCnx
-) -> Producer:
+def _producer(topic: NonPersistentTopic, name: str, mode: AccessMode, cnx: FakeCnx) -> Producer:
     return Producer(
         topic=topic,
         cnx=cnx,
@@ -41,7 +38,7 @@ def _producer(
     )
 
 
-async def _receipts(cnx: RecordingCnx, n: int) -> list[pb.CommandSendReceipt]:
+async def _receipts(cnx: FakeCnx, n: int) -> list[pb.CommandSendReceipt]:
     for _ in range(100):
         got = [c.send_receipt for c in cnx.commands if c.type == _C.SEND_RECEIPT]
         if len(got) >= n:
@@ -52,7 +49,7 @@ async def _receipts(cnx: RecordingCnx, n: int) -> list[pb.CommandSendReceipt]:
 
 async def test_receipts_carry_0_0_and_entries_reach_the_consumers_connected_now() -> None:
     topic = _topic()
-    pcnx = RecordingCnx()
+    pcnx = FakeCnx()
     producer = _producer(topic, "p", AccessMode.SHARED, pcnx)
     await topic.add_producer(producer, on_queued=lambda: None)
     producer.publish(0, 0, 1, entry_data(b"nobody"))  # no subscription yet: gone
@@ -73,16 +70,16 @@ async def test_receipts_carry_0_0_and_entries_reach_the_consumers_connected_now(
 
 async def test_access_modes_as_for_persistent_topics() -> None:
     topic = _topic()
-    first = _producer(topic, "a", AccessMode.EXCLUSIVE, RecordingCnx())
+    first = _producer(topic, "a", AccessMode.EXCLUSIVE, FakeCnx())
     assert await topic.add_producer(first, on_queued=lambda: None) == 0
     with pytest.raises(BrokerError) as err:
         await topic.add_producer(
-            _producer(topic, "b", AccessMode.SHARED, RecordingCnx()), on_queued=lambda: None
+            _producer(topic, "b", AccessMode.SHARED, FakeCnx()), on_queued=lambda: None
         )
     assert err.value.code == pb.ProducerBusy
     with pytest.raises(BrokerError) as err:
         await topic.add_producer(
-            _producer(topic, "a", AccessMode.SHARED, RecordingCnx()), on_queued=lambda: None
+            _producer(topic, "a", AccessMode.SHARED, FakeCnx()), on_queued=lambda: None
         )
     assert err.value.code == pb.ProducerBusy  # the name is taken
 
@@ -94,7 +91,7 @@ async def test_idle_without_producers_and_consumers() -> None:
     assert not topic.idle()
     await consumer.close()
     assert topic.idle() and topic.subscriptions.names() == ["s"]  # kept, yet holds nothing
-    producer = _producer(topic, "p", AccessMode.SHARED, RecordingCnx())
+    producer = _producer(topic, "p", AccessMode.SHARED, FakeCnx())
     await topic.add_producer(producer, on_queued=lambda: None)
     assert not topic.idle()
     producer.disconnect(notify=False)
@@ -103,7 +100,7 @@ async def test_idle_without_producers_and_consumers() -> None:
 
 async def test_close_tells_every_client() -> None:
     topic = _topic()
-    pcnx, ccnx = RecordingCnx(), FakeCnx()
+    pcnx, ccnx = FakeCnx(), FakeCnx()
     await topic.add_producer(_producer(topic, "p", AccessMode.SHARED, pcnx), on_queued=lambda: None)
     await topic.subscriptions.subscribe(subscribe_cmd(7), ccnx)
     await topic.close(reason="test")
@@ -111,5 +108,5 @@ async def test_close_tells_every_client() -> None:
     assert [c.type for c in ccnx.commands] == [_C.CLOSE_CONSUMER]
     with pytest.raises(BrokerError):
         await topic.add_producer(
-            _producer(topic, "q", AccessMode.SHARED, RecordingCnx()), on_queued=lambda: None
+            _producer(topic, "q", AccessMode.SHARED, FakeCnx()), on_queued=lambda: None
         )

@@ -6,10 +6,11 @@ import json
 
 from magnetar.broker import metrics, policies
 from magnetar.broker.ownership import Bundle, bundle_of, murmur3_32
-from magnetar.broker.service import _NoSubscriptions, managed_ledger_name
+from magnetar.broker.service import managed_ledger_name
+from magnetar.broker.subscriptions import TopicSubscriptionsImpl
 from magnetar.broker.topic import PersistentTopic
+from magnetar.managed_ledger.memory import MemoryManagedLedger
 from magnetar.wire.topics import TopicName
-from tests.unit.broker.fakes import MemoryLedger
 
 
 def test_murmur3_matches_guava() -> None:
@@ -50,14 +51,14 @@ def test_managed_ledger_names() -> None:
     )
 
 
-def test_metrics_text_has_pulsar_names_and_labels() -> None:
+async def test_metrics_text_has_pulsar_names_and_labels() -> None:
     name = TopicName.parse("persistent://public/default/m")
-    ml = MemoryLedger("x")
-    ml.entries = [b"abc"]
+    ml = MemoryManagedLedger("public/default/persistent/m")
+    await ml.add_entry(b"abc")
     topic = PersistentTopic(
         name=name,
-        managed_ledger=ml,  # type: ignore[arg-type]
-        subscriptions=_NoSubscriptions(topic=name, managed_ledger=ml),  # type: ignore[arg-type]
+        managed_ledger=ml,
+        subscriptions=TopicSubscriptionsImpl(topic=name, managed_ledger=ml),
     )
     topic.msg_in, topic.bytes_in = 7, 700
     text = metrics.render("standalone", [topic])

@@ -10,22 +10,24 @@ import pytest
 
 from magnetar.broker.contracts import BrokerError
 from magnetar.broker.producer import AccessMode, Producer
-from magnetar.broker.service import _NoSubscriptions
+from magnetar.broker.subscriptions import TopicSubscriptionsImpl
 from magnetar.broker.topic import PersistentTopic
 from magnetar.wire import pb
 from magnetar.wire.topics import TopicName
-from tests.unit.broker.fakes import MemoryLedger, RecordingCnx
+from tests.support.wait import eventually
+from tests.unit.broker.fakes import FaultyLedger
+from tests.unit.broker.subscriptions.fakes import FakeCnx
 
 _C = pb.BaseCommand
 
 
-def _topic(ml: MemoryLedger | None = None) -> PersistentTopic:
+def _topic(ml: FaultyLedger | None = None) -> PersistentTopic:
     name = TopicName.parse("t")
-    ml = ml or MemoryLedger("public/default/persistent/t")
+    ml = ml or FaultyLedger()
     return PersistentTopic(
         name=name,
-        managed_ledger=ml,  # type: ignore[arg-type]
-        subscriptions=_NoSubscriptions(topic=name, managed_ledger=ml),  # type: ignore[arg-type]
+        managed_ledger=ml,
+        subscriptions=TopicSubscriptionsImpl(topic=name, managed_ledger=ml),
     )
 
 
@@ -34,14 +36,14 @@ def _producer(
     name: str,
     mode: AccessMode = AccessMode.SHARED,
     *,
-    cnx: RecordingCnx | None = None,
+    cnx: FakeCnx | None = None,
     pid: int = 1,
     epoch: int = 0,
     topic_epoch: int | None = None,
 ) -> Producer:
     return Producer(
         topic=topic,
-        cnx=cnx or RecordingCnx(),
+        cnx=cnx or FakeCnx(),
         producer_id=pid,
         name=name,
         epoch=epoch,
@@ -65,7 +67,7 @@ async def test_shared_producers_coexist() -> None:
 
 async def test_same_name_is_busy_unless_successor() -> None:
     topic = _topic()
-    cnx = RecordingCnx()
+    cnx = FakeCnx()
     first = _producer(topic, "a", cnx=cnx)
     await _add(topic, first)
     with pytest.raises(BrokerError) as err:
@@ -99,8 +101,8 @@ async def test_wait_for_exclusive_is_promoted_in_order() -> None:
     w2 = _producer(topic, "w2", AccessMode.WAIT_FOR_EXCLUSIVE)
     t1 = asyncio.create_task(topic.add_producer(w1, on_queued=lambda: queued.append("w1")))
     t2 = asyncio.create_task(topic.add_producer(w2, on_queued=lambda: queued.append("w2")))
-    await asyncio.sleep(0.01)
-    assert queued == ["w1", "w2"] and not t1.done()
+    await eventually(lambda: queued == ["w1", "w2"], timeout=5, what="both queued")
+    assert not t1.done()
     topic.remove_producer(holder)
     assert await t1 == 1 and not t2.done()
     topic.remove_producer(w1)
@@ -109,7 +111,7 @@ async def test_wait_for_exclusive_is_promoted_in_order() -> None:
 
 async def test_fencing_closes_others_and_stale_epochs_are_fenced() -> None:
     topic = _topic()
-    cnx = RecordingCnx()
+    cnx = FakeCnx()
     old = _producer(topic, "old", AccessMode.EXCLUSIVE, cnx=cnx)
     assert await _add(topic, old) == 0
     new = _producer(topic, "new", AccessMode.EXCLUSIVE_WITH_FENCING)
@@ -123,9 +125,9 @@ async def test_fencing_closes_others_and_stale_epochs_are_fenced() -> None:
 
 
 async def test_receipts_follow_send_order_even_when_adds_finish_out_of_order() -> None:
-    ml = MemoryLedger("ml")
+    ml = FaultyLedger()
     topic = _topic(ml)
-    cnx = RecordingCnx()
+    cnx = FakeCnx()
     producer = _producer(topic, "p", cnx=cnx)
     await _add(topic, producer)
     ml.delay = 0.01
@@ -141,9 +143,9 @@ async def test_receipts_follow_send_order_even_when_adds_finish_out_of_order() -
 
 
 async def test_storage_failure_is_a_persistence_error_for_that_send() -> None:
-    ml = MemoryLedger("ml")
+    ml = FaultyLedger()
     topic = _topic(ml)
-    cnx = RecordingCnx()
+    cnx = FakeCnx()
     producer = _producer(topic, "p", cnx=cnx)
     await _add(topic, producer)
     producer.publish(0, 0, 1, b"ok")
@@ -164,7 +166,7 @@ async def test_storage_failure_is_a_persistence_error_for_that_send() -> None:
 
 async def test_terminated_topic_refuses_producers_and_sends() -> None:
     topic = _topic()
-    cnx = RecordingCnx()
+    cnx = FakeCnx()
     producer = _producer(topic, "p", cnx=cnx)
     await _add(topic, producer)
     await topic.terminate()
@@ -175,9 +177,9 @@ async def test_terminated_topic_refuses_producers_and_sends() -> None:
 
 
 async def test_close_notifies_producers_and_closes_the_ledger() -> None:
-    ml = MemoryLedger("ml")
+    ml = FaultyLedger()
     topic = _topic(ml)
-    cnx = RecordingCnx()
+    cnx = FakeCnx()
     await _add(topic, _producer(topic, "p", cnx=cnx))
     await topic.close(reason="test")
     assert ml.closed and not topic.producers

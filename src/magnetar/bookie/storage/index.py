@@ -19,7 +19,7 @@ Databases: ``loc`` (>QQ ledger, entry -> >IQI log, offset, size), ``ledger`` (>Q
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -99,20 +99,6 @@ class Index:
             raw = txn.get(LOC_KEY.pack(ledger_id, entry_id))
         return None if raw is None else entrylog.Location._make(LOC_VAL.unpack(raw))
 
-    def range(
-        self, ledger_id: int, first: int, last: int
-    ) -> Iterator[tuple[int, entrylog.Location]]:
-        """Stored (entry, location) of a ledger in [first, last], ascending; lazy."""
-        with self._env.begin(db=self._loc) as txn:
-            cursor = txn.cursor()
-            if not cursor.set_range(LOC_KEY.pack(ledger_id, first)):
-                return
-            for key, val in cursor:
-                lid, eid = LOC_KEY.unpack(key)
-                if lid != ledger_id or eid > last:
-                    return
-                yield eid, entrylog.Location._make(LOC_VAL.unpack(val))
-
     def load_ledgers(self) -> dict[int, LedgerMeta]:
         with self._env.begin(db=self._ledger) as txn:
             return {_LEDGER_KEY.unpack(k)[0]: decode_meta(v) for k, v in txn.cursor().iternext()}
@@ -125,11 +111,6 @@ class Index:
         with self._env.begin(db=self._meta) as txn:
             raw = txn.get(b"checkpoint")
         return None if raw is None else Position(*_CHECKPOINT.unpack(raw))
-
-    def disk_bytes(self) -> int:
-        info = self._env.info()
-        stat = self._env.stat()
-        return int(info["last_pgno"] + 1) * int(stat["psize"])
 
     # writes (one transaction each)
 
@@ -180,8 +161,3 @@ class Index:
                 txn.delete(_LOG_KEY.pack(log_id), db=self._logs)
             for log_id, usage in log_usage.items():
                 txn.put(_LOG_KEY.pack(log_id), encode_usage(usage), db=self._logs)
-
-    def forget_logs(self, log_ids: Iterable[int]) -> None:
-        with self._env.begin(write=True, db=self._logs) as txn:
-            for log_id in log_ids:
-                txn.delete(_LOG_KEY.pack(log_id))

@@ -12,7 +12,6 @@ from aiohttp import web
 from magnetar.broker.admin import (
     clusters,
     common,
-    enforcement,
     namespaces,
     openapi,
     schemas,
@@ -22,14 +21,12 @@ from magnetar.broker.admin import (
 
 
 def extension(app: web.Application) -> None:
-    """Register the admin API routes, its error middleware and the policy enforcer on
-    ``app``."""
+    """Register the admin API routes and its error middleware on ``app`` (the policy
+    enforcer is the broker service's: :mod:`magnetar.broker.enforcement`)."""
     app.middlewares.append(common.error_middleware)
-    app[common.POLICY_CHANGES] = common.PolicyChanges()
     clusters.register(app.router)
     tenants.register(app.router)
     namespaces.register(app.router)
     topics.register(app.router)
     schemas.register(app.router)
     openapi.register(app.router)
-    enforcement.register(app)

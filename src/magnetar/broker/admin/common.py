@@ -12,19 +12,19 @@ import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
 from magnetar.broker import http
+from magnetar.broker.admin.errors import AdminError as AdminError  # re-exported
+from magnetar.broker.admin.errors import not_found as not_found
+from magnetar.broker.admin.validation import Body
 from magnetar.broker.contracts import BrokerError
 from magnetar.broker.service import BrokerService
 from magnetar.metadata import api
 from magnetar.wire import topics as topic_names
 from magnetar.wire.errors import InvalidTopicNameError
-
-if TYPE_CHECKING:
-    from magnetar.broker.admin.validation import Body
 
 log = logging.getLogger(__name__)
 
@@ -34,19 +34,6 @@ INTERNAL_ERROR_LOG = "admin: internal error answering"
 """Start of the log line of every 500 (tests assert bad input never produces it)."""
 
 _PARSED = web.RequestKey("magnetar_admin_body", object)
-
-
-class AdminError(Exception):
-    """An HTTP error with Pulsar's ``{"reason": ...}`` body."""
-
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
-
-
-def not_found(what: str) -> AdminError:
-    return AdminError(404, f"{what} does not exist")
 
 
 @web.middleware
@@ -74,24 +61,10 @@ def service(request: web.Request) -> BrokerService:
     return request.app[http.SERVICE]
 
 
-class PolicyChanges:
-    """Counts the policy changes made through this broker's admin API, so the policy
-    enforcer re-reads topics' effective policies at once instead of at its next refresh."""
-
-    def __init__(self) -> None:
-        self.generation = 0
-
-
-POLICY_CHANGES = web.AppKey("magnetar_admin_policy_changes", PolicyChanges)
-
-
 def policies_changed(request: web.Request) -> None:
     """After a change of namespace, topic or partitioned-topic records: drop the broker's
     policy cache and tell the enforcer."""
-    service(request).policies.invalidate()
-    changes = request.app.get(POLICY_CHANGES)
-    if changes is not None:
-        changes.generation += 1
+    service(request).policies_changed()
 
 
 async def body(request: web.Request, *, required: bool = True) -> Any:

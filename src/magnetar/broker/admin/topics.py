@@ -29,8 +29,8 @@ from typing import Any
 from aiohttp import web
 from yarl import URL
 
-from magnetar.broker import policies
-from magnetar.broker.admin import enforcement, remote, validation
+from magnetar.broker import enforcement, policies
+from magnetar.broker.admin import remote, validation
 from magnetar.broker.admin.common import (
     AdminError,
     Handler,

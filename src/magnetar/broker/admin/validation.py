@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
-from magnetar.broker.admin.common import AdminError
+from magnetar.broker.admin.errors import AdminError
 from magnetar.wire.ids import MessageId
 
 T = TypeVar("T")

@@ -17,18 +17,37 @@ consumers with permits; Key_Shared sends each key's entries to the consumer owni
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final, TypeAlias
+from typing import Final, Protocol, TypeAlias
 
 from magnetar.broker.contracts import ServerCnx
 from magnetar.broker.subscriptions import selectors
 from magnetar.broker.subscriptions.consumer import Consumer
-from magnetar.broker.subscriptions.entries import EntryMeta
+from magnetar.broker.subscriptions.entries import EntryMeta, EntryMetaCache
 from magnetar.broker.subscriptions.stats import now_ms
-from magnetar.managed_ledger.api import Entry, Position
+from magnetar.managed_ledger.api import Entry, ManagedCursor, Position
 from magnetar.wire import pb
 
-if TYPE_CHECKING:
-    from magnetar.broker.subscriptions.subscription import Subscription
+
+class Subscription(Protocol):
+    """What a dispatch policy needs from its subscription
+    (:class:`magnetar.broker.subscriptions.subscription.Subscription`, which imports this
+    module; this module does not import it)."""
+
+    cursor: ManagedCursor
+    consumers: list[Consumer]
+    replay: dict[Position, int]
+    replay_hashes: dict[int, int]
+    avg_messages_per_entry: float
+
+    @property
+    def partition_index(self) -> int: ...
+    @property
+    def meta_cache(self) -> EntryMetaCache: ...
+    def send(self, c: Consumer, entry: Entry, meta: EntryMeta) -> None: ...
+    def park(self, position: Position, key_hash: int) -> None: ...
+    def delay(self, position: Position, deliver_at: int) -> None: ...
+    def next_unacked_position(self) -> Position: ...
+
 
 MAX_READ_ENTRIES: Final = 100
 """Entries read per round (Pulsar's dispatcherMaxReadBatchSize)."""

@@ -25,7 +25,7 @@ import enum
 import heapq
 import logging
 from collections.abc import Awaitable, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 from magnetar.broker.contracts import BrokerError, LastMessageId, ServerCnx
 from magnetar.broker.subscriptions import acks, dispatchers, selectors
@@ -52,9 +52,23 @@ from magnetar.managed_ledger.api import (
 )
 from magnetar.wire import commands, pb
 from magnetar.wire.ids import MessageId
+from magnetar.wire.topics import TopicName
 
-if TYPE_CHECKING:
-    from magnetar.broker.subscriptions.topic import TopicSubscriptionsImpl
+
+class SubscriptionOwner(Protocol):
+    """What a subscription needs from the topic's subscriptions
+    (:class:`magnetar.broker.subscriptions.topic.TopicSubscriptionsImpl`, which imports this
+    module; this module does not import it)."""
+
+    topic: TopicName
+    managed_ledger: ManagedLedger
+    meta_cache: EntryMetaCache
+
+    def forget(self, sub: Subscription) -> None: ...
+    def position_for_message_id(self, mid: MessageId) -> Position: ...
+    async def position_for_publish_time(self, publish_time: int) -> Position: ...
+    async def last_message_id(self) -> MessageId: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +90,7 @@ class Subscription:
     def __init__(
         self,
         *,
-        owner: TopicSubscriptionsImpl,
+        owner: SubscriptionOwner,
         name: str,
         cursor: ManagedCursor,
         sub_type: SubType,

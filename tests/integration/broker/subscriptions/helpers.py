@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable
 
 import pulsar
+
+from tests.support.wait import wait_until
 
 NO_MORE_MS = 400
 """How long a receive waits before a test concludes nothing more is coming."""
@@ -37,9 +38,7 @@ def publish(
                 producer.send_async(p.encode(), done, **kw)
                 ids.append(None)
             producer.flush()
-            deadline = time.monotonic() + 10
-            while len(out) < len(ids) and time.monotonic() < deadline:
-                time.sleep(0.01)
+            wait_until(lambda: len(out) >= len(ids), what="every send receipted")
             return [out[i] for i in range(len(ids))]
         result = []
         for i, p in enumerate(payloads):
@@ -82,11 +81,3 @@ def drain(
 
 def texts(messages: Iterable[pulsar.Message]) -> list[str]:
     return [m.data().decode() for m in messages]
-
-
-def eventually(predicate: Callable[[], bool], *, timeout: float = 10.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or predicate}")
-        time.sleep(0.05)

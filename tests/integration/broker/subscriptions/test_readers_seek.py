@@ -7,7 +7,8 @@ import time
 import pulsar
 import pytest
 
-from tests.integration.broker.subscriptions.helpers import drain, eventually, publish, texts
+from tests.integration.broker.subscriptions.helpers import drain, publish, texts
+from tests.support.wait import wait_until
 
 EARLIEST = pulsar.InitialPosition.Earliest
 
@@ -78,7 +79,7 @@ def test_seek_consumer_by_message_id(client: pulsar.Client, topic: str, inclusiv
     consumer.seek(ids[3])
     # the broker resets the subscription *to* the id (as Pulsar: backlog from it on); the
     # client drops the id itself unless the consumer is start-inclusive
-    eventually(consumer.is_connected, what="consumer reconnected after seek")
+    wait_until(consumer.is_connected, what="consumer reconnected after seek")
     assert texts(drain(consumer, idle_ms=1500, first_ms=15_000)) == (
         sent[3:] if inclusive else sent[4:]
     )

@@ -8,8 +8,9 @@ import uuid
 import pulsar
 import pytest
 
-from tests.integration.broker.subscriptions.helpers import drain, eventually, publish, texts
+from tests.integration.broker.subscriptions.helpers import drain, publish, texts
 from tests.support.standalone import StandaloneProc
+from tests.support.wait import wait_until
 
 EARLIEST = pulsar.InitialPosition.Earliest
 SharedT = pulsar.ConsumerType.Shared
@@ -69,8 +70,8 @@ def test_backlog_in_metrics_follows_acks(
 ) -> None:
     consumer = client.subscribe(topic, "s", initial_position=EARLIEST)
     publish(client, topic, [f"m{i}" for i in range(6)])
-    eventually(lambda: _metric(standalone, topic, "s") == 6, what="backlog 6")
+    wait_until(lambda: _metric(standalone, topic, "s") == 6, what="backlog 6")
     got = drain(consumer)
     for m in got[:4]:
         consumer.acknowledge(m)
-    eventually(lambda: _metric(standalone, topic, "s") == 2, what="backlog 2")
+    wait_until(lambda: _metric(standalone, topic, "s") == 2, what="backlog 2")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from magnetar.broker.contracts import BrokerError
@@ -12,10 +10,11 @@ from magnetar.managed_ledger.api import Position
 from magnetar.wire import batch, pb
 from magnetar.wire.ids import MessageId
 from magnetar.wire.topics import TopicName
+from tests.support.wait import eventually
 from tests.unit.broker.subscriptions.fakes import (
     LEDGER,
     FakeCnx,
-    FakeLedger,
+    Ledger,
     ack_cmd,
     entry_data,
     ids,
@@ -29,16 +28,16 @@ FAILOVER = pb.CommandSubscribe.Failover
 KEY_SHARED = pb.CommandSubscribe.Key_Shared
 
 
-def topic_subs(ml: FakeLedger, name: str = "t") -> TopicSubscriptionsImpl:
-    return TopicSubscriptionsImpl(TopicName.parse(name), ml)  # type: ignore[arg-type]
+def topic_subs(ml: Ledger, name: str = "t") -> TopicSubscriptionsImpl:
+    return TopicSubscriptionsImpl(TopicName.parse(name), ml)
 
 
 @pytest.fixture
-def ml() -> FakeLedger:
-    return FakeLedger()
+def ml() -> Ledger:
+    return Ledger()
 
 
-async def test_permits_bound_dispatch_and_batches_cost_their_size(ml: FakeLedger) -> None:
+async def test_permits_bound_dispatch_and_batches_cost_their_size(ml: Ledger) -> None:
     for _ in range(3):
         ml.add(entry_data(batch_size=4))
     ml.add(entry_data())
@@ -61,7 +60,7 @@ async def test_permits_bound_dispatch_and_batches_cost_their_size(ml: FakeLedger
     assert c.stats()["msgOutCounter"] == 13
 
 
-async def test_not_writable_pauses_until_drained(ml: FakeLedger) -> None:
+async def test_not_writable_pauses_until_drained(ml: Ledger) -> None:
     subs = topic_subs(ml)
     cnx = FakeCnx(writable=False)
     c = await subs.subscribe(subscribe_cmd(1), cnx)
@@ -71,11 +70,10 @@ async def test_not_writable_pauses_until_drained(ml: FakeLedger) -> None:
     await settle()
     assert cnx.messages == []
     cnx.writable = True
-    await asyncio.sleep(0.02)
-    assert cnx.received(1) == [0]
+    await eventually(lambda: cnx.received(1) == [0], timeout=5, what="dispatch once writable")
 
 
-async def test_new_entries_wake_the_dispatcher(ml: FakeLedger) -> None:
+async def test_new_entries_wake_the_dispatcher(ml: Ledger) -> None:
     subs = topic_subs(ml)
     cnx = FakeCnx()
     c = await subs.subscribe(subscribe_cmd(1), cnx)
@@ -86,7 +84,7 @@ async def test_new_entries_wake_the_dispatcher(ml: FakeLedger) -> None:
     assert cnx.received(1) == [0]
 
 
-async def test_exclusive_second_consumer_and_type_change(ml: FakeLedger) -> None:
+async def test_exclusive_second_consumer_and_type_change(ml: Ledger) -> None:
     subs = topic_subs(ml)
     c1 = await subs.subscribe(subscribe_cmd(1), FakeCnx())
     with pytest.raises(BrokerError) as err:
@@ -101,7 +99,7 @@ async def test_exclusive_second_consumer_and_type_change(ml: FakeLedger) -> None
     assert subs.stats()["s"]["type"] == "Shared"
 
 
-async def test_failover_priority_events_and_switch(ml: FakeLedger) -> None:
+async def test_failover_priority_events_and_switch(ml: Ledger) -> None:
     for _ in range(4):
         ml.add(entry_data())
     subs = topic_subs(ml)
@@ -127,7 +125,7 @@ async def test_failover_priority_events_and_switch(ml: FakeLedger) -> None:
     assert subs.stats()["s"]["activeConsumerName"] == "b"
 
 
-async def test_failover_high_priority_consumer_takes_over(ml: FakeLedger) -> None:
+async def test_failover_high_priority_consumer_takes_over(ml: Ledger) -> None:
     subs = topic_subs(ml)
     cnx = FakeCnx()
     await subs.subscribe(subscribe_cmd(1, sub_type=FAILOVER, name="a", priority=5), cnx)
@@ -135,14 +133,14 @@ async def test_failover_high_priority_consumer_takes_over(ml: FakeLedger) -> Non
     assert cnx.active_events()[-2:] == [(1, False), (2, True)]
 
 
-async def test_failover_events_need_protocol_12(ml: FakeLedger) -> None:
+async def test_failover_events_need_protocol_12(ml: Ledger) -> None:
     subs = topic_subs(ml)
     cnx = FakeCnx(protocol=11)
     await subs.subscribe(subscribe_cmd(1, sub_type=FAILOVER), cnx)
     assert cnx.active_events() == []
 
 
-async def test_shared_close_redelivers_pending_to_others(ml: FakeLedger) -> None:
+async def test_shared_close_redelivers_pending_to_others(ml: Ledger) -> None:
     for _ in range(6):
         ml.add(entry_data())
     subs = topic_subs(ml)
@@ -161,7 +159,7 @@ async def test_shared_close_redelivers_pending_to_others(ml: FakeLedger) -> None
     assert subs.stats()["s"]["consumers"][0]["unackedMessages"] == 5
 
 
-async def test_shared_redeliver_ids_and_counts(ml: FakeLedger) -> None:
+async def test_shared_redeliver_ids_and_counts(ml: Ledger) -> None:
     for _ in range(3):
         ml.add(entry_data())
     subs = topic_subs(ml)
@@ -186,7 +184,7 @@ async def test_shared_redeliver_ids_and_counts(ml: FakeLedger) -> None:
     assert subs.stats()["s"]["msgBacklog"] == 0
 
 
-async def test_cumulative_ack_refused_on_shared(ml: FakeLedger) -> None:
+async def test_cumulative_ack_refused_on_shared(ml: Ledger) -> None:
     ml.add(entry_data())
     subs = topic_subs(ml)
     c = await subs.subscribe(subscribe_cmd(1, sub_type=SHARED), FakeCnx())
@@ -195,7 +193,7 @@ async def test_cumulative_ack_refused_on_shared(ml: FakeLedger) -> None:
     assert err.value.code == pb.NotAllowedError
 
 
-async def test_batch_index_acks_and_partial_redelivery(ml: FakeLedger) -> None:
+async def test_batch_index_acks_and_partial_redelivery(ml: Ledger) -> None:
     ml.add(entry_data(batch_size=5))
     subs = topic_subs(ml)
     cnx = FakeCnx()
@@ -216,7 +214,7 @@ async def test_batch_index_acks_and_partial_redelivery(ml: FakeLedger) -> None:
     assert subs.stats()["s"]["msgBacklog"] == 0
 
 
-async def test_cumulative_ack_inside_a_batch(ml: FakeLedger) -> None:
+async def test_cumulative_ack_inside_a_batch(ml: Ledger) -> None:
     ml.add(entry_data())
     ml.add(entry_data(batch_size=4))
     subs = topic_subs(ml)
@@ -232,7 +230,7 @@ async def test_cumulative_ack_inside_a_batch(ml: FakeLedger) -> None:
     assert c.stats()["unackedMessages"] == 2
 
 
-async def test_key_shared_routes_by_key_hash(ml: FakeLedger) -> None:
+async def test_key_shared_routes_by_key_hash(ml: Ledger) -> None:
     keys = [f"k{i}" for i in range(10)]
     for i in range(40):
         ml.add(entry_data(key=keys[i % 10]))
@@ -253,7 +251,7 @@ async def test_key_shared_routes_by_key_hash(ml: FakeLedger) -> None:
     assert stats[1]["keyHashRanges"] == ["[0, 32768]"]
 
 
-async def test_key_shared_busy_key_waits_and_keeps_order(ml: FakeLedger) -> None:
+async def test_key_shared_busy_key_waits_and_keeps_order(ml: Ledger) -> None:
     # key owners: find two keys on different consumers
     subs = topic_subs(ml)
     cnx = FakeCnx()
@@ -275,7 +273,7 @@ async def test_key_shared_busy_key_waits_and_keeps_order(ml: FakeLedger) -> None
     assert cnx.received(2) == [1, 3, 5]  # the low key's entries waited, in order
 
 
-async def test_key_shared_recently_joined_waits_for_older_acks(ml: FakeLedger) -> None:
+async def test_key_shared_recently_joined_waits_for_older_acks(ml: Ledger) -> None:
     low = next(f"k{i}" for i in range(100) if hashing.key_slot(f"k{i}".encode()) <= 32768)
     ml.add(entry_data(key=low))
     ml.add(entry_data(key=low))
@@ -297,7 +295,7 @@ async def test_key_shared_recently_joined_waits_for_older_acks(ml: FakeLedger) -
     assert cnx.received(2) == [2]
 
 
-async def test_key_shared_sticky_ranges(ml: FakeLedger) -> None:
+async def test_key_shared_sticky_ranges(ml: Ledger) -> None:
     subs = topic_subs(ml)
     await subs.subscribe(subscribe_cmd(1, sub_type=KEY_SHARED, sticky=[(0, 30000)]), FakeCnx())
     with pytest.raises(BrokerError) as err:
@@ -310,7 +308,7 @@ async def test_key_shared_sticky_ranges(ml: FakeLedger) -> None:
     assert err.value.code == pb.ConsumerBusy
 
 
-async def test_delayed_delivery_on_shared(ml: FakeLedger) -> None:
+async def test_delayed_delivery_on_shared(ml: Ledger) -> None:
     import time
 
     now = int(time.time() * 1000)
@@ -323,13 +321,12 @@ async def test_delayed_delivery_on_shared(ml: FakeLedger) -> None:
     await settle()
     assert cnx.received(1) == [1]
     assert subs.stats()["s"]["msgDelayed"] == 1
-    await asyncio.sleep(0.25)
-    assert cnx.received(1) == [1, 0]
+    await eventually(lambda: cnx.received(1) == [1, 0], timeout=5, what="the delayed message")
 
 
-async def test_seek_resets_then_closes_consumers(ml: FakeLedger) -> None:
+async def test_seek_resets_then_closes_consumers(ml: Ledger) -> None:
     for _ in range(5):
-        ml.add(entry_data(publish_time=100 + 10 * len(ml.entries)))
+        ml.add(entry_data(publish_time=100 + 10 * ml.number_of_entries))
     subs = topic_subs(ml)
     cnx = FakeCnx()
     c = await subs.subscribe(subscribe_cmd(1), cnx)
@@ -351,7 +348,7 @@ async def test_seek_resets_then_closes_consumers(ml: FakeLedger) -> None:
     assert ml.cursors["s"].read_position == Position(LEDGER, 1)
 
 
-async def test_publish_time_search(ml: FakeLedger) -> None:
+async def test_publish_time_search(ml: Ledger) -> None:
     subs = topic_subs(ml)
     assert await subs.position_for_publish_time(5) == Position(LEDGER, 0)  # empty
     for t in (10, 20, 20, 30, 40, 50, 60):
@@ -363,7 +360,7 @@ async def test_publish_time_search(ml: FakeLedger) -> None:
     assert await subs.position_for_publish_time(61) == Position(LEDGER, 7)  # after the last
 
 
-async def test_last_message_id(ml: FakeLedger) -> None:
+async def test_last_message_id(ml: Ledger) -> None:
     subs = topic_subs(ml, "t-partition-2")
     c = await subs.subscribe(subscribe_cmd(1), FakeCnx())
     last = await c.get_last_message_id()
@@ -375,7 +372,7 @@ async def test_last_message_id(ml: FakeLedger) -> None:
     assert last.mark_delete == MessageId(LEDGER, -1, 2)
 
 
-async def test_reader_start_positions(ml: FakeLedger) -> None:
+async def test_reader_start_positions(ml: Ledger) -> None:
     for _ in range(4):
         ml.add(entry_data())
     subs = topic_subs(ml)
@@ -395,7 +392,7 @@ async def test_reader_start_positions(ml: FakeLedger) -> None:
     assert subs.names() == []
 
 
-async def test_unsubscribe(ml: FakeLedger) -> None:
+async def test_unsubscribe(ml: Ledger) -> None:
     subs = topic_subs(ml)
     c1 = await subs.subscribe(subscribe_cmd(1, sub_type=SHARED), FakeCnx())
     c2 = await subs.subscribe(subscribe_cmd(2, sub_type=SHARED), FakeCnx())
@@ -407,7 +404,7 @@ async def test_unsubscribe(ml: FakeLedger) -> None:
     assert subs.names() == [] and "s" not in ml.cursors
 
 
-async def test_stats_fields(ml: FakeLedger) -> None:
+async def test_stats_fields(ml: Ledger) -> None:
     ml.add(entry_data(batch_size=2))
     subs = topic_subs(ml)
     c = await subs.subscribe(subscribe_cmd(1, sub_type=SHARED, name="me"), FakeCnx())
@@ -434,7 +431,7 @@ async def test_stats_fields(ml: FakeLedger) -> None:
     assert cs["unackedMessages"] == 2 and cs["msgOutCounter"] == 2 and "msgRateOut" in cs
 
 
-async def test_admin_create_and_delete(ml: FakeLedger) -> None:
+async def test_admin_create_and_delete(ml: Ledger) -> None:
     subs = topic_subs(ml)
     await subs.create("adm", start="earliest")
     assert subs.names() == ["adm"]
@@ -452,7 +449,7 @@ async def test_admin_create_and_delete(ml: FakeLedger) -> None:
     assert err.value.code == pb.SubscriptionNotFound
 
 
-async def test_consumer_epoch_only_after_a_redeliver_carried_one(ml: FakeLedger) -> None:
+async def test_consumer_epoch_only_after_a_redeliver_carried_one(ml: Ledger) -> None:
     ml.add(entry_data())
     subs = topic_subs(ml)
     sent: list[int | None] = []
@@ -472,12 +469,12 @@ async def test_consumer_epoch_only_after_a_redeliver_carried_one(ml: FakeLedger)
     assert sent == [None, 3]
 
 
-async def test_reached_end_of_a_terminated_topic(ml: FakeLedger) -> None:
+async def test_reached_end_of_a_terminated_topic(ml: Ledger) -> None:
     ml.add(entry_data())
     subs = topic_subs(ml)
     cnx = FakeCnx()
     c = await subs.subscribe(subscribe_cmd(1), cnx)
-    ml.terminated = True
+    await ml.terminate()
     c.flow(10)
     await settle()
 
@@ -495,7 +492,7 @@ async def test_reached_end_of_a_terminated_topic(ml: FakeLedger) -> None:
     assert ends() == 1
 
 
-async def test_reader_rollback_duration(ml: FakeLedger) -> None:
+async def test_reader_rollback_duration(ml: Ledger) -> None:
     import time
 
     now = int(time.time() * 1000)
@@ -508,7 +505,7 @@ async def test_reader_rollback_duration(ml: FakeLedger) -> None:
     assert ml.cursors["reader-r"].read_position == Position(LEDGER, 2)
 
 
-async def test_ack_failure_is_a_broker_error(ml: FakeLedger) -> None:
+async def test_ack_failure_is_a_broker_error(ml: Ledger) -> None:
     from magnetar.managed_ledger.api import StorageUnavailableError
 
     ml.add(entry_data())
@@ -525,7 +522,7 @@ async def test_ack_failure_is_a_broker_error(ml: FakeLedger) -> None:
     await c.ack(ack_cmd(1, 5, cumulative=True))  # past the end: ignored, as Pulsar does
 
 
-async def test_close_all_closes_consumers_and_drops_readers(ml: FakeLedger) -> None:
+async def test_close_all_closes_consumers_and_drops_readers(ml: Ledger) -> None:
     subs = topic_subs(ml)
     cnx = FakeCnx()
     await subs.subscribe(subscribe_cmd(1, sub="durable"), cnx)

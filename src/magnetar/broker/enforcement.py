@@ -1,6 +1,9 @@
 """Namespace and topic policies that act on data: retention, message TTL, deduplication.
 
-A background task of the broker's web app visits the loaded topics every second:
+Why this module exists: policies that act on stored data must be enforced by every broker
+that serves topics, whether or not it serves the admin API. :class:`PolicyEnforcer` is one
+of the broker service's periodic loops (started with it, stopped with it); it visits the
+loaded topics every second:
 
 * **retention** (``retention_policies``, the topic's own overriding the namespace's) becomes the
   managed ledger's ``retention_time_s`` / ``retention_bytes`` (the broker core applies it when
@@ -18,28 +21,26 @@ A background task of the broker's web app visits the loaded topics every second:
   producers disconnected longer than the inactivity timeout are forgotten here too.
 
 Each topic's effective policies are re-read every few seconds, and at once after a change
-made through this broker's admin API (:func:`common.policies_changed`).
+made through this broker (:meth:`BrokerService.policies_changed
+<magnetar.broker.service.BrokerService.policies_changed>` counts them).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from aiohttp import web
-
-from magnetar.broker import dedup, http
+from magnetar.broker import dedup
 from magnetar.broker import policies as broker_policies
-from magnetar.broker.admin import common
-from magnetar.broker.service import BrokerService
-from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.topic import PersistentTopic, Topic
 from magnetar.managed_ledger.api import ManagedCursor, ManagedLedgerConfig, Position
+from magnetar.metadata import api as md
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,17 @@ REFRESH_S = 5.0
 """How old a topic's cached effective policies may get (changes made on other brokers)."""
 MIN_CHECK_S, MAX_CHECK_S = 1.0, 60.0
 
-_TASK = web.AppKey("magnetar_admin_policy_enforcer", asyncio.Task)
+
+class EnforcedService(Protocol):
+    """What the enforcer needs from the broker service
+    (:class:`magnetar.broker.service.BrokerService`, which imports this module)."""
+
+    config: BrokerConfig
+    store: md.MetadataStore
+    policies: broker_policies.PolicyCache
+    topics: dict[str, Topic]
+    policy_generation: int
+    """Bumped by every policy change made through this broker."""
 
 
 def previous_position(ml: Any, position: Position) -> Position | None:
@@ -103,9 +114,8 @@ class _TopicState:
 
 
 class PolicyEnforcer:
-    def __init__(self, service: BrokerService, changes: common.PolicyChanges) -> None:
+    def __init__(self, service: EnforcedService) -> None:
         self.service = service
-        self.changes = changes
         self._state: dict[str, _TopicState] = {}
 
     async def _policies(self, topic: PersistentTopic, now: float) -> _TopicState:
@@ -113,9 +123,9 @@ class PolicyEnforcer:
         if (
             state is None
             or now - state.read_at > REFRESH_S
-            or state.generation != self.changes.generation
+            or state.generation != self.service.policy_generation
         ):
-            generation = self.changes.generation
+            generation = self.service.policy_generation
             svc = self.service
             found = await broker_policies.effective_policies(svc.store, svc.policies, topic.name)
             next_expiry = state.next_expiry if state is not None else 0.0
@@ -173,21 +183,3 @@ class PolicyEnforcer:
                     await self.enforce(topic)
                 except Exception as err:  # one topic's trouble must not stop the others
                     log.warning("%s: policy enforcement: %s", topic.name, err)
-
-
-async def _start(app: web.Application) -> None:
-    enforcer = PolicyEnforcer(app[http.SERVICE], app[common.POLICY_CHANGES])
-    app[_TASK] = asyncio.get_running_loop().create_task(enforcer.run())
-
-
-async def _stop(app: web.Application) -> None:
-    task = app.get(_TASK)
-    if task is not None:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
-def register(app: web.Application) -> None:
-    app.on_startup.append(_start)
-    app.on_cleanup.append(_stop)

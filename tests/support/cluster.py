@@ -1,0 +1,49 @@
+"""Two ``magnetar broker`` processes on one etcd and one bookie, for the suites about
+ownership, lookups and the admin API across brokers.
+
+Why this module exists: both suites need the same small cluster, ready only once each broker
+has published its load report (the least-loaded choice of an unowned bundle reads them; with
+one report missing, every bundle goes to the other broker and "bundles are spread" fails).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from magnetar.metadata import keys, open_store
+from tests.support.bookies import BookieProc
+from tests.support.standalone import BrokerProc
+from tests.support.wait import wait_until
+
+
+def load_reports(metadata_url: str) -> int:
+    """How many brokers have a load report in the store now."""
+
+    async def count() -> int:
+        store = await open_store(metadata_url)
+        try:
+            return len([r async for r in store.scan_all(keys.BROKER_LOAD)])
+        finally:
+            await store.close()
+
+    return asyncio.run(count())
+
+
+@contextlib.contextmanager
+def two_brokers(metadata_url: str, base_dir: Path) -> Iterator[tuple[BrokerProc, BrokerProc]]:
+    """One bookie and two brokers (ensemble 1/1/1, a 2 s session TTL), both load reports in."""
+    bookie = BookieProc(metadata_url, base_dir).start()
+    a = b = None
+    try:
+        a = BrokerProc(metadata_url, base_dir, ensemble=(1, 1, 1), session_ttl=2.0).start()
+        b = BrokerProc(metadata_url, base_dir, ensemble=(1, 1, 1), session_ttl=2.0).start()
+        wait_until(lambda: load_reports(metadata_url) >= 2, timeout=30, what="both load reports")
+        yield a, b
+    finally:
+        for proc in (b, a):
+            if proc is not None:
+                proc.stop()
+        bookie.stop()
