@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -133,12 +133,3 @@ def payloads(sizes: Sequence[int], seed: int = 0) -> list[bytes]:
         block = (head * (n // max(1, len(head)) + 1))[:n]
         out.append(os.urandom(min(n, 64)) + block[min(n, 64) :])
     return out
-
-
-async def wait_for(predicate: Callable[[], bool], timeout: float = 30.0, what: str = "") -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise TimeoutError(f"timed out after {timeout}s waiting for {what or predicate}")
-        await asyncio.sleep(0.02)

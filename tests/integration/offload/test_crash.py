@@ -16,11 +16,11 @@ from tests.integration.offload.conftest import (
     new_bucket,
     offload_and_open,
     payloads,
-    wait_for,
 )
 from tests.integration.offload.test_failures import BIG, GATE, parts_uploaded
 from tests.support.minio import ROOT, MinioServer
 from tests.support.procs import Proc
+from tests.support.wait import eventually
 
 
 async def test_killed_offloader_leaves_orphans_that_the_recorded_uuid_removes(
@@ -42,10 +42,10 @@ async def test_killed_offloader_leaves_orphans_that_the_recorded_uuid_removes(
         cwd=ROOT,
     ).start()
     try:
-        await wait_for(lambda: "GATED" in log.read_text(), timeout=60, what="the child's gate")
+        await eventually(lambda: "GATED" in log.read_text(), timeout=60, what="the child's gate")
         attempt = json.loads(log.read_text().splitlines()[0])  # recorded before uploading
         assert attempt["complete"] is False
-        await wait_for(
+        await eventually(
             lambda: parts_uploaded(minio, bucket, attempt["dataKey"]) >= 1, what="a part"
         )
         child.kill()

@@ -27,9 +27,9 @@ from tests.integration.offload.conftest import (
     new_bucket,
     offload_and_open,
     payloads,
-    wait_for,
 )
 from tests.support.minio import MinioServer
+from tests.support.wait import eventually
 
 
 class GatedLedger:
@@ -84,8 +84,10 @@ async def offload_until_gated(
     attempt = offloader.begin(handle.ledger_id)
     task = asyncio.ensure_future(offloader.offload(gated, attempt, topic=topic))
     await asyncio.wait_for(gated.waiting.wait(), 30)
-    await wait_for(
-        lambda: parts_uploaded(server, bucket, attempt.data_key) >= 1, what="a part uploaded"
+    await eventually(
+        lambda: parts_uploaded(server, bucket, attempt.data_key) >= 1,
+        timeout=30,
+        what="a part uploaded",
     )
     return attempt, gated, task
 

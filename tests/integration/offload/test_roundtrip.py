@@ -18,9 +18,9 @@ from tests.integration.offload.conftest import (
     config_for,
     offload_and_open,
     payloads,
-    wait_for,
 )
 from tests.support.minio import MinioServer
+from tests.support.wait import eventually
 
 SIZES = {
     "empty-ledger": [],
@@ -142,12 +142,14 @@ async def test_cache_stays_within_its_bound_and_reads_ahead(
         assert await reader.read(0, 0) == [(0, data[0])]
         # read-ahead: the second block arrives without being asked for
         key1 = (reader.data_key, 1)
-        await wait_for(lambda: key1 in cache, what="read-ahead of block 1")
+        await eventually(lambda: key1 in cache, timeout=30, what="read-ahead of block 1")
         hits = cache.hits
         first_of_1 = reader.index.blocks[1].first_entry_id
         assert await reader.read(first_of_1, first_of_1) == [(first_of_1, data[first_of_1])]
         assert cache.hits == hits + 1  # served from the read-ahead
-        await wait_for(lambda: (reader.data_key, 2) in cache, what="read-ahead of block 2")
+        await eventually(
+            lambda: (reader.data_key, 2) in cache, timeout=30, what="read-ahead of block 2"
+        )
         for e in range(0, len(data), 7):
             last = min(len(data) - 1, e + 6)
             assert await reader.read(e, last) == [(i, data[i]) for i in range(e, last + 1)]
