@@ -23,7 +23,7 @@ from magnetar.wire.topics import TopicName
 from tests.unit.broker.subscriptions.fakes import (
     LEDGER,
     FakeCnx,
-    FakeLedger,
+    Ledger,
     entry_data,
     settle,
     subscribe_cmd,
@@ -89,12 +89,12 @@ def test_message_carries_the_partition_index_on_the_wire() -> None:
 
 
 async def test_a_partition_dispatches_message_ids_with_its_index() -> None:
-    ml = FakeLedger()
+    ml = Ledger()
     for _ in range(3):
         ml.add(entry_data())
     subs = TopicSubscriptionsImpl(
         TopicName.parse("persistent://public/default/t-partition-2"),
-        ml,  # type: ignore[arg-type]
+        ml,
     )
     cnx = FakeCnx()
     consumer = await subs.subscribe(subscribe_cmd(1), cnx)

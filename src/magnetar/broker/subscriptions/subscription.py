@@ -470,6 +470,10 @@ class Subscription:
     # -- acknowledgements ------------------------------------------------------------------
 
     async def ack(self, c: Consumer, cmd: pb.CommandAck) -> None:
+        if c.closed:
+            # detached (a seek, a close): as in Pulsar, where the consumer is gone before the
+            # cursor resets, its acks in flight must not acknowledge what the seek made pending
+            raise BrokerError(pb.ConsumerNotFound, f"consumer {c} is no longer attached")
         if not cmd.message_id:
             return
         c.last_acked_ms = now_ms()

@@ -348,6 +348,30 @@ async def test_seek_resets_then_closes_consumers(ml: Ledger) -> None:
     assert ml.cursors["s"].read_position == Position(LEDGER, 1)
 
 
+async def test_acks_of_a_consumer_detached_by_a_seek_do_not_count(ml: Ledger) -> None:
+    """A client's grouped acks can reach the broker while its seek is under way (after the
+    consumer was detached, before CLOSE_CONSUMER went out): they must not acknowledge what the
+    seek made pending again, or the re-subscribed consumer receives nothing."""
+    for _ in range(5):
+        ml.add(entry_data())
+    subs = topic_subs(ml)
+    cnx = FakeCnx()
+    c = await subs.subscribe(subscribe_cmd(1), cnx)
+    c.flow(10)
+    await settle()
+    assert cnx.received(1) == [0, 1, 2, 3, 4]
+    seek = pb.CommandSeek(consumer_id=1, request_id=9)
+    MessageId(LEDGER, 1).fill(seek.message_id)
+    await c.seek(seek)
+    with pytest.raises(BrokerError) as err:
+        await c.ack(ack_cmd(1, 0, 1, 2, 3, 4))  # the old consumer's late acks
+    assert err.value.code == pb.ConsumerNotFound
+    c2 = await subs.subscribe(subscribe_cmd(1), cnx)
+    c2.flow(10)
+    await settle()
+    assert cnx.received(1)[5:] == [1, 2, 3, 4]
+
+
 async def test_publish_time_search(ml: Ledger) -> None:
     subs = topic_subs(ml)
     assert await subs.position_for_publish_time(5) == Position(LEDGER, 0)  # empty
