@@ -1,4 +1,4 @@
-"""The ``magnetar`` command: standalone, broker, bookie, admin, perf.
+"""The ``magnetar`` command: standalone, broker, bookie, proxy, admin, perf.
 
 Each subcommand parses its flags here and hands over to the component's launcher.
 """
@@ -120,6 +120,29 @@ def _bookie(args: argparse.Namespace) -> int:
         return 3
     except ValueError as err:
         print(f"magnetar bookie: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _proxy(args: argparse.Namespace) -> int:
+    from magnetar.common import aio, logs
+    from magnetar.proxy import server
+    from magnetar.proxy.config import ProxyConfig
+
+    logs.setup(args.log_level)
+    try:
+        config = ProxyConfig(
+            bind_address=args.bind_address,
+            port=args.port,
+            http_port=args.http_port,
+            metadata_url=args.metadata_url,
+            broker_service_url=args.broker_service_url,
+            broker_web_service_url=args.broker_web_service_url,
+            max_message_size=args.max_message_size,
+        )
+        aio.run(server.run(config))
+    except (ValueError, OSError) as err:
+        print(f"magnetar proxy: {err}", file=sys.stderr)
         return 2
     return 0
 
@@ -272,6 +295,21 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     p.add_argument("--disk-usage-threshold", type=float, help="go read-only above this fraction")
     p.add_argument("--log-level", default=None)
     p.set_defaults(func=_bookie)
+
+    p = sub.add_parser(
+        "proxy", help="one entry point for clients and admin in front of the brokers"
+    )
+    commands["proxy"] = p
+    _config(p, "proxy.conf")
+    p.add_argument("--metadata-url", help="etcd://host:port[,...]: the brokers registered there")
+    p.add_argument("--broker-service-url", help="or one fixed broker address, pulsar://host:port")
+    p.add_argument("--broker-web-service-url", help="its admin address, http://host:port")
+    p.add_argument("--port", type=int, default=6650, help="Pulsar binary protocol port")
+    p.add_argument("--http-port", type=int, default=8080, help="admin REST API (forwarded)")
+    p.add_argument("--bind-address", default="0.0.0.0")
+    p.add_argument("--max-message-size", type=int, default=_BC.max_message_size, metavar="BYTES")
+    p.add_argument("--log-level", default=None)
+    p.set_defaults(func=_proxy)
 
     from magnetar import admin_cli
 

@@ -217,7 +217,24 @@ BOOKIE: Table = {
 }
 """bookkeeper.conf keys of ``magnetar bookie``."""
 
-TABLES: Mapping[str, Table] = {"broker": BROKER, "standalone": STANDALONE, "bookie": BOOKIE}
+PROXY: Table = {
+    "bindAddress": Opt("bind_address"),
+    "servicePort": Opt("port", _port),
+    "webServicePort": Opt("http_port", _port),
+    "metadataStoreUrl": Opt("metadata_url", metadata_url),
+    "brokerServiceURL": Opt("broker_service_url"),
+    "brokerWebServiceURL": Opt("broker_web_service_url"),
+    "maxMessageSize": Opt("max_message_size", _positive_int),
+    **_NOT_IMPLEMENTED,
+}
+"""proxy.conf keys of ``magnetar proxy``."""
+
+TABLES: Mapping[str, Table] = {
+    "broker": BROKER,
+    "standalone": STANDALONE,
+    "bookie": BOOKIE,
+    "proxy": PROXY,
+}
 
 
 # --- reading ------------------------------------------------------------------------------------

@@ -44,13 +44,27 @@ def _dests(parser: argparse.ArgumentParser) -> set[str]:
     return {a.dest for a in parser._actions}
 
 
-@pytest.mark.parametrize("command", ["broker", "bookie", "standalone"])
+@pytest.mark.parametrize("command", ["broker", "bookie", "standalone", "proxy"])
 def test_every_table_entry_sets_an_option_of_its_command(command: str) -> None:
     _, commands = cli._build()
     dests = _dests(commands[command])
     for key, rule in conffile.TABLES[command].items():
         if isinstance(rule, conffile.Opt):
             assert rule.dest in dests, f"{command}: {key} -> {rule.dest} is no option"
+
+
+def test_proxy_file_sets_options(tmp_path: Path) -> None:
+    conf = write(
+        tmp_path,
+        "proxy.conf",
+        "metadataStoreUrl=etcd:http://etcd-0:2379\nservicePort=6651\nwebServicePort=8081\n",
+    )
+    args = cli.parse_args(["proxy", "--config", conf, "--port", "7000"])
+    assert args.metadata_url == "etcd://etcd-0:2379"
+    assert (args.port, args.http_port) == (7000, 8081), "flags override the file"
+    bad = write(tmp_path, "bad.conf", "brokerClientTlsEnabled=true\n")
+    with pytest.raises(SystemExit):
+        cli.parse_args(["proxy", "--config", bad])
 
 
 def test_broker_file_sets_options_and_converts_units(tmp_path: Path) -> None:
