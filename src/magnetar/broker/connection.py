@@ -403,7 +403,9 @@ class ServerConnection(asyncio.Protocol):
         rid = cmd.request_id
         try:
             topic = self.service.parse_topic(cmd.topic)
-            answer = await self.service.lookup(topic, authoritative=cmd.authoritative)
+            answer = await self.service.lookup(
+                topic, authoritative=cmd.authoritative, listener=cmd.advertised_listener_name
+            )
         except Exception as exc:
             code, message = _error_of(exc)
             self._log_failure("lookup", cmd.topic, exc)
