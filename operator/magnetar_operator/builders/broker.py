@@ -21,6 +21,7 @@ CONFIG_FILE = "broker.conf"
 CONFIG_DIR = "/etc/magnetar/conf"
 TLS_DIR = "/etc/magnetar/tls"
 AUTH_DIR = "/etc/magnetar/auth"
+READINESS_PATH = "/admin/v2/brokers/health"
 
 
 def service_name(owner: Owner) -> str:
@@ -110,7 +111,8 @@ def deployment(owner: Owner, spec: ClusterSpec) -> Json:
             {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         ],
         "ports": [{"name": n, "containerPort": p} for n, p in _ports(spec)],
-        "readinessProbe": common.http_probe("/metrics", "http", period=5),
+        # Ready = serving: a metadata session (the bookies are reached per ledger)
+        "readinessProbe": common.http_probe(READINESS_PATH, "http", period=5),
         "livenessProbe": common.http_probe("/metrics", "http", period=10, failures=6, initial=30),
         "volumeMounts": mounts,
         "securityContext": container_sc,
