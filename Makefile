@@ -54,9 +54,20 @@ k8s-tools:
 test-k8s: setup k8s-tools
 	@MAGNETAR_K8S_TESTS=1 $(PY) -m pytest tests/unit/operator tests/k8s $(PYTEST_ARGS)
 
-# e2e/: kind + helm install + produce/consume; skips with a message without a container runtime.
-test-e2e: setup
-	@$(PY) -m pytest e2e -rs $(PYTEST_ARGS)
+# e2e on the local cluster (scripts/k8s/cluster.sh, brought up if none runs, torn down after):
+# the smoke test, then the PulsarCluster suite (3 etcd, 3 bookies, 2 brokers, a proxy; 10,000
+# messages, bookie and broker pods deleted mid-publish, a version roll, uninstall).
+# test-e2e-full is the same; test-e2e-reduced: install, one bookie kill, one roll, uninstall.
+# test-e2e-kind: e2e/test_kind.py (needs a kind that runs here: docs/kubernetes.md).
+.PHONY: test-e2e-full test-e2e-reduced test-e2e-kind
+test-e2e test-e2e-full: setup images
+	@$(PY) -m pytest e2e/test_local_cluster.py e2e/test_pulsarcluster.py -rs $(PYTEST_ARGS)
+
+test-e2e-reduced: setup images
+	@MAGNETAR_E2E_REDUCED=1 $(PY) -m pytest e2e/test_pulsarcluster.py -rs $(PYTEST_ARGS)
+
+test-e2e-kind: setup
+	@$(PY) -m pytest e2e/test_kind.py -rs $(PYTEST_ARGS)
 
 # --- Side-by-side benchmarks (issue 7): Apache Pulsar standalone, pulsar-lite, Magnetar --------
 # bench-peers installs Pulsar (Maven Central -> .cache/pulsar-<v>/lib) and pulsar-lite (PyPI ->
