@@ -419,7 +419,10 @@ def test_uninstall_and_cluster_down_leave_nothing(installed: Installed) -> None:
         for p in pvcs
     ]
     assert dirs and all(d.is_dir() for d in dirs)
-    # the PulsarCluster first, while its operator runs (its finalizer deletes the claims)
+    # Tenants and Topics (applied with kubectl, not part of the release), then the
+    # PulsarCluster, while the operator runs (their finalizers are its; the cluster's deletes
+    # the claims)
+    c.k("-n", NS, "delete", "topics,tenants", "--all", "--timeout=120s", timeout=150)
     c.k("-n", NS, "delete", "pulsarcluster", NAME, "--timeout=180s", timeout=200)
     wait_until(
         lambda: not c.k("-n", NS, "get", "pvc", "-o", "name").strip(),
@@ -432,10 +435,16 @@ def test_uninstall_and_cluster_down_leave_nothing(installed: Installed) -> None:
          "-n", NS, "--wait", "--timeout", "180s"],
         check=True, capture_output=True, timeout=200,
     )  # fmt: skip
-    left = c.k("-n", NS, "get", "all,configmaps,pvc,pdb,pulsarclusters,tenants,topics",
-               "-o", "name").split()  # fmt: skip
-    left = [o for o in left if o != "configmap/kube-root-ca.crt"]
-    assert left == [], left
+
+    def remaining() -> list[str]:
+        names = c.k("-n", NS, "get", "all,configmaps,pvc,pdb,pulsarclusters,tenants,topics",
+                    "-o", "name").split()  # fmt: skip
+        return [o for o in names if o != "configmap/kube-root-ca.crt"]
+
+    try:  # the operator pod may still be terminating
+        wait_until(lambda: not remaining(), timeout=90, interval=1, what="nothing left")
+    except TimeoutError:
+        raise AssertionError(f"left behind: {remaining()}") from None
     assert not c.k("get", "pv", "-o", "name").strip(), "no PersistentVolume left"
     c.k("delete", "namespace", NS, "--timeout=120s", timeout=150)
     print("timings:", json.dumps({k: round(v, 1) for k, v in installed.timings.items()}))

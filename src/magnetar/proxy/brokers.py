@@ -103,6 +103,10 @@ class Brokers:
         items = sorted(registered.items())
         return items[next(self._turn) % len(items)]
 
+    async def count(self) -> int:
+        """How many brokers are known now."""
+        return len(await self._registered())
+
     def learn(self, service_url: str) -> None:
         """A broker URL a lookup answer named (fixed-address mode trusts those)."""
         self._learned.add(service_url)

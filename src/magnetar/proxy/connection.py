@@ -281,11 +281,23 @@ class ProxyConnection(asyncio.Protocol):
                 )
             )
 
+    async def _ask_any(self, cmd: pb.BaseCommand) -> tuple[str, pb.BaseCommand]:
+        """Send ``cmd`` to the next broker in turn, and to the next one when a broker does
+        not answer (one that is going away may still be registered for a moment)."""
+        attempts = max(1, min(3, await self.brokers.count()))
+        for attempt in range(attempts):
+            url, _ = await self.brokers.pick()
+            try:
+                return url, await self.links.request(url, cmd)
+            except BrokerUnavailableError:
+                if attempt == attempts - 1:
+                    raise
+        raise AssertionError("unreachable")
+
     async def _forward(self, cmd: pb.BaseCommand) -> None:
         rid = commands.body(cmd).request_id  # type: ignore[attr-defined]
         try:
-            url, _ = await self.brokers.pick()
-            answer = await self.links.request(url, cmd)
+            _, answer = await self._ask_any(cmd)
         except BrokerUnavailableError as exc:
             self._fail(cmd, rid, str(exc))
             return
@@ -294,16 +306,18 @@ class ProxyConnection(asyncio.Protocol):
 
     async def _lookup(self, cmd: pb.BaseCommand) -> None:
         rid = cmd.lookupTopic.request_id
+
+        def ask(authoritative: bool) -> pb.BaseCommand:
+            out = pb.BaseCommand()
+            out.CopyFrom(cmd)
+            out.lookupTopic.authoritative = authoritative
+            # the proxy reaches brokers on their internal listener
+            out.lookupTopic.ClearField("advertised_listener_name")
+            return out
+
         try:
-            url, _ = await self.brokers.pick()
-            authoritative = False
+            _, answer = await self._ask_any(ask(False))
             for _ in range(self.config.max_redirects + 1):
-                ask = pb.BaseCommand()
-                ask.CopyFrom(cmd)
-                ask.lookupTopic.authoritative = authoritative
-                # the proxy reaches brokers on their internal listener
-                ask.lookupTopic.ClearField("advertised_listener_name")
-                answer = await self.links.request(url, ask)
                 if answer.type != _C.LOOKUP_RESPONSE:
                     commands.body(answer).request_id = rid  # type: ignore[attr-defined]
                     self.send(answer)
@@ -316,7 +330,7 @@ class ProxyConnection(asyncio.Protocol):
                     return
                 self.brokers.learn(r.brokerServiceUrl)
                 if r.response == pb.CommandLookupTopicResponse.Redirect:
-                    url, authoritative = r.brokerServiceUrl, r.authoritative
+                    answer = await self.links.request(r.brokerServiceUrl, ask(r.authoritative))
                     continue
                 self.send(
                     commands.lookup_response(
