@@ -49,7 +49,7 @@ from e2e.localcluster import (
 )
 from magnetar import __version__
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 
 NS = "magnetar-e2e"
 NAME = "e2e"
