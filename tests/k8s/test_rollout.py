@@ -15,6 +15,16 @@ from tests.support.procs import Proc
 pytestmark = pytest.mark.k8s
 
 
+def ready_cluster(cr: CR, name: str, generation: int | None) -> dict[str, Any]:
+    """The PulsarCluster, asserting it is Ready (for ``generation``, when given)."""
+    obj = cr.get("pulsarclusters", name)
+    cond = condition(obj, "Ready")
+    assert cond and cond["status"] == "True", obj.get("status")
+    if generation is not None:
+        assert obj["status"]["observedGeneration"] == generation
+    return obj
+
+
 def test_bookie_spec_change_rolls_one_at_a_time(
     api: client.ApiClient, operator: Proc, namespace: str, kubelet: FakeKubelet
 ) -> None:
@@ -35,12 +45,7 @@ def test_bookie_spec_change_rolls_one_at_a_time(
     )
 
     def ready(generation: int | None = None) -> dict[str, Any]:
-        obj = cr.get("pulsarclusters", "roll")
-        cond = condition(obj, "Ready")
-        assert cond and cond["status"] == "True", obj.get("status")
-        if generation is not None:
-            assert obj["status"]["observedGeneration"] == generation
-        return obj
+        return ready_cluster(cr, "roll", generation)
 
     eventually(ready, timeout=60, what="cluster Ready")
     before = {
@@ -144,12 +149,7 @@ def test_version_change_rolls_bookies_then_brokers(
     )
 
     def ready(generation: int | None = None) -> dict[str, Any]:
-        obj = cr.get("pulsarclusters", "ver")
-        cond = condition(obj, "Ready")
-        assert cond and cond["status"] == "True", obj.get("status")
-        if generation is not None:
-            assert obj["status"]["observedGeneration"] == generation
-        return obj
+        return ready_cluster(cr, "ver", generation)
 
     obj = eventually(ready, timeout=60, what="cluster Ready")
     assert condition(obj, "ProxyReady")["status"] == "True"

@@ -130,30 +130,15 @@ def deployment(owner: Owner, spec: ClusterSpec) -> Json:
     }
     if spec.brokers.node_selector:
         pod_spec["nodeSelector"] = dict(spec.brokers.node_selector)
-    if spec.images.pull_secrets:
-        pod_spec["imagePullSecrets"] = [{"name": s} for s in spec.images.pull_secrets]
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": common.metadata(owner, COMPONENT, version=spec.version),
-        "spec": {
-            "replicas": spec.brokers.replicas,
-            "strategy": {
-                "type": "RollingUpdate",
-                "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
-            },
-            "selector": {"matchLabels": common.selector_labels(owner, COMPONENT)},
-            "template": {
-                "metadata": {
-                    "labels": common.labels(owner, COMPONENT, spec.version),
-                    "annotations": {
-                        common.CONFIG_HASH_ANNOTATION: common.config_hash(config_data(owner, spec))
-                    },
-                },
-                "spec": pod_spec,
-            },
-        },
-    }
+    return common.surge_deployment(
+        owner,
+        COMPONENT,
+        version=spec.version,
+        replicas=spec.brokers.replicas,
+        config=config_data(owner, spec),
+        pod_spec=pod_spec,
+        pull_secrets=spec.images.pull_secrets,
+    )
 
 
 def service(owner: Owner, spec: ClusterSpec) -> Json:

@@ -18,6 +18,7 @@ import pulsar
 import pytest
 
 from magnetar.wire import commands, pb
+from tests.integration.admin.test_cluster import owner as cluster_owner
 from tests.support.bookies import BookieProc
 from tests.support.etcd import EtcdServer
 from tests.support.procs import wait_until
@@ -59,12 +60,8 @@ def proxy(cluster: Cluster, tmp_path: Path) -> Iterator[ProxyProc]:
         proc.stop()
 
 
-def owner(http_url: str, topic: str, *, take: bool = False) -> str:
-    url = f"{http_url}/lookup/v2/topic/persistent/{NS}/{topic}"
-    if take:
-        url += "?authoritative=true"
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return str(json.loads(r.read())["brokerUrl"])
+def owner(proc: BrokerProc, topic: str, *, take: bool = False) -> str:
+    return cluster_owner(proc, topic, take=take, ns=NS)
 
 
 def admin(proxy: ProxyProc, *args: str) -> subprocess.CompletedProcess[str]:
@@ -84,8 +81,8 @@ def test_client_and_admin_through_the_proxy(cluster: Cluster, proxy: ProxyProc) 
     )
     assert created.returncode == 0, created.stderr
     for i in range(4):  # the partitions' bundles on both brokers, alternately
-        owner((a, b)[i % 2].http_url, f"spread-partition-{i}", take=True)
-    owners = {owner(a.http_url, f"spread-partition-{i}") for i in range(4)}
+        owner((a, b)[i % 2], f"spread-partition-{i}", take=True)
+    owners = {owner(a, f"spread-partition-{i}") for i in range(4)}
     assert owners == {a.service_url, b.service_url}
 
     client = pulsar.Client(proxy.service_url, operation_timeout_seconds=30)
@@ -113,9 +110,7 @@ def test_client_and_admin_through_the_proxy(cluster: Cluster, proxy: ProxyProc) 
         assert all(p["msgInCounter"] == 50 for p in per_partition.values()), per_partition
 
         # a single-topic operation on a partition b owns: b's redirect is followed inside
-        on_b = next(
-            i for i in range(4) if owner(a.http_url, f"spread-partition-{i}") == b.service_url
-        )
+        on_b = next(i for i in range(4) if owner(a, f"spread-partition-{i}") == b.service_url)
         one = admin(proxy, "topics", "stats", f"{topic}-partition-{on_b}")
         assert one.returncode == 0, one.stderr
         assert json.loads(one.stdout)["msgInCounter"] == 50
@@ -145,7 +140,7 @@ def test_fixed_broker_address(cluster: Cluster, tmp_path: Path) -> None:
     try:
         created = admin(proc, "namespaces", "create", NS, "--bundles", "4")
         assert created.returncode == 0, created.stderr
-        assert owner(b.http_url, "fixed", take=True) == b.service_url  # b owns it, not a
+        assert owner(b, "fixed", take=True) == b.service_url  # b owns it, not a
         client = pulsar.Client(proc.service_url, operation_timeout_seconds=30)
         try:
             topic = f"persistent://{NS}/fixed"
