@@ -1,9 +1,12 @@
 """PulsarCluster reconciliation: ordered, idempotent steps, status written once at the end.
 
-metadata -> bookies (apply, scale one step, roll one pod) -> brokers -> services ->
-monitoring -> offload check -> status. Each step applies its objects with server-side
-apply (so re-running is a no-op and drift is reverted) and returns a condition; ``Ready``
-summarises them, and ``observedGeneration`` is written together with them in one patch.
+metadata -> bookies (apply, scale one step, roll one pod) -> brokers -> proxy -> services
+-> monitoring -> offload check -> status. A change of the brokers' (or the proxy's) pod
+template waits until the bookies are settled (every bookie on the current revision and
+Ready): an image or version change rolls bookies first, one at a time, then brokers. Each
+step applies its objects with server-side apply (so re-running is a no-op and drift is
+reverted) and returns a condition; ``Ready`` summarises them, and ``observedGeneration``
+is written together with them in one patch.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from magnetar_operator import conditions, rollout
-from magnetar_operator.builders import bookie, broker, common, etcd, monitoring
+from magnetar_operator.builders import bookie, broker, common, etcd, monitoring, proxy
 from magnetar_operator.builders.common import Owner
 from magnetar_operator.conditions import Condition
 from magnetar_operator.kube import ApiError, Kube
@@ -33,6 +36,8 @@ class Run:
     owner: Owner = field(init=False)
     spec: ClusterSpec = field(init=False)
     status: Json = field(default_factory=dict)
+    bookies_settled: bool = True
+    """False while bookies scale or roll: broker and proxy template changes wait."""
 
     def __post_init__(self) -> None:
         self.owner = Owner.from_body(self.body)
@@ -110,6 +115,7 @@ async def step_bookies(run: Run) -> Condition:
         1 for p in pods if p.revision == ((sts or {}).get("status") or {}).get("updateRevision")
     )
     run.status["bookies"] = counts
+    run.bookies_settled = replicas == desired and isinstance(action, rollout.Done)
     if replicas != desired:
         return Condition(conditions.BOOKIES_READY, False, "Scaling", f"{replicas} -> {desired}")
     if isinstance(action, rollout.DeletePod):
@@ -139,25 +145,95 @@ async def _racks(run: Run, pods: list[rollout.PodState]) -> dict[str, str]:
     return racks
 
 
-async def step_brokers(run: Run) -> Condition:
-    await run.apply_all(broker.build_workload(run.owner, run.spec))
-    dep = await run.kube.get(
-        "apps/v1", "Deployment", run.owner.namespace, run.owner.name_of(broker.COMPONENT)
+def _template_key(deployment: Mapping[str, Any] | None) -> tuple[Any, ...]:
+    """What a rollout changes in a Deployment: its containers' images and arguments, the
+    config hash and the version label of its pod template."""
+    template = ((deployment or {}).get("spec") or {}).get("template") or {}
+    meta = template.get("metadata") or {}
+    containers = (template.get("spec") or {}).get("containers") or []
+    return (
+        tuple((c.get("image"), tuple(c.get("args") or ())) for c in containers),
+        (meta.get("annotations") or {}).get(common.CONFIG_HASH_ANNOTATION),
+        (meta.get("labels") or {}).get("app.kubernetes.io/version"),
     )
-    counts = _counts(dep, run.spec.brokers.replicas, ready_key="availableReplicas")
-    run.status["brokers"] = counts
+
+
+async def _apply_deployment(run: Run, objects: list[Json], name: str) -> tuple[Json | None, bool]:
+    """Apply a stateless component's objects unless its existing Deployment would roll while
+    the bookies are not settled; returns (the live Deployment, whether a rollout waits)."""
+    ns = run.owner.namespace
+    current = await run.kube.get("apps/v1", "Deployment", ns, name)
+    desired = next(o for o in objects if o["kind"] == "Deployment")
+    held = (
+        current is not None
+        and not run.bookies_settled
+        and _template_key(current) != _template_key(desired)
+    )
+    if held:
+        run.event("Normal", "WaitingForBookies", f"{name}: rolls once the bookies are settled")
+    else:
+        await run.apply_all(objects)
+        current = await run.kube.get("apps/v1", "Deployment", ns, name)
+    return current, held
+
+
+def _deployment_condition(
+    type_: str, what: str, dep: Json | None, desired: int, held: bool
+) -> tuple[Condition, Json]:
+    counts = _counts(dep, desired, ready_key="availableReplicas")
     st = (dep or {}).get("status") or {}
     ok = (
-        counts["readyReplicas"] >= counts["replicas"]
+        not held
+        and counts["readyReplicas"] >= counts["replicas"]
         and counts["updatedReplicas"] >= counts["replicas"]
         and int(st.get("replicas", 0) or 0) == counts["replicas"]
     )
-    return Condition(
-        conditions.BROKERS_READY,
-        ok,
-        "AllReady" if ok else "PodsNotReady",
-        f"brokers {counts['summary']} available",
+    if held:
+        reason, message = "WaitingForBookies", f"{what} roll once the bookies are settled"
+    else:
+        reason = "AllReady" if ok else "PodsNotReady"
+        message = f"{what} {counts['summary']} available"
+    return Condition(type_, ok, reason, message), counts
+
+
+async def step_brokers(run: Run) -> Condition:
+    dep, held = await _apply_deployment(
+        run, broker.build_workload(run.owner, run.spec), run.owner.name_of(broker.COMPONENT)
     )
+    cond, counts = _deployment_condition(
+        conditions.BROKERS_READY, "brokers", dep, run.spec.brokers.replicas, held
+    )
+    run.status["brokers"] = counts
+    return cond
+
+
+async def step_proxy(run: Run) -> Condition | None:
+    owner, ns = run.owner, run.owner.namespace
+    name = owner.name_of(proxy.COMPONENT)
+    if not run.spec.proxy.enabled:
+        for api_version, kind in (
+            ("apps/v1", "Deployment"),
+            ("v1", "Service"),
+            ("v1", "ConfigMap"),
+            ("policy/v1", "PodDisruptionBudget"),
+        ):
+            existing = await run.kube.get(api_version, kind, ns, name)
+            if existing is not None and _owned_by(existing, owner):
+                await run.kube.delete(api_version, kind, ns, name)
+        return None
+    dep, held = await _apply_deployment(run, proxy.build(owner, run.spec), name)
+    cond, counts = _deployment_condition(
+        conditions.PROXY_READY, "proxies", dep, run.spec.proxy.replicas, held
+    )
+    run.status["proxy"] = counts
+    run.status["proxyUrl"] = proxy.service_url(owner)
+    run.status["proxyAdminUrl"] = proxy.admin_url(owner)
+    return cond
+
+
+def _owned_by(obj: Mapping[str, Any], owner: Owner) -> bool:
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(r.get("uid") == owner.uid for r in refs)
 
 
 async def step_services(run: Run) -> None:
@@ -198,6 +274,7 @@ STEPS: tuple[Step, ...] = (
     step_metadata,
     step_bookies,
     step_brokers,
+    step_proxy,
     step_services,
     step_monitoring,
     step_offload,

@@ -19,6 +19,8 @@ METADATA_READY = "MetadataReady"
 BOOKIES_READY = "BookiesReady"
 BROKERS_READY = "BrokersReady"
 OFFLOAD_READY = "OffloadReady"
+PROXY_READY = "ProxyReady"
+"""Only when ``spec.proxy.enabled``."""
 UNSUPPORTED = "Unsupported"
 """True when the spec asks for something Magnetar does not implement: nothing is built."""
 CLUSTER_TYPES = (METADATA_READY, BOOKIES_READY, BROKERS_READY, OFFLOAD_READY)

@@ -101,6 +101,33 @@ class Brokers:
 
 
 @dataclass(frozen=True)
+class Proxy:
+    """``magnetar proxy`` in front of the brokers: one Service for clients outside."""
+
+    enabled: bool = False
+    replicas: int = 1
+    service_type: str = "ClusterIP"
+    node_ports: dict[str, int] = field(default_factory=dict)
+    """``pulsar`` / ``http`` -> nodePort (NodePort and LoadBalancer services)."""
+    resources: Resources = field(default_factory=lambda: Resources.parse({}))
+    config: dict[str, str] = field(default_factory=dict)
+    extra_args: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> Proxy:
+        svc = _sub(raw, "service")
+        return cls(
+            enabled=bool(raw.get("enabled", False)),
+            replicas=int(raw.get("replicas", 1)),
+            service_type=str(svc.get("type", "ClusterIP")),
+            node_ports={str(k): int(v) for k, v in _sub(svc, "nodePorts").items()},
+            resources=Resources.parse(_sub(raw, "resources")),
+            config=_str_map(raw, "config"),
+            extra_args=tuple(str(a) for a in raw.get("extraArgs", ())),
+        )
+
+
+@dataclass(frozen=True)
 class RackAwareness:
     enabled: bool = False
     topology_key: str = "topology.kubernetes.io/zone"
@@ -224,6 +251,7 @@ class ClusterSpec:
     brokers: Brokers
     bookies: Bookies
     metadata: Metadata
+    proxy: Proxy
     offload: Offload
     tls: SecretFeature
     auth: SecretFeature
@@ -241,6 +269,7 @@ class ClusterSpec:
             brokers=Brokers.parse(_sub(raw, "brokers")),
             bookies=Bookies.parse(_sub(raw, "bookies")),
             metadata=Metadata.parse(_sub(raw, "metadata")),
+            proxy=Proxy.parse(_sub(raw, "proxy")),
             offload=Offload.parse(_sub(raw, "offload")),
             tls=SecretFeature.parse(_sub(raw, "tls")),
             auth=SecretFeature.parse(_sub(raw, "auth")),

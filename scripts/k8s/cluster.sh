@@ -540,9 +540,18 @@ status() {
     K get nodes,pods -A -o wide 2>/dev/null || true
 }
 
+# load TAG...: import images from Docker into the running cluster's containerd (as
+# `kind load docker-image`), e.g. a retagged build for a rollout.
+load() {
+    [ -S "$SOCK" ] || { clog "no cluster runs (make cluster-up)"; exit 1; }
+    local tag
+    for tag in "$@"; do import_image "$tag" || exit 1; done
+}
+
 case "${1:-}" in
 up) up ;;
 down) down ;;
 status) status ;;
-*) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+load) shift; load "$@" ;;
+*) echo "usage: $0 up|down|status|load TAG..." >&2; exit 2 ;;
 esac

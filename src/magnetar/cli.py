@@ -1,4 +1,4 @@
-"""The ``magnetar`` command: standalone, broker, bookie, admin, perf.
+"""The ``magnetar`` command: standalone, broker, bookie, proxy, admin, perf.
 
 Each subcommand parses its flags here and hands over to the component's launcher.
 """
@@ -51,12 +51,24 @@ def _broker(args: argparse.Namespace) -> int:
     from magnetar.common import aio, logs
 
     logs.setup(args.log_level)
-    config = BrokerConfig(
+    try:
+        config = _broker_config(args)
+        aio.run(server.run(args.metadata_url, config))
+    except (ValueError, OSError) as err:
+        print(f"magnetar broker: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _broker_config(args: argparse.Namespace) -> BrokerConfig:
+    return BrokerConfig(
         cluster_name=args.cluster_name,
         bind_address=args.bind_address,
         port=args.port,
         http_port=args.http_port,
         advertised_address=args.advertised_address,
+        advertised_listeners=args.advertised_listeners,
+        internal_listener_name=args.internal_listener_name,
         max_message_size=args.max_message_size,
         keepalive_interval_s=args.keepalive_interval,
         session_ttl_s=args.session_ttl,
@@ -79,12 +91,6 @@ def _broker(args: argparse.Namespace) -> int:
             min_ledger_age_s=args.min_ledger_age,
         ),
     )
-    try:
-        aio.run(server.run(args.metadata_url, config))
-    except (ValueError, OSError) as err:
-        print(f"magnetar broker: {err}", file=sys.stderr)
-        return 2
-    return 0
 
 
 def _bookie(args: argparse.Namespace) -> int:
@@ -120,6 +126,29 @@ def _bookie(args: argparse.Namespace) -> int:
         return 3
     except ValueError as err:
         print(f"magnetar bookie: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _proxy(args: argparse.Namespace) -> int:
+    from magnetar.common import aio, logs
+    from magnetar.proxy import server
+    from magnetar.proxy.config import ProxyConfig
+
+    logs.setup(args.log_level)
+    try:
+        config = ProxyConfig(
+            bind_address=args.bind_address,
+            port=args.port,
+            http_port=args.http_port,
+            metadata_url=args.metadata_url,
+            broker_service_url=args.broker_service_url,
+            broker_web_service_url=args.broker_web_service_url,
+            max_message_size=args.max_message_size,
+        )
+        aio.run(server.run(config))
+    except (ValueError, OSError) as err:
+        print(f"magnetar proxy: {err}", file=sys.stderr)
         return 2
     return 0
 
@@ -211,6 +240,17 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     p.add_argument("--http-port", type=int, default=8080, help="admin REST, lookup, /metrics")
     p.add_argument("--bind-address", default="0.0.0.0")
     p.add_argument("--advertised-address", default="127.0.0.1", help="host clients reach")
+    p.add_argument(
+        "--advertised-listeners",
+        type=conffile.listeners,
+        default=(),
+        metavar="NAME:pulsar://HOST:PORT,...",
+        help="addresses lookups answer to clients naming a listener (listenerName)",
+    )
+    p.add_argument(
+        "--internal-listener-name",
+        help="the listener brokers and clients naming none use (default: the first)",
+    )
     p.add_argument("--cluster-name", default="standalone")
     p.add_argument("--ensemble-size", type=int, default=2, help="bookies per ledger (E)")
     p.add_argument("--write-quorum", type=int, default=2, help="copies of each entry (Wq)")
@@ -272,6 +312,21 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     p.add_argument("--disk-usage-threshold", type=float, help="go read-only above this fraction")
     p.add_argument("--log-level", default=None)
     p.set_defaults(func=_bookie)
+
+    p = sub.add_parser(
+        "proxy", help="one entry point for clients and admin in front of the brokers"
+    )
+    commands["proxy"] = p
+    _config(p, "proxy.conf")
+    p.add_argument("--metadata-url", help="etcd://host:port[,...]: the brokers registered there")
+    p.add_argument("--broker-service-url", help="or one fixed broker address, pulsar://host:port")
+    p.add_argument("--broker-web-service-url", help="its admin address, http://host:port")
+    p.add_argument("--port", type=int, default=6650, help="Pulsar binary protocol port")
+    p.add_argument("--http-port", type=int, default=8080, help="admin REST API (forwarded)")
+    p.add_argument("--bind-address", default="0.0.0.0")
+    p.add_argument("--max-message-size", type=int, default=_BC.max_message_size, metavar="BYTES")
+    p.add_argument("--log-level", default=None)
+    p.set_defaults(func=_proxy)
 
     from magnetar import admin_cli
 

@@ -97,6 +97,23 @@ def _choice(*choices: str) -> Callable[[str], str]:
     return parse
 
 
+def listeners(text: str) -> tuple[tuple[str, str], ...]:
+    """Pulsar's advertisedListeners, ``name:pulsar://host:port[,name2:pulsar://...]``, as
+    (name, URL) pairs."""
+    pairs = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, sep, url = item.partition(":")
+        if not sep or not name or not url.startswith("pulsar://"):
+            raise ValueError(
+                f"expected name:pulsar://host:port, got {item!r}"
+                " (TLS listeners are not implemented)"
+            )
+        pairs.append((name, url))
+    return tuple(pairs)
+
+
 def _one_dir(text: str) -> str:
     """BookKeeper's directory lists (comma-separated): Magnetar uses one directory each."""
     dirs = [d.strip() for d in text.split(",") if d.strip()]
@@ -164,6 +181,8 @@ _SERVING: dict[str, Opt | Fixed] = {
 BROKER: Table = {
     **_SERVING,
     "clusterName": Opt("cluster_name"),
+    "advertisedListeners": Opt("advertised_listeners", listeners),
+    "internalListenerName": Opt("internal_listener_name"),
     "metadataStoreUrl": Opt("metadata_url", metadata_url),
     "metadataStoreSessionTimeoutMillis": Opt("session_ttl", _millis_to_s),
     "managedLedgerDefaultEnsembleSize": Opt("ensemble_size", _positive_int),
@@ -217,7 +236,24 @@ BOOKIE: Table = {
 }
 """bookkeeper.conf keys of ``magnetar bookie``."""
 
-TABLES: Mapping[str, Table] = {"broker": BROKER, "standalone": STANDALONE, "bookie": BOOKIE}
+PROXY: Table = {
+    "bindAddress": Opt("bind_address"),
+    "servicePort": Opt("port", _port),
+    "webServicePort": Opt("http_port", _port),
+    "metadataStoreUrl": Opt("metadata_url", metadata_url),
+    "brokerServiceURL": Opt("broker_service_url"),
+    "brokerWebServiceURL": Opt("broker_web_service_url"),
+    "maxMessageSize": Opt("max_message_size", _positive_int),
+    **_NOT_IMPLEMENTED,
+}
+"""proxy.conf keys of ``magnetar proxy``."""
+
+TABLES: Mapping[str, Table] = {
+    "broker": BROKER,
+    "standalone": STANDALONE,
+    "bookie": BOOKIE,
+    "proxy": PROXY,
+}
 
 
 # --- reading ------------------------------------------------------------------------------------

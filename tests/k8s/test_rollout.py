@@ -15,6 +15,16 @@ from tests.support.procs import Proc
 pytestmark = pytest.mark.k8s
 
 
+def ready_cluster(cr: CR, name: str, generation: int | None) -> dict[str, Any]:
+    """The PulsarCluster, asserting it is Ready (for ``generation``, when given)."""
+    obj = cr.get("pulsarclusters", name)
+    cond = condition(obj, "Ready")
+    assert cond and cond["status"] == "True", obj.get("status")
+    if generation is not None:
+        assert obj["status"]["observedGeneration"] == generation
+    return obj
+
+
 def test_bookie_spec_change_rolls_one_at_a_time(
     api: client.ApiClient, operator: Proc, namespace: str, kubelet: FakeKubelet
 ) -> None:
@@ -35,12 +45,7 @@ def test_bookie_spec_change_rolls_one_at_a_time(
     )
 
     def ready(generation: int | None = None) -> dict[str, Any]:
-        obj = cr.get("pulsarclusters", "roll")
-        cond = condition(obj, "Ready")
-        assert cond and cond["status"] == "True", obj.get("status")
-        if generation is not None:
-            assert obj["status"]["observedGeneration"] == generation
-        return obj
+        return ready_cluster(cr, "roll", generation)
 
     eventually(ready, timeout=60, what="cluster Ready")
     before = {
@@ -116,3 +121,73 @@ def test_bookie_spec_change_rolls_one_at_a_time(
     kept = core.list_namespaced_persistent_volume_claim(namespace).items
     assert {c.metadata.name for c in kept} == claims
     assert all(c.metadata.deletion_timestamp is None for c in kept)
+
+
+def test_version_change_rolls_bookies_then_brokers(
+    api: client.ApiClient, operator: Proc, namespace: str, kubelet: FakeKubelet
+) -> None:
+    """An image/version change: every bookie is restarted (one at a time) and Ready again
+    before the broker and proxy Deployments get the new template."""
+    cr = CR(api, namespace)
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    cr.create(
+        "pulsarclusters",
+        {
+            "apiVersion": "magnetar.dev/v1alpha1",
+            "kind": "PulsarCluster",
+            "metadata": {"name": "ver"},
+            "spec": {
+                "metadata": {"etcd": {"replicas": 1}},
+                "brokers": {"replicas": 1},
+                "bookies": {"replicas": 2},
+                "proxy": {
+                    "enabled": True,
+                    "service": {"type": "NodePort", "nodePorts": {"pulsar": 30651}},
+                },
+            },
+        },
+    )
+
+    def ready(generation: int | None = None) -> dict[str, Any]:
+        return ready_cluster(cr, "ver", generation)
+
+    obj = eventually(ready, timeout=60, what="cluster Ready")
+    assert condition(obj, "ProxyReady")["status"] == "True"
+    assert obj["status"]["proxyUrl"] == f"pulsar://ver-proxy.{namespace}.svc:6650"
+    svc = core.read_namespaced_service("ver-proxy", namespace)
+    assert svc.spec.type == "NodePort"
+    assert {p.name: p.node_port for p in svc.spec.ports}["pulsar"] == 30651
+    t_change = kubelet.timeline[-1].t
+
+    obj = cr.patch("pulsarclusters", "ver", {"spec": {"version": "0.1.1"}})
+    eventually(lambda: ready(obj["metadata"]["generation"]), timeout=120, what="rolled, Ready")
+
+    for name in ("ver-broker", "ver-proxy"):
+        dep = apps.read_namespaced_deployment(name, namespace)
+        assert dep.spec.template.spec.containers[0].image.endswith(":0.1.1"), name
+    tl = [e for e in kubelet.timeline if e.t >= t_change]
+    bookies_ready = [e.t for e in tl if e.kind == "ready" and e.name.startswith("ver-bookie-")]
+    bookies_gone = [e.name for e in tl if e.kind == "gone" and e.name.startswith("ver-bookie-")]
+    assert bookies_gone == ["ver-bookie-1", "ver-bookie-0"], tl
+    new_brokers = [e.t for e in tl if e.kind == "created" and e.name.startswith("ver-broker-")]
+    new_proxies = [e.t for e in tl if e.kind == "created" and e.name.startswith("ver-proxy-")]
+    assert len(bookies_ready) == 2 and new_brokers and new_proxies, tl
+    assert min(new_brokers) > max(bookies_ready), "brokers rolled before the bookies were done"
+    assert min(new_proxies) > max(bookies_ready)
+    waiting = [
+        e for e in core.list_namespaced_event(namespace).items if e.reason == "WaitingForBookies"
+    ]
+    assert waiting, "the held broker rollout is visible as an event"
+
+    # the proxy is switched off: its objects go
+    cr.patch("pulsarclusters", "ver", {"spec": {"proxy": {"enabled": False}}})
+    eventually(
+        lambda: (
+            not apps.list_namespaced_deployment(
+                namespace, label_selector="app.kubernetes.io/component=proxy"
+            ).items
+        ),
+        timeout=60,
+        what="proxy removed",
+    )
+    cr.delete("pulsarclusters", "ver")

@@ -15,7 +15,7 @@ import yaml
 
 from magnetar import cli, conffile
 from magnetar_operator import cluster
-from magnetar_operator.builders import bookie, broker
+from magnetar_operator.builders import bookie, broker, proxy
 from magnetar_operator.builders.common import Owner
 from magnetar_operator.spec import ClusterSpec
 from tests.unit.operator.schemas import ROOT
@@ -44,13 +44,27 @@ def _dests(parser: argparse.ArgumentParser) -> set[str]:
     return {a.dest for a in parser._actions}
 
 
-@pytest.mark.parametrize("command", ["broker", "bookie", "standalone"])
+@pytest.mark.parametrize("command", ["broker", "bookie", "standalone", "proxy"])
 def test_every_table_entry_sets_an_option_of_its_command(command: str) -> None:
     _, commands = cli._build()
     dests = _dests(commands[command])
     for key, rule in conffile.TABLES[command].items():
         if isinstance(rule, conffile.Opt):
             assert rule.dest in dests, f"{command}: {key} -> {rule.dest} is no option"
+
+
+def test_proxy_file_sets_options(tmp_path: Path) -> None:
+    conf = write(
+        tmp_path,
+        "proxy.conf",
+        "metadataStoreUrl=etcd:http://etcd-0:2379\nservicePort=6651\nwebServicePort=8081\n",
+    )
+    args = cli.parse_args(["proxy", "--config", conf, "--port", "7000"])
+    assert args.metadata_url == "etcd://etcd-0:2379"
+    assert (args.port, args.http_port) == (7000, 8081), "flags override the file"
+    bad = write(tmp_path, "bad.conf", "brokerClientTlsEnabled=true\n")
+    with pytest.raises(SystemExit):
+        cli.parse_args(["proxy", "--config", bad])
 
 
 def test_broker_file_sets_options_and_converts_units(tmp_path: Path) -> None:
@@ -213,6 +227,7 @@ def test_every_rendered_key_is_consumed(name: str, raw: dict[str, Any]) -> None:
     for command, data in (
         ("broker", broker.config_data(OWNER, spec)),
         ("bookie", bookie.config_data(OWNER, spec)),
+        ("proxy", proxy.config_data(OWNER, spec)),
     ):
         table = conffile.TABLES[command]
         for key in data:
@@ -246,6 +261,13 @@ def test_rendered_files_start_the_processes_options(tmp_path: Path) -> None:
     assert args.metadata_url == "etcd://dev-etcd-client.pulsar.svc:2379"
     assert (args.data_dir, args.journal_dir) == (bookie.LEDGERS_DIR, bookie.JOURNAL_DIR)
     assert args.journal_group_wait_ms == 1.0, "extraArgs (flags) still apply"
+
+    cm = proxy.config_map(OWNER, spec)
+    conf = write(tmp_path, proxy.CONFIG_FILE, cm["data"][proxy.CONFIG_FILE])
+    argv = [a.replace(f"{proxy.CONFIG_DIR}/{proxy.CONFIG_FILE}", conf) for a in proxy.args(spec)]
+    args = cli.parse_args(argv)
+    assert args.metadata_url == "etcd://dev-etcd-client.pulsar.svc:2379"
+    assert (args.port, args.http_port) == (6650, 8080)
 
 
 def test_a_user_key_the_broker_does_not_consume_is_caught_by_the_loader() -> None:

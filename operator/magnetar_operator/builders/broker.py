@@ -21,6 +21,7 @@ CONFIG_FILE = "broker.conf"
 CONFIG_DIR = "/etc/magnetar/conf"
 TLS_DIR = "/etc/magnetar/tls"
 AUTH_DIR = "/etc/magnetar/auth"
+READINESS_PATH = "/admin/v2/brokers/health"
 
 
 def service_name(owner: Owner) -> str:
@@ -110,7 +111,8 @@ def deployment(owner: Owner, spec: ClusterSpec) -> Json:
             {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         ],
         "ports": [{"name": n, "containerPort": p} for n, p in _ports(spec)],
-        "readinessProbe": common.http_probe("/metrics", "http", period=5),
+        # Ready = serving: a metadata session (the bookies are reached per ledger)
+        "readinessProbe": common.http_probe(READINESS_PATH, "http", period=5),
         "livenessProbe": common.http_probe("/metrics", "http", period=10, failures=6, initial=30),
         "volumeMounts": mounts,
         "securityContext": container_sc,
@@ -128,30 +130,15 @@ def deployment(owner: Owner, spec: ClusterSpec) -> Json:
     }
     if spec.brokers.node_selector:
         pod_spec["nodeSelector"] = dict(spec.brokers.node_selector)
-    if spec.images.pull_secrets:
-        pod_spec["imagePullSecrets"] = [{"name": s} for s in spec.images.pull_secrets]
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": common.metadata(owner, COMPONENT, version=spec.version),
-        "spec": {
-            "replicas": spec.brokers.replicas,
-            "strategy": {
-                "type": "RollingUpdate",
-                "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
-            },
-            "selector": {"matchLabels": common.selector_labels(owner, COMPONENT)},
-            "template": {
-                "metadata": {
-                    "labels": common.labels(owner, COMPONENT, spec.version),
-                    "annotations": {
-                        common.CONFIG_HASH_ANNOTATION: common.config_hash(config_data(owner, spec))
-                    },
-                },
-                "spec": pod_spec,
-            },
-        },
-    }
+    return common.surge_deployment(
+        owner,
+        COMPONENT,
+        version=spec.version,
+        replicas=spec.brokers.replicas,
+        config=config_data(owner, spec),
+        pod_spec=pod_spec,
+        pull_secrets=spec.images.pull_secrets,
+    )
 
 
 def service(owner: Owner, spec: ClusterSpec) -> Json:

@@ -200,3 +200,39 @@ def http_probe(
     if initial:
         probe["initialDelaySeconds"] = initial
     return probe
+
+
+def surge_deployment(
+    owner: Owner,
+    component: str,
+    *,
+    version: str,
+    replicas: int,
+    config: Mapping[str, str],
+    pod_spec: Json,
+    pull_secrets: tuple[str, ...] = (),
+) -> Json:
+    """A Deployment of a stateless component (brokers, the proxy): surge one, never fewer
+    than ``replicas`` available; a config change changes the template (hash annotation)."""
+    if pull_secrets:
+        pod_spec = {**pod_spec, "imagePullSecrets": [{"name": s} for s in pull_secrets]}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata(owner, component, version=version),
+        "spec": {
+            "replicas": replicas,
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
+            },
+            "selector": {"matchLabels": selector_labels(owner, component)},
+            "template": {
+                "metadata": {
+                    "labels": labels(owner, component, version),
+                    "annotations": {CONFIG_HASH_ANNOTATION: config_hash(config)},
+                },
+                "spec": pod_spec,
+            },
+        },
+    }

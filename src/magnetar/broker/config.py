@@ -26,6 +26,13 @@ class BrokerConfig:
     """Admin REST, lookup and /metrics."""
     advertised_address: str = "127.0.0.1"
     """Host part of the URLs lookups hand out: the address clients reach this broker at."""
+    advertised_listeners: tuple[tuple[str, str], ...] = ()
+    """Pulsar's advertisedListeners: (name, ``pulsar://host:port``) pairs. A lookup naming a
+    listener (the client's ``listenerName``) answers that listener's URL; one naming an
+    unknown listener fails. Empty: lookups answer ``pulsar://advertised_address:port``."""
+    internal_listener_name: str | None = None
+    """internalListenerName: the listener brokers, the proxy and clients naming no listener
+    use (its URL is this broker's service URL); default the first listener."""
 
     max_message_size: int = frames.DEFAULT_MAX_MESSAGE_SIZE
     """Announced in CONNECTED; frames up to this plus frames.FRAME_PADDING are accepted."""
@@ -71,8 +78,29 @@ class BrokerConfig:
         """Identity in the metadata store (registration, ownership): ``host:port``."""
         return f"{self.advertised_address}:{self.port}"
 
+    def __post_init__(self) -> None:
+        names = [name for name, _ in self.advertised_listeners]
+        if len(set(names)) != len(names):
+            raise ValueError(f"advertised listeners: a name is given twice in {names}")
+        for name, url in self.advertised_listeners:
+            if not name or not url.startswith("pulsar://"):
+                raise ValueError(
+                    f"advertised listener {name!r}: expected name:pulsar://host:port, got {url!r}"
+                    " (TLS listeners are not implemented)"
+                )
+        if self.internal_listener_name and self.internal_listener_name not in names:
+            raise ValueError(
+                f"internal listener {self.internal_listener_name!r} is not among the advertised "
+                f"listeners {names}"
+            )
+
     @property
     def service_url(self) -> str:
+        """The internal listener's URL, or ``pulsar://advertised_address:port``."""
+        if self.advertised_listeners:
+            listeners = dict(self.advertised_listeners)
+            name = self.internal_listener_name or self.advertised_listeners[0][0]
+            return listeners[name]
         return f"pulsar://{self.advertised_address}:{self.port}"
 
     @property

@@ -60,8 +60,11 @@ async def _lookup(request: web.Request) -> web.Response:
     m = request.match_info
     name = f"{m['domain']}://{m['tenant']}/{m['namespace']}/{m['topic']}"
     authoritative = request.query.get("authoritative", "false").lower() == "true"
+    listener = request.query.get("listenerName") or request.headers.get("X-Pulsar-ListenerName")
     try:
-        answer = await service.lookup(service.parse_topic(name), authoritative=authoritative)
+        answer = await service.lookup(
+            service.parse_topic(name), authoritative=authoritative, listener=listener
+        )
     except BrokerError as err:
         return error_response(err)
     mine = answer.service_url == service.me.service_url

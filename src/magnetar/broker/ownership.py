@@ -80,6 +80,19 @@ class BrokerInfo:
     broker_id: str
     service_url: str
     web_service_url: str
+    listeners: tuple[tuple[str, str], ...] = ()
+    """Pulsar's advertisedListeners: (name, pulsar:// URL) pairs; lookups naming a listener
+    answer its URL (``service_url`` is the internal listener's)."""
+
+    def url_for(self, listener: str | None) -> str | None:
+        """The service URL a client naming ``listener`` gets (None: no such listener)."""
+        if not listener:
+            return self.service_url
+        return dict(self.listeners).get(listener)
+
+    def listeners_json(self) -> dict[str, dict[str, str]]:
+        """As Pulsar's BrokerLookupData writes them."""
+        return {name: {"brokerServiceUrl": url} for name, url in self.listeners}
 
     def to_json(self) -> bytes:
         return json.dumps(
@@ -90,6 +103,7 @@ class BrokerInfo:
                 "pulsarServiceUrlTls": "",
                 "webServiceUrl": self.web_service_url,
                 "webServiceUrlTls": "",
+                "advertisedListeners": self.listeners_json(),
                 "version": __version__,
             }
         ).encode()
@@ -101,7 +115,19 @@ class BrokerInfo:
             broker_id=str(data.get("brokerId") or broker_id),
             service_url=str(data.get("pulsarServiceUrl", "")),
             web_service_url=str(data.get("webServiceUrl", "")),
+            listeners=parse_listeners(data.get("advertisedListeners")),
         )
+
+
+def parse_listeners(raw: Any) -> tuple[tuple[str, str], ...]:
+    """``{"name": {"brokerServiceUrl": url}}`` as stored -> (name, url) pairs."""
+    if not isinstance(raw, dict):
+        return ()
+    return tuple(
+        (str(name), str(entry["brokerServiceUrl"]))
+        for name, entry in raw.items()
+        if isinstance(entry, dict) and entry.get("brokerServiceUrl")
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +212,7 @@ class Ownership:
             broker_id=broker_id,
             service_url=str(data.get("nativeUrl", "")),
             web_service_url=str(data.get("httpUrl", "")),
+            listeners=parse_listeners(data.get("advertisedListeners")),
         )
         if (
             broker_id == self.me.broker_id
@@ -210,6 +237,7 @@ class Ownership:
                 "nativeUrlTls": "",
                 "httpUrl": self.me.web_service_url,
                 "httpUrlTls": "",
+                "advertisedListeners": self.me.listeners_json(),
                 "disabled": False,
             }
         ).encode()

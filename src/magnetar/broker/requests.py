@@ -65,7 +65,9 @@ async def lookup(service: BrokerService, cmd: pb.CommandLookupTopic, remote: str
     rid = cmd.request_id
     try:
         topic = service.parse_topic(cmd.topic)
-        answer = await service.lookup(topic, authoritative=cmd.authoritative)
+        answer = await service.lookup(
+            topic, authoritative=cmd.authoritative, listener=cmd.advertised_listener_name
+        )
     except Exception as exc:
         code, message = error_of(exc)
         log_failure(remote, "lookup", cmd.topic, exc)

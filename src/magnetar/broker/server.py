@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import signal
 from collections.abc import Iterable
 
 from aiohttp import web
@@ -115,17 +114,8 @@ class BrokerServer:
             await self._http.cleanup()
 
 
-async def wait_for_signal() -> None:
-    """Return on SIGTERM or SIGINT."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
+wait_for_signal = aio.wait_for_signal
+"""Return on SIGTERM or SIGINT (``common.aio``; the standalone imports it from here)."""
 
 
 async def run(metadata_url: str, config: BrokerConfig) -> None:

@@ -54,6 +54,26 @@ class LookupAnswer:
     authoritative: bool = False
 
 
+def _info(config: BrokerConfig) -> BrokerInfo:
+    return BrokerInfo(
+        config.broker_id,
+        config.service_url,
+        config.web_service_url,
+        listeners=config.advertised_listeners,
+    )
+
+
+def _answer(broker: BrokerInfo, listener: str | None, *, redirect: bool = False) -> LookupAnswer:
+    """A lookup answer naming ``broker``'s URL for ``listener``; a listener the broker does
+    not advertise fails the lookup (as Pulsar: ServiceNotReady naming it)."""
+    url = broker.url_for(listener)
+    if url is None:
+        raise BrokerError(
+            pb.ServiceNotReady, f"the broker {broker.broker_id} does not have listener {listener!r}"
+        )
+    return LookupAnswer(url, redirect=redirect, authoritative=redirect)
+
+
 _PERSISTENT = (TopicDomain.PERSISTENT,)
 ALL_DOMAINS = (TopicDomain.PERSISTENT, TopicDomain.NON_PERSISTENT)
 
@@ -80,7 +100,7 @@ class BrokerService:
         self.policy_generation = 0
         """Policy changes made through this broker (the enforcer re-reads on a new one)."""
         self.schemas = schemas.SchemaRegistry(store)
-        self.me = BrokerInfo(config.broker_id, config.service_url, config.web_service_url)
+        self.me = _info(config)
         self.ownership = Ownership(store, self.me)
         self.topics: dict[str, Topic] = {}
         self._loading: dict[str, asyncio.Future[Topic]] = {}
@@ -97,7 +117,7 @@ class BrokerService:
     def reconfigure(self, config: BrokerConfig) -> None:
         """Replace the configuration before :meth:`start` (e.g. the real bound ports)."""
         self.config = config
-        self.me = BrokerInfo(config.broker_id, config.service_url, config.web_service_url)
+        self.me = _info(config)
         self.ownership.me = self.me
 
     async def start(self) -> None:
@@ -225,23 +245,27 @@ class BrokerService:
 
     # --- lookup -------------------------------------------------------------------------------
 
-    async def lookup(self, topic: TopicName, *, authoritative: bool) -> LookupAnswer:
+    async def lookup(
+        self, topic: TopicName, *, authoritative: bool, listener: str | None = None
+    ) -> LookupAnswer:
+        """Where ``topic`` is served; ``listener`` (the client's listenerName) picks which
+        of the serving broker's advertised listeners the answer names."""
         bundle = await self.bundle(topic)
         if self.ownership.is_owned(bundle):
-            return LookupAnswer(self.me.service_url)
+            return _answer(self.me, listener)
         owner = await self.ownership.owner_of(bundle)
         if owner is None:
             if not authoritative:
                 target = await self.ownership.least_loaded()
                 if target.broker_id != self.me.broker_id:
-                    return LookupAnswer(target.service_url, redirect=True, authoritative=True)
+                    return _answer(target, listener, redirect=True)
             owner = await self._acquire(bundle)
         if owner.broker.broker_id == self.me.broker_id:
             if self.ownership.is_owned(bundle):
-                return LookupAnswer(self.me.service_url)
+                return _answer(self.me, listener)
             # a registration of this broker id under an old session: it expires with its lease
             raise BrokerError(pb.ServiceNotReady, f"bundle {bundle} is being released; retry")
-        return LookupAnswer(owner.broker.service_url)
+        return _answer(owner.broker, listener)
 
     async def _acquire(self, bundle: Bundle) -> Any:
         try:

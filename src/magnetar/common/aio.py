@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import signal
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -34,3 +35,16 @@ def tune_gc_for_server() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(*SERVER_GC_THRESHOLDS)
+
+
+async def wait_for_signal() -> None:
+    """Return on SIGTERM or SIGINT (the servers' main loop)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)

@@ -22,10 +22,12 @@ pytestmark = pytest.mark.etcd
 NS = "public/spread-ns"
 
 
-def owner(proc: BrokerProc, topic: str, *, take: bool = False, domain: str = "persistent") -> str:
+def owner(
+    proc: BrokerProc, topic: str, *, take: bool = False, domain: str = "persistent", ns: str = NS
+) -> str:
     """The owner's broker URL (``take``: an authoritative lookup, so ``proc`` takes the bundle
     when nobody owns it)."""
-    url = f"{proc.http_url}/lookup/v2/topic/{domain}/{NS}/{topic}"
+    url = f"{proc.http_url}/lookup/v2/topic/{domain}/{ns}/{topic}"
     if take:
         url += "?authoritative=true"
     with urllib.request.urlopen(url, timeout=10) as r:

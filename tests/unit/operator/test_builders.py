@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from magnetar_operator.builders import bookie, broker, build_all, common, etcd, monitoring
+from magnetar_operator.builders import bookie, broker, build_all, common, etcd, monitoring, proxy
 from magnetar_operator.builders.common import Owner
 from magnetar_operator.spec import ClusterSpec
 from tests.unit.operator.schemas import ROOT, validate
@@ -31,6 +31,9 @@ SPECS = {
             "externalEndpoints": ["http://etcd-0:2379", "http://etcd-1:2379"],
         },
         "monitoring": {"enabled": True, "kind": "PodMonitor"},
+    },
+    "proxy-nodeport": {
+        "proxy": {"enabled": True, "service": {"type": "NodePort", "nodePorts": {"pulsar": 30650}}}
     },
 }
 
@@ -137,6 +140,37 @@ def test_broker_deployment_service_and_config() -> None:
     assert broker.admin_url(OWNER, ClusterSpec.parse({})) == "http://dev-broker.pulsar.svc:8080"
     plain = broker.service(OWNER, ClusterSpec.parse({}))
     assert {p["port"] for p in plain["spec"]["ports"]} == {6650, 8080}
+
+
+def test_probes_ask_whether_the_process_serves() -> None:
+    spec = ClusterSpec.parse(SPECS["production"])
+    objs = by_kind_name(build_all(OWNER, spec))
+
+    def probe(name: str, kind: str = "Deployment") -> str:
+        c = objs[(kind, name)]["spec"]["template"]["spec"]["containers"][0]
+        return str(c["readinessProbe"]["httpGet"]["path"])
+
+    assert probe("dev-broker") == "/admin/v2/brokers/health"
+    assert probe("dev-bookie", "StatefulSet") == "/health"
+    assert probe("dev-proxy") == "/status.html"
+
+
+def test_proxy_objects() -> None:
+    spec = ClusterSpec.parse(SPECS["proxy-nodeport"])
+    objs = by_kind_name(build_all(OWNER, spec))
+    dep = objs[("Deployment", "dev-proxy")]
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    assert c["image"] == spec.images.broker, "the proxy runs from the broker image"
+    assert c["args"] == ["proxy", "--config=/etc/magnetar/proxy/proxy.conf"]
+    svc = objs[("Service", "dev-proxy")]["spec"]
+    assert svc["type"] == "NodePort"
+    assert {p["name"]: p.get("nodePort") for p in svc["ports"]} == {"pulsar": 30650, "http": None}
+    assert proxy.config_data(OWNER, spec)["metadataStoreUrl"] == (
+        "etcd://dev-etcd-client.pulsar.svc:2379"
+    )
+    assert ("Deployment", "dev-proxy") not in by_kind_name(
+        build_all(OWNER, ClusterSpec.parse({}))
+    ), "no proxy unless enabled"
 
 
 def test_etcd_initial_cluster_and_external_metadata() -> None:

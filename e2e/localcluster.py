@@ -1,0 +1,167 @@
+"""The local cluster for the e2e suites (`scripts/k8s/cluster.sh`): what this machine lacks
+to run it, bringing it up (or using a running one), kubectl against it, tearing it down and
+checking nothing is left.
+
+Why a module: the smoke test (test_local_cluster.py) and the PulsarCluster suite
+(test_pulsarcluster.py) run against the same cluster the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from magnetar import __version__
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts/k8s/cluster.sh"
+STATE = ROOT / ".cache/cluster"
+
+
+def cluster_env() -> dict[str, str]:
+    out = subprocess.run(
+        ["bash", "-c", f"source {ROOT}/scripts/k8s/versions.env; source "
+         f"{ROOT}/scripts/k8s/cluster.env; set | grep -E '^(CLUSTER|KUBERNETES|HELM|ETCD)_'"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return dict(line.split("=", 1) for line in out.stdout.splitlines())
+
+
+def missing() -> str | None:
+    """What this machine lacks to run a local cluster, or None."""
+    if os.geteuid() != 0:
+        return "needs root (bridge, iptables, containerd)"
+    if not (shutil.which("go") or Path("/usr/local/go/bin/go").exists()):
+        kubelet = ROOT / ".cache/k8s-bin" / f"kubelet-{cluster_env()['KUBERNETES_VERSION']}"
+        if not kubelet.exists():
+            return "Go is missing and the cluster's binaries are not built (.cache/k8s-bin)"
+    if shutil.which("docker") is None:
+        return "no docker client: run `make images` (it installs Debian's docker.io)"
+    info = subprocess.run(["docker", "info"], capture_output=True, text=True, check=False)
+    if info.returncode != 0:
+        return "no Docker daemon answers: run `make images` (it starts dockerd)"
+    ref = f"magnetar/broker:{__version__}"
+    if subprocess.run(["docker", "image", "inspect", ref], capture_output=True).returncode:
+        return f"image {ref} is not built: run `make images`"
+    return None
+
+
+@dataclass
+class Cluster:
+    kubeconfig: Path
+    kubectl: Path
+    gateway: str
+    started_here: bool
+    up_seconds: float | None
+
+    def k(self, *args: str, stdin: str | None = None, timeout: float = 120) -> str:
+        out = subprocess.run(
+            [str(self.kubectl), "--kubeconfig", str(self.kubeconfig), *args],
+            input=stdin, capture_output=True, text=True, timeout=timeout, check=False,
+        )  # fmt: skip
+        if out.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)}: {out.stderr.strip()}")
+        return out.stdout
+
+
+def running(kubectl: Path, kubeconfig: Path) -> bool:
+    if not kubeconfig.exists():
+        return False
+    ok = subprocess.run(
+        [str(kubectl), "--kubeconfig", str(kubeconfig), "get", "--raw", "/readyz"],
+        capture_output=True, timeout=20, check=False,
+    )  # fmt: skip
+    return ok.returncode == 0
+
+
+@contextlib.contextmanager
+def local_cluster(*, cleanup_namespaces: Sequence[str]) -> Iterator[Cluster]:
+    """A running cluster: the one already up (its namespaces ``cleanup_namespaces`` deleted
+    at the end, the cluster left running) or one brought up here (torn down at the end
+    unless a test did it). Skips naming what the machine lacks."""
+    reason = missing()
+    if reason:
+        pytest.skip(f"local cluster: {reason}")
+    env = cluster_env()
+    v = env["KUBERNETES_VERSION"]
+    kubectl = ROOT / ".cache/k8s-bin" / f"kubectl-{v}" / "kubectl"
+    kubeconfig = STATE / "kubeconfig"
+    started = not (kubectl.exists() and running(kubectl, kubeconfig))
+    up_seconds = None
+    if started:
+        t0 = time.monotonic()
+        try:
+            subprocess.run(["bash", str(SCRIPT), "up"], check=True, timeout=1800)
+        except subprocess.SubprocessError:
+            subprocess.run(["bash", str(SCRIPT), "down"], timeout=600, check=False)
+            raise
+        up_seconds = time.monotonic() - t0
+        print(f"cluster-up took {up_seconds:.1f}s")
+    c = Cluster(kubeconfig, kubectl, env["CLUSTER_GATEWAY"], started, up_seconds)
+    try:
+        yield c
+    finally:
+        if started and STATE.exists():  # the tests failed before their own teardown
+            subprocess.run(["bash", str(SCRIPT), "down"], timeout=600, check=False)
+        elif not started:
+            subprocess.run(
+                [str(kubectl), "--kubeconfig", str(kubeconfig), "delete", "namespace",
+                 *cleanup_namespaces, "--ignore-not-found", "--timeout=90s"],
+                capture_output=True, timeout=120, check=False,
+            )  # fmt: skip
+
+
+def down_and_check(c: Cluster) -> None:
+    """`cluster.sh down`, then assert nothing it started or changed is left."""
+    saved = dict(
+        line.split("=", 1) for line in (STATE / "host/sysctl.saved").read_text().splitlines()
+    )
+    pids = [int(p.read_text()) for p in (STATE / "pids").glob("*.pid")]
+    shims = subprocess.run(
+        ["pgrep", "-f", f"containerd-shim.*-address {STATE}/run/containerd.sock"],
+        capture_output=True, text=True,
+    ).stdout.split()  # fmt: skip
+    t0 = time.monotonic()
+    subprocess.run(["bash", str(SCRIPT), "down"], check=True, timeout=600)
+    print(f"cluster-down took {time.monotonic() - t0:.1f}s")
+    assert leftovers(saved, pids + [int(p) for p in shims], cluster_env()["CLUSTER_BRIDGE"]) == []
+
+
+def http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 (http URLs built here)
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
+def leftovers(saved_sysctls: dict[str, str], pids: list[int], bridge: str) -> list[str]:
+    found = [f"process {pid} still runs" for pid in pids if Path(f"/proc/{pid}").exists()]
+    if subprocess.run(["ip", "link", "show", bridge], capture_output=True).returncode == 0:
+        found.append(f"bridge {bridge} still exists")
+    netns = Path("/run/netns")
+    if netns.exists():
+        found += [f"netns {n.name}" for n in netns.iterdir() if n.name.startswith("cni-")]
+    for table in ("filter", "nat", "mangle"):
+        out = subprocess.run(["iptables-save", "-t", table], capture_output=True, text=True)
+        found += [
+            f"iptables {table} {line.split()[0]}"
+            for line in out.stdout.splitlines()
+            if line.startswith((":KUBE-", ":CNI-"))
+        ]
+    for key, value in saved_sysctls.items():
+        now = subprocess.run(["sysctl", "-n", key], capture_output=True, text=True).stdout.strip()
+        if now != value:
+            found.append(f"sysctl {key}={now}, was {value}")
+    if STATE.exists():
+        found.append(f"{STATE} still exists")
+    return found

@@ -1,0 +1,452 @@
+"""The PulsarCluster suite on the local cluster (issue 12, acceptance point 2).
+
+`helm install` of the chart with helm/magnetar/ci/values-cluster-proxy.yaml (operator, a
+PulsarCluster of 3 etcd members, 3 bookies with separate journal and ledger claims, 2
+brokers and a proxy on NodePorts) from the locally built images, then, from the host
+(this machine is the node; the proxy's NodePorts are on the cluster bridge's address):
+
+* the cluster turns Ready with every pod Running and every claim Bound;
+* Tenant and Topic resources applied with kubectl are visible through `magnetar admin`;
+* the official Python client produces 10,000 messages through the proxy, all consumed;
+* a bookie pod deleted mid-publish loses no receipted message;
+* the owning broker's pod deleted mid-publish loses none, and the client reconnects;
+* a version (image) change rolls the bookies one at a time, then the brokers, with a
+  producer running, and loses nothing receipted;
+* deleting the PulsarCluster (reclaimPolicy Delete) and `helm uninstall` leave no claim, no
+  volume directory and no object; `cluster.sh down` leaves nothing on the machine.
+
+Run: `make test-e2e` (root, Go, Docker with `make images` built). ``MAGNETAR_E2E_REDUCED=1``
+runs the reduced form (install, one bookie kill, one roll, uninstall).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pulsar
+import pytest
+from tests.support.procs import wait_until
+
+from e2e.localcluster import (
+    ROOT,
+    SCRIPT,
+    Cluster,
+    cluster_env,
+    down_and_check,
+    http_ok,
+    local_cluster,
+)
+from magnetar import __version__
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
+
+NS = "magnetar-e2e"
+NAME = "e2e"
+VALUES = ROOT / "helm/magnetar/ci/values-cluster-proxy.yaml"
+PROXY_PULSAR, PROXY_HTTP = 30650, 30080  # the NodePorts in VALUES
+ROLL_VERSION = f"{__version__}-roll"
+REDUCED = os.environ.get("MAGNETAR_E2E_REDUCED") == "1"
+full_only = pytest.mark.skipif(REDUCED, reason="MAGNETAR_E2E_REDUCED=1: the reduced form")
+
+
+@dataclass
+class Installed:
+    c: Cluster
+    helm: Path
+    service_url: str
+    admin_url: str
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def pods(self, component: str | None = None) -> list[dict[str, Any]]:
+        args = ["-n", NS, "get", "pods", "-o", "json"]
+        if component:
+            args += ["-l", f"app.kubernetes.io/component={component}"]
+        items: list[dict[str, Any]] = json.loads(self.c.k(*args))["items"]
+        return items
+
+    def admin(self, *args: str) -> str:
+        out = subprocess.run(
+            [sys.executable, "-m", "magnetar.cli", "admin", "--admin-url", self.admin_url, *args],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert out.returncode == 0, f"magnetar admin {' '.join(args)}: {out.stderr}"
+        return out.stdout
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    conds = pod.get("status", {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+
+
+def _time(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    with local_cluster(cleanup_namespaces=(NS,)) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def installed(cluster: Cluster) -> Iterator[Installed]:
+    c = cluster
+    env = cluster_env()
+    helm = ROOT / ".cache/k8s-bin" / f"helm-{env['HELM_VERSION']}" / "helm"
+    if not helm.exists():
+        pytest.skip("helm is not built: make k8s-tools")
+    sets = {
+        "operator.image.repository": "magnetar/operator",
+        "operator.image.tag": __version__,
+        "operator.image.pullPolicy": "Never",
+        "cluster.spec.version": __version__,
+        "cluster.spec.image.registry": "magnetar",
+        "cluster.spec.image.etcd": f"magnetar/etcd:{env['ETCD_VERSION']}-local",
+        "cluster.spec.image.pullPolicy": "Never",
+    }
+    cmd = [
+        str(helm), "--kubeconfig", str(c.kubeconfig), "install", "magnetar",
+        str(ROOT / "helm/magnetar"), "-n", NS, "--create-namespace", "-f", str(VALUES),
+        "--wait", "--timeout", "300s",
+    ]  # fmt: skip
+    for key, value in sets.items():
+        cmd += ["--set", f"{key}={value}"]
+    t0 = time.monotonic()
+    subprocess.run(cmd, check=True, capture_output=True, timeout=360)
+    inst = Installed(
+        c, helm, f"pulsar://{c.gateway}:{PROXY_PULSAR}", f"http://{c.gateway}:{PROXY_HTTP}"
+    )
+    try:
+        c.k("-n", NS, "wait", f"pulsarcluster/{NAME}", "--for=condition=Ready",
+            "--timeout=600s", timeout=620)  # fmt: skip
+        inst.timings["ready_after_install"] = time.monotonic() - t0
+        print(f"PulsarCluster Ready {inst.timings['ready_after_install']:.1f}s after helm install")
+        yield inst
+    finally:
+        subprocess.run(
+            [str(c.kubectl), "--kubeconfig", str(c.kubeconfig), "-n", NS, "delete",
+             "pulsarcluster", NAME, "--ignore-not-found", "--timeout=180s"],
+            capture_output=True, timeout=200, check=False,
+        )  # fmt: skip
+        subprocess.run(
+            [str(helm), "--kubeconfig", str(c.kubeconfig), "uninstall", "magnetar", "-n", NS,
+             "--ignore-not-found", "--wait", "--timeout", "120s"],
+            capture_output=True, timeout=150, check=False,
+        )  # fmt: skip
+
+
+class Publisher(threading.Thread):
+    """Sends numbered messages with send_async until stopped; records what was receipted."""
+
+    def __init__(self, client: pulsar.Client, topic: str, *, prefix: str) -> None:
+        super().__init__(name=f"publisher-{prefix}", daemon=True)
+        self.producer = client.create_producer(
+            topic,
+            batching_enabled=False,
+            block_if_queue_full=True,
+            max_pending_messages=500,
+            send_timeout_millis=120_000,
+        )
+        self.prefix = prefix
+        self.sent = 0
+        self.receipted: set[str] = set()
+        self.failed: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        i = 0
+        while not self._stop_event.is_set():
+            payload = f"{self.prefix}-{i}"
+            self.producer.send_async(payload.encode(), self._callback(payload))
+            self.sent = i = i + 1
+            time.sleep(0.002)
+
+    def _callback(self, payload: str) -> Any:
+        def done(res: pulsar.Result, _msg_id: Any) -> None:
+            with self._lock:
+                if res == pulsar.Result.Ok:
+                    self.receipted.add(payload)
+                else:
+                    self.failed[payload] = str(res)
+
+        return done
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.receipted)
+
+    def finish(self) -> None:
+        self._stop_event.set()
+        self.join(30)
+        self.producer.flush()
+        wait_until(
+            lambda: self.count() + len(self.failed) >= self.sent, timeout=180, what="receipts"
+        )
+        self.producer.close()
+
+
+def received_all(consumer: pulsar.Consumer, wanted: set[str], *, timeout: float = 180) -> set[str]:
+    """Receive (and acknowledge) until every payload in ``wanted`` came, or the timeout."""
+    got: set[str] = set()
+    deadline = time.monotonic() + timeout
+    while not wanted <= got and time.monotonic() < deadline:
+        try:
+            msg = consumer.receive(timeout_millis=5000)
+        except pulsar.Timeout:
+            continue
+        got.add(msg.data().decode())
+        consumer.acknowledge(msg)
+    return got
+
+
+def kill_mid_publish(inst: Installed, pod_of: Callable[[str], dict[str, Any]], prefix: str) -> None:
+    """Publish; after 1,000 receipts delete the pod ``pod_of(topic)`` names; keep publishing until
+    its replacement is Ready and 1,000 more receipts came; every receipted message arrives."""
+    client = pulsar.Client(inst.service_url, operation_timeout_seconds=120)
+    topic = f"persistent://public/default/{prefix}-{int(time.time())}"
+    try:
+        consumer = client.subscribe(
+            topic, "check", initial_position=pulsar.InitialPosition.Earliest
+        )
+        pub = Publisher(client, topic, prefix=prefix)
+        pub.start()
+        wait_until(lambda: pub.count() >= 1000, timeout=120, what="1,000 receipts")
+        victim = pod_of(topic)
+        old_uid = victim["metadata"]["uid"]
+        component = victim["metadata"]["labels"]["app.kubernetes.io/component"]
+        t0 = time.monotonic()
+        inst.c.k("-n", NS, "delete", "pod", victim["metadata"]["name"], "--wait=false")
+
+        def replaced() -> bool:
+            pods = inst.pods(component)
+            return all(
+                p["metadata"]["uid"] != old_uid and _ready(p) and p["status"]["phase"] == "Running"
+                for p in pods
+            ) and len(pods) >= (3 if component == "bookie" else 2)
+
+        wait_until(replaced, timeout=300, interval=1, what=f"{component} replaced and Ready")
+        inst.timings[f"{prefix}_replaced"] = time.monotonic() - t0
+        at = pub.count()
+        wait_until(lambda: pub.count() >= at + 1000, timeout=180, what="1,000 more receipts")
+        pub.finish()
+        got = received_all(consumer, pub.receipted)
+        lost = pub.receipted - got
+        print(
+            f"{prefix}: sent {pub.sent}, receipted {len(pub.receipted)}, failed "
+            f"{len(pub.failed)}, received {len(got)}, lost {len(lost)}; "
+            f"{component} replaced in {inst.timings[f'{prefix}_replaced']:.1f}s"
+        )
+        assert not lost, f"{len(lost)} receipted messages lost, e.g. {sorted(lost)[:5]}"
+        consumer.close()
+    finally:
+        client.close()
+
+
+# --- the tests, in order: one installed cluster ---------------------------------------------
+
+
+def test_ready_with_every_pod_running(installed: Installed) -> None:
+    pods = installed.pods()
+    by_component: dict[str, int] = {}
+    for p in pods:
+        assert p["status"]["phase"] == "Running", p["metadata"]["name"]
+        comp = p["metadata"]["labels"].get("app.kubernetes.io/component", "operator")
+        by_component[comp] = by_component.get(comp, 0) + 1
+    assert by_component == {"etcd": 3, "bookie": 3, "broker": 2, "proxy": 1, "operator": 1}, (
+        by_component
+    )
+    pvcs = json.loads(installed.c.k("-n", NS, "get", "pvc", "-o", "json"))["items"]
+    names = sorted(p["metadata"]["name"] for p in pvcs)
+    assert names == sorted(
+        [f"data-{NAME}-etcd-{i}" for i in range(3)]
+        + [f"journal-{NAME}-bookie-{i}" for i in range(3)]
+        + [f"ledgers-{NAME}-bookie-{i}" for i in range(3)]
+    )
+    assert {p["status"]["phase"] for p in pvcs} == {"Bound"}
+    pc = json.loads(installed.c.k("-n", NS, "get", "pulsarcluster", NAME, "-o", "json"))
+    assert pc["status"]["proxy"]["summary"] == "1/1"
+    assert http_ok(f"{installed.admin_url}/status.html"), "the proxy's health through its NodePort"
+
+
+@full_only
+def test_tenant_and_topic_visible_through_admin(installed: Installed) -> None:
+    docs = []
+    for name in ("tenant.yaml", "topic.yaml"):
+        text = (ROOT / "crds/examples" / name).read_text()
+        docs.append(text.replace("clusterRef: {name: dev}", f"clusterRef: {{name: {NAME}}}"))
+    installed.c.k("-n", NS, "apply", "-f", "-", stdin="\n---\n".join(docs))
+    for kind, name in (("tenant", "acme"), ("topic", "acme-orders-created")):
+        installed.c.k("-n", NS, "wait", f"{kind}/{name}", "--for=condition=Ready",
+                      "--timeout=180s", timeout=200)  # fmt: skip
+    assert "acme" in installed.admin("tenants", "list")
+    namespaces = installed.admin("namespaces", "list", "acme")
+    assert "acme/orders" in namespaces and "acme/events" in namespaces
+    topics = installed.admin("topics", "list-partitioned-topics", "acme/orders")
+    assert "persistent://acme/orders/created" in topics
+    policies = json.loads(installed.admin("-o", "json", "namespaces", "policies", "acme/orders"))
+    assert policies["message_ttl_in_seconds"] == 86400
+
+
+@full_only
+def test_ten_thousand_messages_through_the_proxy(installed: Installed) -> None:
+    client = pulsar.Client(installed.service_url, operation_timeout_seconds=60)
+    topic = f"persistent://public/default/bulk-{int(time.time())}"
+    try:
+        consumer = client.subscribe(topic, "all")
+        producer = client.create_producer(topic, block_if_queue_full=True)
+        t0 = time.monotonic()
+        receipts: list[pulsar.Result] = []
+        for i in range(10_000):
+            producer.send_async(f"m{i}".encode(), lambda res, _id: receipts.append(res))
+        producer.flush()
+        wait_until(lambda: len(receipts) == 10_000, timeout=120, what="10,000 receipts")
+        assert set(receipts) == {pulsar.Result.Ok}
+        got = received_all(consumer, {f"m{i}" for i in range(10_000)})
+        installed.timings["10k"] = time.monotonic() - t0
+        print(f"10,000 messages produced and consumed in {installed.timings['10k']:.1f}s")
+        assert len(got) == 10_000
+    finally:
+        client.close()
+
+
+def test_bookie_pod_deleted_mid_publish(installed: Installed) -> None:
+    kill_mid_publish(installed, lambda _topic: installed.pods("bookie")[1], "bookie-kill")
+
+
+@full_only
+def test_broker_pod_deleted_mid_publish(installed: Installed) -> None:
+    """The broker that owns the topic goes: the client reconnects (through the proxy) to the
+    broker that takes the topic over."""
+
+    def owner_pod(topic: str) -> dict[str, Any]:
+        url = json.loads(installed.admin("-o", "json", "topics", "lookup", topic))["brokerUrl"]
+        ip = str(url).rsplit("/", 1)[-1].split(":")[0]
+        return next(p for p in installed.pods("broker") if p["status"].get("podIP") == ip)
+
+    kill_mid_publish(installed, owner_pod, "broker-kill")
+
+
+def test_version_change_rolls_bookies_then_brokers(installed: Installed) -> None:
+    c = installed.c
+    for image in ("broker", "bookie"):
+        subprocess.run(
+            ["docker", "tag", f"magnetar/{image}:{__version__}",
+             f"magnetar/{image}:{ROLL_VERSION}"],
+            check=True, capture_output=True,
+        )  # fmt: skip
+    subprocess.run(
+        ["bash", str(SCRIPT), "load", f"magnetar/broker:{ROLL_VERSION}",
+         f"magnetar/bookie:{ROLL_VERSION}"],
+        check=True, capture_output=True, timeout=600,
+    )  # fmt: skip
+    before = {p["metadata"]["uid"] for p in installed.pods()}
+    client = pulsar.Client(installed.service_url, operation_timeout_seconds=120)
+    topic = f"persistent://public/default/roll-{int(time.time())}"
+    try:
+        consumer = client.subscribe(
+            topic, "check", initial_position=pulsar.InitialPosition.Earliest
+        )
+        pub = Publisher(client, topic, prefix="roll")
+        pub.start()
+        wait_until(lambda: pub.count() >= 500, timeout=120, what="500 receipts")
+        t0 = time.monotonic()
+        c.k("-n", NS, "patch", "pulsarcluster", NAME, "--type", "merge",
+            "-p", json.dumps({"spec": {"version": ROLL_VERSION}}))  # fmt: skip
+
+        def rolled() -> bool:
+            pods = installed.pods("bookie") + installed.pods("broker")
+            images = {cont["image"] for p in pods for cont in p["spec"]["containers"]}
+            done = images == {f"magnetar/bookie:{ROLL_VERSION}", f"magnetar/broker:{ROLL_VERSION}"}
+            return done and len(pods) == 5 and all(_ready(p) for p in pods)
+
+        wait_until(rolled, timeout=900, interval=2, what="bookies and brokers rolled")
+        c.k("-n", NS, "wait", f"pulsarcluster/{NAME}", "--for=condition=Ready",
+            "--timeout=300s", timeout=320)  # fmt: skip
+        installed.timings["roll"] = time.monotonic() - t0
+        at = pub.count()
+        wait_until(lambda: pub.count() >= at + 500, timeout=180, what="500 more receipts")
+        pub.finish()
+        got = received_all(consumer, pub.receipted)
+        lost = pub.receipted - got
+        print(
+            f"roll: {installed.timings['roll']:.1f}s; sent {pub.sent}, receipted "
+            f"{len(pub.receipted)}, failed {len(pub.failed)}, lost {len(lost)}"
+        )
+        assert not lost, f"{len(lost)} receipted messages lost, e.g. {sorted(lost)[:5]}"
+    finally:
+        client.close()
+
+    bookies = sorted(
+        installed.pods("bookie"), key=lambda p: _time(p["metadata"]["creationTimestamp"])
+    )
+    brokers = installed.pods("broker")
+    assert not {p["metadata"]["uid"] for p in bookies + brokers} & before, "every pod replaced"
+
+    def ready_at(p: dict[str, Any]) -> float:
+        cond = next(c for c in p["status"]["conditions"] if c["type"] == "Ready")
+        return _time(cond["lastTransitionTime"])
+
+    # one bookie at a time, highest ordinal first: each created after the previous was Ready
+    assert [p["metadata"]["name"] for p in bookies] == [f"{NAME}-bookie-{i}" for i in (2, 1, 0)]
+    for prev, nxt in itertools.pairwise(bookies):
+        assert _time(nxt["metadata"]["creationTimestamp"]) >= ready_at(prev)
+    # the brokers only after the last bookie was back
+    first_broker = min(_time(p["metadata"]["creationTimestamp"]) for p in brokers)
+    assert first_broker >= ready_at(bookies[-1]), "brokers rolled before the bookies were done"
+
+
+def test_uninstall_and_cluster_down_leave_nothing(installed: Installed) -> None:
+    c = installed.c
+    pvcs = json.loads(c.k("-n", NS, "get", "pvc", "-o", "json"))["items"]
+    dirs = [
+        Path(
+            json.loads(c.k("get", "pv", p["spec"]["volumeName"], "-o", "json"))["spec"]["local"][
+                "path"
+            ]
+        )
+        for p in pvcs
+    ]
+    assert dirs and all(d.is_dir() for d in dirs)
+    # Tenants and Topics (applied with kubectl, not part of the release), then the
+    # PulsarCluster, while the operator runs (their finalizers are its; the cluster's deletes
+    # the claims)
+    c.k("-n", NS, "delete", "topics,tenants", "--all", "--timeout=120s", timeout=150)
+    c.k("-n", NS, "delete", "pulsarcluster", NAME, "--timeout=180s", timeout=200)
+    wait_until(
+        lambda: not c.k("-n", NS, "get", "pvc", "-o", "name").strip(),
+        timeout=180,
+        what="claims deleted (reclaimPolicy Delete)",
+    )
+    wait_until(lambda: not any(d.exists() for d in dirs), timeout=120, what="volumes removed")
+    subprocess.run(
+        [str(installed.helm), "--kubeconfig", str(c.kubeconfig), "uninstall", "magnetar",
+         "-n", NS, "--wait", "--timeout", "180s"],
+        check=True, capture_output=True, timeout=200,
+    )  # fmt: skip
+
+    def remaining() -> list[str]:
+        names = c.k("-n", NS, "get", "all,configmaps,pvc,pdb,pulsarclusters,tenants,topics",
+                    "-o", "name").split()  # fmt: skip
+        return [o for o in names if o != "configmap/kube-root-ca.crt"]
+
+    try:  # the operator pod may still be terminating
+        wait_until(lambda: not remaining(), timeout=90, interval=1, what="nothing left")
+    except TimeoutError:
+        raise AssertionError(f"left behind: {remaining()}") from None
+    assert not c.k("get", "pv", "-o", "name").strip(), "no PersistentVolume left"
+    c.k("delete", "namespace", NS, "--timeout=120s", timeout=150)
+    print("timings:", json.dumps({k: round(v, 1) for k, v in installed.timings.items()}))
+    if c.started_here:
+        down_and_check(c)
