@@ -37,6 +37,8 @@ def _standalone(args: argparse.Namespace) -> int:
         non_persistent_inactive_s=args.non_persistent_inactive,
         deduplication_enabled=args.deduplication_enabled,
         deduplication_entries_interval=args.deduplication_entries_interval,
+        force_delete_tenant_allowed=args.force_delete_tenant_allowed,
+        force_delete_namespace_allowed=args.force_delete_namespace_allowed,
     )
     try:
         aio.run(standalone.run(options))
@@ -69,6 +71,8 @@ def _broker(args: argparse.Namespace) -> int:
         deduplication_entries_interval=args.deduplication_entries_interval,
         deduplication_producer_inactivity_s=args.deduplication_producer_inactivity,
         deduplication_max_producers=args.deduplication_max_producers,
+        force_delete_tenant_allowed=args.force_delete_tenant_allowed,
+        force_delete_namespace_allowed=args.force_delete_namespace_allowed,
         managed_ledger=ManagedLedgerConfig(
             ensemble_size=args.ensemble_size,
             write_quorum=args.write_quorum,
@@ -155,6 +159,24 @@ def _deduplication(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _force_delete(p: argparse.ArgumentParser) -> None:
+    """Pulsar's forceDeleteTenantAllowed / forceDeleteNamespaceAllowed (both off by default)."""
+    p.add_argument(
+        "--force-delete-tenant-allowed",
+        type=conffile.parse_bool,
+        default=_BC.force_delete_tenant_allowed,
+        metavar="true|false",
+        help="allow DELETE of a tenant with force=true (deletes its namespaces and topics)",
+    )
+    p.add_argument(
+        "--force-delete-namespace-allowed",
+        type=conffile.parse_bool,
+        default=_BC.force_delete_namespace_allowed,
+        metavar="true|false",
+        help="allow DELETE of a namespace with force=true (deletes its topics)",
+    )
+
+
 def _non_persistent_inactive(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--non-persistent-inactive",
@@ -200,6 +222,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     )
     _non_persistent_inactive(p)
     _deduplication(p)
+    _force_delete(p)
     p.add_argument("--log-level", default=None)
     p.set_defaults(func=_standalone)
 
@@ -241,6 +264,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     p.add_argument("--max-ledger-age", type=float, default=_ML.max_ledger_age_s, metavar="SECONDS")
     p.add_argument("--min-ledger-age", type=float, default=_ML.min_ledger_age_s, metavar="SECONDS")
     _deduplication(p)
+    _force_delete(p)
     p.add_argument(
         "--deduplication-max-producers", type=int, default=_BC.deduplication_max_producers
     )

@@ -58,9 +58,17 @@ def assert_no_internal_errors(proc: StandaloneProc) -> None:
     assert INTERNAL_ERROR_LOG not in log, log[log.index(INTERNAL_ERROR_LOG) - 200 :][:3000]
 
 
+FORCE_DELETE_CONF = "forceDeleteTenantAllowed=true\nforceDeleteNamespaceAllowed=true\n"
+"""standalone.conf of the suites that force-delete tenants and namespaces (Pulsar and
+Magnetar refuse forced deletes by default: test_force_delete.py)."""
+
+
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProc]:
-    proc = StandaloneProc(tmp_path_factory.mktemp("admin") / "data").start()
+    workdir = tmp_path_factory.mktemp("admin")
+    conf = workdir / "standalone.conf"
+    conf.write_text(FORCE_DELETE_CONF)
+    proc = StandaloneProc(workdir / "data", extra_args=["--config", str(conf)]).start()
     try:
         yield proc
         assert_no_internal_errors(proc)
