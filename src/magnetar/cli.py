@@ -142,14 +142,22 @@ def _config(p: argparse.ArgumentParser, example: str) -> None:
     )
 
 
+def _bool_option(
+    p: argparse.ArgumentParser, flag: str, default: bool, help_text: str | None = None
+) -> None:
+    """A ``true|false`` option, parsed as its broker.conf key is (conffile.parse_bool)."""
+    p.add_argument(
+        flag, type=conffile.parse_bool, default=default, metavar="true|false", help=help_text
+    )
+
+
 def _deduplication(p: argparse.ArgumentParser) -> None:
     """The deduplication defaults a broker and a standalone share."""
-    p.add_argument(
+    _bool_option(
+        p,
         "--deduplication-enabled",
-        type=conffile.parse_bool,
-        default=_BC.deduplication_enabled,
-        metavar="true|false",
-        help="default when neither namespace nor topic sets it",
+        _BC.deduplication_enabled,
+        "default when neither namespace nor topic sets it",
     )
     p.add_argument(
         "--deduplication-entries-interval",
@@ -161,19 +169,17 @@ def _deduplication(p: argparse.ArgumentParser) -> None:
 
 def _force_delete(p: argparse.ArgumentParser) -> None:
     """Pulsar's forceDeleteTenantAllowed / forceDeleteNamespaceAllowed (both off by default)."""
-    p.add_argument(
+    _bool_option(
+        p,
         "--force-delete-tenant-allowed",
-        type=conffile.parse_bool,
-        default=_BC.force_delete_tenant_allowed,
-        metavar="true|false",
-        help="allow DELETE of a tenant with force=true (deletes its namespaces and topics)",
+        _BC.force_delete_tenant_allowed,
+        "allow DELETE of a tenant with force=true (deletes its namespaces and topics)",
     )
-    p.add_argument(
+    _bool_option(
+        p,
         "--force-delete-namespace-allowed",
-        type=conffile.parse_bool,
-        default=_BC.force_delete_namespace_allowed,
-        metavar="true|false",
-        help="allow DELETE of a namespace with force=true (deletes its topics)",
+        _BC.force_delete_namespace_allowed,
+        "allow DELETE of a namespace with force=true (deletes its topics)",
     )
 
 
@@ -246,12 +252,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
         default=_BC.auto_topic_creation_type,
     )
     p.add_argument("--default-num-partitions", type=int, default=_BC.default_num_partitions)
-    p.add_argument(
-        "--allow-auto-topic-creation",
-        type=conffile.parse_bool,
-        default=_BC.allow_auto_topic_creation,
-        metavar="true|false",
-    )
+    _bool_option(p, "--allow-auto-topic-creation", _BC.allow_auto_topic_creation)
     p.add_argument(
         "--default-bundles",
         type=int,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pulsar
@@ -63,17 +63,24 @@ FORCE_DELETE_CONF = "forceDeleteTenantAllowed=true\nforceDeleteNamespaceAllowed=
 Magnetar refuse forced deletes by default: test_force_delete.py)."""
 
 
-@pytest.fixture(scope="module")
-def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProc]:
-    workdir = tmp_path_factory.mktemp("admin")
-    conf = workdir / "standalone.conf"
-    conf.write_text(FORCE_DELETE_CONF)
-    proc = StandaloneProc(workdir / "data", extra_args=["--config", str(conf)]).start()
+def running_standalone(
+    tmp_path_factory: pytest.TempPathFactory, name: str, extra_args: Sequence[str] = ()
+) -> Iterator[StandaloneProc]:
+    """A module fixture's body: a standalone in a fresh directory, checked for admin 500s
+    and stopped by pid at the end."""
+    proc = StandaloneProc(tmp_path_factory.mktemp(name) / "data", extra_args=extra_args).start()
     try:
         yield proc
         assert_no_internal_errors(proc)
     finally:
         proc.stop()
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProc]:
+    conf = tmp_path_factory.mktemp("admin-conf") / "standalone.conf"
+    conf.write_text(FORCE_DELETE_CONF)
+    yield from running_standalone(tmp_path_factory, "admin", ["--config", str(conf)])
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 
-from tests.integration.admin.conftest import Admin, assert_no_internal_errors
+from tests.integration.admin.conftest import Admin, running_standalone
 from tests.integration.admin.test_cli import admin as run_admin
 from tests.support.standalone import StandaloneProc
 
@@ -21,26 +21,15 @@ NAMESPACES_REFUSED = "Broker doesn't allow forced deletion of namespaces"
 
 @pytest.fixture(scope="module")
 def defaults(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProc]:
-    proc = StandaloneProc(tmp_path_factory.mktemp("force-defaults") / "data").start()
-    try:
-        yield proc
-        assert_no_internal_errors(proc)
-    finally:
-        proc.stop()
+    yield from running_standalone(tmp_path_factory, "force-defaults")
 
 
 @pytest.fixture(scope="module")
 def tenant_only(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProc]:
     """Forced tenant deletes allowed by flag, forced namespace deletes not."""
-    proc = StandaloneProc(
-        tmp_path_factory.mktemp("force-tenant-only") / "data",
-        extra_args=["--force-delete-tenant-allowed", "true"],
-    ).start()
-    try:
-        yield proc
-        assert_no_internal_errors(proc)
-    finally:
-        proc.stop()
+    yield from running_standalone(
+        tmp_path_factory, "force-tenant-only", ["--force-delete-tenant-allowed", "true"]
+    )
 
 
 def _populate(admin: Admin, proc: StandaloneProc, tenant: str) -> str:
