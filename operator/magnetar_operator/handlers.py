@@ -4,7 +4,9 @@ PulsarCluster: create/update/resume and a resync timer all run the same idempote
 reconcile (under a per-object lock), so rollouts and status progress even without spec
 changes. Tenant/Topic: the same, against the cluster's admin API; their finalizers give up
 (with a Warning event) once the cluster is gone or stays unreachable, so deletion never
-hangs on a cluster that no longer exists.
+hangs on a cluster that no longer exists. A Tenant's deletion is never forced: while the
+tenant still holds what the resource did not create (409), the finalizer reports it
+(Warning event and Ready condition ``DeleteBlocked``) and retries.
 
 Settings from the environment (read at import):
 ``MAGNETAR_OPERATOR_CLUSTER_RESYNC`` (s, default 10), ``MAGNETAR_OPERATOR_RESOURCE_RESYNC``
@@ -241,14 +243,33 @@ async def _delete(body: kopf.Body, memo: kopf.Memo, kind: str, retry: int) -> No
                 await resources.delete_topic(admin, spec)
     except ClusterGone as e:
         post("Warning", "ClusterGone", f"{e}: nothing to delete in Pulsar")
-    except (AdminUnavailable, AdminError) as e:
-        if isinstance(e, AdminError) and not e.retryable:
-            post("Warning", "DeleteFailed", f"{e}: giving up")
-        elif retry + 1 >= DELETE_RETRIES:
-            post("Warning", "ClusterUnreachable", f"{e}: giving up after {retry + 1} attempts")
+    except AdminError as e:
+        if e.status == 409:
+            await _delete_blocked(state.kube, body, kind, e)  # raises: retried
+        elif e.retryable:
+            _retry_or_give_up(post, e, retry)
         else:
-            raise kopf.TemporaryError(str(e), delay=RETRY_DELAY) from e
+            post("Warning", "DeleteFailed", f"{e}: giving up")
+    except AdminUnavailable as e:
+        _retry_or_give_up(post, e, retry)
     state.forget(body)
+
+
+async def _delete_blocked(kube: Kube, body: kopf.Body, kind: str, e: AdminError) -> None:
+    """The tenant/namespace still holds what this resource did not create: say so and retry
+    (never forced) until its owner removes it."""
+    _events(body)("Warning", "DeleteBlocked", f"{e}: retrying, never forced")
+    cond = conditions.Condition(conditions.READY, False, "DeleteBlocked", str(e))
+    await _write_status(kube, body, kind, cond, {})
+    raise kopf.TemporaryError(str(e), delay=RETRY_DELAY) from e
+
+
+def _retry_or_give_up(post: cluster.EventFn, e: Exception, retry: int) -> None:
+    """Retry an unreachable or failing (5xx) admin API, up to DELETE_RETRIES attempts."""
+    if retry + 1 >= DELETE_RETRIES:
+        post("Warning", "ClusterUnreachable", f"{e}: giving up after {retry + 1} attempts")
+    else:
+        raise kopf.TemporaryError(str(e), delay=RETRY_DELAY) from e
 
 
 @kopf.on.create(GROUP, "tenants")

@@ -132,9 +132,8 @@ class Admin:
         await self._call("POST", f"/admin/v2/tenants/{_q(tenant)}", body=info)
 
     async def delete_tenant(self, tenant: str) -> None:
-        await self._call(
-            "DELETE", f"/admin/v2/tenants/{_q(tenant)}", params={"force": "true"}, missing_ok=True
-        )
+        """Never forced: a tenant that still has namespaces answers 409."""
+        await self._call("DELETE", f"/admin/v2/tenants/{_q(tenant)}", missing_ok=True)
 
     # --- namespaces --------------------------------------------------------------------
     async def list_namespaces(self, tenant: str) -> list[str]:

@@ -100,9 +100,12 @@ async def _apply_policies(
 
 
 async def delete_tenant(admin: Admin, spec: Mapping[str, Any], *, managed: list[str]) -> None:
+    """Delete the namespaces this resource manages, then the tenant, never forced: what the
+    resource did not create (topics, other namespaces) makes the admin API answer 409
+    (``AdminError``) and stays, so the caller reports it and retries."""
     tenant = str(spec["name"])
     for name in managed or [str(ns["name"]) for ns in spec.get("namespaces") or ()]:
-        await admin.delete_namespace(tenant, name, force=True)
+        await admin.delete_namespace(tenant, name)
     await admin.delete_tenant(tenant)
 
 

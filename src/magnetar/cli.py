@@ -37,6 +37,8 @@ def _standalone(args: argparse.Namespace) -> int:
         non_persistent_inactive_s=args.non_persistent_inactive,
         deduplication_enabled=args.deduplication_enabled,
         deduplication_entries_interval=args.deduplication_entries_interval,
+        force_delete_tenant_allowed=args.force_delete_tenant_allowed,
+        force_delete_namespace_allowed=args.force_delete_namespace_allowed,
     )
     try:
         aio.run(standalone.run(options))
@@ -81,6 +83,8 @@ def _broker_config(args: argparse.Namespace) -> BrokerConfig:
         deduplication_entries_interval=args.deduplication_entries_interval,
         deduplication_producer_inactivity_s=args.deduplication_producer_inactivity,
         deduplication_max_producers=args.deduplication_max_producers,
+        force_delete_tenant_allowed=args.force_delete_tenant_allowed,
+        force_delete_namespace_allowed=args.force_delete_namespace_allowed,
         managed_ledger=ManagedLedgerConfig(
             ensemble_size=args.ensemble_size,
             write_quorum=args.write_quorum,
@@ -167,20 +171,44 @@ def _config(p: argparse.ArgumentParser, example: str) -> None:
     )
 
 
+def _bool_option(
+    p: argparse.ArgumentParser, flag: str, default: bool, help_text: str | None = None
+) -> None:
+    """A ``true|false`` option, parsed as its broker.conf key is (conffile.parse_bool)."""
+    p.add_argument(
+        flag, type=conffile.parse_bool, default=default, metavar="true|false", help=help_text
+    )
+
+
 def _deduplication(p: argparse.ArgumentParser) -> None:
     """The deduplication defaults a broker and a standalone share."""
-    p.add_argument(
+    _bool_option(
+        p,
         "--deduplication-enabled",
-        type=conffile.parse_bool,
-        default=_BC.deduplication_enabled,
-        metavar="true|false",
-        help="default when neither namespace nor topic sets it",
+        _BC.deduplication_enabled,
+        "default when neither namespace nor topic sets it",
     )
     p.add_argument(
         "--deduplication-entries-interval",
         type=int,
         default=_BC.deduplication_entries_interval,
         help="a snapshot of the producers' sequence ids every this many entries",
+    )
+
+
+def _force_delete(p: argparse.ArgumentParser) -> None:
+    """Pulsar's forceDeleteTenantAllowed / forceDeleteNamespaceAllowed (both off by default)."""
+    _bool_option(
+        p,
+        "--force-delete-tenant-allowed",
+        _BC.force_delete_tenant_allowed,
+        "allow DELETE of a tenant with force=true (deletes its namespaces and topics)",
+    )
+    _bool_option(
+        p,
+        "--force-delete-namespace-allowed",
+        _BC.force_delete_namespace_allowed,
+        "allow DELETE of a namespace with force=true (deletes its topics)",
     )
 
 
@@ -229,6 +257,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     )
     _non_persistent_inactive(p)
     _deduplication(p)
+    _force_delete(p)
     p.add_argument("--log-level", default=None)
     p.set_defaults(func=_standalone)
 
@@ -263,12 +292,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
         default=_BC.auto_topic_creation_type,
     )
     p.add_argument("--default-num-partitions", type=int, default=_BC.default_num_partitions)
-    p.add_argument(
-        "--allow-auto-topic-creation",
-        type=conffile.parse_bool,
-        default=_BC.allow_auto_topic_creation,
-        metavar="true|false",
-    )
+    _bool_option(p, "--allow-auto-topic-creation", _BC.allow_auto_topic_creation)
     p.add_argument(
         "--default-bundles",
         type=int,
@@ -281,6 +305,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     p.add_argument("--max-ledger-age", type=float, default=_ML.max_ledger_age_s, metavar="SECONDS")
     p.add_argument("--min-ledger-age", type=float, default=_ML.min_ledger_age_s, metavar="SECONDS")
     _deduplication(p)
+    _force_delete(p)
     p.add_argument(
         "--deduplication-max-producers", type=int, default=_BC.deduplication_max_producers
     )

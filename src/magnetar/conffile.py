@@ -178,6 +178,11 @@ _SERVING: dict[str, Opt | Fixed] = {
     "managedLedgerMaxEntriesPerLedger": Opt("max_entries_per_ledger", _positive_int),
 }
 
+_FORCE_DELETE: dict[str, Opt | Fixed] = {
+    "forceDeleteTenantAllowed": Opt("force_delete_tenant_allowed", parse_bool),
+    "forceDeleteNamespaceAllowed": Opt("force_delete_namespace_allowed", parse_bool),
+}
+
 BROKER: Table = {
     **_SERVING,
     "clusterName": Opt("cluster_name"),
@@ -200,6 +205,7 @@ BROKER: Table = {
     "brokerDeduplicationProducerInactivityTimeoutMinutes": Opt(
         "deduplication_producer_inactivity", _minutes_to_s
     ),
+    **_FORCE_DELETE,
     **_BROKER_NOT_IMPLEMENTED,
 }
 """broker.conf keys of ``magnetar broker``."""
@@ -215,6 +221,7 @@ STANDALONE: Table = {
     "managedLedgerDefaultAckQuorum": Fixed(frozenset({"1"}), _STANDALONE_ONLY),
     "brokerDeduplicationEnabled": Opt("deduplication_enabled", parse_bool),
     "brokerDeduplicationEntriesInterval": Opt("deduplication_entries_interval", _positive_int),
+    **_FORCE_DELETE,
     **_BROKER_NOT_IMPLEMENTED,
 }
 """standalone.conf keys of ``magnetar standalone``."""

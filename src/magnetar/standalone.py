@@ -63,6 +63,10 @@ class StandaloneOptions:
     deduplication_enabled: bool = False
     """Deduplication for topics whose namespace and topic policies do not say."""
     deduplication_entries_interval: int = 1000
+    force_delete_tenant_allowed: bool = False
+    """Pulsar's forceDeleteTenantAllowed (a forced tenant delete is refused unless true)."""
+    force_delete_namespace_allowed: bool = False
+    """Pulsar's forceDeleteNamespaceAllowed (a forced namespace delete is refused unless true)."""
 
 
 def _free_port() -> int:
@@ -106,6 +110,8 @@ def broker_config(options: StandaloneOptions) -> BrokerConfig:
         non_persistent_inactive_s=options.non_persistent_inactive_s,
         deduplication_enabled=options.deduplication_enabled,
         deduplication_entries_interval=options.deduplication_entries_interval,
+        force_delete_tenant_allowed=options.force_delete_tenant_allowed,
+        force_delete_namespace_allowed=options.force_delete_namespace_allowed,
         managed_ledger=ManagedLedgerConfig(
             ensemble_size=1,
             write_quorum=1,

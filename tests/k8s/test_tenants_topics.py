@@ -4,7 +4,8 @@ Parametrised over admin backends (tests/k8s/admin_backends.py): the INTERIM in-t
 until Magnetar's broker serves the admin API, and `magnetar standalone`, skipped with the
 reason while its admin API lacks tenants. Everything is observed and disturbed over HTTP.
 Covers: create, update, drift correction (a topic deleted behind the operator's back),
-adoption, deletion, and deletion that completes when the cluster is gone.
+adoption, deletion (never forced: blocked by what the operator did not create), and deletion
+that completes when the cluster is gone.
 """
 
 from __future__ import annotations
@@ -146,6 +147,32 @@ def test_tenant_and_topic_lifecycle(
     cr.delete("topics", "single")
     cr.delete("tenants", "acme")
     eventually(lambda: not cr.exists("tenants", "acme") and not cr.exists("topics", "single"))
+    assert view.tenant("acme") is None
+
+
+def test_tenant_deletion_is_never_forced(
+    api: client.ApiClient, operator: Proc, namespace: str, backend: Backend
+) -> None:
+    """The finalizer deletes the namespaces the resource manages, then the tenant without
+    force; a namespace someone else created blocks it (reported, retried) until removed."""
+    cr = CR(api, namespace)
+    view = AdminView(backend.url)
+    cr.create("tenants", tenant("acme", backend.url, [{"name": "orders"}]))
+    eventually(lambda: ready(cr, "tenants", "acme"), what="Tenant Ready")
+    view.call("PUT", "/admin/v2/namespaces/acme/foreign")  # not the operator's
+    cr.delete("tenants", "acme")
+
+    def blocked() -> dict[str, Any]:
+        cond = condition(cr.get("tenants", "acme"), "Ready")
+        assert cond and cond["status"] == "False" and cond["reason"] == "DeleteBlocked", cond
+        return cond
+
+    cond = eventually(blocked, what="deletion reported as blocked")
+    assert "409" in cond["message"], cond
+    assert view.namespaces("acme") == ["acme/foreign"]  # its own namespace went, not the other
+    eventually(lambda: "DeleteBlocked" in reasons(api, namespace), what="DeleteBlocked event")
+    view.call("DELETE", "/admin/v2/namespaces/acme/foreign")
+    eventually(lambda: not cr.exists("tenants", "acme"), what="Tenant deleted once emptied")
     assert view.tenant("acme") is None
 
 

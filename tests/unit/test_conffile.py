@@ -84,6 +84,7 @@ def test_broker_file_sets_options_and_converts_units(tmp_path: Path) -> None:
         "metadataStoreSessionTimeoutMillis=30000\n"
         "defaultNumberOfNamespaceBundles=8\n"
         "brokerDeduplicationEnabled=true\n"
+        "forceDeleteTenantAllowed=true\n"
         "authenticationEnabled=false\n"
         "bookkeeperClientRackawarePolicyEnabled=true\n",
     )
@@ -98,6 +99,8 @@ def test_broker_file_sets_options_and_converts_units(tmp_path: Path) -> None:
     assert args.session_ttl == 30.0
     assert args.default_bundles == 8
     assert args.deduplication_enabled is True
+    assert args.force_delete_tenant_allowed is True
+    assert args.force_delete_namespace_allowed is False, "Pulsar's default"
 
 
 def test_flags_override_the_file(tmp_path: Path) -> None:

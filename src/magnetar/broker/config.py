@@ -71,6 +71,13 @@ class BrokerConfig:
     deduplication_max_producers: int = 10_000
     """brokerDeduplicationMaxNumberOfProducers: producers kept in a snapshot."""
 
+    force_delete_tenant_allowed: bool = False
+    """Pulsar's forceDeleteTenantAllowed: ``DELETE /admin/v2/tenants/{t}?force=true`` (which
+    deletes the tenant's namespaces and topics) is refused with 405 unless true."""
+    force_delete_namespace_allowed: bool = False
+    """Pulsar's forceDeleteNamespaceAllowed: a forced namespace delete (which deletes its
+    topics) is refused with 405 unless true."""
+
     managed_ledger: ManagedLedgerConfig = field(default_factory=ManagedLedgerConfig)
 
     @property

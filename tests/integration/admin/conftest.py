@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pulsar
@@ -58,14 +58,29 @@ def assert_no_internal_errors(proc: StandaloneProc) -> None:
     assert INTERNAL_ERROR_LOG not in log, log[log.index(INTERNAL_ERROR_LOG) - 200 :][:3000]
 
 
-@pytest.fixture(scope="module")
-def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProc]:
-    proc = StandaloneProc(tmp_path_factory.mktemp("admin") / "data").start()
+FORCE_DELETE_CONF = "forceDeleteTenantAllowed=true\nforceDeleteNamespaceAllowed=true\n"
+"""standalone.conf of the suites that force-delete tenants and namespaces (Pulsar and
+Magnetar refuse forced deletes by default: test_force_delete.py)."""
+
+
+def running_standalone(
+    tmp_path_factory: pytest.TempPathFactory, name: str, extra_args: Sequence[str] = ()
+) -> Iterator[StandaloneProc]:
+    """A module fixture's body: a standalone in a fresh directory, checked for admin 500s
+    and stopped by pid at the end."""
+    proc = StandaloneProc(tmp_path_factory.mktemp(name) / "data", extra_args=extra_args).start()
     try:
         yield proc
         assert_no_internal_errors(proc)
     finally:
         proc.stop()
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProc]:
+    conf = tmp_path_factory.mktemp("admin-conf") / "standalone.conf"
+    conf.write_text(FORCE_DELETE_CONF)
+    yield from running_standalone(tmp_path_factory, "admin", ["--config", str(conf)])
 
 
 @pytest.fixture

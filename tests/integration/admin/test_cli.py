@@ -191,7 +191,7 @@ def test_topic_policies_and_tenant_force(standalone: StandaloneProc) -> None:
         assert as_json(standalone, "topics", f"get-{policy}", topic) is None
     assert as_json(standalone, "topics", "list", "cli-force/ns", "-td", "non-persistent") == []
     refused = admin(standalone, "tenants", "delete", "cli-force", ok=False)
-    assert refused.returncode == 1 and "412" in refused.stderr
+    assert refused.returncode == 1 and "409" in refused.stderr
     admin(standalone, "tenants", "delete", "cli-force", "--force")
     assert "cli-force" not in admin(standalone, "tenants", "list").stdout.split()
 

@@ -9,22 +9,14 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 
-from tests.integration.admin.conftest import Admin, assert_no_internal_errors
+from tests.integration.admin.conftest import Admin, running_standalone
 from tests.support.standalone import StandaloneProc
 from tests.support.wait import holds_for, wait_until
 
 
 @pytest.fixture(scope="module")
 def small_ledgers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProc]:
-    proc = StandaloneProc(
-        tmp_path_factory.mktemp("retention") / "data",
-        extra_args=["--max-entries-per-ledger", "5"],
-    ).start()
-    try:
-        yield proc
-        assert_no_internal_errors(proc)
-    finally:
-        proc.stop()
+    yield from running_standalone(tmp_path_factory, "retention", ["--max-entries-per-ledger", "5"])
 
 
 def produce_and_ack(client: pulsar.Client, topic: str, n: int) -> None:

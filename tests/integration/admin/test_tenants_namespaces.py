@@ -40,7 +40,7 @@ def test_tenant_lifecycle(admin: Admin) -> None:
     )
     assert admin.put("/namespaces/t-life/ns") == (204, None)
     status, body = admin.delete("/tenants/t-life")
-    assert status == 412 and "namespaces" in body["reason"]
+    assert status == 409 and "still has active namespaces" in body["reason"]
     assert admin.delete("/namespaces/t-life/ns") == (204, None)
     assert admin.delete("/tenants/t-life") == (204, None)
     assert admin.get("/tenants/t-life")[0] == 404

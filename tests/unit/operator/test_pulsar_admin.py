@@ -1,15 +1,17 @@
 """The admin REST client and the Tenant/Topic reconcile functions, against the INTERIM
-in-test admin API (fake_admin.py) until Magnetar's broker serves the real one."""
+in-test admin API (fake_admin.py) until Magnetar's broker serves the real one; the Tenant
+deletion (never forced) against a real ``magnetar standalone``."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
 from magnetar_operator import resources
 from magnetar_operator.pulsar import Admin, AdminError, AdminUnavailable, TopicName
 from tests.support.procs import free_port
+from tests.support.standalone import StandaloneProc
 from tests.unit.operator.fake_admin import FakeAdmin
 
 
@@ -115,6 +117,7 @@ async def test_topics(fake: FakeAdmin) -> None:
         ]
         await resources.delete_topic(admin, spec)
         await resources.delete_topic(admin, spec)  # already gone: fine
+        await resources.delete_topic(admin, np)  # the tenant's deletion is never forced
         await resources.delete_tenant(admin, TENANT, managed=["orders", "events"])
     assert fake.state.tenants == {} and fake.state.topics == {}
 
@@ -129,3 +132,39 @@ def test_topic_name() -> None:
     t = TopicName(False, "a b", "ns", "t/1")
     assert str(t) == "non-persistent://a b/ns/t/1"
     assert t.path == "/admin/v2/non-persistent/a%20b/ns/t%2F1"
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProc]:
+    """A real ``magnetar standalone`` at Pulsar's defaults: forced deletes are refused."""
+    proc = StandaloneProc(tmp_path_factory.mktemp("operator-admin") / "data").start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+async def test_tenant_deletion_deletes_only_what_it_manages(standalone: StandaloneProc) -> None:
+    spec = {"name": "owned", "namespaces": [{"name": "a"}]}
+    async with Admin(standalone.http_url) as admin:
+        _, managed = await resources.reconcile_tenant(
+            admin, spec, default_cluster="standalone", managed=[]
+        )
+        assert managed == ["a"]
+        # A topic in its namespace and a namespace it did not create: both block, never forced.
+        topic = TopicName(True, "owned", "a", "t")
+        await admin.create_topic(topic)
+        with pytest.raises(AdminError) as err:
+            await resources.delete_tenant(admin, spec, managed=managed)
+        assert err.value.status == 409 and "not empty" in err.value.reason
+        assert await admin.list_topics(topic) == [str(topic)]
+        await admin.delete_topic(topic, partitioned=False)
+        await admin.create_namespace("owned", "foreign")
+        with pytest.raises(AdminError) as err:
+            await resources.delete_tenant(admin, spec, managed=managed)
+        assert err.value.status == 409 and "active namespaces" in err.value.reason
+        assert await admin.list_namespaces("owned") == ["foreign"]  # its own "a" is gone
+        # Once the owner removes what it created, the retried deletion completes.
+        await admin.delete_namespace("owned", "foreign")
+        await resources.delete_tenant(admin, spec, managed=managed)
+        assert await admin.get_tenant("owned") is None

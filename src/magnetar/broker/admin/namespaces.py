@@ -102,11 +102,18 @@ async def get_policies(request: web.Request) -> web.Response:
     return web.json_response({k: v for k, v in (await _policies(request)).items() if k != "format"})
 
 
+FORCE_NOT_ALLOWED = "Broker doesn't allow forced deletion of namespaces"
+"""Pulsar's 405 reason when forceDeleteNamespaceAllowed is false."""
+
+
 async def delete_namespace(request: web.Request) -> web.Response:
-    """Delete a namespace (409 while it has topics, unless ``force=true``)."""
+    """Delete a namespace (409 while it has topics, unless ``force=true`` and the broker
+    allows forced deletion; 405 when it does not)."""
     tenant, ns = _names(request)
     force = validation.query_flag(request.query.get("force"), "force")
     svc = service(request)
+    if force and not svc.config.force_delete_namespace_allowed:
+        raise AdminError(405, FORCE_NOT_ALLOWED)
     if await svc.store.get(keys.namespace(tenant, ns)) is None:
         raise not_found(f"namespace {tenant}/{ns}")
     topics = await svc.topics_of_namespace(tenant, ns, domains=ALL_DOMAINS)

@@ -2,8 +2,10 @@
 {adminRoles, allowedClusters}.
 
 Create is create-only (409 when it exists), update is a compare-and-set of the record, delete
-refuses while namespaces remain (412) unless ``?force=true``, which deletes them with their
-topics first (as Pulsar does when forced deletion is allowed).
+refuses while namespaces remain (409, as Pulsar) unless ``?force=true``, which deletes them
+with their topics first. As in Pulsar, a forced delete is refused with 405 unless the broker
+runs with forceDeleteTenantAllowed (and, when the tenant has namespaces,
+forceDeleteNamespaceAllowed: Pulsar force-deletes each namespace through its own endpoint).
 """
 
 from __future__ import annotations
@@ -84,15 +86,20 @@ async def update_tenant(request: web.Request) -> web.Response:
 
 
 async def delete_tenant(request: web.Request) -> web.Response:
-    """Delete a tenant (412 while it has namespaces, unless ``force=true``)."""
+    """Delete a tenant (409 while it has namespaces, unless ``force=true`` and the broker
+    allows forced deletion; 405 when it does not)."""
     tenant = check_name(request.match_info["tenant"], "tenant")
     force = validation.query_flag(request.query.get("force"), "force")
     svc = service(request)
+    if force and not svc.config.force_delete_tenant_allowed:
+        raise AdminError(405, "Broker doesn't allow forced deletion of tenants")
     if await svc.store.get(keys.tenant(tenant)) is None:
         raise not_found(f"tenant {tenant}")
     children = await svc.store.children(keys.tenant(tenant))
     if children and not force:
-        raise AdminError(412, f"tenant {tenant} still has namespaces: use force to delete them")
+        raise AdminError(409, f"The tenant {tenant} still has active namespaces")
+    if children and not svc.config.force_delete_namespace_allowed:
+        raise AdminError(405, namespaces.FORCE_NOT_ALLOWED)
     for child in children:
         await namespaces.delete_namespace_and_topics(svc, tenant, keys.unsegment(child))
     record = await svc.store.get(keys.tenant(tenant))
