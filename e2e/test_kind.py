@@ -8,7 +8,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from tests.support.procs import free_port, port_open, wait_until
+from tests.support.procs import free_port, port_open
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.e2e
 NS = "magnetar"

@@ -24,8 +24,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.support.procs import LOOPBACK, free_port, port_open, wait_until
+from tests.support.procs import LOOPBACK, free_port, port_open
 from tests.support.roundtrip import produce_and_consume
+from tests.support.wait import wait_until
 
 from e2e.localcluster import (
     ROOT,

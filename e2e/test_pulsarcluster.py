@@ -36,7 +36,7 @@ from typing import Any
 
 import pulsar
 import pytest
-from tests.support.procs import wait_until
+from tests.support.wait import wait_until
 
 from e2e.localcluster import (
     ROOT,

@@ -21,10 +21,10 @@ from magnetar.wire import commands, pb
 from tests.integration.admin.test_cluster import owner as cluster_owner
 from tests.support.bookies import BookieProc
 from tests.support.etcd import EtcdServer
-from tests.support.procs import wait_until
 from tests.support.proxy import ProxyProc
 from tests.support.raw_client import RawClient
 from tests.support.standalone import BrokerProc
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.etcd
 
