@@ -301,8 +301,8 @@ def _entries(state: PartitionState, after: Position, until: Position) -> list[tu
         for entry in range(ledger.entries):
             first = Position(ledger.ledger_id, entry, -1)
             last = Position(ledger.ledger_id, entry, MAX_BATCH)
-            if last <= after or first > until:
-                continue
+            if last <= after or first == after or first > until:
+                continue  # (``first == after``: a message stored alone, already read)
             out.append((last, size))
     return out
 
@@ -395,16 +395,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _check_loss(
         self, partition: str, offset: str, after: Position, state: PartitionState
     ) -> None:
-        """Retention or TTL removed the ledger the checkpoint stands in (and the one after
-        it): the messages after the checkpoint in it are gone."""
-        if after.ledger < 0 or state.ledger(after.ledger) is not None:
+        if not _check_loss_needed(offset, state):
             return
-        following = _next_ledger(offset)
-        if following is not None and state.ledger(following) is not None:
-            return
-        stored = [lg.ledger_id for lg in state.ledgers]
-        if stored and after.ledger > stored[-1]:
-            return  # not a ledger of the past
         message = (
             f"data loss on {partition}: the checkpoint stands at message {after.text()} of "
             f"ledger {after.ledger}, which is no longer stored (retention or TTL removed it); "
@@ -420,7 +412,9 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
         ranges = []
-        for partition, offset in end.items():
+        # sorted: a replayed micro-batch maps each topic partition to the same Spark
+        # partition, which the exactly-once sink's producer names rely on
+        for partition, offset in sorted(end.items()):
             after = Position.parse(start.get(partition, BEFORE_ALL.text()))
             until = Position.parse(offset)
             if until > after:
@@ -452,6 +446,19 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def stop(self) -> None:
         """Nothing held between calls: every call opens what it needs."""
+
+
+def _check_loss_needed(offset: str, state: PartitionState) -> bool:
+    """Retention or TTL removed the ledger the checkpoint stands in (and the one after it,
+    when the checkpointed message closed its ledger): messages after it may be gone."""
+    after = Position.parse(offset)
+    if after.ledger < 0 or state.ledger(after.ledger) is not None:
+        return False
+    following = _next_ledger(offset)
+    if following is not None and state.ledger(following) is not None:
+        return False
+    stored = [lg.ledger_id for lg in state.ledgers]
+    return not (stored and after.ledger > stored[-1])  # a ledger of the past
 
 
 def _next_entry(after: Position) -> Position | None:
