@@ -11,7 +11,6 @@ trimmed, fully read ledger is not mistaken for data loss)."""
 
 from __future__ import annotations
 
-import datetime
 import logging
 import math
 from collections.abc import Iterator, Mapping, Sequence
@@ -26,6 +25,15 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from magnetar.spark import options as opts
 from magnetar.spark.admin import Admin, PartitionState, TopicNotFound, check_reachable
@@ -33,11 +41,23 @@ from magnetar.spark.options import BEFORE_ALL, MAX_BATCH, MagnetarSourceError, P
 
 log = logging.getLogger(__name__)
 
-SCHEMA = (
-    "key string, value binary, topic string, partition int, messageId binary, "
-    "messageIdString string, publishTime timestamp, eventTime timestamp, "
-    "properties map<string,string>, producerName string"
+SCHEMA = StructType(
+    [
+        StructField("key", StringType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("messageId", BinaryType()),
+        StructField("messageIdString", StringType()),
+        StructField("publishTime", TimestampType()),
+        StructField("eventTime", TimestampType()),
+        StructField("properties", MapType(StringType(), StringType())),
+        StructField("producerName", StringType()),
+    ]
 )
+ARROW_BATCH_ROWS = 4096
+"""Rows per Arrow record batch handed to Spark (tuples would be converted one by one)."""
+
 DEFAULT_POLL_TIMEOUT_MS = 30_000
 _PARTITION_SUFFIX = "-partition-"
 
@@ -180,14 +200,35 @@ def end_until(spec: opts.OffsetSpec, state: PartitionState) -> Position | None:
 # --- executors ----------------------------------------------------------------------------------
 
 
-def _utc(ms: int) -> datetime.datetime | None:
-    if ms <= 0:
-        return None
-    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+def _micros(ms: int) -> int | None:
+    return ms * 1000 if ms > 0 else None
+
+
+def arrow_batches(rows: Iterator[tuple[Any, ...]]) -> Iterator[Any]:
+    """``read_range``'s rows as Arrow record batches of ``SCHEMA``."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(SCHEMA, timezone="UTC")  # what Spark's worker expects
+    columns: list[list[Any]] = [[] for _ in SCHEMA.fields]
+    appends = [c.append for c in columns]
+    n = 0
+    for row in rows:
+        for append, value in zip(appends, row, strict=True):
+            append(value)
+        n += 1
+        if n == ARROW_BATCH_ROWS:
+            yield pa.RecordBatch.from_arrays(columns, schema=schema)
+            for c in columns:
+                c.clear()
+            n = 0
+    if n:
+        yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
 def read_range(service_url: str, r: Range, *, poll_timeout_ms: int) -> Iterator[tuple[Any, ...]]:
-    """Every message of ``r`` in order, as rows of ``SCHEMA``."""
+    """Every message of ``r`` in order, as rows of ``SCHEMA`` (times in microseconds,
+    properties as pairs: the Arrow forms)."""
     import pulsar  # the executors' dependency, imported where it runs
 
     after, until = Position.parse(r.after), Position.parse(r.until)
@@ -220,7 +261,7 @@ def read_range(service_url: str, r: Range, *, poll_timeout_ms: int) -> Iterator[
             mid = msg.message_id()
             pos = Position(mid.ledger_id(), mid.entry_id(), mid.batch_index())
             if pos <= after:
-                continue
+                continue  # before the range, or delivered again after a reconnection
             if pos > until:
                 break
             yield (
@@ -230,11 +271,12 @@ def read_range(service_url: str, r: Range, *, poll_timeout_ms: int) -> Iterator[
                 index,
                 mid.serialize(),
                 f"{pos.ledger}:{pos.entry}:{pos.batch}:{index}",
-                _utc(msg.publish_timestamp()),
-                _utc(msg.event_timestamp()),
-                dict(msg.properties()),
+                _micros(msg.publish_timestamp()),
+                _micros(msg.event_timestamp()),
+                list(msg.properties().items()),
                 msg.producer_name(),
             )
+            after = pos  # strictly increasing: a message is never yielded twice
             if pos == until:
                 break
         reader.close()
@@ -264,11 +306,13 @@ class BatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         return self.ranges
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, Range):
             return  # nothing planned: Spark still runs one task without a partition
-        yield from read_range(
-            self.settings.service_url, partition, poll_timeout_ms=self.settings.poll_timeout_ms
+        yield from arrow_batches(
+            read_range(
+                self.settings.service_url, partition, poll_timeout_ms=self.settings.poll_timeout_ms
+            )
         )
 
 
@@ -421,11 +465,13 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 ranges.append(Range(partition, after, until))
         return ranges
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, Range):
             return  # nothing planned: Spark still runs one task without a partition
-        yield from read_range(
-            self.settings.service_url, partition, poll_timeout_ms=self.settings.poll_timeout_ms
+        yield from arrow_batches(
+            read_range(
+                self.settings.service_url, partition, poll_timeout_ms=self.settings.poll_timeout_ms
+            )
         )
 
     def commit(self, end: dict[str, str]) -> None:

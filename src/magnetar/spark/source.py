@@ -21,7 +21,7 @@ class MagnetarDataSource(DataSource):
     def name(cls) -> str:
         return "magnetar"
 
-    def schema(self) -> str:
+    def schema(self) -> StructType:
         """Called by load() only: the read options are checked here, before anything runs."""
         read.Settings.check(self.options)
         return read.SCHEMA

@@ -5,7 +5,7 @@ and reports success only when every message is acknowledged.
 
 The streaming sink is exactly-once with the broker's deduplication: each write task's
 producer is named after the query id and the Spark partition, and each message's sequence id
-is ``batch id << 32 | row position`` -- a micro-batch replayed after a failure (same batch
+is ``batch id << 32 | (row position + 1)`` -- a micro-batch replayed after a failure (same batch
 id, same rows in the same order, as the magnetar source plans them) carries sequence ids the
 broker has already stored, and the broker drops them. Without ``deduplicationEnabled`` on the
 sink's namespace or topic the sink is at-least-once."""
@@ -194,7 +194,9 @@ class StreamWriter(DataSourceStreamWriter):
         if query_id is None or batch_id is None:
             raise MagnetarSourceError("the streaming sink runs outside a micro-batch query")
         name = f"spark-{query_id}-{ctx.partitionId()}"
-        first = int(batch_id) << _ROW_BITS
+        # + 1: the official Python client ignores sequence_id=0 (it tests the value for
+        # truth) and numbers such a message itself, so no row may get sequence id 0
+        first = (int(batch_id) << _ROW_BITS) + 1
         return Written(
             _publish(self.settings, iterator, producer_name=name, first_sequence_id=first)
         )
