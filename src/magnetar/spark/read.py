@@ -210,20 +210,14 @@ def arrow_batches(rows: Iterator[tuple[Any, ...]]) -> Iterator[Any]:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     schema = to_arrow_schema(SCHEMA, timezone="UTC")  # what Spark's worker expects
-    columns: list[list[Any]] = [[] for _ in SCHEMA.fields]
-    appends = [c.append for c in columns]
-    n = 0
+    chunk: list[tuple[Any, ...]] = []
     for row in rows:
-        for append, value in zip(appends, row, strict=True):
-            append(value)
-        n += 1
-        if n == ARROW_BATCH_ROWS:
-            yield pa.RecordBatch.from_arrays(columns, schema=schema)
-            for c in columns:
-                c.clear()
-            n = 0
-    if n:
-        yield pa.RecordBatch.from_arrays(columns, schema=schema)
+        chunk.append(row)
+        if len(chunk) == ARROW_BATCH_ROWS:
+            yield pa.RecordBatch.from_arrays(list(zip(*chunk, strict=True)), schema=schema)
+            chunk = []
+    if chunk:
+        yield pa.RecordBatch.from_arrays(list(zip(*chunk, strict=True)), schema=schema)
 
 
 def read_range(service_url: str, r: Range, *, poll_timeout_ms: int) -> Iterator[tuple[Any, ...]]:
@@ -259,7 +253,7 @@ def read_range(service_url: str, r: Range, *, poll_timeout_ms: int) -> Iterator[
                     f"within pollTimeoutMs={poll_timeout_ms} (was the data removed?)"
                 ) from None
             mid = msg.message_id()
-            pos = Position(mid.ledger_id(), mid.entry_id(), mid.batch_index())
+            pos = (mid.ledger_id(), mid.entry_id(), mid.batch_index())  # compared as Positions
             if pos <= after:
                 continue  # before the range, or delivered again after a reconnection
             if pos > until:
@@ -270,13 +264,13 @@ def read_range(service_url: str, r: Range, *, poll_timeout_ms: int) -> Iterator[
                 parent,
                 index,
                 mid.serialize(),
-                f"{pos.ledger}:{pos.entry}:{pos.batch}:{index}",
+                f"{pos[0]}:{pos[1]}:{pos[2]}:{index}",
                 _micros(msg.publish_timestamp()),
                 _micros(msg.event_timestamp()),
                 list(msg.properties().items()),
                 msg.producer_name(),
             )
-            after = pos  # strictly increasing: a message is never yielded twice
+            after = Position(*pos)  # strictly increasing: no message is yielded twice
             if pos == until:
                 break
         reader.close()
