@@ -26,6 +26,7 @@ import pulsar
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.integration.spark.conftest import admin_call, create_topic
+from tests.support.spark import local_session
 from tests.support.standalone import StandaloneProc
 
 NS = "public/bench"
@@ -70,25 +71,6 @@ def client_consume(service_url: str, partitions: list[str], n: int) -> float:
     return n / elapsed
 
 
-def spark_session() -> Any:
-    from pyspark.sql import SparkSession
-
-    import magnetar.spark
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = (
-        SparkSession.builder.master(f"local[{os.cpu_count() or 2}]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    magnetar.spark.register(spark)
-    return spark
-
-
 def best(rounds: int, run: Any) -> float:
     return max(run() for _ in range(rounds))
 
@@ -117,7 +99,7 @@ def main() -> None:
             client_rate = best(args.rounds, lambda: client_consume(proc.service_url, parts, n))
             say(f"official client, one process: {client_rate:,.0f} rows/s")
 
-            spark = spark_session()
+            spark = local_session("magnetar-spark-bench", cores=os.cpu_count() or 2)
             options = {"serviceUrl": proc.service_url, "adminUrl": proc.http_url, "topic": topic}
 
             def batch_read() -> float:

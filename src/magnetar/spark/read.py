@@ -278,6 +278,15 @@ def read_range(service_url: str, r: Range, *, poll_timeout_ms: int) -> Iterator[
         client.close()
 
 
+def read_partition(settings: Settings, partition: InputPartition) -> Iterator[Any]:
+    """An input partition's messages as Arrow batches (both readers' ``read``)."""
+    if not isinstance(partition, Range):
+        return  # nothing planned: Spark still runs one task without a partition
+    yield from arrow_batches(
+        read_range(settings.service_url, partition, poll_timeout_ms=settings.poll_timeout_ms)
+    )
+
+
 # --- batch --------------------------------------------------------------------------------------
 
 
@@ -301,13 +310,7 @@ class BatchReader(DataSourceReader):
         return self.ranges
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        if not isinstance(partition, Range):
-            return  # nothing planned: Spark still runs one task without a partition
-        yield from arrow_batches(
-            read_range(
-                self.settings.service_url, partition, poll_timeout_ms=self.settings.poll_timeout_ms
-            )
-        )
+        return read_partition(self.settings, partition)
 
 
 # --- streaming ----------------------------------------------------------------------------------
@@ -460,13 +463,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ranges
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        if not isinstance(partition, Range):
-            return  # nothing planned: Spark still runs one task without a partition
-        yield from arrow_batches(
-            read_range(
-                self.settings.service_url, partition, poll_timeout_ms=self.settings.poll_timeout_ms
-            )
-        )
+        return read_partition(self.settings, partition)
 
     def commit(self, end: dict[str, str]) -> None:
         """Advance the durable subscription (when one is named) to what Spark committed."""

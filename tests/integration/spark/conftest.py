@@ -5,8 +5,6 @@ back and call the admin API."""
 from __future__ import annotations
 
 import json
-import os
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -15,7 +13,7 @@ from typing import Any
 import pulsar
 import pytest
 
-from tests.support.procs import LOOPBACK
+from tests.support.spark import local_session
 from tests.support.standalone import StandaloneProc
 
 LEDGER_ENTRIES = 5
@@ -70,23 +68,7 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneP
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    from pyspark.sql import SparkSession
-
-    import magnetar.spark
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # workers import magnetar from this venv
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("magnetar-spark-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", LOOPBACK)
-        .config("spark.driver.bindAddress", LOOPBACK)
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    magnetar.spark.register(session)
+    session = local_session("magnetar-spark-tests")
     try:
         yield session
     finally:

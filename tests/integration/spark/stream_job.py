@@ -5,12 +5,12 @@ is there (replaying an interrupted micro-batch first) and exits 0."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+from pathlib import Path
 
-from pyspark.sql import SparkSession
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # run as a script
 
-import magnetar.spark
+from tests.support.spark import local_session
 
 
 def main() -> None:
@@ -23,18 +23,7 @@ def main() -> None:
     ap.add_argument("--max-records", default="1000")
     ap.add_argument("--mode", choices=["run", "available-now"], required=True)
     args = ap.parse_args()
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("magnetar-kill-test")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    magnetar.spark.register(spark)
+    spark = local_session("magnetar-kill-test")
     rows = (
         spark.readStream.format("magnetar")
         .option("serviceUrl", args.service_url)
