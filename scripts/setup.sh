@@ -15,7 +15,8 @@ log() { printf '[setup] %s\n' "$*"; }
 # etcd-server: Debian bookworm ships etcd 3.4.23; it serves the v3 API our client speaks,
 # and it is the one etcd the machine's package registry provides (the metadata contract
 # tests run against it).
-APT_PKGS=(etcd-server etcd-client)
+# openjdk-17-jre-headless: the JVM of the optional PySpark data source (src/magnetar/spark).
+APT_PKGS=(etcd-server etcd-client openjdk-17-jre-headless)
 missing=()
 for p in "${APT_PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -46,7 +47,7 @@ want=$(cat pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     log "installing Python dependencies"
     "$VENV/bin/pip" install -q --upgrade pip
-    "$VENV/bin/pip" install -q -e ".[dev,k8s]"
+    "$VENV/bin/pip" install -q -e ".[dev,k8s,spark]"
     echo "$want" > "$stamp"
 fi
 # --- generated code ------------------------------------------------------------------------

@@ -1,0 +1,165 @@
+"""Spark data source figures against a ``magnetar standalone`` it starts: rows/s of 1 KiB
+messages for a batch read, a streaming read (AvailableNow, one micro-batch) and a batch
+write, next to the official client consuming the same data in one process. Figures only,
+never pass/fail; docs/benchmarks.md records them (issue 16's target: batch read >= 1.0x the
+single-process client with 2 partitions).
+
+    .venv/bin/python bench/spark_bench.py [--messages 100000] [--size 1024] [--partitions 2]
+
+Spark runs in local mode with as many cores as the machine has; the session's start-up is
+not counted, each Spark figure is the best of ``--rounds`` runs (the first pays for the
+Python workers' start).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pulsar
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.integration.spark.conftest import admin_call, create_topic
+from tests.support.spark import local_session
+from tests.support.standalone import StandaloneProc
+
+NS = "public/bench"
+
+
+def say(text: str) -> None:
+    print(text, flush=True)  # Spark's JVM shares the terminal: no buffered lines lost
+
+
+def _quiet() -> pulsar.ConsoleLogger:
+    return pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn)
+
+
+def produce(service_url: str, topic: str, n: int, size: int) -> None:
+    client = pulsar.Client(service_url, logger=_quiet())
+    producer = client.create_producer(
+        topic, batching_enabled=True, block_if_queue_full=True, max_pending_messages=10_000
+    )
+    payload = os.urandom(size)
+    for i in range(n):
+        producer.send_async(payload, None, partition_key=str(i))
+    producer.flush()
+    client.close()
+
+
+def client_consume(service_url: str, partitions: list[str], n: int) -> float:
+    """The official client reading the same partitions in one process (readers, in turn)."""
+    client = pulsar.Client(service_url, logger=_quiet())
+    start = time.perf_counter()
+    got = 0
+    for partition in partitions:
+        reader = client.create_reader(
+            partition, pulsar.MessageId.earliest, receiver_queue_size=5000
+        )
+        while reader.has_message_available():
+            reader.read_next(10_000)
+            got += 1
+        reader.close()
+    elapsed = time.perf_counter() - start
+    client.close()
+    assert got == n, (got, n)
+    return n / elapsed
+
+
+def best(rounds: int, run: Any) -> float:
+    return max(run() for _ in range(rounds))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--messages", type=int, default=100_000)
+    ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--partitions", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    n = args.messages
+    with tempfile.TemporaryDirectory(prefix="spark-bench-") as tmp:
+        proc = StandaloneProc(Path(tmp) / "data").start()
+        try:
+            admin_call(proc.http_url, "PUT", f"/namespaces/{NS}", {})
+            infinite = {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}
+            admin_call(proc.http_url, "POST", f"/namespaces/{NS}/retention", infinite)
+            topic = f"persistent://{NS}/in"
+            create_topic(proc, f"{NS}/in", args.partitions)
+            parts = [f"{topic}-partition-{p}" for p in range(args.partitions)]
+            t0 = time.perf_counter()
+            produce(proc.service_url, topic, n, args.size)
+            say(f"produced {n} x {args.size} B in {time.perf_counter() - t0:.1f} s")
+
+            client_rate = best(args.rounds, lambda: client_consume(proc.service_url, parts, n))
+            say(f"official client, one process: {client_rate:,.0f} rows/s")
+
+            spark = local_session("magnetar-spark-bench", cores=os.cpu_count() or 2)
+            options = {"serviceUrl": proc.service_url, "adminUrl": proc.http_url, "topic": topic}
+
+            def batch_read() -> float:
+                df = spark.read.format("magnetar").options(**options).load()
+                start = time.perf_counter()
+                df.write.format("noop").mode("overwrite").save()  # every row, in the JVM
+                rate = n / (time.perf_counter() - start)
+                assert df.count() == n  # (outside the timing)
+                return rate
+
+            batch_rate = best(args.rounds, batch_read)
+            say(
+                f"spark batch read:  {batch_rate:,.0f} rows/s "
+                f"({batch_rate / client_rate:.2f}x the client)"
+            )
+
+            def stream_read() -> float:
+                with tempfile.TemporaryDirectory(prefix="ckpt-") as ckpt:
+                    start = time.perf_counter()
+                    query = (
+                        spark.readStream.format("magnetar")
+                        .options(**options, startingOffsets="earliest")
+                        .load()
+                        .select("value")
+                        .writeStream.format("noop")
+                        .option("checkpointLocation", ckpt)
+                        .trigger(availableNow=True)
+                        .start()
+                    )
+                    query.awaitTermination()
+                    rows = sum(p["numInputRows"] for p in query.recentProgress)
+                    assert rows == n, rows
+                    return n / (time.perf_counter() - start)
+
+            stream_rate = best(args.rounds, stream_read)
+            say(
+                f"spark stream read: {stream_rate:,.0f} rows/s "
+                f"({stream_rate / client_rate:.2f}x the client; includes query start and commit)"
+            )
+
+            def write() -> float:
+                sink = f"persistent://{NS}/out-{time.monotonic_ns()}"
+                create_topic(proc, sink.split("://")[1], args.partitions)
+                df = spark.read.format("magnetar").options(**options).load().select("key", "value")
+                df = df.cache()
+                df.count()
+                start = time.perf_counter()
+                df.write.format("magnetar").option("serviceUrl", proc.service_url).option(
+                    "topic", sink
+                ).mode("append").save()
+                rate = n / (time.perf_counter() - start)
+                df.unpersist()
+                return rate
+
+            write_rate = best(args.rounds, write)
+            say(f"spark batch write: {write_rate:,.0f} rows/s")
+            spark.stop()
+        finally:
+            proc.stop()
+
+
+if __name__ == "__main__":
+    main()

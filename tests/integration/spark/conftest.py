@@ -1,0 +1,101 @@
+"""One ``magnetar standalone`` and one local-mode SparkSession per module for the Spark data
+source suites (a session takes ~10-20 s to start on 2 cores), and helpers to produce, read
+back and call the admin API."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pulsar
+import pytest
+
+from tests.support.spark import local_session
+from tests.support.standalone import StandaloneProc
+
+LEDGER_ENTRIES = 5
+"""Small ledgers, so a few messages roll over and retention can trim whole ledgers."""
+
+
+def admin_call(http_url: str, method: str, path: str, body: Any = None) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(f"{http_url}/admin/v2{path}", data=data, method=method)
+    req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, timeout=10) as r:
+        text = r.read()
+        return json.loads(text) if text else None
+
+
+def make_namespace(
+    standalone: StandaloneProc, namespace: str, *, retain: bool = True, dedup: bool = False
+) -> None:
+    try:
+        admin_call(standalone.http_url, "PUT", f"/namespaces/{namespace}", {})
+    except urllib.error.HTTPError as err:
+        if err.code != 409:
+            raise
+    if retain:  # the tests read back everything they wrote, subscribed or not
+        infinite = {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}
+        admin_call(standalone.http_url, "POST", f"/namespaces/{namespace}/retention", infinite)
+    if dedup:
+        admin_call(standalone.http_url, "POST", f"/namespaces/{namespace}/deduplication", True)
+
+
+def create_topic(standalone: StandaloneProc, topic: str, partitions: int = 0) -> None:
+    """Create ``tenant/ns/name`` (partitioned when ``partitions``); already there is fine."""
+    path = f"/persistent/{topic}" + ("/partitions" if partitions else "")
+    try:
+        admin_call(standalone.http_url, "PUT", path, partitions or None)
+    except urllib.error.HTTPError as err:
+        if err.code != 409:
+            raise
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProc]:
+    proc = StandaloneProc(
+        tmp_path_factory.mktemp("spark") / "data",
+        extra_args=["--max-entries-per-ledger", str(LEDGER_ENTRIES)],
+    ).start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    session = local_session("magnetar-spark-tests")
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture
+def client(standalone: StandaloneProc) -> Iterator[pulsar.Client]:
+    c = pulsar.Client(
+        standalone.service_url,
+        operation_timeout_seconds=15,
+        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
+    )
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def source_options(standalone: StandaloneProc, **extra: str) -> dict[str, str]:
+    return {"serviceUrl": standalone.service_url, "adminUrl": standalone.http_url, **extra}
+
+
+def read_all(client: pulsar.Client, topic: str) -> list[pulsar.Message]:
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    out = []
+    while reader.has_message_available():
+        out.append(reader.read_next(timeout_millis=10_000))
+    reader.close()
+    return out

@@ -1,0 +1,168 @@
+"""Batch reads and writes of the ``magnetar`` data source in Spark local mode against a real
+standalone: a partitioned topic read back row for row, starting/ending offsets, bad input
+refused at load() naming the problem, and a batch write routed by key."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pulsar
+import pytest
+
+from tests.integration.spark.conftest import (
+    create_topic,
+    make_namespace,
+    read_all,
+    source_options,
+)
+from tests.support.standalone import StandaloneProc
+
+NS = "public/spark-batch"
+
+
+def _produce(client: pulsar.Client, topic: str, n: int, *, batching: bool) -> list[Any]:
+    producer = client.create_producer(
+        topic, batching_enabled=batching, batching_max_messages=4, batching_max_publish_delay_ms=50
+    )
+    ids: list[Any] = []
+    for i in range(n):
+        kwargs: dict[str, Any] = dict(
+            partition_key=f"k{i % 7}",
+            properties={"i": str(i)},
+            event_timestamp=1_700_000_000_000 + i,
+        )
+        if batching:
+            producer.send_async(f"v{i}".encode(), lambda res, mid: ids.append(mid), **kwargs)
+        else:
+            ids.append(producer.send(f"v{i}".encode(), **kwargs))
+    producer.flush()
+    producer.close()
+    return ids
+
+
+def test_batch_read_of_a_partitioned_topic_returns_exactly_the_produced_rows(
+    standalone: StandaloneProc, spark: Any, client: pulsar.Client
+) -> None:
+    make_namespace(standalone, NS)
+    topic = f"persistent://{NS}/orders"
+    create_topic(standalone, f"{NS}/orders", 2)
+    _produce(client, topic, 60, batching=True)
+
+    df = spark.read.format("magnetar").options(**source_options(standalone, topic=topic)).load()
+    assert df.rdd.getNumPartitions() == 2  # one input partition per topic partition
+    rows = df.collect()
+    assert len(rows) == 60
+    got = {
+        (r.key, bytes(r.value), r.properties["i"], r.eventTime, r.topic, r.partition) for r in rows
+    }
+    assert {x[1] for x in got} == {f"v{i}".encode() for i in range(60)}
+    for key, value, i, event_time, parent, partition in got:
+        assert value == f"v{i}".encode() and key == f"k{int(i) % 7}"
+        assert event_time == datetime.datetime(2023, 11, 14, 22, 13, 20) + datetime.timedelta(
+            milliseconds=int(i)
+        )
+        assert parent == topic and partition in (0, 1)
+    # a key lives on one partition; ids are unique and deserialise to the client's ids
+    assert all(len({r.partition for r in rows if r.key == k}) == 1 for k in {r.key for r in rows})
+    assert len({r.messageIdString for r in rows}) == 60
+    mid = pulsar.MessageId.deserialize(bytes(rows[0].messageId))
+    assert rows[0].messageIdString == (
+        f"{mid.ledger_id()}:{mid.entry_id()}:{mid.batch_index()}:{rows[0].partition}"
+    )
+    assert all(r.producerName and r.publishTime for r in rows)
+
+
+def test_starting_and_ending_offsets(
+    standalone: StandaloneProc, spark: Any, client: pulsar.Client
+) -> None:
+    make_namespace(standalone, NS)
+    topic = f"persistent://{NS}/ranged"
+    ids = _produce(client, topic, 12, batching=False)
+
+    def read(**extra: str) -> list[str]:
+        opts = source_options(standalone, topic=topic, **extra)
+        rows = spark.read.format("magnetar").options(**opts).load().collect()
+        return [bytes(r.value).decode() for r in sorted(rows, key=lambda r: r.messageIdString)]
+
+    def at(i: int) -> str:
+        return (
+            f'{{"{topic}": {{"ledgerId": {ids[i].ledger_id()}, "entryId": {ids[i].entry_id()}}}}}'
+        )
+
+    assert read() == [f"v{i}" for i in range(12)]
+    assert read(startingOffsets=at(3), endingOffsets=at(9)) == [f"v{i}" for i in range(3, 9)]
+    assert read(startingOffsets=at(7)) == [f"v{i}" for i in range(7, 12)]
+    assert read(endingOffsets=at(2)) == ["v0", "v1"]
+    assert read(startingOffsets="latest") == []
+    assert read(startingOffsets=f'{{"{topic}": "earliest"}}', endingOffsets="latest") == [
+        f"v{i}" for i in range(12)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("extra", "problem"),
+    [
+        ({"topic": "nope-never-created"}, "does not exist"),
+        ({"topic": "x", "starting": "earliest"}, "unknown option(s) for magnetar reads: starting"),
+        ({"topic": "x", "startingOffsets": "{not json"}, "startingOffsets is neither"),
+        ({"topic": "x", "endingOffsets": '{"x": {"ledgerId": "a"}}'}, "the offset of 'x'"),
+        ({"topic": "x", "serviceUrl": "pulsar://127.0.0.1:1"}, "serviceUrl pulsar://127.0.0.1:1"),
+        ({"topic": "x", "adminUrl": "http://127.0.0.1:1"}, "adminUrl http://127.0.0.1:1"),
+        ({"topics": ""}, "exactly one of the options topic, topics, topicsPattern"),
+        ({"topic": "x", "topicsPattern": "x.*"}, "exactly one of the options"),
+    ],
+)
+def test_bad_input_is_refused_at_load_naming_the_problem(
+    standalone: StandaloneProc, spark: Any, extra: dict[str, str], problem: str
+) -> None:
+    make_namespace(standalone, "public/default")
+    create_topic(standalone, "public/default/x")
+    jobs_before = spark.sparkContext.statusTracker().getJobIdsForGroup(None)
+    with pytest.raises(Exception) as err:
+        spark.read.format("magnetar").options(**{**source_options(standalone), **extra}).load()
+    assert problem in str(err.value)
+    # refused at load(), before any job
+    assert spark.sparkContext.statusTracker().getJobIdsForGroup(None) == jobs_before
+
+
+def test_batch_write_maps_columns_and_routes_by_key(
+    standalone: StandaloneProc, spark: Any, client: pulsar.Client
+) -> None:
+    make_namespace(standalone, NS)
+    topic = f"persistent://{NS}/sink"
+    create_topic(standalone, f"{NS}/sink", 3)
+    when = datetime.datetime(2024, 1, 2, 3, 4, 5)
+    rows = [
+        (f"key{i % 5}", f"payload{i}".encode(), {"n": str(i)}, when + datetime.timedelta(seconds=i))
+        for i in range(40)
+    ]
+    df = spark.createDataFrame(
+        rows, "key string, value binary, properties map<string,string>, eventTime timestamp"
+    )
+    df.write.format("magnetar").option("serviceUrl", standalone.service_url).option(
+        "topic", topic
+    ).mode("append").save()
+
+    stored = {}
+    for p in range(3):
+        for msg in read_all(client, f"{topic}-partition-{p}"):
+            stored[msg.data()] = (p, msg.partition_key(), msg.properties(), msg.event_timestamp())
+    assert set(stored) == {f"payload{i}".encode() for i in range(40)}
+    epoch = datetime.datetime(1970, 1, 1)
+    for i in range(40):
+        p, key, props, event_ms = stored[f"payload{i}".encode()]
+        assert key == f"key{i % 5}" and props == {"n": str(i)}
+        assert event_ms == int(
+            (when + datetime.timedelta(seconds=i) - epoch).total_seconds() * 1000
+        )
+    by_key = {}
+    for p, key, _, _ in stored.values():
+        by_key.setdefault(key, set()).add(p)
+    assert all(len(parts) == 1 for parts in by_key.values())  # one key, one partition
+
+    bad = spark.createDataFrame([(1,)], "value int")
+    with pytest.raises(Exception, match="column value has type int"):
+        bad.write.format("magnetar").option("serviceUrl", standalone.service_url).option(
+            "topic", topic
+        ).mode("append").save()
