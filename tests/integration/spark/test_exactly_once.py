@@ -18,8 +18,9 @@ from tests.integration.spark.conftest import (
     make_namespace,
     read_all,
 )
-from tests.support.procs import Proc, wait_until
+from tests.support.procs import Proc
 from tests.support.standalone import StandaloneProc
+from tests.support.wait import wait_until
 
 NS = "public/spark-eo"
 ROWS = 4000

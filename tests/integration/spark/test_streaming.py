@@ -19,8 +19,8 @@ from tests.integration.spark.conftest import (
     make_namespace,
     source_options,
 )
-from tests.support.procs import wait_until
 from tests.support.standalone import StandaloneProc
+from tests.support.wait import wait_until
 
 NS = "public/spark-stream"
 
