@@ -10,6 +10,7 @@ that completes when the cluster is gone.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -71,6 +72,12 @@ def ready(cr: CR, plural: str, name: str) -> dict[str, Any]:
 
 def reasons(api: client.ApiClient, namespace: str) -> list[str]:
     return [e.reason for e in client.CoreV1Api(api).list_namespaced_event(namespace).items]
+
+
+def deletion_retries(body: dict[str, Any]) -> int:
+    """How many times kopf has retried the Tenant's deletion handler (its progress record)."""
+    record = (body["metadata"].get("annotations") or {}).get("magnetar.dev/tenant_deleted")
+    return int(json.loads(record).get("retries", 0)) if record else 0
 
 
 ORDERS = {
@@ -171,6 +178,13 @@ def test_tenant_deletion_is_never_forced(
     assert "409" in cond["message"], cond
     assert view.namespaces("acme") == ["acme/foreign"]  # its own namespace went, not the other
     eventually(lambda: "DeleteBlocked" in reasons(api, namespace), what="DeleteBlocked event")
+    # The finalizer keeps retrying (kopf counts them in its progress annotation); the event is
+    # posted once, not once per retry.
+    first = deletion_retries(cr.get("tenants", "acme"))
+    eventually(
+        lambda: deletion_retries(cr.get("tenants", "acme")) >= first + 3, what="three more retries"
+    )
+    assert reasons(api, namespace).count("DeleteBlocked") == 1, reasons(api, namespace)
     view.call("DELETE", "/admin/v2/namespaces/acme/foreign")
     eventually(lambda: not cr.exists("tenants", "acme"), what="Tenant deleted once emptied")
     assert view.tenant("acme") is None
