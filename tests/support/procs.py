@@ -10,9 +10,10 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from tests.support.wait import wait_until
 
 LOOPBACK = "127.0.0.1"
 _PR_SET_PDEATHSIG = 1
@@ -84,19 +85,27 @@ class Proc:
         )
         log.close()
         if self.ready is not None:
-            deadline = time.monotonic() + self.ready_timeout
-            while not self.ready():
-                if self.popen.poll() is not None:
-                    raise RuntimeError(
-                        f"{self.argv[0]} exited with {self.popen.returncode}:\n{self.tail()}"
-                    )
-                if time.monotonic() > deadline:
-                    self.kill()
-                    raise TimeoutError(
-                        f"{self.argv[0]} not ready after {self.ready_timeout}s:\n{self.tail()}"
-                    )
-                time.sleep(0.05)
+            self._wait_ready(self.ready)
         return self
+
+    def _wait_ready(self, ready: Callable[[], bool]) -> None:
+        """Until ``ready()``; RuntimeError at once if the process exits, TimeoutError (the
+        process killed) after ``ready_timeout``."""
+        popen = self.popen
+        assert popen is not None
+
+        def up() -> bool:
+            if popen.poll() is not None:
+                raise RuntimeError(f"{self.argv[0]} exited with {popen.returncode}:\n{self.tail()}")
+            return ready()
+
+        try:
+            wait_until(up, timeout=self.ready_timeout, what=f"{self.argv[0]} ready")
+        except AssertionError:
+            self.kill()
+            raise TimeoutError(
+                f"{self.argv[0]} not ready after {self.ready_timeout}s:\n{self.tail()}"
+            ) from None
 
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
