@@ -8,9 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from magnetar.broker.contracts import BROKER_REQUEST_ID, PRODUCER_CLOSE_REQUEST_ID
 from magnetar.managed_ledger.api import Position
 from magnetar.managed_ledger.memory import MemoryManagedLedger
-from magnetar.wire import batch, frames, pb
+from magnetar.wire import batch, commands, frames, pb
 from magnetar.wire.ids import MessageId
 
 LEDGER = 1
@@ -81,6 +82,16 @@ class FakeCnx:
 
     def send_command(self, cmd: pb.BaseCommand) -> None:
         self.commands.append(cmd)
+
+    def close_producer(self, producer_id: int) -> None:
+        self.commands.append(
+            commands.close_producer(producer_id=producer_id, request_id=PRODUCER_CLOSE_REQUEST_ID)
+        )
+
+    def close_consumer(self, consumer_id: int) -> None:
+        self.commands.append(
+            commands.close_consumer(consumer_id=consumer_id, request_id=BROKER_REQUEST_ID)
+        )
 
     def send_message(
         self,
