@@ -4,7 +4,9 @@ Why this module exists: the connection layer (framing, handshake, lookup, produc
 the subscription layer (dispatchers, consumers, acknowledgements) are separate bodies of
 code. The connection layer drives subscriptions through :class:`TopicSubscriptions` and
 :class:`ConsumerHandle`; subscriptions talk back to their client only through
-:class:`ServerCnx`. Neither imports the other's modules.
+:class:`ServerCnx`. Neither imports the other's modules: two import-linter contracts in
+``pyproject.toml`` (run by ``make lint``) fail when the connection layer (``connection``,
+``consumers``, ``requests``, ``transport``) imports ``broker.subscriptions`` or the reverse.
 
 Errors that must reach a client as a protocol ``Error``/``SendError`` are raised as
 :class:`BrokerError` with the ServerError code; the connection layer turns them into the
