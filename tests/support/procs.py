@@ -10,8 +10,9 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from tests.support.wait import wait_until
 
@@ -138,3 +139,23 @@ class Proc:
         except OSError:
             return ""
         return "\n".join(lines[-n:])
+
+
+class Startable(Protocol):
+    def start(self) -> object: ...
+
+    def stop(self) -> None: ...
+
+
+S = TypeVar("S", bound=Startable)
+
+
+@contextlib.contextmanager
+def started(server: S) -> Iterator[S]:
+    """``server`` started (ready), stopped by pid on exit: the body of every fixture that runs
+    a server process (etcd, MinIO, a standalone)."""
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

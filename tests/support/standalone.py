@@ -4,13 +4,17 @@ directory, bounded readiness wait (the binary port open and the health endpoint 
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
-from tests.support.procs import LOOPBACK, Proc, free_port, port_open
+import pulsar
+
+from tests.support.procs import LOOPBACK, Proc, free_port, port_open, started
 
 
 class StandaloneProc:
@@ -144,3 +148,22 @@ class BrokerProc:
     alive = StandaloneProc.alive
     tail = StandaloneProc.tail
     log = StandaloneProc.log
+
+
+@contextlib.contextmanager
+def running(data_dir: Path, *, extra_args: Sequence[str] = ()) -> Iterator[StandaloneProc]:
+    """A standalone started on ``data_dir`` (ready), stopped by pid on exit: the body of the
+    suites' standalone fixtures."""
+    with started(StandaloneProc(data_dir, extra_args=extra_args)) as proc:
+        yield proc
+
+
+@contextlib.contextmanager
+def client(proc: StandaloneProc, *, timeout_s: int = 15, **options: Any) -> Iterator[pulsar.Client]:
+    """An official client of ``proc`` (``options``: more ``pulsar.Client`` arguments), closed
+    on exit."""
+    c = pulsar.Client(proc.service_url, operation_timeout_seconds=timeout_s, **options)
+    try:
+        yield c
+    finally:
+        c.close()
