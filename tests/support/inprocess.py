@@ -4,17 +4,22 @@ through a transport that records what they write -- no socket, no subprocess.
 
 Why this module exists: the session tests (``tests/unit/broker/test_inprocess.py``) and the
 typed topic administration tests (``tests/unit/broker/test_topic_admin.py``) build the same
-broker and clients.
+broker and clients; the operator's admin-client tests (``tests/unit/operator``) talk to the
+same broker's real admin REST API, served on a free loopback port by :func:`admin_server`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
+
+from magnetar.broker import admin, http
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerConnection
 from magnetar.broker.service import BrokerService
@@ -23,6 +28,7 @@ from magnetar.metadata import api as md
 from magnetar.metadata import open_store
 from magnetar.wire import commands, frames, pb
 from magnetar.wire.ids import MessageId
+from tests.support.procs import LOOPBACK, free_port
 from tests.support.wait import eventually
 
 _C = pb.BaseCommand
@@ -30,17 +36,54 @@ TOPIC = "persistent://public/default/inproc"
 
 
 @contextlib.asynccontextmanager
-async def broker_service(tmp_path: Path) -> AsyncIterator[BrokerService]:
-    """A started broker service on an embedded store under ``tmp_path``, closed on exit."""
+async def broker_service(tmp_path: Path, **config: Any) -> AsyncIterator[BrokerService]:
+    """A started broker service on an embedded store under ``tmp_path`` (``config``: more
+    BrokerConfig fields), closed on exit."""
     store: md.MetadataStore = await open_store(f"embedded://{tmp_path / 'metadata'}")
-    config = BrokerConfig(bind_address="127.0.0.1", port=1, http_port=2, session_ttl_s=5.0)
-    svc = BrokerService(config=config, store=store, managed_ledgers=MemoryManagedLedgerFactory())
+    settings = {"bind_address": LOOPBACK, "port": 1, "http_port": 2, "session_ttl_s": 5.0}
+    cfg = BrokerConfig(**{**settings, **config})
+    svc = BrokerService(config=cfg, store=store, managed_ledgers=MemoryManagedLedgerFactory())
     await svc.start()
     try:
         yield svc
     finally:
         await svc.close()
         await store.close()
+
+
+@dataclasses.dataclass
+class AdminServer:
+    """The admin REST API of an in-process broker, served at ``url``; ``calls`` records
+    ``"METHOD /path"`` of every request, in order."""
+
+    url: str
+    service: BrokerService
+    calls: list[str] = dataclasses.field(default_factory=list)
+
+
+@contextlib.asynccontextmanager
+async def admin_server(tmp_path: Path, **config: Any) -> AsyncIterator[AdminServer]:
+    """A broker (:func:`broker_service`) whose HTTP side, admin API included, listens on a
+    free loopback port; stopped on exit."""
+    port = free_port()
+    async with broker_service(tmp_path, http_port=port, **config) as svc:
+        server = AdminServer(url=f"http://{LOOPBACK}:{port}", service=svc)
+
+        @web.middleware
+        async def record(request: web.Request, handler: Any) -> web.StreamResponse:
+            server.calls.append(f"{request.method} {request.path}")
+            answer: web.StreamResponse = await handler(request)
+            return answer
+
+        app = http.build_app(svc, extensions=[admin.extension])
+        app.middlewares.insert(0, record)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, LOOPBACK, port).start()
+            yield server
+        finally:
+            await runner.cleanup()
 
 
 class RecordingTransport(asyncio.Transport):
