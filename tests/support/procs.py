@@ -12,7 +12,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Protocol, Self, TypeVar
 
 from tests.support.wait import wait_until
 
@@ -139,6 +139,55 @@ class Proc:
         except OSError:
             return ""
         return "\n".join(lines[-n:])
+
+
+class ServerProc:
+    """A server the tests run as a subprocess through its :class:`Proc` (``proc``, set by the
+    subclass): started, stopped, killed and restarted by pid, on the same ports and data."""
+
+    proc: Proc
+    stop_timeout_s: float = 10.0
+    """How long :meth:`stop` waits after SIGTERM before SIGKILL."""
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid
+
+    def start(self) -> Self:
+        self.proc.start()
+        return self
+
+    def stop(self, timeout: float | None = None) -> None:
+        self.proc.stop(self.stop_timeout_s if timeout is None else timeout)
+
+    def kill(self) -> None:
+        """kill -9, by pid."""
+        self.proc.kill()
+
+    def restart(self) -> None:
+        """Start again on the same data directory and ports (after kill or stop)."""
+        self.proc.kill()
+        self.proc.start()
+
+    def alive(self) -> bool:
+        return self.proc.alive()
+
+    def tail(self, n: int = 40) -> str:
+        return self.proc.tail(n)
+
+    def log(self) -> str:
+        """Everything the process has logged so far."""
+        return self.proc.log_path.read_text(errors="replace")
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free loopback ports."""
+    ports: list[int] = []
+    while len(ports) < n:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
 
 
 class Startable(Protocol):
