@@ -39,15 +39,31 @@ TOPIC = "persistent://public/default/inproc"
 async def broker_service(tmp_path: Path, **config: Any) -> AsyncIterator[BrokerService]:
     """A started broker service on an embedded store under ``tmp_path`` (``config``: more
     BrokerConfig fields), closed on exit."""
-    store: md.MetadataStore = await open_store(f"embedded://{tmp_path / 'metadata'}")
-    settings = {"bind_address": LOOPBACK, "port": 1, "http_port": 2, "session_ttl_s": 5.0}
-    cfg = BrokerConfig(**{**settings, **config})
-    svc = BrokerService(config=cfg, store=store, managed_ledgers=MemoryManagedLedgerFactory())
-    await svc.start()
-    try:
+    async with brokers(tmp_path, [config]) as (svc,):
         yield svc
+
+
+@contextlib.asynccontextmanager
+async def brokers(
+    tmp_path: Path, configs: list[dict[str, Any]]
+) -> AsyncIterator[tuple[BrokerService, ...]]:
+    """One started broker service per entry of ``configs`` (more BrokerConfig fields; give
+    each its own ``port``/``http_port``), all on one embedded store and one in-memory
+    managed-ledger storage, as brokers of a cluster share etcd and the bookies."""
+    store: md.MetadataStore = await open_store(f"embedded://{tmp_path / 'metadata'}")
+    storage = MemoryManagedLedgerFactory()
+    settings = {"bind_address": LOOPBACK, "port": 1, "http_port": 2, "session_ttl_s": 5.0}
+    started: list[BrokerService] = []
+    try:
+        for config in configs:
+            cfg = BrokerConfig(**{**settings, **config})
+            svc = BrokerService(config=cfg, store=store, managed_ledgers=storage)
+            await svc.start()
+            started.append(svc)
+        yield tuple(started)
     finally:
-        await svc.close()
+        for svc in reversed(started):
+            await svc.close()
         await store.close()
 
 

@@ -1,14 +1,17 @@
 """The typed topic administration (``broker/topic_admin/``) in-process, without HTTP: a real
 BrokerService on the embedded store and the in-memory managed ledger, clients driven through
-the recording transport of ``tests/support/inprocess.py``. One broker, so no call reaches a
-peer: :class:`NoPeers` fails the test if one does."""
+the recording transport of ``tests/support/inprocess.py``. With one broker no call reaches a
+peer (:class:`NoPeers` fails the test if one does); two brokers sharing the store and the
+storage ask each other through :class:`InProcessPeers`."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from magnetar.broker.admin import common
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topic_admin import (
     errors,
@@ -24,7 +27,7 @@ from magnetar.broker.topic_admin.scope import Scope
 from magnetar.wire import commands, pb
 from magnetar.wire.ids import MessageId
 from magnetar.wire.topics import TopicDomain, TopicName
-from tests.support.inprocess import Client
+from tests.support.inprocess import Client, brokers
 from tests.support.wait import eventually
 
 NAME = "persistent://public/default/admin-typed"
@@ -253,3 +256,77 @@ async def test_unload_and_bundle_listing(s: Scope, service: BrokerService) -> No
     await topics.unload(s, topic)
     assert NAME not in service.topics
     assert await scope.exists(service, topic)  # stored, only unloaded
+
+
+class InProcessPeers:
+    """Peers that are other in-process brokers, asked through their own typed calls (the
+    admin API's ``remote.HttpPeers`` asks them over HTTP); a refusal comes back as the
+    status the admin API would answer."""
+
+    def __init__(self, *services: BrokerService) -> None:
+        self.services = {svc.me.web_service_url.rstrip("/"): svc for svc in services}
+
+    async def _ask(self, web_url: str, call: Any, *, ok_missing: bool = False) -> Any:
+        peer = Scope(self.services[web_url], self, authoritative=True)
+        try:
+            return await call(peer)
+        except errors.NotFound:
+            if ok_missing:
+                return None
+            raise errors.PeerRefused(404, "not found on the owner") from None
+        except errors.TopicAdminError as err:
+            raise errors.PeerRefused(common.status_of(err), err.reason) from None
+
+    async def bundle_topics(
+        self, web_url: str, *, domain: TopicDomain, tenant: str, namespace: str, bundle: str
+    ) -> list[str]:
+        found: list[str] = await self._ask(
+            web_url,
+            lambda p: topics.list_bundle_topics(
+                p, domain=domain, tenant=tenant, ns=namespace, bundle_range=bundle
+            ),
+        )
+        return found
+
+    async def stats(self, web_url: str, topic: TopicName) -> dict[str, Any]:
+        found: dict[str, Any] = await self._ask(web_url, lambda p: stats.stats(p, topic))
+        return found
+
+    async def delete(self, web_url: str, topic: TopicName, *, force: bool) -> None:
+        await self._ask(web_url, lambda p: topics.delete(p, topic, force=force), ok_missing=True)
+
+    async def unload(self, web_url: str, topic: TopicName) -> None:
+        await self._ask(web_url, lambda p: topics.unload(p, topic), ok_missing=True)
+
+
+async def test_partitions_owned_by_two_brokers(tmp_path: Path) -> None:
+    """Single-topic calls name the owner (OwnedElsewhere); partitioned stats, unload and
+    delete reach every owner through the peers."""
+    configs: list[dict[str, Any]] = [{"port": 1, "http_port": 2}, {"port": 3, "http_port": 4}]
+    async with brokers(tmp_path, configs) as (a, b):
+        peers = InProcessPeers(a, b)
+        on_a = Scope(a, peers)
+        topic = TopicName.parse(NAME)
+        await partitioned.create(on_a, topic, 8)
+        owner: dict[int, BrokerService] = {}
+        for i in range(8):  # each broker takes the bundles it is asked about first
+            asked = (a, b)[i % 2]
+            answer = await asked.lookup(topic.partition(i), authoritative=True)
+            owner[i] = a if answer.service_url == a.me.service_url else b
+        assert {id(svc) for svc in owner.values()} == {id(a), id(b)}, "both own partitions"
+        for i, svc in owner.items():
+            await _publish(svc, topic.partition(i).full_name, [f"p{i}"])
+
+        summed = await stats.partitioned_stats(on_a, topic)
+        assert summed["msgInCounter"] == 8 and len(summed["partitions"]) == 8
+        on_b = next(i for i, svc in owner.items() if svc is b)
+        with pytest.raises(errors.OwnedElsewhere) as elsewhere:
+            await stats.stats(on_a, topic.partition(on_b))
+        assert elsewhere.value.web_service_url == b.me.web_service_url
+
+        await topics.unload(on_a, topic)
+        assert not [t for t in (*a.topics, *b.topics) if t.startswith(NAME)]
+        await partitioned.delete(on_a, topic, force=True)
+        assert await partitioned.partition_count(on_a, topic) == 0
+        for i in range(8):
+            assert not await scope.exists(a, topic.partition(i))
