@@ -1,8 +1,7 @@
 """Tenant and Topic resources reconciled by the real operator through the admin REST API.
 
-Parametrised over admin backends (tests/k8s/admin_backends.py): the INTERIM in-test fake
-until Magnetar's broker serves the admin API, and `magnetar standalone`, skipped with the
-reason while its admin API lacks tenants. Everything is observed and disturbed over HTTP.
+The admin API is a real `magnetar standalone` (tests/k8s/admin_backends.py). Everything is
+observed and disturbed over HTTP.
 Covers: create, update, drift correction (a topic deleted behind the operator's back),
 adoption, deletion (never forced: blocked by what the operator did not create), and deletion
 that completes when the cluster is gone.
@@ -17,27 +16,16 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.k8s.admin_backends import AdminView, Backend, FakeBackend, StandaloneBackend
+from tests.k8s.admin_backends import AdminView, Backend, StandaloneBackend
 from tests.k8s.helpers import CR, condition, eventually
 from tests.support.procs import Proc
 
 pytestmark = pytest.mark.k8s
 
 
-@pytest.fixture(params=["fake", "standalone"])
-def backend(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Backend]:
-    b: Backend
-    if request.param == "fake":
-        b = FakeBackend()
-    else:
-        b = StandaloneBackend(tmp_path_factory.mktemp("standalone"))
-        if not b.serves_tenants():
-            b.stop()
-            pytest.skip(
-                "magnetar standalone does not serve /admin/v2/tenants yet (broker admin REST)"
-            )
+@pytest.fixture
+def backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
+    b = StandaloneBackend(tmp_path_factory.mktemp("standalone"))
     try:
         yield b
     finally:

@@ -35,7 +35,7 @@ from magnetar import __version__
 from magnetar.broker import requests, schemas, topic_list
 from magnetar.broker.config import PROTOCOL_VERSION
 from magnetar.broker.consumers import ConsumerCommands
-from magnetar.broker.contracts import BrokerError
+from magnetar.broker.contracts import BROKER_REQUEST_ID, PRODUCER_CLOSE_REQUEST_ID, BrokerError
 from magnetar.broker.producer import AccessMode, Producer
 from magnetar.broker.service import BrokerService
 from magnetar.broker.transport import FrameTransport
@@ -104,12 +104,19 @@ class ServerConnection:
         return self._protocol_version
 
     def send_command(self, cmd: pb.BaseCommand) -> None:
-        t = cmd.type
-        if t == _C.CLOSE_CONSUMER:  # broker-side close: the client will subscribe again
-            self.consumers.handles.pop(cmd.close_consumer.consumer_id, None)
-        elif t == _C.CLOSE_PRODUCER:
-            self._producers.pop(cmd.close_producer.producer_id, None)
         self._t.write(frames.encode_command(cmd))
+
+    def close_producer(self, producer_id: int) -> None:
+        self._producers.pop(producer_id, None)
+        self.send_command(
+            commands.close_producer(producer_id=producer_id, request_id=PRODUCER_CLOSE_REQUEST_ID)
+        )
+
+    def close_consumer(self, consumer_id: int) -> None:
+        self.consumers.handles.pop(consumer_id, None)
+        self.send_command(
+            commands.close_consumer(consumer_id=consumer_id, request_id=BROKER_REQUEST_ID)
+        )
 
     def send_message(
         self,

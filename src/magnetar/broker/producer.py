@@ -292,9 +292,7 @@ class Producer:
         self.closed = True
         self.topic.remove_producer(self)
         if notify:
-            self.cnx.send_command(
-                commands.close_producer(producer_id=self.producer_id, request_id=0)
-            )
+            self.cnx.close_producer(self.producer_id)
         if self.on_detach is not None:
             self.on_detach(self)
 
