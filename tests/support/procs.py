@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -20,11 +21,26 @@ LOOPBACK = "127.0.0.1"
 _PR_SET_PDEATHSIG = 1
 
 
+# SIGKILL for the child when the test process dies, so a test run that is killed (timeout,
+# Ctrl-C) leaves no server behind even without its teardown. util-linux's setpriv sets it and
+# execs the command: no Python runs between fork and exec, so subprocess can vfork. A
+# preexec_fn (the fallback without setpriv) forks with the parent's gRPC threads running, and
+# gRPC's fork handlers then abort the child now and then (SIGABRT before exec).
+_SETPRIV = shutil.which("setpriv") if sys.platform == "linux" else None
+
+
 def _die_with_parent() -> None:
-    """In the child, before exec: get SIGKILL when the test process dies, so a test run that
-    is killed (timeout, Ctrl-C) leaves no server behind even without its teardown."""
+    """In the child, before exec (fallback when setpriv is missing)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def with_parent_death_signal(argv: Sequence[str]) -> tuple[list[str], Callable[[], None] | None]:
+    """``argv`` wrapped so the child gets SIGKILL when this process dies, and the
+    preexec_fn to pass along (None when setpriv does it)."""
+    if _SETPRIV:
+        return [_SETPRIV, "--pdeathsig", "KILL", "--", *argv], None
+    return list(argv), (_die_with_parent if sys.platform == "linux" else None)
 
 
 def free_port() -> int:
@@ -74,15 +90,16 @@ class Proc:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         env = {**os.environ, **(self.env or {})}
+        argv, preexec = with_parent_death_signal(self.argv)
         self.popen = subprocess.Popen(
-            self.argv,
+            argv,
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env=env,
             cwd=self.cwd,
             start_new_session=True,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            preexec_fn=preexec,
         )
         log.close()
         if self.ready is not None:
