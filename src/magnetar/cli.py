@@ -39,6 +39,7 @@ def _standalone(args: argparse.Namespace) -> int:
         deduplication_entries_interval=args.deduplication_entries_interval,
         force_delete_tenant_allowed=args.force_delete_tenant_allowed,
         force_delete_namespace_allowed=args.force_delete_namespace_allowed,
+        transaction_coordinator_enabled=args.transaction_coordinator_enabled,
     )
     try:
         aio.run(standalone.run(options))
@@ -85,6 +86,7 @@ def _broker_config(args: argparse.Namespace) -> BrokerConfig:
         deduplication_max_producers=args.deduplication_max_producers,
         force_delete_tenant_allowed=args.force_delete_tenant_allowed,
         force_delete_namespace_allowed=args.force_delete_namespace_allowed,
+        transaction_coordinator_enabled=args.transaction_coordinator_enabled,
         managed_ledger=ManagedLedgerConfig(
             ensemble_size=args.ensemble_size,
             write_quorum=args.write_quorum,
@@ -209,6 +211,12 @@ def _force_delete(p: argparse.ArgumentParser) -> None:
         "--force-delete-namespace-allowed",
         _BC.force_delete_namespace_allowed,
         "allow DELETE of a namespace with force=true (deletes its topics)",
+    )
+    _bool_option(
+        p,
+        "--transaction-coordinator-enabled",
+        _BC.transaction_coordinator_enabled,
+        "serve transactions (Pulsar's transactionCoordinatorEnabled)",
     )
 
 

@@ -67,6 +67,8 @@ class StandaloneOptions:
     """Pulsar's forceDeleteTenantAllowed (a forced tenant delete is refused unless true)."""
     force_delete_namespace_allowed: bool = False
     """Pulsar's forceDeleteNamespaceAllowed (a forced namespace delete is refused unless true)."""
+    transaction_coordinator_enabled: bool = False
+    """Pulsar's transactionCoordinatorEnabled (transactions are refused unless true)."""
 
 
 def _free_port() -> int:
@@ -112,6 +114,7 @@ def broker_config(options: StandaloneOptions) -> BrokerConfig:
         deduplication_entries_interval=options.deduplication_entries_interval,
         force_delete_tenant_allowed=options.force_delete_tenant_allowed,
         force_delete_namespace_allowed=options.force_delete_namespace_allowed,
+        transaction_coordinator_enabled=options.transaction_coordinator_enabled,
         managed_ledger=ManagedLedgerConfig(
             ensemble_size=1,
             write_quorum=1,

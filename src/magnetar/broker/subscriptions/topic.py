@@ -20,7 +20,7 @@ from magnetar.broker.subscriptions.consumer import Consumer
 from magnetar.broker.subscriptions.dispatchers import EXCLUSIVE
 from magnetar.broker.subscriptions.entries import EntryMeta, EntryMetaCache
 from magnetar.broker.subscriptions.stats import now_ms
-from magnetar.broker.subscriptions.subscription import Subscription
+from magnetar.broker.subscriptions.subscription import Subscription, TxnReadFilter
 from magnetar.managed_ledger.api import (
     EARLIEST,
     LATEST,
@@ -40,8 +40,9 @@ from magnetar.wire.topics import TopicName
 log = logging.getLogger(__name__)
 
 
-_SYSTEM: Final = frozenset({keys.DEDUP_CURSOR})
-"""Cursors of the broker's own (deduplication snapshots): never subscriptions."""
+_SYSTEM: Final = frozenset({keys.DEDUP_CURSOR, keys.TXN_BUFFER_CURSOR})
+"""Cursors of the broker's own (deduplication and transaction buffer snapshots): never
+subscriptions."""
 
 
 def _check_not_reserved(name: str) -> None:
@@ -56,6 +57,8 @@ class TopicSubscriptionsImpl:
         self.topic = topic
         self.managed_ledger = managed_ledger
         self.meta_cache = EntryMetaCache()
+        self.txn_buffer: TxnReadFilter | None = None
+        """The topic's transaction buffer when transactions are enabled."""
         self._subs: dict[str, Subscription] = {}
         self._lock = asyncio.Lock()
 
@@ -148,6 +151,10 @@ class TopicSubscriptionsImpl:
             if name not in self._subs:
                 self._recovered(name)
         return {name: sub.stats() for name, sub in sorted(self._subs.items())}
+
+    def subscription(self, name: str) -> Subscription | None:
+        """The subscription ``name`` (a recovered durable cursor is wrapped), or None."""
+        return self._subs.get(name) or self._recovered(name)
 
     # -- for subscriptions ------------------------------------------------------------------
 
