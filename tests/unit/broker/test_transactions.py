@@ -276,6 +276,38 @@ async def test_transactional_acks_commit_and_abort(broker: Broker) -> None:
     assert c.received(11) == []
 
 
+async def test_last_message_id_stops_before_open_transactions_and_markers(
+    broker: Broker,
+) -> None:
+    assert broker.service is not None
+    c = await connected(broker.service)
+    await c.producer(1, T1)
+    plain = await c.publish(1, 0, "plain")
+    txn = await c.new_txn()
+    await c.add_partition(txn, T1)
+    await c.txn_publish(1, 1, "held", txn)
+    await c.sub_on(T1, 10, "s")
+
+    async def last_id() -> tuple[int, int]:
+        cmd = pb.BaseCommand(type=_C.GET_LAST_MESSAGE_ID)
+        cmd.getLastMessageId.consumer_id = 10
+        cmd.getLastMessageId.request_id = rid = c.rid()
+        c.send(cmd)
+        f = await c.expect(_C.GET_LAST_MESSAGE_ID_RESPONSE, request_id=rid)
+        mid = f.command.getLastMessageIdResponse.last_message_id
+        return mid.ledgerId, mid.entryId
+
+    assert await last_id() == (plain.ledger_id, plain.entry_id)  # the open one is held
+    await c.end(txn, commit=False)
+    assert await last_id() == (plain.ledger_id, plain.entry_id)  # aborted entry, marker
+    other = await c.new_txn()
+    await c.add_partition(other, T1)
+    f = await c.txn_publish(1, 2, "kept", other)
+    await c.end(other, commit=True)
+    kept = f.command.send_receipt.message_id
+    assert await last_id() == (kept.ledgerId, kept.entryId)  # not its commit marker
+
+
 async def test_conflicting_transactional_acks(broker: Broker) -> None:
     assert broker.service is not None
     c = await connected(broker.service)

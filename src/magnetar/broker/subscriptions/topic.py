@@ -45,6 +45,10 @@ _SYSTEM: Final = frozenset({keys.DEDUP_CURSOR, keys.TXN_BUFFER_CURSOR})
 subscriptions."""
 
 
+_LAST_VISIBLE_STEPS: Final = 1000
+"""Entries a last-message-id lookup steps back over markers and aborted entries."""
+
+
 def _check_not_reserved(name: str) -> None:
     if name in _SYSTEM:
         raise BrokerError(pb.NotAllowedError, f"Subscription name {name!r} is reserved")
@@ -230,11 +234,33 @@ class TopicSubscriptionsImpl:
         index when the last entry is a batch."""
         lce = self.managed_ledger.last_confirmed_entry
         partition = self.topic.partition_index
+        txn = self.txn_buffer
+        if txn is not None and txn.active:
+            # as Pulsar: no further than an open transaction lets readers, and never a
+            # transaction marker or an aborted entry (a reader would wait for it forever)
+            limit = txn.max_read_position
+            if limit is not None and limit < lce:
+                lce = limit
+            lce = await self._last_visible(txn, lce)
         if lce.entry_id < 0:
             return MessageId(lce.ledger_id, -1, partition)
         meta = await self.entry_meta(lce)
         batch_index = meta.num_messages - 1 if meta.is_batch else -1
         return MessageId(lce.ledger_id, lce.entry_id, partition, batch_index)
+
+    async def _last_visible(self, txn: TxnReadFilter, position: Position) -> Position:
+        """``position`` or the nearest entry before it in its ledger that dispatch would
+        deliver (``(ledger, -1)`` when none is); at most ``_LAST_VISIBLE_STEPS`` back."""
+        first = self.managed_ledger.first_position
+        for _ in range(_LAST_VISIBLE_STEPS):
+            if position.entry_id < 0 or position < first:
+                break
+            if not txn.hides(await self.entry_meta(position)):
+                return position
+            position = Position(position.ledger_id, position.entry_id - 1)
+        else:
+            return position
+        return Position(position.ledger_id, -1)
 
     # -- internals --------------------------------------------------------------------------
 
