@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.clients.conftest import ROOT
+from tests.clients.conftest import ROOT, _both_registered
 from tests.clients.test_java_client import surefire_summary
-from tests.support.standalone import StandaloneProc
+from tests.support.bookies import BookieProc
+from tests.support.etcd import EtcdServer, etcd_available
+from tests.support.standalone import BrokerProc, StandaloneProc
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.skipif(
@@ -106,3 +108,51 @@ def test_sigkill_mid_transaction_is_atomic(standalone: StandaloneProc, tmp_path:
     checker = java(standalone, check_build, check_log, *common, "-Dmagnetar.txnPhase=check")
     finished(checker, check_build, check_log, 600)
     print([line for line in check_log.read_text().splitlines() if "TXN-KILL" in line])
+
+
+@pytest.mark.timeout(900)
+def test_commit_abort_on_a_two_broker_cluster(tmp_path: Path) -> None:
+    """The same scenarios on two brokers of an etcd cluster: the namespace's 8 bundles put
+    the topics on both, so a coordinator's decisions reach the other broker's topics and
+    subscriptions (END_TXN_ON_PARTITION / END_TXN_ON_SUBSCRIPTION over the protocol)."""
+    if not etcd_available():
+        pytest.skip("etcd is not installed (scripts/setup.sh installs Debian's etcd-server)")
+    etcd = EtcdServer(tmp_path / "etcd").start()
+    bookie = None
+    brokers: list[BrokerProc] = []
+    try:
+        bookie = BookieProc(etcd.url, tmp_path).start()
+        brokers = [
+            BrokerProc(
+                etcd.url,
+                tmp_path,
+                ensemble=(1, 1, 1),
+                extra_args=["--transaction-coordinator-enabled", "true"],
+            )
+            for _ in range(2)
+        ]
+        for b in brokers:
+            b.start()
+        wait_until(
+            lambda: _both_registered(brokers[0], brokers), timeout=30, what="both brokers listed"
+        )
+        build, log = tmp_path / "build", tmp_path / "java.log"
+        proc = java(
+            brokers[0], build, log, "-Dtest=TransactionTest", "-Dmagnetar.transactions=true"
+        )
+        assert finished(proc, build, log, 800) == 2
+        served = [
+            sum(
+                "jt-transactiontest" in line and line.endswith(": loaded")
+                for line in b.proc.log_path.read_text(errors="replace").splitlines()
+            )
+            for b in brokers
+        ]
+        print(f"TransactionTest topics loaded per broker: {served}")
+        assert all(served), "the topics all landed on one broker: nothing went remote"
+    finally:
+        for b in brokers:
+            b.stop()
+        if bookie is not None:
+            bookie.stop()
+        etcd.stop()

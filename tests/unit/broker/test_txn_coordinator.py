@@ -146,7 +146,9 @@ async def test_buffer_holds_commits_hides_aborts_and_recovers() -> None:
     factory = MemoryManagedLedgerFactory()
     ml = await factory.open("t/ns/persistent/buf")
     changes: list[int] = []
-    buffer = TransactionBuffer(ml, "t", on_change=lambda: changes.append(1))
+    buffer = TransactionBuffer(
+        ml, "t", on_change=lambda: changes.append(1), validate=lambda txn, topic: True
+    )
     t1, t2, t3 = TxnId(0, 1), TxnId(0, 2), TxnId(0, 3)
     with pytest.raises(BrokerError):
         buffer.append(t1, _entry(t1, "x1"))  # not prepared (never added to a transaction)
@@ -175,3 +177,30 @@ async def test_buffer_holds_commits_hides_aborts_and_recovers() -> None:
     await recovered.end(t3, commit=True)
     assert await _visible(ml, recovered) == ["p0", "a1", "p1", "c3"]
     assert changes  # the topic was told (its subscriptions wake)
+
+
+async def test_buffer_of_a_remote_coordinators_transaction_prepares_itself() -> None:
+    """A coordinator of another broker cannot prepare this buffer: the first SEND is taken,
+    held at once, and the snapshot cursor opens below it so a restart replays it."""
+    factory = MemoryManagedLedgerFactory()
+    ml = await factory.open("t/ns/persistent/remote")
+    buffer = TransactionBuffer(ml, "t", on_change=lambda: None, validate=lambda t, n: False)
+    await ml.add_entry(_entry(None, "p0"))
+    txn = TxnId(1, 7)
+    future = buffer.append(txn, _entry(txn, "r1"))
+    assert buffer.active and await _visible(ml, buffer) == ["p0"]
+    await future
+    for _ in range(100):
+        if CURSOR in ml.cursors:
+            break
+        await asyncio.sleep(0.01)
+    await ml.add_entry(_entry(None, "p2"))
+    await ml.close()
+
+    ml = await factory.open("t/ns/persistent/remote")
+    recovered = TransactionBuffer(ml, "t", on_change=lambda: None)
+    await recovered.recover()
+    assert recovered.ongoing() == [txn]
+    assert await _visible(ml, recovered) == ["p0"]
+    await recovered.end(txn, commit=False)
+    assert await _visible(ml, recovered) == ["p0", "p2"]

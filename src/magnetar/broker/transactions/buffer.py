@@ -43,8 +43,9 @@ _RECENT: Final = 10_000
 """Ended transactions remembered to refuse their late SENDs."""
 _READ_BATCH: Final = 500
 
-Validator = Callable[[TxnId, str], None]
-"""Raises BrokerError when ``txn`` may not publish to the topic (not open, not added)."""
+Validator = Callable[[TxnId, str], bool]
+"""Raises BrokerError when ``txn`` may not publish to the topic (not open, not added);
+True when it checked (a coordinator of this broker), False when it cannot (another's)."""
 
 
 class TransactionBuffer:
@@ -67,11 +68,12 @@ class TransactionBuffer:
         self._ended: OrderedDict[TxnId, bool] = OrderedDict()
         self._cursor: ManagedCursor | None = ml.cursors.get(CURSOR)
         self._lock = asyncio.Lock()
+        self._preparing: asyncio.Task[None] | None = None
 
     @property
     def active(self) -> bool:
         """The topic has taken part in a transaction (dispatch checks entries from then on)."""
-        return self._cursor is not None
+        return self._cursor is not None or bool(self._ongoing)
 
     @property
     def max_read_position(self) -> Position | None:
@@ -92,9 +94,15 @@ class TransactionBuffer:
         if self._cursor is None:
             async with self._lock:
                 if self._cursor is None:
-                    self._cursor = await self.ml.open_cursor(
+                    cursor = await self.ml.open_cursor(
                         CURSOR, initial_position=InitialPosition.LATEST
                     )
+                    bound = self.max_read_position
+                    if bound is not None and bound < cursor.mark_delete_position:
+                        # entries were taken before it opened (a remote coordinator's
+                        # transaction): a restart must replay them
+                        await cursor.reset(self.ml.next_position(bound))
+                    self._cursor = cursor
 
     def append(self, txn: TxnId, data: bytes) -> asyncio.Future[Position]:
         """Store a transactional entry (the publish path; synchronous up to the add)."""
@@ -102,15 +110,22 @@ class TransactionBuffer:
             raise BrokerError(
                 pb.TransactionConflict, f"transaction {txn} has already ended on {self.topic}"
             )
-        if self._validate is not None:
-            self._validate(txn, self.topic)
+        checked = self._validate is not None and self._validate(txn, self.topic)
         if self._cursor is None:
-            raise BrokerError(
-                pb.NotAllowedError, f"{self.topic} was not added to transaction {txn}"
-            )
+            if checked:
+                raise BrokerError(
+                    pb.NotAllowedError, f"{self.topic} was not added to transaction {txn}"
+                )
+            # the coordinator is another broker's: it could not prepare this buffer
+            self._prepare_soon()
         if txn not in self._ongoing:
             self._ongoing[txn] = self.ml.last_confirmed_entry
         return self.ml.append(data)
+
+    def _prepare_soon(self) -> None:
+        if self._preparing is None or self._preparing.done():
+            self._preparing = asyncio.get_running_loop().create_task(self.prepare())
+            self._preparing.add_done_callback(_log_failure)
 
     async def end(self, txn: TxnId, commit: bool) -> None:
         """END_TXN_ON_PARTITION: write the marker, then lift the transaction's hold."""
@@ -210,3 +225,8 @@ class TransactionBuffer:
             "ongoingTxnSize": len(self._ongoing),
             "abortedTxnCount": len(self._aborted),
         }
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("opening a transaction buffer snapshot cursor failed: %s", task.exception())

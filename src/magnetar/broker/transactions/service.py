@@ -13,8 +13,8 @@ topic loading or ownership; this service does the wiring, as Pulsar's
 * each persistent topic loaded gets a transaction buffer and pending acks, recovered
   before the topic serves anyone;
 * a coordinator's decisions reach partitions and subscriptions of topics this broker
-  serves directly. A participant served by another broker is not reachable yet (the END
-  fails and is retried); ``docs/compatibility.md`` says so.
+  serves directly, and those of other brokers' topics as END_TXN_ON_PARTITION /
+  END_TXN_ON_SUBSCRIPTION sent to their owner (:mod:`.remote`); a failed end is retried.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from magnetar.broker.subscriptions.consumer import Consumer
 from magnetar.broker.subscriptions.subscription import Subscription
 from magnetar.broker.subscriptions.topic import TopicSubscriptionsImpl
 from magnetar.broker.topic import PersistentTopic, Topic
+from magnetar.broker.transactions import remote
 from magnetar.broker.transactions.buffer import TransactionBuffer
 from magnetar.broker.transactions.coordinator import TransactionCoordinator
 from magnetar.broker.transactions.ids import (
@@ -54,6 +55,15 @@ log = logging.getLogger(__name__)
 EXPIRE_INTERVAL_S: Final = 1.0
 
 
+class Located(Protocol):
+    """A lookup's answer (``broker.service.LookupAnswer``)."""
+
+    @property
+    def service_url(self) -> str: ...
+    @property
+    def redirect(self) -> bool: ...
+
+
 class TopicHost(Protocol):
     """What the service needs from the broker (``broker.service.BrokerService``)."""
 
@@ -65,6 +75,9 @@ class TopicHost(Protocol):
         self, topic: TopicName, *, create: bool = True, explicit: bool = False
     ) -> Topic: ...
     async def check_owned(self, topic: TopicName) -> None: ...
+    async def lookup(
+        self, topic: TopicName, *, authoritative: bool, listener: str | None = None
+    ) -> Located: ...
 
 
 def topic_name(name: str) -> TopicName:
@@ -212,6 +225,8 @@ class TransactionService:
         coordinator.check_open(txn)
         names = [topic_name(p).full_name for p in partitions]
         for name in names:
+            if await self._owner(name) is not None:
+                continue  # another broker's topic: its buffer prepares on the first SEND
             topic = await self._host.get_topic(topic_name(name))
             if topic.txn_buffer is None:
                 raise BrokerError(pb.NotAllowedError, f"{name}: {NOT_ENABLED}")
@@ -235,8 +250,25 @@ class TransactionService:
             raise BrokerError(pb.NotAllowedError, f"{name}: {NOT_ENABLED}")
         return topic
 
+    async def _owner(self, topic: str) -> str | None:
+        """The service URL of the broker serving ``topic``; None when it is this one."""
+        answer = await self._host.lookup(topic_name(topic), authoritative=False)
+        if answer.service_url == self._host.config.service_url and not answer.redirect:
+            return None
+        return answer.service_url
+
     async def end_on_partition(self, topic: str, txn: TxnId, commit: bool) -> None:
         self.require_enabled()
+        owner = await self._owner(topic)
+        if owner is not None:
+            cmd = pb.BaseCommand(type=pb.BaseCommand.END_TXN_ON_PARTITION)
+            r = cmd.endTxnOnPartition
+            r.request_id, r.topic = 0, topic
+            r.txnid_most_bits, r.txnid_least_bits = txn
+            r.txn_action = pb.COMMIT if commit else pb.ABORT
+            answer = await remote.request(owner, cmd, pb.BaseCommand.END_TXN_ON_PARTITION_RESPONSE)
+            _raise_error(answer.endTxnOnPartitionResponse)
+            return
         loaded = await self._persistent(topic)
         assert loaded.txn_buffer is not None
         await loaded.txn_buffer.end(txn, commit)
@@ -245,6 +277,19 @@ class TransactionService:
         self, topic: str, subscription: str, txn: TxnId, commit: bool
     ) -> None:
         self.require_enabled()
+        owner = await self._owner(topic)
+        if owner is not None:
+            cmd = pb.BaseCommand(type=pb.BaseCommand.END_TXN_ON_SUBSCRIPTION)
+            r = cmd.endTxnOnSubscription
+            r.request_id = 0
+            r.subscription.topic, r.subscription.subscription = topic, subscription
+            r.txnid_most_bits, r.txnid_least_bits = txn
+            r.txn_action = pb.COMMIT if commit else pb.ABORT
+            answer = await remote.request(
+                owner, cmd, pb.BaseCommand.END_TXN_ON_SUBSCRIPTION_RESPONSE
+            )
+            _raise_error(answer.endTxnOnSubscriptionResponse)
+            return
         loaded = await self._persistent(topic)
         pending = self._pending.get(loaded.full_name)
         if pending is not None:
@@ -278,15 +323,16 @@ class TransactionService:
         if isinstance(subs, TopicSubscriptionsImpl):
             subs.txn_buffer = buffer
 
-    def _validate(self, txn: TxnId, topic: str) -> None:
+    def _validate(self, txn: TxnId, topic: str) -> bool:
         coordinator = self._coordinators.get(txn.most)
         if coordinator is None:
-            return  # a coordinator of another broker: it ends what it added
+            return False  # a coordinator of another broker: it ends what it added
         meta = coordinator.check_open(txn)
         if topic not in meta.partitions:
             raise BrokerError(
                 pb.NotAllowedError, f"{topic} was not added to transaction {txn} (ADD_PARTITION)"
             )
+        return True
 
     async def ack(self, handle: ConsumerHandle, cmd: pb.CommandAck) -> None:
         """A transactional ACK: held until the transaction ends."""
@@ -314,3 +360,10 @@ class TransactionService:
 
     def stats(self) -> list[dict[str, Any]]:
         return [c.stats() for c in self._coordinators.values()]
+
+
+def _raise_error(
+    response: pb.CommandEndTxnOnPartitionResponse | pb.CommandEndTxnOnSubscriptionResponse,
+) -> None:
+    if response.HasField("error"):
+        raise BrokerError(response.error, response.message)
