@@ -159,6 +159,7 @@ class BrokerService:
 
     async def _recover_session(self) -> None:
         await self.unload_all(reason="metadata session lost")
+        await self.transactions.unload_coordinators()  # their bundles may go elsewhere
         delay = 0.5
         while not self._closing:
             try:

@@ -423,3 +423,20 @@ async def test_disabled_refuses_with_not_allowed(tmp_path: Path) -> None:
 
 def test_default_timeout_constant() -> None:
     assert coordinator_mod.DEFAULT_TIMEOUT_MS == 60_000
+
+
+async def test_unloaded_coordinator_is_loaded_again_from_its_log(broker: Broker) -> None:
+    """A broker losing its session closes its coordinators; the next TC_CLIENT_CONNECT
+    loads the coordinator from its log with its open transactions."""
+    assert broker.service is not None
+    c = await connected(broker.service)
+    txn = await c.new_txn()
+    await broker.service.transactions.unload_coordinators()
+    cmd = pb.BaseCommand(type=_C.NEW_TXN)
+    cmd.newTxn.request_id = rid = c.rid()
+    c.send(cmd)
+    r = (await c.expect(_C.NEW_TXN_RESPONSE, request_id=rid)).command.newTxnResponse
+    assert r.error == pb.TransactionCoordinatorNotFound
+    await c.tc_connect()
+    assert not (await c.end(txn, commit=True)).HasField("error")
+    assert (await c.new_txn()).least == txn.least + 1

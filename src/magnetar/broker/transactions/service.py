@@ -137,6 +137,14 @@ class TransactionService:
             with contextlib.suppress(api.BadVersionError):
                 await store.put(key, json.dumps(value).encode(), expected_version=api.NOT_EXISTS)
 
+    async def unload_coordinators(self) -> None:
+        """Close every loaded coordinator (this broker lost its ownerships): clients connect
+        again and the next owner of each assign partition loads it from its log."""
+        coordinators, self._coordinators = list(self._coordinators.values()), {}
+        for coordinator in coordinators:
+            with contextlib.suppress(Exception):
+                await coordinator.close()
+
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
@@ -144,10 +152,7 @@ class TransactionService:
                 await self._task
         for pending in self._pending.values():
             pending.close()
-        coordinators, self._coordinators = list(self._coordinators.values()), {}
-        for coordinator in coordinators:
-            with contextlib.suppress(Exception):
-                await coordinator.close()
+        await self.unload_coordinators()
 
     async def _expire_loop(self) -> None:
         while True:
