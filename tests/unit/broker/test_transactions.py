@@ -308,6 +308,40 @@ async def test_last_message_id_stops_before_open_transactions_and_markers(
     assert await last_id() == (kept.ledgerId, kept.entryId)  # not its commit marker
 
 
+async def test_transactional_cumulative_ack(broker: Broker) -> None:
+    """Exclusive subscription: a cumulative ACK in a transaction moves the mark-delete
+    position only when the transaction commits."""
+    assert broker.service is not None
+    c = await connected(broker.service)
+    await c.producer(1, T1)
+    ids = [await c.publish(1, i, f"m{i}") for i in range(3)]
+    c.send(
+        commands.subscribe(
+            topic=T1,
+            subscription="ex",
+            consumer_id=10,
+            request_id=c.rid(),
+            initial_position=pb.CommandSubscribe.Earliest,
+        )
+    )
+    await c.expect(_C.SUCCESS)
+    c.send(commands.flow(consumer_id=10, permits=10))
+    await collect(c, 10, 3)
+    subs = broker.service.topics[T1].subscriptions
+    for commit in (False, True):
+        txn = await c.new_txn()
+        await c.add_subscription(txn, T1, "ex")
+        ack = commands.ack(
+            consumer_id=10, message_ids=[ids[1]], cumulative=True, request_id=c.rid()
+        )
+        ack.ack.txnid_most_bits, ack.ack.txnid_least_bits = txn
+        c.send(ack)
+        await c.expect(_C.ACK_RESPONSE, request_id=ack.ack.request_id)
+        assert subs.stats()["ex"]["msgBacklog"] == 3  # held
+        assert not (await c.end(txn, commit)).HasField("error")
+    await eventually(lambda: subs.stats()["ex"]["msgBacklog"] == 1, what="cumulative ack applied")
+
+
 async def test_conflicting_transactional_acks(broker: Broker) -> None:
     assert broker.service is not None
     c = await connected(broker.service)
