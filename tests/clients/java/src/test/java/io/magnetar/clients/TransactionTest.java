@@ -6,7 +6,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import org.apache.pulsar.client.api.Consumer;
 import org.apache.pulsar.client.api.Message;
@@ -46,6 +48,38 @@ public class TransactionTest extends Target {
         }
     }
 
+    /**
+     * Fresh topic names; with {@code magnetar.spread=true} (a cluster) names are drawn until
+     * one of the topics is served by another broker than the transaction coordinator, so its
+     * decisions must travel to that broker (END_TXN_ON_PARTITION / END_TXN_ON_SUBSCRIPTION).
+     */
+    private List<String> topics(String... names) throws Exception {
+        if (!Boolean.getBoolean("magnetar.spread")) {
+            List<String> out = new ArrayList<>();
+            for (String name : names) {
+                out.add(topic(name));
+            }
+            return out;
+        }
+        String coordinator = admin.lookups().lookupTopic(
+                "persistent://pulsar/system/transaction_coordinator_assign-partition-0");
+        for (int attempt = 0; attempt < 32; attempt++) {
+            List<String> out = new ArrayList<>();
+            Set<String> owners = new HashSet<>();
+            for (String name : names) {
+                String t = topic(name);
+                out.add(t);
+                txnClient.newProducer().topic(t).create().close();  // the bundle gets an owner
+                owners.add(admin.lookups().lookupTopic(t));
+            }
+            owners.remove(coordinator);
+            if (!owners.isEmpty()) {
+                return out;
+            }
+        }
+        throw new AssertionError("every topic landed on the coordinator's broker " + coordinator);
+    }
+
     private Producer<byte[]> producer(String topic) throws Exception {
         return txnClient.newProducer().topic(topic).sendTimeout(0, TimeUnit.SECONDS)
                 .enableBatching(false).create();
@@ -81,8 +115,9 @@ public class TransactionTest extends Target {
 
     @Test
     void commitAndAbortAcrossTwoTopics() throws Exception {
-        String a = topic("txn-a");
-        String b = topic("txn-b");
+        List<String> names = topics("txn-a", "txn-b");
+        String a = names.get(0);
+        String b = names.get(1);
         try (Consumer<byte[]> ca = consumer(a, "s"); Consumer<byte[]> cb = consumer(b, "s");
                 Producer<byte[]> pa = producer(a); Producer<byte[]> pb = producer(b)) {
             Transaction committed = txn();
@@ -105,8 +140,9 @@ public class TransactionTest extends Target {
 
     @Test
     void consumeTransformProduce() throws Exception {
-        String in = topic("ctp-in");
-        String out = topic("ctp-out");
+        List<String> names = topics("ctp-in", "ctp-out");
+        String in = names.get(0);
+        String out = names.get(1);
         int n = 20;
         try (Consumer<byte[]> work = consumer(in, "work"); Consumer<byte[]> result = consumer(out, "r");
                 Producer<byte[]> source = producer(in); Producer<byte[]> sink = producer(out)) {
