@@ -132,29 +132,10 @@ class TxnClient(Client):
         send = commands.send(producer_id=producer_id, sequence_id=seq)
         send.send.txnid_most_bits, send.send.txnid_least_bits = txn
         self.send(send, frames.encode_headers_and_payload(meta, text.encode()))
-        kinds = (_C.SEND_RECEIPT, _C.SEND_ERROR)
-
-        def answered() -> frames.Frame | None:
-            self._pump()
-            for i, f in enumerate(self.frames):
-                if f.type in kinds and commands.body(f.command).sequence_id == seq:
-                    return self.frames.pop(i)
-            return None
-
-        return await eventually(answered, timeout=5, what=f"answer to {seq}")
+        return await self.expect((_C.SEND_RECEIPT, _C.SEND_ERROR), sequence_id=seq)
 
     async def sub_on(self, topic: str, consumer_id: int, sub: str) -> None:
-        self.send(
-            commands.subscribe(
-                topic=topic,
-                subscription=sub,
-                consumer_id=consumer_id,
-                request_id=self.rid(),
-                initial_position=pb.CommandSubscribe.Earliest,
-                sub_type=pb.CommandSubscribe.Shared,
-            )
-        )
-        await self.expect(_C.SUCCESS)
+        await self.subscribe(consumer_id, sub, topic=topic, sub_type=pb.CommandSubscribe.Shared)
         self.send(commands.flow(consumer_id=consumer_id, permits=1000))
 
     def received(self, consumer_id: int) -> list[tuple[MessageId, bytes]]:
@@ -315,16 +296,7 @@ async def test_transactional_cumulative_ack(broker: Broker) -> None:
     c = await connected(broker.service)
     await c.producer(1, T1)
     ids = [await c.publish(1, i, f"m{i}") for i in range(3)]
-    c.send(
-        commands.subscribe(
-            topic=T1,
-            subscription="ex",
-            consumer_id=10,
-            request_id=c.rid(),
-            initial_position=pb.CommandSubscribe.Earliest,
-        )
-    )
-    await c.expect(_C.SUCCESS)
+    await c.subscribe(10, "ex", topic=T1)
     c.send(commands.flow(consumer_id=10, permits=10))
     await collect(c, 10, 3)
     subs = broker.service.topics[T1].subscriptions
