@@ -314,6 +314,36 @@ async def test_transactional_cumulative_ack(broker: Broker) -> None:
     await eventually(lambda: subs.stats()["ex"]["msgBacklog"] == 1, what="cumulative ack applied")
 
 
+async def test_held_message_is_not_redelivered_until_the_abort(broker: Broker) -> None:
+    """A message a transaction acknowledged stays with that transaction when its consumer
+    goes: another consumer gets it only after the abort (never after a commit)."""
+    assert broker.service is not None
+    c = await connected(broker.service)
+    await c.producer(1, T1)
+    ids = [await c.publish(1, i, f"h{i}") for i in range(2)]
+    await c.sub_on(T1, 10, "s")
+    await collect(c, 10, 2)
+    txns = []
+    for mid in ids:
+        txn = await c.new_txn()
+        ack = commands.ack(consumer_id=10, message_ids=[mid], request_id=c.rid())
+        ack.ack.txnid_most_bits, ack.ack.txnid_least_bits = txn
+        c.send(ack)
+        await c.expect(_C.ACK_RESPONSE, request_id=ack.ack.request_id)
+        txns.append(txn)
+    c.cnx.protocol.connection_lost(None)  # the consumer goes; its messages stay held
+    d = await connected(broker.service)
+    await d.sub_on(T1, 20, "s")
+    await settled(d)
+    assert d.received(20) == []
+    assert not (await d.end(txns[0], commit=True)).HasField("error")
+    assert not (await d.end(txns[1], commit=False)).HasField("error")
+    got = await collect(d, 20, 1)
+    assert "h1" in text_of(got[0])
+    await settled(d)
+    assert d.received(20) == []  # never the committed one
+
+
 async def test_conflicting_transactional_acks(broker: Broker) -> None:
     assert broker.service is not None
     c = await connected(broker.service)

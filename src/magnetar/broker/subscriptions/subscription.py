@@ -66,6 +66,14 @@ class TxnReadFilter(Protocol):
     def hides(self, meta: EntryMeta) -> bool: ...
 
 
+class TxnAckHolds(Protocol):
+    """Messages a transaction's acknowledgement holds (``broker.transactions.pending_acks``):
+    not delivered to anyone until the transaction ends."""
+
+    def any_held(self, subscription: str) -> bool: ...
+    def holds(self, subscription: str, position: Position) -> bool: ...
+
+
 class SubscriptionOwner(Protocol):
     """What a subscription needs from the topic's subscriptions
     (:class:`magnetar.broker.subscriptions.topic.TopicSubscriptionsImpl`, which imports this
@@ -75,6 +83,7 @@ class SubscriptionOwner(Protocol):
     managed_ledger: ManagedLedger
     meta_cache: EntryMetaCache
     txn_buffer: TxnReadFilter | None
+    txn_acks: TxnAckHolds | None
 
     def forget(self, sub: Subscription) -> None: ...
     def position_for_message_id(self, mid: MessageId) -> Position: ...
@@ -354,7 +363,8 @@ class Subscription:
                 for p in positions:
                     self._drop_replay(p)
                 batch = [(e, cache.get(e)) for e in entries if e.position in live]
-                if policy.route(batch, replay=True):
+                batch = self._drop_held(batch)
+                if batch and policy.route(batch, replay=True):
                     return _Outcome.PROGRESS, []
             if len(self.replay) >= MAX_REPLAY:
                 return _Outcome.IDLE, []  # look-ahead past busy keys is bounded
@@ -376,8 +386,18 @@ class Subscription:
             batch, held = await self._transaction_filter(txn, batch)
             if not batch:
                 return (_Outcome.IDLE if held else _Outcome.PROGRESS), []
-        policy.route(batch, replay=False)
+        batch = self._drop_held(batch)
+        if batch:
+            policy.route(batch, replay=False)
         return _Outcome.PROGRESS, []
+
+    def _drop_held(self, batch: list[tuple[Entry, EntryMeta]]) -> list[tuple[Entry, EntryMeta]]:
+        """Leave out messages a transaction's acknowledgement holds (delivered again only
+        if it aborts: ``transaction_released``)."""
+        holds = self.owner.txn_acks
+        if holds is None or not holds.any_held(self.name):
+            return batch
+        return [(e, m) for e, m in batch if not holds.holds(self.name, e.position)]
 
     async def _transaction_filter(
         self, txn: TxnReadFilter, batch: list[tuple[Entry, EntryMeta]]
@@ -648,13 +668,24 @@ class Subscription:
     def transaction_released(self, positions: Sequence[Position]) -> None:
         """An aborted transaction's acknowledgements: deliver those messages again."""
         by_consumer: dict[Consumer, list[pb.MessageIdData]] = {}
+        unowned: list[Position] = []
         for position in positions:
             c = self._owner_of.get(position)
             if c is not None:
                 mid = pb.MessageIdData(ledgerId=position.ledger_id, entryId=position.entry_id)
                 by_consumer.setdefault(c, []).append(mid)
+            elif not self.cursor.is_deleted(position):
+                unowned.append(position)  # its consumer left, or dispatch held it back
         for c, mids in by_consumer.items():
             self.redeliver(c, mids, consumer_epoch=None)
+        if unowned:
+            if self.policy.uses_replay:
+                for position in unowned:
+                    meta = self.meta_cache.lookup(position)
+                    self.park(position, meta.key_hash if meta is not None else 0)
+            else:
+                self._rewind = True
+            self._wake.set()
 
     # -- redelivery -------------------------------------------------------------------------
 

@@ -20,7 +20,11 @@ from magnetar.broker.subscriptions.consumer import Consumer
 from magnetar.broker.subscriptions.dispatchers import EXCLUSIVE
 from magnetar.broker.subscriptions.entries import EntryMeta, EntryMetaCache
 from magnetar.broker.subscriptions.stats import now_ms
-from magnetar.broker.subscriptions.subscription import Subscription, TxnReadFilter
+from magnetar.broker.subscriptions.subscription import (
+    Subscription,
+    TxnAckHolds,
+    TxnReadFilter,
+)
 from magnetar.managed_ledger.api import (
     EARLIEST,
     LATEST,
@@ -63,6 +67,8 @@ class TopicSubscriptionsImpl:
         self.meta_cache = EntryMetaCache()
         self.txn_buffer: TxnReadFilter | None = None
         """The topic's transaction buffer when transactions are enabled."""
+        self.txn_acks: TxnAckHolds | None = None
+        """The topic's pending transactional acknowledgements when transactions are enabled."""
         self._subs: dict[str, Subscription] = {}
         self._lock = asyncio.Lock()
 

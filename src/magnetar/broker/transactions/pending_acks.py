@@ -3,7 +3,8 @@
 Why this module exists: as Pulsar's ``PendingAckHandle``, an ACK carrying a transaction id
 must not move the cursor yet: on commit it is applied, on abort the messages are delivered
 again. A message held by one transaction cannot be acknowledged by another
-(TransactionConflict).
+(TransactionConflict), and dispatch delivers it to no other consumer meanwhile
+(:meth:`holds`; the subscription's ``_drop_held``).
 
 Held acknowledgements are durable: each is written to the metadata store (one record per
 subscription and transaction, ``/transactions/pending-acks/...``, see docs/metadata.md)
@@ -80,6 +81,13 @@ class PendingAcks:
 
     def _key(self, subscription: str, txn: TxnId) -> str:
         return keys.pending_ack(self.topic, subscription, f"{txn.most}:{txn.least}")
+
+    def any_held(self, subscription: str) -> bool:
+        return bool(self._owner.get(subscription))
+
+    def holds(self, subscription: str, position: Position) -> bool:
+        owner = self._owner.get(subscription)
+        return owner is not None and position in owner
 
     def held(self, subscription: str) -> dict[TxnId, list[Position]]:
         return {t: h.positions() for t, h in self._held.get(subscription, {}).items()}

@@ -327,6 +327,7 @@ class TransactionService:
         self._pending[topic.full_name] = pending
         if isinstance(subs, TopicSubscriptionsImpl):
             subs.txn_buffer = buffer
+            subs.txn_acks = pending
 
     def _validate(self, txn: TxnId, topic: str) -> bool:
         coordinator = self._coordinators.get(txn.most)
