@@ -13,7 +13,9 @@ filter of ``subscriptions.subscription``, the transactional branch of ACK). The 
   held back from consumers (max read position) until their commit marker; aborted ones
   never delivered;
 * :mod:`.pending_acks` -- transactional acknowledgements held until commit (applied) or
-  abort (redelivered), kept in the metadata store;
+  abort (redelivered) and withheld from other consumers meanwhile, kept in the metadata
+  store;
 * :mod:`.service` -- the broker's transaction service tying them to topics;
+* :mod:`.remote` -- END_TXN_ON_PARTITION / END_TXN_ON_SUBSCRIPTION to another broker;
 * :mod:`.session` -- the connection's transaction commands.
 """
