@@ -71,6 +71,7 @@ _BROKER_FLAGS = {
     "deduplication_max_producers": "deduplication_max_producers",
     "force_delete_tenant_allowed": "force_delete_tenant_allowed",
     "force_delete_namespace_allowed": "force_delete_namespace_allowed",
+    "transaction_coordinator_enabled": "transaction_coordinator_enabled",
 }
 """Parsed flag (its ``dest``) -> BrokerConfig field."""
 
@@ -211,6 +212,12 @@ def _force_delete(p: argparse.ArgumentParser) -> None:
         "--force-delete-namespace-allowed",
         _BC.force_delete_namespace_allowed,
         "allow DELETE of a namespace with force=true (deletes its topics)",
+    )
+    _bool_option(
+        p,
+        "--transaction-coordinator-enabled",
+        _BC.transaction_coordinator_enabled,
+        "serve transactions (Pulsar's transactionCoordinatorEnabled)",
     )
 
 

@@ -181,6 +181,7 @@ _SERVING: dict[str, Opt | Fixed] = {
 _FORCE_DELETE: dict[str, Opt | Fixed] = {
     "forceDeleteTenantAllowed": Opt("force_delete_tenant_allowed", parse_bool),
     "forceDeleteNamespaceAllowed": Opt("force_delete_namespace_allowed", parse_bool),
+    "transactionCoordinatorEnabled": Opt("transaction_coordinator_enabled", parse_bool),
 }
 
 BROKER: Table = {

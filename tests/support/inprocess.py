@@ -159,18 +159,21 @@ class Client:
         self._read = len(self.transport.written)
         self.frames.extend(self._decoder.feed(new))
 
-    async def expect(self, kind: int, **fields: Any) -> frames.Frame:
-        """The first frame of type ``kind`` (whose body has ``fields``) not taken yet."""
+    async def expect(self, kind: int | tuple[int, ...], **fields: Any) -> frames.Frame:
+        """The first frame of type ``kind`` (or of one of the types ``kind``; whose body has
+        ``fields``) not taken yet."""
+        kinds = kind if isinstance(kind, tuple) else (kind,)
 
         def matching() -> frames.Frame | None:
             self._pump()
             for i, f in enumerate(self.frames):
                 body = commands.body(f.command) if commands.has_body(f.command) else None
-                if f.type == kind and all(getattr(body, k) == v for k, v in fields.items()):
+                if f.type in kinds and all(getattr(body, k) == v for k, v in fields.items()):
                     return self.frames.pop(i)
             return None
 
-        found = await eventually(matching, timeout=5, what=commands.type_name(kind))
+        what = " or ".join(commands.type_name(k) for k in kinds)
+        found = await eventually(matching, timeout=5, what=what)
         assert found is not None
         return found
 

@@ -78,6 +78,13 @@ class BrokerConfig:
     """Pulsar's forceDeleteNamespaceAllowed: a forced namespace delete (which deletes its
     topics) is refused with 405 unless true."""
 
+    transaction_coordinator_enabled: bool = False
+    """Pulsar's transactionCoordinatorEnabled: NEW_TXN and the other transaction commands
+    are refused (NotAllowedError) unless true."""
+    transaction_coordinators: int = 1
+    """Partitions of ``pulsar/system/transaction_coordinator_assign`` created at first
+    start: how many coordinators (Pulsar's ``--num-transaction-coordinators``)."""
+
     managed_ledger: ManagedLedgerConfig = field(default_factory=ManagedLedgerConfig)
 
     @property

@@ -38,6 +38,7 @@ from magnetar.broker.enforcement import PolicyEnforcer
 from magnetar.broker.ownership import BrokerInfo, Bundle, Ownership, bundle_of
 from magnetar.broker.subscriptions import NonPersistentSubscriptions, TopicSubscriptionsImpl
 from magnetar.broker.topic import NonPersistentTopic, PersistentTopic, Topic
+from magnetar.broker.transactions.service import TransactionService
 from magnetar.managed_ledger.api import ManagedLedger, ManagedLedgerFactory
 from magnetar.metadata import api
 from magnetar.wire import pb
@@ -102,6 +103,7 @@ class BrokerService:
         self.schemas = schemas.SchemaRegistry(store)
         self.me = _info(config)
         self.ownership = Ownership(store, self.me)
+        self.transactions = TransactionService(self)
         self.topics: dict[str, Topic] = {}
         self._loading: dict[str, asyncio.Future[Topic]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -130,6 +132,8 @@ class BrokerService:
             num_bundles=cfg.default_bundles,
         )
         self._producer_prefix = str(await self.store.next_id("producer-name"))
+        self.transactions = TransactionService(self)  # the configuration is final now
+        await self.transactions.start()
         await self._open_session()
         self._background = [
             asyncio.create_task(self._rates_loop(), name="broker-rates"),
@@ -155,6 +159,7 @@ class BrokerService:
 
     async def _recover_session(self) -> None:
         await self.unload_all(reason="metadata session lost")
+        await self.transactions.unload_coordinators()  # their bundles may go elsewhere
         delay = 0.5
         while not self._closing:
             try:
@@ -174,6 +179,7 @@ class BrokerService:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
         await self.unload_all(reason="broker shutting down")
+        await self.transactions.close()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -380,6 +386,13 @@ class BrokerService:
             await loaded.close(reason="deduplication state could not be recovered")
             raise BrokerError(
                 pb.PersistenceError, f"{topic}: recovering deduplication state: {err}"
+            ) from None
+        try:
+            await self.transactions.attach(loaded)
+        except Exception as err:
+            await loaded.close(reason="transaction state could not be recovered")
+            raise BrokerError(
+                pb.PersistenceError, f"{topic}: recovering transaction state: {err}"
             ) from None
         return await self._register(topic, loaded)
 

@@ -28,6 +28,8 @@ from typing import Any, Final
 from magnetar.broker.contracts import BroadcastSubscriptions, BrokerError, TopicSubscriptions
 from magnetar.broker.dedup import Deduplication
 from magnetar.broker.producer import AccessMode, Producer
+from magnetar.broker.transactions.buffer import TransactionBuffer
+from magnetar.broker.transactions.ids import NOT_ENABLED, TxnId
 from magnetar.managed_ledger.api import (
     ManagedLedger,
     ManagedLedgerFencedError,
@@ -80,6 +82,14 @@ class Topic:
 
     dedup: Deduplication | None = None
     """Message deduplication (persistent topics only; enabled by policy)."""
+    txn_buffer: TransactionBuffer | None = None
+    """The transaction buffer (persistent topics, when transactions are enabled)."""
+
+    def append_txn(self, txn: TxnId, data: bytes) -> asyncio.Future[Position]:
+        """A transactional SEND's entry (raises BrokerError when it cannot be taken)."""
+        if self.txn_buffer is None:
+            raise BrokerError(pb.NotAllowedError, f"{self.full_name}: {NOT_ENABLED}")
+        return self.txn_buffer.append(txn, data)
 
     def last_sequence_id(self, producer: str) -> int:
         """What PRODUCER_SUCCESS announces: the producer's last stored sequence id when

@@ -20,7 +20,11 @@ from magnetar.broker.subscriptions.consumer import Consumer
 from magnetar.broker.subscriptions.dispatchers import EXCLUSIVE
 from magnetar.broker.subscriptions.entries import EntryMeta, EntryMetaCache
 from magnetar.broker.subscriptions.stats import now_ms
-from magnetar.broker.subscriptions.subscription import Subscription
+from magnetar.broker.subscriptions.subscription import (
+    Subscription,
+    TxnAckHolds,
+    TxnReadFilter,
+)
 from magnetar.managed_ledger.api import (
     EARLIEST,
     LATEST,
@@ -40,8 +44,13 @@ from magnetar.wire.topics import TopicName
 log = logging.getLogger(__name__)
 
 
-_SYSTEM: Final = frozenset({keys.DEDUP_CURSOR})
-"""Cursors of the broker's own (deduplication snapshots): never subscriptions."""
+_SYSTEM: Final = frozenset({keys.DEDUP_CURSOR, keys.TXN_BUFFER_CURSOR})
+"""Cursors of the broker's own (deduplication and transaction buffer snapshots): never
+subscriptions."""
+
+
+_LAST_VISIBLE_STEPS: Final = 1000
+"""Entries a last-message-id lookup steps back over markers and aborted entries."""
 
 
 def _check_not_reserved(name: str) -> None:
@@ -56,6 +65,10 @@ class TopicSubscriptionsImpl:
         self.topic = topic
         self.managed_ledger = managed_ledger
         self.meta_cache = EntryMetaCache()
+        self.txn_buffer: TxnReadFilter | None = None
+        """The topic's transaction buffer when transactions are enabled."""
+        self.txn_acks: TxnAckHolds | None = None
+        """The topic's pending transactional acknowledgements when transactions are enabled."""
         self._subs: dict[str, Subscription] = {}
         self._lock = asyncio.Lock()
 
@@ -149,6 +162,10 @@ class TopicSubscriptionsImpl:
                 self._recovered(name)
         return {name: sub.stats() for name, sub in sorted(self._subs.items())}
 
+    def subscription(self, name: str) -> Subscription | None:
+        """The subscription ``name`` (a recovered durable cursor is wrapped), or None."""
+        return self._subs.get(name) or self._recovered(name)
+
     # -- for subscriptions ------------------------------------------------------------------
 
     def forget(self, sub: Subscription) -> None:
@@ -223,11 +240,33 @@ class TopicSubscriptionsImpl:
         index when the last entry is a batch."""
         lce = self.managed_ledger.last_confirmed_entry
         partition = self.topic.partition_index
+        txn = self.txn_buffer
+        if txn is not None and txn.active:
+            # as Pulsar: no further than an open transaction lets readers, and never a
+            # transaction marker or an aborted entry (a reader would wait for it forever)
+            limit = txn.max_read_position
+            if limit is not None and limit < lce:
+                lce = limit
+            lce = await self._last_visible(txn, lce)
         if lce.entry_id < 0:
             return MessageId(lce.ledger_id, -1, partition)
         meta = await self.entry_meta(lce)
         batch_index = meta.num_messages - 1 if meta.is_batch else -1
         return MessageId(lce.ledger_id, lce.entry_id, partition, batch_index)
+
+    async def _last_visible(self, txn: TxnReadFilter, position: Position) -> Position:
+        """``position`` or the nearest entry before it in its ledger that dispatch would
+        deliver (``(ledger, -1)`` when none is); at most ``_LAST_VISIBLE_STEPS`` back."""
+        first = self.managed_ledger.first_position
+        for _ in range(_LAST_VISIBLE_STEPS):
+            if position.entry_id < 0 or position < first:
+                break
+            if not txn.hides(await self.entry_meta(position)):
+                return position
+            position = Position(position.ledger_id, position.entry_id - 1)
+        else:
+            return position
+        return Position(position.ledger_id, -1)
 
     # -- internals --------------------------------------------------------------------------
 
