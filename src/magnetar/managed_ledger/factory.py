@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from magnetar.ledger import errors as ledger_errors
 from magnetar.ledger.client import LedgerClient
 from magnetar.managed_ledger import api, records
+from magnetar.managed_ledger.cursor import owned_ledgers
 from magnetar.managed_ledger.ledger import ManagedLedgerImpl, Options, State
 from magnetar.managed_ledger.storage import storage_error
 from magnetar.metadata import api as md
@@ -117,6 +118,7 @@ class ManagedLedgerFactoryImpl:
                 pointer = records.CursorPointer.from_json(cursor.value)
                 if pointer.cursor_ledger_id != records.NO_LEDGER:
                     ledger_ids.append(pointer.cursor_ledger_id)
+                ledger_ids.extend(owned_ledgers(pointer.properties))
         for lid in ledger_ids:
             await self.ledgers.delete(lid)
         await self.store.delete_prefix(path.info_key)

@@ -30,7 +30,7 @@ from aiohttp import web
 from yarl import URL
 
 from magnetar.broker import enforcement, policies
-from magnetar.broker.admin import remote, validation
+from magnetar.broker.admin import compaction, remote, validation
 from magnetar.broker.admin.common import (
     AdminError,
     Handler,
@@ -437,8 +437,7 @@ async def internal_stats(request: web.Request) -> web.Response:
     if isinstance(loaded, NonPersistentTopic):
         return web.json_response(non_persistent_internal_stats(loaded))
     assert isinstance(loaded, PersistentTopic)
-    ml: Any = loaded.managed_ledger
-    return web.json_response(complete_internal_stats(ml.internal_stats()))
+    return web.json_response(complete_internal_stats(compaction.internal_stats(loaded)))
 
 
 _EMPTY_CURSOR: dict[str, Any] = {
@@ -719,6 +718,7 @@ TOPIC_POLICIES: dict[str, tuple[str, validation.Body[Any]]] = {
     "messageTTL": ("message_ttl_in_seconds", validation.MESSAGE_TTL),
     "retention": ("retention_policies", validation.RETENTION),
     "deduplicationEnabled": ("deduplicationEnabled", validation.DEDUPLICATION),
+    "compactionThreshold": ("compaction_threshold", validation.COMPACTION_THRESHOLD),
 }
 """Topic policy path -> (its field, overriding the namespace's Policies field; its body)."""
 
@@ -913,6 +913,7 @@ def register(router: web.UrlDispatcher) -> None:
     router.add_get(f"{t}/lastMessageId", last_message_id)
     router.add_put(f"{t}/unload", unload)
     router.add_post(f"{t}/terminate", terminate)
+    compaction.add_routes(router, t, topic_name=_topic_name, stored=_stored_topic)
     router.add_get(f"{t}/subscriptions", list_subscriptions)
     router.add_post(t + "/all_subscription/expireMessages/{seconds}", expire_all_subscriptions)
     s = f"{t}/subscription/{{subscription}}"
