@@ -12,6 +12,7 @@ from magnetar.broker.compaction.compactor import compact
 from magnetar.broker.compaction.cursor import CompactedCursor
 from magnetar.broker.compaction.service import AlreadyRunningError, Status, TopicCompaction
 from magnetar.broker.compaction.view import CURSOR, LEDGER_PROPERTY, CompactedTopic
+from magnetar.broker.contracts import BrokerError
 from magnetar.broker.subscriptions import TopicSubscriptionsImpl
 from magnetar.managed_ledger.api import (
     EARLIEST,
@@ -22,6 +23,7 @@ from magnetar.managed_ledger.api import (
 from magnetar.managed_ledger.memory import MemoryManagedLedger, MemoryManagedLedgerFactory
 from magnetar.wire import batch, frames, pb
 from magnetar.wire.topics import TopicName
+from tests.unit.broker.subscriptions.fakes import FakeCnx, settle, subscribe_cmd
 
 
 def _single(key: str | None, value: bytes, *, seq: int = 0) -> bytes:
@@ -95,7 +97,7 @@ async def test_latest_value_per_key_tombstones_and_keyless() -> None:
     assert cursor.properties == {LEDGER_PROPERTY: result.ledger_id}
 
 
-async def test_batches_are_looked_into_and_rebuilt_with_compacted_out_slots() -> None:
+async def test_batches_are_looked_into_and_rebuilt_with_the_kept_messages() -> None:
     ml = _ml()
     first = await ml.add_entry(_batch([("a", b"a1"), ("b", b"b1"), ("c", b"c1")]))
     await ml.add_entry(_batch([("b", b"b2"), ("a", b""), (None, b"x")]))
@@ -107,9 +109,11 @@ async def test_batches_are_looked_into_and_rebuilt_with_compacted_out_slots() ->
     current = view.current
     assert current is not None
     (entry,) = await current.read(0, 0)
-    # batch indexes kept: c stays at index 2 of a batch of 3
-    assert fmt.last_batch_index(entry.data) == 2
-    assert len(fmt.parse(entry.data).batched or []) == 3
+    # re-built with c only: a batch of one
+    assert len(fmt.parse(entry.data).batched or []) == 1
+    assert fmt.last_batch_index(entry.data) == -1
+    (_, second) = await current.read(0, 1)
+    assert [k for k, _ in _messages(second.data)] == ["b"]
 
 
 async def test_incremental_compaction_switches_and_deletes_the_old_ledger() -> None:
@@ -206,3 +210,41 @@ async def test_one_compaction_at_a_time_status_and_threshold() -> None:
     assert compaction.running
     await compaction._task  # type: ignore[misc]
     assert compaction.backlog_bytes() == 0
+
+
+async def test_read_compacted_subscriptions_through_the_dispatcher() -> None:
+    ml = _ml()
+    for i in range(10):
+        await ml.add_entry(_single(f"k{i % 2}", f"v{i}".encode(), seq=i))
+    view = CompactedTopic(ml)
+    await compact(ml, view)
+    await ml.add_entry(_single("k0", b"tail", seq=10))
+    subs = TopicSubscriptionsImpl(TopicName.parse("persistent://public/default/t"), ml, view)
+
+    shared = subscribe_cmd(1, sub_type=pb.CommandSubscribe.Shared)
+    shared.read_compacted = True
+    with pytest.raises(BrokerError) as refused:
+        await subs.subscribe(shared, FakeCnx())
+    assert refused.value.code == pb.NotAllowedError
+
+    cmd = subscribe_cmd(2, sub="compacted")
+    cmd.read_compacted = True
+    cnx = FakeCnx()
+    consumer = await subs.subscribe(cmd, cnx)
+    consumer.flow(100)
+    await settle()
+    assert [m.data for m in cnx.messages] == [
+        e.data
+        for e in (await view.current.read(0, 1))  # type: ignore[union-attr]
+    ] + [(await ml.read_entry(ml.last_confirmed_entry)).data]
+    # nothing acknowledged: a redelivery goes back into the compacted ledger
+    consumer.redeliver_unacknowledged([])
+    await settle()
+    assert len(cnx.messages) == 6
+    # the ledgers before the horizon were trimmed (no other subscription held them): a plain
+    # subscription sees what is stored, the compacted one saw each key's value from before
+    plain = FakeCnx()
+    other = await subs.subscribe(subscribe_cmd(3, sub="plain"), plain)
+    other.flow(100)
+    await settle()
+    assert len(plain.messages) == ml.number_of_entries == 3

@@ -9,6 +9,10 @@ horizon, and from there on the wrapped cursor reads the topic as usual. A rewind
 reset to a position at or before the horizon goes back into the compacted ledger, so
 redelivery and seek behave as for any subscription.
 
+Batch-index acknowledgements of a compacted batch (re-built with the messages it keeps,
+:mod:`.format`) count only when they cover the whole batch; a partly acknowledged one is
+delivered whole again on redelivery.
+
 A reader starting at the earliest message, or a subscription created at the earliest
 position that has acknowledged nothing yet, reads the compacted ledger from its first
 entry: the topic's own ledgers before the horizon may be gone.
@@ -157,12 +161,23 @@ class CompactedCursor:
     async def delete(self, positions: Sequence[Position]) -> None:
         await self.inner.delete(positions)
 
+    def _compacted(self, position: Position) -> bool:
+        horizon = self.view.horizon
+        return horizon is not None and position <= horizon
+
     async def delete_batch_indexes(
         self, position: Position, *, acked: Iterable[int], batch_size: int
     ) -> None:
-        await self.inner.delete_batch_indexes(position, acked=acked, batch_size=batch_size)
+        if not self._compacted(position):
+            await self.inner.delete_batch_indexes(position, acked=acked, batch_size=batch_size)
+        elif len(set(acked)) >= batch_size:
+            await self.inner.delete([position])
+        # else: a compacted batch's indexes are not the stored batch's; a partly acknowledged
+        # compacted batch is delivered whole again on redelivery (at least once)
 
     def batch_ack_set(self, position: Position) -> list[int] | None:
+        if self._compacted(position):
+            return None
         return self.inner.batch_ack_set(position)
 
     def is_deleted(self, position: Position) -> bool:

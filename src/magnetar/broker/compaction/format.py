@@ -11,8 +11,13 @@ What is retained of an entry (Pulsar's ``TwoPhaseCompactor`` / ``RawBatchConvert
 * a message whose payload is empty (size 0 -- the clients send ``null`` values so) is a
   *tombstone*: the key is deleted from the compacted view;
 * in a batch each message counts on its own; a batch keeping some of its messages is
-  re-built with the dropped ones replaced by empty ``compacted_out`` slots, so batch indexes
-  (message ids, ack sets) stay what they were; a batch keeping none is dropped whole.
+  re-built with those only (a batch keeping none is dropped whole). Pulsar keeps the
+  dropped ones as empty ``compacted_out`` slots instead, which its Java client skips but the
+  C++-based clients (Python, Go's cgo-free one aside) hand out as empty messages; re-built
+  batches work with every client, at the price that the batch indexes of a compacted
+  batch's messages are their indexes in the re-built batch (see
+  :mod:`magnetar.broker.compaction.cursor` for what that means for batch-index acks).
+  Messages compacted out by Pulsar itself are skipped when read back.
 """
 
 from __future__ import annotations
@@ -121,14 +126,10 @@ def retain(position: Position, data: bytes, latest: dict[str, MessageKey]) -> by
         return None
     if len(kept) == len(parsed.batched):
         return data
-    slots: list[tuple[pb.SingleMessageMetadata, bytes | memoryview]] = []
-    for i, message in enumerate(parsed.batched):
-        if i in kept:
-            slots.append((message.metadata, message.payload))
-        else:
-            slots.append((pb.SingleMessageMetadata(compacted_out=True), b""))
+    slots = [(m.metadata, m.payload) for i, m in enumerate(parsed.batched) if i in kept]
     body = batch.build_batch(slots)
     md = parsed.metadata
+    md.num_messages_in_batch = len(slots)
     md.uncompressed_size = len(body)
     if md.compression == pb.ZLIB:
         stored: bytes = zlib.compress(body)
@@ -140,7 +141,7 @@ def retain(position: Position, data: bytes, latest: dict[str, MessageKey]) -> by
 
 
 def last_batch_index(data: bytes | memoryview) -> int:
-    """The id's batch index GET_LAST_MESSAGE_ID gives for a compacted entry: the last
+    """The id's batch index GET_LAST_MESSAGE_ID gives for a compacted entry: its last
     message not compacted out (Pulsar's ``calculateTheLastBatchIndexInBatch``); -1 for a
     single message or a batch of one."""
     parsed = parse(data)
