@@ -360,6 +360,7 @@ _NS_GETTERS = {
     "get-auto-topic-creation": "/autoTopicCreation",
     "get-offload-threshold": "/offloadThreshold",
     "get-offload-deletion-lag": "/offloadDeletionLagMs",
+    "get-compaction-threshold": "/compactionThreshold",
 }
 _NS_REMOVERS = {
     "remove-retention": "/retention",
@@ -367,6 +368,7 @@ _NS_REMOVERS = {
     "remove-deduplication": "/deduplication",
     "remove-auto-topic-creation": "/autoTopicCreation",
     "clear-offload-deletion-lag": "/offloadDeletionLagMs",
+    "remove-compaction-threshold": "/compactionThreshold",
 }
 
 
@@ -610,10 +612,48 @@ def _topics_set_dedup(a: argparse.Namespace) -> Request:
     return Request("POST", _topic(a, "/deduplicationEnabled"), a.enable)
 
 
+@verb("topics", "compact", "start a compaction of the topic (409 while one runs)", TOPIC)
+def _topics_compact(a: argparse.Namespace) -> Request:
+    return Request("PUT", _topic(a, "/compaction"))
+
+
+@verb("topics", "compaction-status", "the last compaction's status (and error)", TOPIC)
+def _topics_compaction_status(a: argparse.Namespace) -> Request:
+    return Request("GET", _topic(a, "/compaction"))
+
+
+_THRESHOLD = arg(
+    "-t",
+    "--threshold",
+    type=convert.size_bytes,
+    required=True,
+    help="backlog size that triggers compaction, e.g. 100M (0: never)",
+)
+
+
+@verb(
+    "topics", "set-compaction-threshold", "the topic's own compaction threshold", TOPIC, _THRESHOLD
+)
+def _topics_set_threshold(a: argparse.Namespace) -> Request:
+    return Request("POST", _topic(a, "/compactionThreshold"), a.threshold)
+
+
+@verb(
+    "namespaces",
+    "set-compaction-threshold",
+    "compact topics whose backlog since the last compaction exceeds this size",
+    NAMESPACE,
+    _THRESHOLD,
+)
+def _ns_set_threshold(a: argparse.Namespace) -> Request:
+    return Request("POST", _ns(a, "/compactionThreshold"), a.threshold)
+
+
 for _name, _tail in {
     "message-ttl": "/messageTTL",
     "retention": "/retention",
     "deduplication": "/deduplicationEnabled",
+    "compaction-threshold": "/compactionThreshold",
 }.items():
     help_text = f"the topic's own {_name} (null: unset)"
     verb("topics", f"get-{_name}", help_text, TOPIC)(_on_topic("GET", _tail))

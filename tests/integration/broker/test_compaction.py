@@ -9,6 +9,8 @@ a Shared subscription and on a non-persistent topic."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -222,3 +224,52 @@ def test_read_compacted_refusals(standalone: StandaloneProc) -> None:
         assert refused.value.code == 405
     finally:
         client.close()
+
+
+def _admin(proc: StandaloneProc, *args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "magnetar.cli", "admin", "--admin-url", proc.http_url, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_admin_cli_compact_status_and_thresholds(standalone: StandaloneProc) -> None:
+    proc = standalone
+    topic = f"persistent://{NS}/cli"
+    client = pulsar.Client(proc.service_url, operation_timeout_seconds=30)
+    try:
+        producer = client.create_producer(topic, batching_enabled=False)
+        for i in range(20):
+            producer.send(f"v{i}".encode(), partition_key=f"k{i % 4}")
+        producer.close()
+    finally:
+        client.close()
+    status = json.loads(_admin(proc, "--output", "json", "topics", "compaction-status", topic))
+    assert status == {"status": "NOT_RUN", "lastError": ""}
+    _admin(proc, "topics", "compact", topic)
+
+    def succeeded() -> bool:
+        out = _admin(proc, "--output", "json", "topics", "compaction-status", topic)
+        return bool(json.loads(out)["status"] == "SUCCESS")
+
+    wait_until(succeeded, timeout=60, what="compaction through the CLI")
+    _admin(proc, "namespaces", "set-compaction-threshold", NS, "--threshold", "10M")
+    got = _admin(proc, "--output", "json", "namespaces", "get-compaction-threshold", NS)
+    assert json.loads(got) == 10 * 1024 * 1024
+    _admin(proc, "namespaces", "remove-compaction-threshold", NS)
+    assert (
+        json.loads(_admin(proc, "--output", "json", "namespaces", "get-compaction-threshold", NS))
+        is None
+    )
+    _admin(proc, "topics", "set-compaction-threshold", topic, "-t", "1M")
+    got = _admin(proc, "--output", "json", "topics", "get-compaction-threshold", topic)
+    assert json.loads(got) == 1024 * 1024
+    _admin(proc, "topics", "remove-compaction-threshold", topic)
+    with pytest.raises(urllib.error.HTTPError) as bad:
+        _call(proc.http_url, "POST", f"/namespaces/{NS}/compactionThreshold", -5)
+    assert bad.value.code == 400
