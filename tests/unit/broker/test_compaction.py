@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from magnetar.broker.compaction import format as fmt
-from magnetar.broker.compaction.compactor import compact
+from magnetar.broker.compaction.compactor import CompactionError, compact
 from magnetar.broker.compaction.cursor import CompactedCursor
 from magnetar.broker.compaction.service import AlreadyRunningError, Status, TopicCompaction
 from magnetar.broker.compaction.view import CURSOR, LEDGER_PROPERTY, CompactedTopic
@@ -248,3 +248,23 @@ async def test_read_compacted_subscriptions_through_the_dispatcher() -> None:
     other.flow(100)
     await settle()
     assert len(plain.messages) == ml.number_of_entries == 3
+
+
+async def test_a_batch_compressed_with_a_codec_not_available_fails_the_compaction() -> None:
+    ml = _ml()
+    await ml.add_entry(_single("a", b"a1"))
+    md = pb.MessageMetadata(
+        producer_name="p",
+        sequence_id=1,
+        publish_time=1,
+        num_messages_in_batch=2,
+        compression=pb.LZ4,
+        uncompressed_size=100,
+    )
+    await ml.add_entry(frames.encode_headers_and_payload(md, b"\x00" * 40))
+    compaction = TopicCompaction(ml, CompactedTopic(ml))
+    with pytest.raises(CompactionError):
+        await compaction.compact()
+    status = compaction.status_json()
+    assert status["status"] == "ERROR" and "LZ4" in status["lastError"]
+    assert compaction.view.current is None

@@ -16,6 +16,9 @@ One compaction of a topic:
    view as it was.
 
 Memory is one dict entry per live key (phase one); entries are streamed, never all held.
+An entry whose metadata cannot be parsed is skipped (no key can be read from it); a batch
+compressed with a codec not available here (only ZLIB is) fails the compaction with
+:class:`CompactionError` rather than leave its keys out of the view.
 """
 
 from __future__ import annotations
@@ -37,12 +40,16 @@ from magnetar.managed_ledger.api import (
     ManagedLedgerError,
     Position,
 )
-from magnetar.wire.errors import WireError
+from magnetar.wire.errors import UnsupportedCompressionError, WireError
 
 log = logging.getLogger(__name__)
 
 READ_BATCH: Final = 500
 MAX_PENDING_ADDS: Final = 1000
+
+
+class CompactionError(Exception):
+    """The topic holds an entry compaction cannot look into (its view would be wrong)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +113,9 @@ async def compact(ml: ManagedLedger, view: CompactedTopic) -> CompactionResult:
                     latest.pop(key, None)
                 else:
                     latest[key] = message
-        except WireError as err:
+        except UnsupportedCompressionError as err:
+            raise CompactionError(f"entry {entry.position}: {err}") from None
+        except WireError as err:  # garbage: no key can be read from it
             log.warning("%s: compaction skips entry %s: %s", ml.name, entry.position, err)
 
     # phase two: the entries holding them, into a new ledger
