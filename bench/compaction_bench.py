@@ -29,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 
+import report as peers_report
 from tests.support.procs import LOOPBACK, free_port
 
 from magnetar.bookie import metrics as bookie_metrics
@@ -172,13 +173,7 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=1024, help="message size in bytes")
     ap.add_argument("--batch", type=int, default=100, help="messages per entry (1: none)")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument(
-        "--record",
-        nargs="?",
-        const=str(ROOT / "docs" / "benchmarks.md"),
-        metavar="FILE",
-        help="also write the figures as a section of FILE (default docs/benchmarks.md)",
-    )
+    peers_report.add_record_option(ap, ROOT / "docs" / "benchmarks.md")
     args = ap.parse_args()
     load_start = os.getloadavg()[0]
     rows = aio.run(run(args))
@@ -188,14 +183,8 @@ def main() -> None:
         f"{med['incremental']:.1f} MB/s; load average {os.getloadavg()[0]:.1f}"
     )
     if args.record:
-        import report as peers_report
-
-        out = Path(args.record)
         loads = f"{load_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
-        block = section(args, rows, loads)
-        old = out.read_text() if out.exists() else ""
-        out.write_text(peers_report.put_section(old, "compaction", block) if old else block)
-        print(f"recorded in {out}")
+        peers_report.record_section(Path(args.record), "compaction", section(args, rows, loads))
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ def _standalone(args: argparse.Namespace) -> int:
         non_persistent_inactive_s=args.non_persistent_inactive,
         deduplication_enabled=args.deduplication_enabled,
         deduplication_entries_interval=args.deduplication_entries_interval,
+        compaction_threshold_bytes=args.compaction_threshold,
         force_delete_tenant_allowed=args.force_delete_tenant_allowed,
         force_delete_namespace_allowed=args.force_delete_namespace_allowed,
     )
@@ -83,6 +84,7 @@ def _broker_config(args: argparse.Namespace) -> BrokerConfig:
         deduplication_entries_interval=args.deduplication_entries_interval,
         deduplication_producer_inactivity_s=args.deduplication_producer_inactivity,
         deduplication_max_producers=args.deduplication_max_producers,
+        compaction_threshold_bytes=args.compaction_threshold,
         force_delete_tenant_allowed=args.force_delete_tenant_allowed,
         force_delete_namespace_allowed=args.force_delete_namespace_allowed,
         managed_ledger=ManagedLedgerConfig(
@@ -193,6 +195,13 @@ def _deduplication(p: argparse.ArgumentParser) -> None:
         type=int,
         default=_BC.deduplication_entries_interval,
         help="a snapshot of the producers' sequence ids every this many entries",
+    )
+    p.add_argument(
+        "--compaction-threshold",
+        type=int,
+        default=_BC.compaction_threshold_bytes,
+        help="compact a topic once this many bytes were stored since its last compaction, "
+        "unless its namespace or topic sets compactionThreshold (0: never)",
     )
 
 

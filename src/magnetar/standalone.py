@@ -63,6 +63,8 @@ class StandaloneOptions:
     deduplication_enabled: bool = False
     """Deduplication for topics whose namespace and topic policies do not say."""
     deduplication_entries_interval: int = 1000
+    compaction_threshold_bytes: int = 0
+    """Automatic compaction for topics whose namespace and topic policies do not say."""
     force_delete_tenant_allowed: bool = False
     """Pulsar's forceDeleteTenantAllowed (a forced tenant delete is refused unless true)."""
     force_delete_namespace_allowed: bool = False
@@ -110,6 +112,7 @@ def broker_config(options: StandaloneOptions) -> BrokerConfig:
         non_persistent_inactive_s=options.non_persistent_inactive_s,
         deduplication_enabled=options.deduplication_enabled,
         deduplication_entries_interval=options.deduplication_entries_interval,
+        compaction_threshold_bytes=options.compaction_threshold_bytes,
         force_delete_tenant_allowed=options.force_delete_tenant_allowed,
         force_delete_namespace_allowed=options.force_delete_namespace_allowed,
         managed_ledger=ManagedLedgerConfig(

@@ -17,7 +17,8 @@ loaded topics every second:
   them. Unacknowledged messages expire; acknowledged and younger ones are untouched. A topic is
   checked every ``TTL / 2`` (between 1 s and 60 s).
 
-* **compaction threshold** (``compaction_threshold``, topic over namespace): a compaction
+* **compaction threshold** (``compaction_threshold``, topic over namespace over the broker's
+  ``compaction_threshold_bytes``): a compaction
   starts when the ``__compaction`` cursor's backlog is over that many bytes
   (:mod:`magnetar.broker.compaction.service`).
 * **deduplication** (``deduplicationEnabled``, topic over namespace over the broker default)
@@ -152,11 +153,9 @@ class PolicyEnforcer:
             )
             topic.dedup.purge_inactive()
         threshold = state.policies.get("compaction_threshold")
-        if (
-            topic.compaction is not None
-            and isinstance(threshold, int)
-            and not isinstance(threshold, bool)
-        ):
+        if not isinstance(threshold, int) or isinstance(threshold, bool):
+            threshold = self.service.config.compaction_threshold_bytes
+        if topic.compaction is not None:
             topic.compaction.check_threshold(threshold)
         ttl = state.policies.get("message_ttl_in_seconds")
         if isinstance(ttl, int) and not isinstance(ttl, bool) and ttl > 0:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from typing import Any
 import pulsar
 import pytest
 
+from tests.support.roundtrip import send_all
 from tests.support.standalone import StandaloneProc
 from tests.support.wait import wait_until
 
@@ -49,24 +49,7 @@ def standalone(tmp_path: Path) -> Iterator[StandaloneProc]:
 
 
 def _send_all(producer: pulsar.Producer, messages: list[tuple[str, bytes]]) -> None:
-    left = len(messages)
-    failed: list[pulsar.Result] = []
-    done = threading.Event()
-    lock = threading.Lock()
-
-    def callback(res: pulsar.Result, _msg_id: pulsar.MessageId) -> None:
-        nonlocal left
-        with lock:
-            if res != pulsar.Result.Ok:
-                failed.append(res)
-            left -= 1
-            if left == 0:
-                done.set()
-
-    for key, value in messages:
-        producer.send_async(value, callback, partition_key=key)
-    assert done.wait(180), f"{left} receipts missing"
-    assert not failed, failed[:5]
+    send_all(producer, [v for _, v in messages], keys=[k for k, _ in messages], timeout=180)
 
 
 def _read_compacted(client: pulsar.Client, topic: str) -> list[tuple[str, bytes]]:
@@ -273,3 +256,24 @@ def test_admin_cli_compact_status_and_thresholds(standalone: StandaloneProc) -> 
     with pytest.raises(urllib.error.HTTPError) as bad:
         _call(proc.http_url, "POST", f"/namespaces/{NS}/compactionThreshold", -5)
     assert bad.value.code == 400
+
+
+def test_the_broker_default_threshold_applies_when_no_policy_sets_one(tmp_path: Path) -> None:
+    proc = StandaloneProc(tmp_path / "data", extra_args=["--compaction-threshold", "2000"]).start()
+    try:
+        client = pulsar.Client(proc.service_url, operation_timeout_seconds=30)
+        try:
+            producer = client.create_producer("persistent://public/default/dflt")
+            for i in range(40):
+                producer.send(b"y" * 100, partition_key=f"k{i % 3}")
+
+            def compacted() -> bool:
+                stats = _call(proc.http_url, "GET", "/persistent/public/default/dflt/internalStats")
+                return bool(stats["compactedLedger"]["ledgerId"] >= 0)
+
+            wait_until(compacted, timeout=60, what="compaction from the broker's default")
+            producer.close()
+        finally:
+            client.close()
+    finally:
+        proc.stop()

@@ -20,6 +20,7 @@ from magnetar.wire import batch, commands, frames, pb
 from tests.support.bookies import BookieProc
 from tests.support.etcd import EtcdServer
 from tests.support.raw_client import RawClient
+from tests.support.roundtrip import send_all
 from tests.support.standalone import BrokerProc, StandaloneProc
 from tests.support.wait import wait_until
 
@@ -64,28 +65,6 @@ def _drain(client: pulsar.Client, topic: str) -> list[bytes]:
         out.append(reader.read_next(timeout_millis=10_000).data())
     reader.close()
     return out
-
-
-def _send_all(producer: pulsar.Producer, payloads: list[bytes]) -> None:
-    """send_async every payload and wait for every receipt, failing on any error."""
-    left = len(payloads)
-    failed: list[pulsar.Result] = []
-    done = threading.Event()
-    lock = threading.Lock()
-
-    def callback(res: pulsar.Result, _msg_id: pulsar.MessageId) -> None:
-        nonlocal left
-        with lock:
-            if res != pulsar.Result.Ok:
-                failed.append(res)
-            left -= 1
-            if left == 0:
-                done.set()
-
-    for payload in payloads:
-        producer.send_async(payload, callback)
-    assert done.wait(60), f"{left} receipts missing"
-    assert not failed, failed[:5]
 
 
 def test_duplicates_are_acknowledged_not_stored(dedup_standalone: StandaloneProc) -> None:
@@ -190,7 +169,7 @@ def test_last_sequence_id_survives_sigkill(dedup_standalone: StandaloneProc) -> 
         producer = client.create_producer(
             topic, producer_name="crasher", batching_enabled=False, block_if_queue_full=True
         )
-        _send_all(producer, [f"c{i}".encode() for i in range(2500)])
+        send_all(producer, [f"c{i}".encode() for i in range(2500)])
     finally:
         client.close()
     proc.kill()
