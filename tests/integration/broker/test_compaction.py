@@ -311,3 +311,31 @@ def test_last_message_a_tombstone_and_seeks_of_a_compacted_reader(
         producer.close()
     finally:
         client.close()
+
+
+def test_compaction_of_a_partitioned_topic_compacts_every_partition(
+    standalone: StandaloneProc,
+) -> None:
+    proc = standalone
+    _call(proc.http_url, "PUT", f"/persistent/{NS}/parted/partitions", 2)
+    topic = f"persistent://{NS}/parted"
+    client = pulsar.Client(proc.service_url, operation_timeout_seconds=30)
+    try:
+        producer = client.create_producer(topic, batching_enabled=False)
+        for i in range(40):
+            producer.send(f"v{i}".encode(), partition_key=f"k{i % 8}")
+        producer.close()
+        _call(proc.http_url, "PUT", f"/persistent/{NS}/parted/compaction")
+
+        def every_partition_compacted() -> bool:
+            statuses = [
+                _call(proc.http_url, "GET", f"/persistent/{NS}/parted-partition-{i}/compaction")
+                for i in range(2)
+            ]
+            return all(s["status"] == "SUCCESS" for s in statuses)
+
+        wait_until(every_partition_compacted, timeout=60, what="both partitions compacted")
+        got = sorted(_read_compacted(client, topic))
+        assert got == sorted((f"k{k}", f"v{32 + k}".encode()) for k in range(8))
+    finally:
+        client.close()
