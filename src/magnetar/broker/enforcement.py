@@ -155,7 +155,8 @@ class PolicyEnforcer:
         threshold = state.policies.get("compaction_threshold")
         if not isinstance(threshold, int) or isinstance(threshold, bool):
             threshold = self.service.config.compaction_threshold_bytes
-        if topic.compaction is not None:
+        if topic.compaction is not None and threshold > 0:
+            await topic.compaction.ensure_cursor()
             topic.compaction.check_threshold(threshold)
         ttl = state.policies.get("message_ttl_in_seconds")
         if isinstance(ttl, int) and not isinstance(ttl, bool) and ttl > 0:

@@ -196,6 +196,10 @@ async def test_one_compaction_at_a_time_status_and_threshold() -> None:
     compaction = TopicCompaction(ml, CompactedTopic(ml))
     assert compaction.status_json() == {"status": "NOT_RUN", "lastError": ""}
     assert not compaction.check_threshold(0)
+    await compaction.ensure_cursor()  # a threshold is set: keep everything until compacted
+    assert ml.cursors[CURSOR].mark_delete_position < ml.first_position
+    ml.request_trim()
+    assert ml.number_of_entries == 20
     assert compaction.backlog_bytes() > 2000
     assert not compaction.check_threshold(10**9)
     task = compaction.trigger()

@@ -9,8 +9,9 @@ topic (as in Pulsar, it starts as ``NOT_RUN`` when the topic loads).
 
 The threshold (Pulsar's ``checkCompaction``): compaction starts when the ``__compaction``
 cursor's backlog -- the bytes stored after the horizon, all of the topic before the first
-compaction -- exceeds the effective ``compaction_threshold`` (topic over namespace; 0 or
-unset: never).
+compaction -- exceeds the effective ``compaction_threshold`` (topic over namespace over the
+broker's default; 0: never). While a threshold is set the cursor exists from the start, so
+nothing published is trimmed before a compaction has seen it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 from magnetar.broker.compaction.compactor import CompactionResult, compact
 from magnetar.broker.compaction.view import CURSOR, CompactedTopic
-from magnetar.managed_ledger.api import ManagedLedger, Position
+from magnetar.managed_ledger.api import InitialPosition, ManagedLedger, Position
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,13 @@ class TopicCompaction:
                 left = info.entries - 1 - after.entry_id
                 total += info.size * max(0, left) // info.entries
         return total
+
+    async def ensure_cursor(self) -> None:
+        """Create the ``__compaction`` cursor (at the earliest entry) if it does not exist:
+        with a threshold set, what is published must be kept until the first compaction
+        has seen it, not trimmed before (Pulsar creates it with the topic then)."""
+        if CURSOR not in self.managed_ledger.cursors:
+            await self.managed_ledger.open_cursor(CURSOR, initial_position=InitialPosition.EARLIEST)
 
     def check_threshold(self, threshold: int) -> bool:
         """Start a compaction when the backlog is over ``threshold`` bytes (> 0); True when
