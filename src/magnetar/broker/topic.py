@@ -342,6 +342,13 @@ class PersistentTopic(Topic):
     def storage_size(self) -> int:
         return self.managed_ledger.total_size
 
+    def stats(self) -> dict[str, Any]:
+        """TopicStats with Pulsar's ``compaction`` (CompactionStats)."""
+        out = super().stats()
+        if self.compaction is not None:
+            out["compaction"] = self.compaction.stats()
+        return out
+
     async def terminate(self) -> Position:
         """No more messages: producers are refused from now on (TopicTerminatedError)."""
         last = await self.managed_ledger.terminate()

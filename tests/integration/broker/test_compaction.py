@@ -118,6 +118,9 @@ def test_read_compacted_sees_latest_live_values_then_the_tail_across_a_restart(
     finally:
         client.close()
 
+    topic_stats = _call(proc.http_url, "GET", f"/persistent/{NS}/table/stats")
+    assert topic_stats["compaction"]["lastCompactionRemovedEventCount"] == len(messages) - 900
+    assert "__compaction" not in topic_stats["subscriptions"]
     stats = _call(proc.http_url, "GET", f"/persistent/{NS}/table/internalStats")
     compacted = stats["compactedLedger"]
     assert compacted["ledgerId"] >= 0 and compacted["entries"] > 0

@@ -208,6 +208,10 @@ async def test_one_compaction_at_a_time_status_and_threshold() -> None:
         compaction.trigger()
     await task
     assert compaction.status_json() == {"status": "SUCCESS", "lastError": ""}
+    stats = compaction.stats()
+    assert stats["lastCompactionRemovedEventCount"] == 20 - 4
+    assert stats["lastCompactionSucceedTimestamp"] > 0
+    assert stats["lastCompactionFailedTimestamp"] == 0
     assert compaction.backlog_bytes() == 0
     await ml.add_entry(_single("k0", b"y" * 500, seq=20))
     assert compaction.check_threshold(100)

@@ -62,6 +62,8 @@ class CompactionResult:
     entries_written: int
     keys: int
     seconds: float
+    messages_read: int = 0
+    """Messages (batches counted per message) compaction folded in."""
 
 
 async def _source(
@@ -103,12 +105,13 @@ async def compact(ml: ManagedLedger, view: CompactedTopic) -> CompactionResult:
 
     # phase one: each key's last message
     latest: dict[str, fmt.MessageKey] = {}
-    entries_read = bytes_read = 0
+    entries_read = bytes_read = messages_read = 0
     async for entry in _source(ml, previous, end):
         entries_read += 1
         bytes_read += len(entry.data)
         try:
             for key, message, tombstone in fmt.iter_keys(entry.position, entry.data):
+                messages_read += 1
                 if tombstone:
                     latest.pop(key, None)
                 else:
@@ -169,5 +172,12 @@ async def compact(ml: ManagedLedger, view: CompactedTopic) -> CompactionResult:
         seconds,
     )
     return CompactionResult(
-        ledger.ledger_id, end, entries_read, bytes_read, written, len(latest), seconds
+        ledger.ledger_id,
+        end,
+        entries_read,
+        bytes_read,
+        written,
+        len(latest),
+        seconds,
+        messages_read,
     )

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import time
 from typing import Any
 
 from magnetar.broker.compaction.compactor import CompactionResult, compact
@@ -48,6 +49,8 @@ class TopicCompaction:
         self.status = Status.NOT_RUN
         self.last_error = ""
         self.last_result: CompactionResult | None = None
+        self._succeeded_ms = 0
+        self._failed_ms = 0
         self._task: asyncio.Task[CompactionResult] | None = None
 
     @property
@@ -76,8 +79,10 @@ class TopicCompaction:
         except Exception as err:
             log.warning("%s: compaction failed: %s", self.managed_ledger.name, err)
             self.status, self.last_error = Status.ERROR, f"{type(err).__name__}: {err}"
+            self._failed_ms = int(time.time() * 1000)
             raise
         self.status, self.last_result = Status.SUCCESS, result
+        self._succeeded_ms = int(time.time() * 1000)
         return result
 
     async def compact(self) -> CompactionResult:
@@ -87,6 +92,22 @@ class TopicCompaction:
     def status_json(self) -> dict[str, Any]:
         """Pulsar's ``LongRunningProcessStatus``."""
         return {"status": self.status.value, "lastError": self.last_error}
+
+    def stats(self) -> dict[str, int]:
+        """Pulsar's ``compaction`` of topic stats (CompactionStats): messages the last
+        compaction removed (keyed messages read minus keys kept), when the last one succeeded
+        and failed (ms, 0: never), how long the last successful one took."""
+        result = self.last_result
+        return {
+            "lastCompactionRemovedEventCount": (
+                max(0, result.messages_read - result.keys) if result is not None else 0
+            ),
+            "lastCompactionSucceedTimestamp": self._succeeded_ms,
+            "lastCompactionFailedTimestamp": self._failed_ms,
+            "lastCompactionDurationTimeInMills": (
+                int(result.seconds * 1000) if result is not None else 0
+            ),
+        }
 
     def backlog_bytes(self) -> int:
         """Bytes stored after the compaction horizon (all of the topic before the first)."""
