@@ -170,6 +170,11 @@ async def test_compacted_cursor_reads_the_view_then_the_tail_rewinds_and_seeks()
     await cursor.reset(got[1].position)
     assert [e.position for e in await cursor.read_entries(10)] == [got[1].position]
     assert [e.position for e in await cursor.read_entries(10)] == [tail]
+    # back to the earliest, and a redelivery (rewind) goes there again
+    await cursor.reset(EARLIEST)
+    assert [e.position for e in await cursor.read_entries(1)] == [got[0].position]
+    cursor.rewind()
+    assert [e.position for e in await cursor.read_entries(1)] == [got[0].position]
 
 
 async def test_last_message_id_and_seek_for_compacted_reads() -> None:

@@ -144,7 +144,8 @@ class CompactedCursor:
 
     async def reset(self, position: Position) -> None:
         await self.inner.reset(position)
-        self._origin = None
+        # back to the earliest: rewinds go there too until something is acknowledged
+        self._origin = self.inner.mark_delete_position if position == EARLIEST else None
         horizon = self.view.horizon
         if horizon is not None and position <= horizon and position < self.inner.read_position:
             self._next = position

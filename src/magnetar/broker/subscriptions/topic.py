@@ -102,7 +102,7 @@ class TopicSubscriptionsImpl:
             if sub is None:
                 sub = await self._new_subscription(cmd)
             if not sub.consumers:
-                await self._read_compacted(sub, cmd, created=created)
+                self._read_compacted(sub, cmd, created=created)
             consumer = Consumer(subscription=sub, cnx=cnx, cmd=cmd)
             try:
                 await sub.add_consumer(consumer, cmd.subType)
@@ -187,7 +187,7 @@ class TopicSubscriptionsImpl:
         if self._subs.get(sub.name) is sub:
             del self._subs[sub.name]
 
-    async def _read_compacted(
+    def _read_compacted(
         self, sub: Subscription, cmd: pb.CommandSubscribe, *, created: bool
     ) -> None:
         """The first consumer of a subscription says whether it reads the compacted view
