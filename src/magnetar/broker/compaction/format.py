@@ -13,11 +13,11 @@ What is retained of an entry (Pulsar's ``TwoPhaseCompactor`` / ``RawBatchConvert
 * in a batch each message counts on its own; a batch keeping some of its messages is
   re-built with those only (a batch keeping none is dropped whole). Pulsar keeps the
   dropped ones as empty ``compacted_out`` slots instead, which its Java client skips but the
-  C++-based clients (Python, Go's cgo-free one aside) hand out as empty messages; re-built
-  batches work with every client, at the price that the batch indexes of a compacted
-  batch's messages are their indexes in the re-built batch (see
+  C++-based Python client (3.x) hands out as empty messages; re-built batches work with
+  both, at the price that the batch indexes of a compacted batch's messages are their
+  indexes in the re-built batch (see
   :mod:`magnetar.broker.compaction.cursor` for what that means for batch-index acks).
-  Messages compacted out by Pulsar itself are skipped when read back.
+  Slots already marked ``compacted_out`` are skipped when an entry is looked into.
 """
 
 from __future__ import annotations
