@@ -1,16 +1,32 @@
 """``magnetar standalone`` as a subprocess for tests: free loopback ports, its own data
 directory, bounded readiness wait (the binary port open and the health endpoint answering
-``ok``), SIGTERM/SIGKILL by pid, restart on the same directory and ports."""
+``ok``), SIGTERM/SIGKILL by pid, restart on the same directory and ports; and
+:func:`admin_call`, one JSON call of a broker's admin API."""
 
 from __future__ import annotations
 
+import json
 import sys
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from tests.support.procs import LOOPBACK, Proc, free_port, port_open
+
+
+def admin_call(
+    http_url: str, method: str, path: str, body: object = None, *, timeout: float = 30.0
+) -> Any:
+    """``method /admin/v2{path}`` with a JSON body; the decoded answer (None when empty).
+    HTTP errors raise urllib.error.HTTPError."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(f"{http_url}/admin/v2{path}", data=data, method=method)
+    req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        text = r.read()
+        return json.loads(text) if text else None
 
 
 class StandaloneProc:

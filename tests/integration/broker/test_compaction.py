@@ -15,27 +15,18 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pulsar
 import pytest
 
 from tests.support.roundtrip import send_all
 from tests.support.standalone import StandaloneProc
+from tests.support.standalone import admin_call as _call
 from tests.support.wait import wait_until
 
 NS = "public/compaction"
 KEYS = 1000
 ROUNDS = 100
-
-
-def _call(http_url: str, method: str, path: str, body: object = None) -> Any:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"{http_url}/admin/v2{path}", data=data, method=method)
-    req.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(req, timeout=30) as r:
-        text = r.read()
-        return json.loads(text) if text else None
 
 
 @pytest.fixture
