@@ -72,6 +72,7 @@ _BROKER_FLAGS = {
     "force_delete_tenant_allowed": "force_delete_tenant_allowed",
     "force_delete_namespace_allowed": "force_delete_namespace_allowed",
     "transaction_coordinator_enabled": "transaction_coordinator_enabled",
+    "compaction_threshold": "compaction_threshold_bytes",
 }
 """Parsed flag (its ``dest``) -> BrokerConfig field."""
 
@@ -196,6 +197,13 @@ def _deduplication(p: argparse.ArgumentParser) -> None:
         type=int,
         default=_BC.deduplication_entries_interval,
         help="a snapshot of the producers' sequence ids every this many entries",
+    )
+    p.add_argument(
+        "--compaction-threshold",
+        type=int,
+        default=_BC.compaction_threshold_bytes,
+        help="compact a topic once this many bytes were stored since its last compaction, "
+        "unless its namespace or topic sets compactionThreshold (0: never)",
     )
 
 

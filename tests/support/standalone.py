@@ -5,6 +5,7 @@ directory, bounded readiness wait (the binary port open and the health endpoint 
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 import urllib.error
 import urllib.request
@@ -15,6 +16,19 @@ from typing import Any
 import pulsar
 
 from tests.support.procs import LOOPBACK, Proc, ServerProc, free_ports, port_open, started
+
+
+def admin_call(
+    http_url: str, method: str, path: str, body: object = None, *, timeout: float = 30.0
+) -> Any:
+    """``method /admin/v2{path}`` with a JSON body; the decoded answer (None when empty).
+    HTTP errors raise urllib.error.HTTPError."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(f"{http_url}/admin/v2{path}", data=data, method=method)
+    req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        text = r.read()
+        return json.loads(text) if text else None
 
 
 class BrokerHttpProc(ServerProc):

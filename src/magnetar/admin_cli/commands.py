@@ -315,6 +315,7 @@ _NS_GETTERS = {
     "get-auto-topic-creation": "/autoTopicCreation",
     "get-offload-threshold": "/offloadThreshold",
     "get-offload-deletion-lag": "/offloadDeletionLagMs",
+    "get-compaction-threshold": "/compactionThreshold",
 }
 _NS_REMOVERS = {
     "remove-retention": "/retention",
@@ -322,6 +323,7 @@ _NS_REMOVERS = {
     "remove-deduplication": "/deduplication",
     "remove-auto-topic-creation": "/autoTopicCreation",
     "clear-offload-deletion-lag": "/offloadDeletionLagMs",
+    "remove-compaction-threshold": "/compactionThreshold",
 }
 
 
@@ -368,6 +370,10 @@ _RETENTION_ARGS = (
     arg("-s", "--size", type=convert.size_bytes, required=True, help="e.g. 100M, 10G, -1"),
 )
 _PARTITIONS = arg("-p", "--partitions", type=convert.positive, required=True)
+_THRESHOLD = arg(
+    "-t", "--threshold", type=convert.size_bytes, required=True,
+    help="backlog size that triggers compaction, e.g. 100M (0: never)",
+)  # fmt: skip
 
 _NS_SETTINGS = {
     "set-retention": Setting(
@@ -395,6 +401,10 @@ _NS_SETTINGS = {
         (arg("-c", "--compatibility", required=True, help="BACKWARD, FORWARD, FULL, ..."),),
         "PUT", "/schemaCompatibilityStrategy", lambda a: a.compatibility,
     ),
+    "set-compaction-threshold": Setting(
+        "compact topics whose backlog since the last compaction exceeds this size",
+        (_THRESHOLD,), "POST", "/compactionThreshold", lambda a: a.threshold,
+    ),
 }  # fmt: skip
 """Namespace verbs sending one value: verb -> its setting."""
 
@@ -419,6 +429,10 @@ _TOPIC_SETTINGS = {
     "set-deduplication": Setting(
         "the topic's own deduplication setting", (_enable_disable("deduplication"),),
         "POST", "/deduplicationEnabled", lambda a: a.enable,
+    ),
+    "set-compaction-threshold": Setting(
+        "the topic's own compaction threshold", (_THRESHOLD,),
+        "POST", "/compactionThreshold", lambda a: a.threshold,
     ),
 }  # fmt: skip
 """Topic verbs sending one value: verb -> its setting."""
@@ -476,6 +490,8 @@ _TOPIC_CALLS = {
     "unload": ("PUT", "/unload", "unload a topic (clients reconnect)"),
     "terminate": ("POST", "/terminate", "refuse further messages; prints the last message id"),
     "subscriptions": ("GET", "/subscriptions", "the subscriptions of a topic"),
+    "compact": ("PUT", "/compaction", "start a compaction of the topic (409 while one runs)"),
+    "compaction-status": ("GET", "/compaction", "the last compaction's status (and error)"),
 }
 """Topic verbs without arguments or body: verb -> (method, path after the topic, help)."""
 
@@ -596,6 +612,7 @@ for _name, _tail in {
     "message-ttl": "/messageTTL",
     "retention": "/retention",
     "deduplication": "/deduplicationEnabled",
+    "compaction-threshold": "/compactionThreshold",
 }.items():
     help_text = f"the topic's own {_name} (null: unset)"
     verb("topics", f"get-{_name}", help_text, TOPIC)(_on_topic("GET", _tail))

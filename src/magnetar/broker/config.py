@@ -71,6 +71,10 @@ class BrokerConfig:
     deduplication_max_producers: int = 10_000
     """brokerDeduplicationMaxNumberOfProducers: producers kept in a snapshot."""
 
+    compaction_threshold_bytes: int = 0
+    """Pulsar's brokerServiceCompactionThresholdInBytes: the ``compactionThreshold`` of topics
+    whose namespace and topic policies do not set one (0: no automatic compaction)."""
+
     force_delete_tenant_allowed: bool = False
     """Pulsar's forceDeleteTenantAllowed: ``DELETE /admin/v2/tenants/{t}?force=true`` (which
     deletes the tenant's namespaces and topics) is refused with 405 unless true."""

@@ -173,5 +173,8 @@ class BroadcastSubscriptions(TopicSubscriptions, Protocol):
 
 class TopicSubscriptionsFactory(Protocol):
     def __call__(
-        self, *, topic: TopicName, managed_ledger: ManagedLedger
-    ) -> TopicSubscriptions: ...
+        self, *, topic: TopicName, managed_ledger: ManagedLedger, compacted: Any = None
+    ) -> TopicSubscriptions:
+        """``compacted``: the topic's compacted view
+        (:class:`magnetar.broker.compaction.view.CompactedTopic`), read by read_compacted
+        subscriptions."""

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from magnetar.broker import policies, schemas
+from magnetar.broker.compaction.service import TopicCompaction
+from magnetar.broker.compaction.view import CompactedTopic
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.contracts import (
     BrokerError,
@@ -367,8 +369,10 @@ class BrokerService:
         except Exception as err:
             log.warning("%s: cannot open managed ledger: %s", topic, err)
             raise BrokerError(pb.PersistenceError, f"cannot open topic {topic}: {err}") from None
+        view = CompactedTopic(ml)
+        await view.load()
         subscriptions: TopicSubscriptions = self.subscriptions_factory(
-            topic=topic, managed_ledger=ml
+            topic=topic, managed_ledger=ml, compacted=view
         )
         dedup = self.deduplication(ml)
         loaded = PersistentTopic(
@@ -377,6 +381,7 @@ class BrokerService:
             subscriptions=subscriptions,
             on_fenced=self._topic_fenced,
             dedup=dedup,
+            compaction=TopicCompaction(ml, view),
         )
         try:
             await policies.apply_deduplication(

@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from magnetar.broker.compaction.service import TopicCompaction
 from magnetar.broker.contracts import BroadcastSubscriptions, BrokerError, TopicSubscriptions
 from magnetar.broker.dedup import Deduplication
 from magnetar.broker.producer import AccessMode, Producer
@@ -336,10 +337,13 @@ class PersistentTopic(Topic):
         subscriptions: TopicSubscriptions,
         on_fenced: Callable[[Topic], None] | None = None,
         dedup: Deduplication | None = None,
+        compaction: TopicCompaction | None = None,
     ) -> None:
         super().__init__(name=name, subscriptions=subscriptions, on_fenced=on_fenced)
         self.managed_ledger = managed_ledger
         self.dedup = dedup
+        self.compaction = compaction
+        """Its compacted view and compactions (Pulsar's topic compaction)."""
         self.append = managed_ledger.append
         if managed_ledger.terminated:
             self._fence("topic was terminated", pb.TopicTerminatedError)
@@ -347,6 +351,13 @@ class PersistentTopic(Topic):
     @property
     def storage_size(self) -> int:
         return self.managed_ledger.total_size
+
+    def stats(self) -> dict[str, Any]:
+        """TopicStats with Pulsar's ``compaction`` (CompactionStats)."""
+        out = super().stats()
+        if self.compaction is not None:
+            out["compaction"] = self.compaction.stats()
+        return out
 
     async def terminate(self) -> Position:
         """No more messages: producers are refused from now on (TopicTerminatedError)."""
@@ -358,6 +369,8 @@ class PersistentTopic(Topic):
         return last
 
     async def _close_storage(self) -> None:
+        if self.compaction is not None:
+            await self.compaction.close()
         await self.managed_ledger.close()
 
 

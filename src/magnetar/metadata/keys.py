@@ -50,6 +50,10 @@ LEDGER_COUNTER = "ledger"
 DEDUP_CURSOR = "pulsar.dedup"
 """The cursor whose ledger holds a topic's deduplication snapshots (as in Pulsar)."""
 
+COMPACTION_CURSOR = "__compaction"
+"""The cursor whose mark-delete position is a topic's compaction horizon and whose
+``CompactedTopicLedger`` property names its compacted ledger (Pulsar's name)."""
+
 TXN_BUFFER_CURSOR = "pulsar.txn-buffer"
 """The cursor of a topic's transaction buffer snapshot (aborted transactions, where the
 replay after a restart starts)."""

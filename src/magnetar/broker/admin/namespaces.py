@@ -160,6 +160,7 @@ POLICIES = (
     Policy("retention", "retention_policies", validation.RETENTION),
     Policy("messageTTL", "message_ttl_in_seconds", validation.MESSAGE_TTL),
     Policy("deduplication", "deduplicationEnabled", validation.DEDUPLICATION),
+    Policy("compactionThreshold", "compaction_threshold", validation.COMPACTION_THRESHOLD),
     Policy(
         "schemaCompatibilityStrategy",
         "schema_compatibility_strategy",

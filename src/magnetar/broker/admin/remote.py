@@ -84,6 +84,10 @@ class HttpPeers:
         status, answer = await call(web_url, "PUT", f"{topic_path(topic)}/unload")
         raise_for(status, answer, ok=(204, 404))
 
+    async def compact(self, web_url: str, topic: TopicName) -> None:
+        status, answer = await call(web_url, "PUT", f"{topic_path(topic)}/compaction")
+        raise_for(status, answer, ok=(204, 409))
+
 
 PEERS: Final = HttpPeers()
 """The one instance the admin routes hand to the typed topic administration."""

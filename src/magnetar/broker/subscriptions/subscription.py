@@ -27,6 +27,7 @@ import logging
 from collections.abc import Awaitable, Sequence
 from typing import Any, Final, Protocol
 
+from magnetar.broker.compaction.cursor import CompactedCursor
 from magnetar.broker.contracts import BrokerError, LastMessageId, ServerCnx
 from magnetar.broker.subscriptions import acks, dispatchers, selectors
 from magnetar.broker.subscriptions.consumer import Consumer, tell_active_change
@@ -86,9 +87,11 @@ class SubscriptionOwner(Protocol):
     txn_acks: TxnAckHolds | None
 
     def forget(self, sub: Subscription) -> None: ...
-    def position_for_message_id(self, mid: MessageId) -> Position: ...
-    async def position_for_publish_time(self, publish_time: int) -> Position: ...
-    async def last_message_id(self) -> MessageId: ...
+    def position_for_message_id(self, mid: MessageId, *, compacted: bool = False) -> Position: ...
+    async def position_for_publish_time(
+        self, publish_time: int, *, compacted: bool = False
+    ) -> Position: ...
+    async def last_message_id(self, *, read_compacted: bool = False) -> MessageId: ...
 
 
 log = logging.getLogger(__name__)
@@ -168,6 +171,11 @@ class Subscription:
 
     def wake(self) -> None:
         self._wake.set()
+
+    @property
+    def read_compacted(self) -> bool:
+        """The consumers read the topic's compacted view (the cursor reads through it)."""
+        return isinstance(self.cursor, CompactedCursor)
 
     def next_unacked_position(self) -> Position:
         return self.ml.next_position(self.cursor.mark_delete_position)
@@ -725,10 +733,15 @@ class Subscription:
     # -- seek, last message id, unsubscribe ---------------------------------------------------
 
     async def seek(self, cmd: pb.CommandSeek) -> None:
+        compacted = self.read_compacted
         if cmd.HasField("message_publish_time"):
-            position = await self.owner.position_for_publish_time(cmd.message_publish_time)
+            position = await self.owner.position_for_publish_time(
+                cmd.message_publish_time, compacted=compacted
+            )
         elif cmd.HasField("message_id"):
-            position = self.owner.position_for_message_id(MessageId.from_proto(cmd.message_id))
+            position = self.owner.position_for_message_id(
+                MessageId.from_proto(cmd.message_id), compacted=compacted
+            )
         else:
             raise BrokerError(pb.UnknownError, "SEEK needs a message id or a publish time")
         async with self._lock:
@@ -769,7 +782,7 @@ class Subscription:
         c.tell_closed()
 
     async def get_last_message_id(self) -> LastMessageId:
-        last = await self.owner.last_message_id()
+        last = await self.owner.last_message_id(read_compacted=self.read_compacted)
         md = self.cursor.mark_delete_position
         return LastMessageId(
             last=last,

@@ -17,7 +17,12 @@ from magnetar.broker.topic_admin.scope import Scope
 from magnetar.metadata import api, keys
 from magnetar.wire.topics import TopicName
 
-FIELDS = ("message_ttl_in_seconds", "retention_policies", "deduplicationEnabled")
+FIELDS = (
+    "message_ttl_in_seconds",
+    "retention_policies",
+    "deduplicationEnabled",
+    "compaction_threshold",
+)
 """The fields a topic may set, named as the namespace's Policies fields they override."""
 
 

@@ -48,6 +48,10 @@ class Peers(Protocol):
         """Unload the topic on the peer (done when it is not loaded there)."""
         ...
 
+    async def compact(self, web_url: str, topic: TopicName) -> None:
+        """Start a compaction of the topic on the peer (done when one is running there)."""
+        ...
+
 
 @dataclasses.dataclass(frozen=True)
 class Scope:

@@ -12,7 +12,7 @@ from typing import Any
 
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topic import NonPersistentTopic, PersistentTopic
-from magnetar.broker.topic_admin import errors, scope
+from magnetar.broker.topic_admin import compaction, errors, scope
 from magnetar.broker.topic_admin.scope import Scope
 from magnetar.wire.topics import TopicName
 
@@ -28,8 +28,7 @@ async def internal_stats(s: Scope, topic: TopicName) -> dict[str, Any]:
     if isinstance(loaded, NonPersistentTopic):
         return non_persistent_internal_stats(loaded)
     assert isinstance(loaded, PersistentTopic)
-    ml: Any = loaded.managed_ledger
-    return complete_internal_stats(ml.internal_stats())
+    return complete_internal_stats(compaction.internal_stats(loaded))
 
 
 _EMPTY_CURSOR: dict[str, Any] = {

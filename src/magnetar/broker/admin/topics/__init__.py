@@ -11,7 +11,9 @@ in the admin error middleware (``admin/common.py``); ``OwnedElsewhere`` becomes
 * :mod:`.stats`: stats, internalStats, partitioned-stats;
 * :mod:`.subscriptions`: list, create, delete, skip, clear backlog, expire, reset;
 * :mod:`.messages`: lastMessageId, peeking at a subscription's n-th message;
-* :mod:`.policies`: topic-level messageTTL, retention, deduplicationEnabled.
+* :mod:`.policies`: topic-level messageTTL, retention, deduplicationEnabled,
+  compactionThreshold;
+* :mod:`.compaction`: start a compaction, its status.
 
 Non-persistent topics exist while a broker serves them: what needs stored messages answers
 405 naming the operation; creating a subscription answers Pulsar's 400 (only clients do).
@@ -22,6 +24,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from magnetar.broker.admin.topics import (
+    compaction,
     lifecycle,
     messages,
     partitioned,
@@ -43,3 +46,4 @@ def register(router: web.UrlDispatcher) -> None:
     messages.register(router)
     subscriptions.register(router)
     policies.register(router)
+    compaction.register(router)

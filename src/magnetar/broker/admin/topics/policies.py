@@ -1,4 +1,5 @@
-"""Routes: topic-level policies (messageTTL, retention, deduplicationEnabled) that override
+"""Routes: topic-level policies (messageTTL, retention, deduplicationEnabled,
+compactionThreshold) that override
 the namespace's; each has GET (null: unset), POST (set) and DELETE (unset)."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ TOPIC_POLICIES: dict[str, tuple[str, validation.Body[Any]]] = {
     "messageTTL": ("message_ttl_in_seconds", validation.MESSAGE_TTL),
     "retention": ("retention_policies", validation.RETENTION),
     "deduplicationEnabled": ("deduplicationEnabled", validation.DEDUPLICATION),
+    "compactionThreshold": ("compaction_threshold", validation.COMPACTION_THRESHOLD),
 }
 """Topic policy path -> (its field, overriding the namespace's Policies field; its body)."""
 
