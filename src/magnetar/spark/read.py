@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain, repeat
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
@@ -202,28 +203,61 @@ def end_until(spec: opts.OffsetSpec, state: PartitionState) -> Position | None:
 
 class _Columns:
     """One Arrow record batch of ``SCHEMA`` being filled: a plain list per column that the
-    read loop appends to, converted column by column (no per-row tuples, no transpose)."""
+    read loop appends to, converted column by column (no per-row tuples, no transpose).
+    What a stored entry's messages share (ledger, entry, publish time, producer) is kept once
+    per entry, with the row the entry starts at, and repeated per row by the conversion."""
 
     def __init__(self, parent: str, index: int) -> None:
         self.parent, self.index = parent, index
         self.keys: list[str | None] = []
         self.values: list[bytes] = []
         self.ids: list[bytes] = []
-        self.ledgers: list[int] = []
-        self.entries: list[int] = []
         self.batches: list[int] = []
-        self.published: list[int] = []
         self.events: list[int] = []
         self.properties: list[Any] = []
+        self.starts: list[int] = []  # per entry: its first row, ledger, entry, time, producer
+        self.ledgers: list[int] = []
+        self.entries: list[int] = []
+        self.published: list[int] = []
         self.producers: list[str] = []
+
+    def appenders(self) -> tuple[Callable[[Any], None], ...]:
+        """The per-row columns' ``append`` methods, for the read loop to hold."""
+        return (
+            self.keys.append,
+            self.values.append,
+            self.ids.append,
+            self.batches.append,
+            self.events.append,
+            self.properties.append,
+        )
+
+    def start_entry(self, ledger: int, entry: int, published: int, producer: str) -> None:
+        self.starts.append(len(self.values))
+        self.ledgers.append(ledger)
+        self.entries.append(entry)
+        self.published.append(published)
+        self.producers.append(producer)
 
     def batch(self, schema: Any) -> Any:
         import pyarrow as pa
         import pyarrow.compute as pc
 
         n = len(self.values)
-        ledgers = pc.cast(pa.array(self.ledgers, pa.int64()), pa.string())
-        entries = pc.cast(pa.array(self.entries, pa.int64()), pa.string())
+        ends = [*self.starts[1:], n]
+        rows = pa.array(  # per row: the entry it belongs to
+            chain.from_iterable(
+                repeat(i, end - start)
+                for i, (start, end) in enumerate(zip(self.starts, ends, strict=True))
+            ),
+            pa.int32(),
+        )
+
+        def per_row(values: list[Any], kind: Any) -> Any:
+            return pa.array(values, kind).take(rows)
+
+        ledgers = pc.cast(per_row(self.ledgers, pa.int64()), pa.string())
+        entries = pc.cast(per_row(self.entries, pa.int64()), pa.string())
         batches = pc.cast(pa.array(self.batches, pa.int64()), pa.string())
         columns = [
             pa.array(self.keys, pa.string()),
@@ -232,20 +266,19 @@ class _Columns:
             pa.repeat(pa.scalar(self.index, pa.int32()), n),
             pa.array(self.ids, pa.binary()),
             pc.binary_join_element_wise(ledgers, entries, batches, str(self.index), ":"),
-            _timestamps(self.published, schema.field("publishTime").type),
-            _timestamps(self.events, schema.field("eventTime").type),
+            _timestamps(per_row(self.published, pa.int64()), schema.field("publishTime").type),
+            _timestamps(pa.array(self.events, pa.int64()), schema.field("eventTime").type),
             pa.array(self.properties, schema.field("properties").type),
-            pa.array(self.producers, pa.string()),
+            per_row(self.producers, pa.string()),
         ]
         return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
-def _timestamps(millis: list[int], kind: Any) -> Any:
-    """Client times (milliseconds, 0 for none) as a timestamp column (microseconds, null)."""
-    import pyarrow as pa
+def _timestamps(ms: Any, kind: Any) -> Any:
+    """Client times (an int64 array of milliseconds, 0 for none) as a timestamp column
+    (microseconds, null for none)."""
     import pyarrow.compute as pc
 
-    ms = pa.array(millis, pa.int64())
     micros = pc.if_else(pc.greater(ms, 0), pc.multiply(ms, 1000), None)
     return micros.cast(kind)
 
@@ -288,10 +321,10 @@ def read_range(service_url: str, r: Range, *, poll_timeout_ms: int) -> Iterator[
         read_next = getattr(reader, "_reader", reader).read_next
         timeout = pulsar.Timeout
         cols = _Columns(parent, index)
+        keys, values, ids, batches, events, properties = cols.appenders()
         last_entry: tuple[int, int] | None = None
-        published, producer = 0, ""
-        done = False
-        while not done:
+        count = 0
+        while True:
             try:
                 msg = read_next(poll_timeout_ms)
             except timeout:
@@ -308,23 +341,23 @@ def read_range(service_url: str, r: Range, *, poll_timeout_ms: int) -> Iterator[
                 break
             if (ledger, entry) != last_entry:
                 last_entry = (ledger, entry)
-                published, producer = msg.publish_timestamp(), msg.producer_name()
-            cols.keys.append(msg.partition_key() or None)
-            cols.values.append(msg.data())
-            cols.ids.append(mid.serialize())
-            cols.ledgers.append(ledger)
-            cols.entries.append(entry)
-            cols.batches.append(batch)
-            cols.published.append(published)
-            cols.events.append(msg.event_timestamp())
+                cols.start_entry(ledger, entry, msg.publish_timestamp(), msg.producer_name())
+            keys(msg.partition_key() or None)
+            values(msg.data())
+            ids(mid.serialize())
+            batches(batch)
+            events(msg.event_timestamp())
             props = msg.properties()
-            cols.properties.append(list(props.items()) if props else ())
-            cols.producers.append(producer)
+            properties(list(props.items()) if props else ())
             after = pos  # strictly increasing: no message is yielded twice
-            done = pos == until
-            if done or len(cols.values) == ARROW_BATCH_ROWS:
+            if pos == until:
+                break
+            count += 1
+            if count == ARROW_BATCH_ROWS:
                 yield cols.batch(schema)
                 cols = _Columns(parent, index)
+                keys, values, ids, batches, events, properties = cols.appenders()
+                last_entry, count = None, 0
         if cols.values:
             yield cols.batch(schema)
         reader.close()
