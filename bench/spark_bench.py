@@ -8,7 +8,10 @@ single-process client with 2 partitions).
 
 Spark runs in local mode with as many cores as the machine has; the session's start-up is
 not counted, each Spark figure is the best of ``--rounds`` runs (the first pays for the
-Python workers' start).
+Python workers' start). Next to each rate: the CPU time the whole process tree spent per
+100,000 rows (this process, the standalone, Spark's JVM and its Python workers) and the load
+average, since a shared machine skews wall-clock rates; the CPU figure does not depend on
+what else runs.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pulsar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -52,27 +56,60 @@ def produce(service_url: str, topic: str, n: int, size: int) -> None:
     client.close()
 
 
-def client_consume(service_url: str, partitions: list[str], n: int) -> float:
+def client_consume(service_url: str, partitions: list[str], n: int) -> Timed:
     """The official client reading the same partitions in one process (readers, in turn)."""
     client = pulsar.Client(service_url, logger=_quiet())
-    start = time.perf_counter()
     got = 0
-    for partition in partitions:
-        reader = client.create_reader(
-            partition, pulsar.MessageId.earliest, receiver_queue_size=5000
-        )
-        while reader.has_message_available():
-            reader.read_next(10_000)
-            got += 1
-        reader.close()
-    elapsed = time.perf_counter() - start
+    with Timed() as t:
+        for partition in partitions:
+            reader = client.create_reader(
+                partition, pulsar.MessageId.earliest, receiver_queue_size=5000
+            )
+            while reader.has_message_available():
+                reader.read_next(10_000)
+                got += 1
+            reader.close()
     client.close()
     assert got == n, (got, n)
-    return n / elapsed
+    return t
 
 
-def best(rounds: int, run: Any) -> float:
-    return max(run() for _ in range(rounds))
+def cpu_seconds() -> float:
+    """CPU time of this process and every process under it, reaped ones included."""
+    me = psutil.Process()
+    total = 0.0
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            t = proc.cpu_times()
+        except psutil.Error:
+            continue  # ended meanwhile
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+class Timed:
+    """Wall and CPU time (``cpu_seconds``) of the ``with`` block."""
+
+    def __enter__(self) -> Timed:
+        self.cpu = cpu_seconds()
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall = time.perf_counter() - self.start
+        self.cpu = cpu_seconds() - self.cpu
+
+
+def best(rounds: int, n: int, run: Any) -> tuple[float, str]:
+    """The best rate of ``rounds`` runs (each returns its ``Timed``), with that run's CPU
+    time per 100,000 rows and the load average."""
+    results = []
+    for _ in range(rounds):
+        t = run()
+        per = t.cpu / n * 100_000
+        load = os.getloadavg()[0]
+        results.append((n / t.wall, f"{per:.2f} CPU s per 100k rows, load {load:.1f}"))
+    return max(results)
 
 
 def main() -> None:
@@ -96,29 +133,29 @@ def main() -> None:
             produce(proc.service_url, topic, n, args.size)
             say(f"produced {n} x {args.size} B in {time.perf_counter() - t0:.1f} s")
 
-            client_rate = best(args.rounds, lambda: client_consume(proc.service_url, parts, n))
-            say(f"official client, one process: {client_rate:,.0f} rows/s")
+            client_rate, cost = best(
+                args.rounds, n, lambda: client_consume(proc.service_url, parts, n)
+            )
+            say(f"official client, one process: {client_rate:,.0f} rows/s ({cost})")
 
             spark = local_session("magnetar-spark-bench", cores=os.cpu_count() or 2)
             options = {"serviceUrl": proc.service_url, "adminUrl": proc.http_url, "topic": topic}
 
-            def batch_read() -> float:
+            def batch_read() -> Timed:
                 df = spark.read.format("magnetar").options(**options).load()
-                start = time.perf_counter()
-                df.write.format("noop").mode("overwrite").save()  # every row, in the JVM
-                rate = n / (time.perf_counter() - start)
+                with Timed() as t:
+                    df.write.format("noop").mode("overwrite").save()  # every row, in the JVM
                 assert df.count() == n  # (outside the timing)
-                return rate
+                return t
 
-            batch_rate = best(args.rounds, batch_read)
+            batch_rate, cost = best(args.rounds, n, batch_read)
             say(
                 f"spark batch read:  {batch_rate:,.0f} rows/s "
-                f"({batch_rate / client_rate:.2f}x the client)"
+                f"({batch_rate / client_rate:.2f}x the client; {cost})"
             )
 
-            def stream_read() -> float:
-                with tempfile.TemporaryDirectory(prefix="ckpt-") as ckpt:
-                    start = time.perf_counter()
+            def stream_read() -> Timed:
+                with tempfile.TemporaryDirectory(prefix="ckpt-") as ckpt, Timed() as t:
                     query = (
                         spark.readStream.format("magnetar")
                         .options(**options, startingOffsets="earliest")
@@ -130,32 +167,32 @@ def main() -> None:
                         .start()
                     )
                     query.awaitTermination()
-                    rows = sum(p["numInputRows"] for p in query.recentProgress)
-                    assert rows == n, rows
-                    return n / (time.perf_counter() - start)
+                rows = sum(p["numInputRows"] for p in query.recentProgress)
+                assert rows == n, rows
+                return t
 
-            stream_rate = best(args.rounds, stream_read)
+            stream_rate, cost = best(args.rounds, n, stream_read)
             say(
                 f"spark stream read: {stream_rate:,.0f} rows/s "
-                f"({stream_rate / client_rate:.2f}x the client; includes query start and commit)"
+                f"({stream_rate / client_rate:.2f}x the client; includes query start and "
+                f"commit; {cost})"
             )
 
-            def write() -> float:
+            def write() -> Timed:
                 sink = f"persistent://{NS}/out-{time.monotonic_ns()}"
                 create_topic(proc, sink.split("://")[1], args.partitions)
                 df = spark.read.format("magnetar").options(**options).load().select("key", "value")
                 df = df.cache()
                 df.count()
-                start = time.perf_counter()
-                df.write.format("magnetar").option("serviceUrl", proc.service_url).option(
-                    "topic", sink
-                ).mode("append").save()
-                rate = n / (time.perf_counter() - start)
+                with Timed() as t:
+                    df.write.format("magnetar").option("serviceUrl", proc.service_url).option(
+                        "topic", sink
+                    ).mode("append").save()
                 df.unpersist()
-                return rate
+                return t
 
-            write_rate = best(args.rounds, write)
-            say(f"spark batch write: {write_rate:,.0f} rows/s")
+            write_rate, cost = best(args.rounds, n, write)
+            say(f"spark batch write: {write_rate:,.0f} rows/s ({cost})")
             spark.stop()
         finally:
             proc.stop()

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain, repeat
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
@@ -200,41 +201,112 @@ def end_until(spec: opts.OffsetSpec, state: PartitionState) -> Position | None:
 # --- executors ----------------------------------------------------------------------------------
 
 
-def _micros(ms: int) -> int | None:
-    return ms * 1000 if ms > 0 else None
+class _Columns:
+    """One Arrow record batch of ``SCHEMA`` being filled: a plain list per column that the
+    read loop appends to, converted column by column (no per-row tuples, no transpose).
+    What a stored entry's messages share (ledger, entry, publish time, producer) is kept once
+    per entry, with the row the entry starts at, and repeated per row by the conversion."""
+
+    def __init__(self, parent: str, index: int) -> None:
+        self.parent, self.index = parent, index
+        self.keys: list[str | None] = []
+        self.values: list[bytes] = []
+        self.ids: list[bytes] = []
+        self.batches: list[int] = []
+        self.events: list[int] = []
+        self.properties: list[Any] = []
+        self.starts: list[int] = []  # per entry: its first row, ledger, entry, time, producer
+        self.ledgers: list[int] = []
+        self.entries: list[int] = []
+        self.published: list[int] = []
+        self.producers: list[str] = []
+
+    def appenders(self) -> tuple[Callable[[Any], None], ...]:
+        """The per-row columns' ``append`` methods, for the read loop to hold."""
+        return (
+            self.keys.append,
+            self.values.append,
+            self.ids.append,
+            self.batches.append,
+            self.events.append,
+            self.properties.append,
+        )
+
+    def start_entry(self, ledger: int, entry: int, published: int, producer: str) -> None:
+        self.starts.append(len(self.values))
+        self.ledgers.append(ledger)
+        self.entries.append(entry)
+        self.published.append(published)
+        self.producers.append(producer)
+
+    def batch(self, schema: Any) -> Any:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        n = len(self.values)
+        ends = [*self.starts[1:], n]
+        rows = pa.array(  # per row: the entry it belongs to
+            chain.from_iterable(
+                repeat(i, end - start)
+                for i, (start, end) in enumerate(zip(self.starts, ends, strict=True))
+            ),
+            pa.int32(),
+        )
+
+        def per_row(values: list[Any], kind: Any) -> Any:
+            return pa.array(values, kind).take(rows)
+
+        ledgers = pc.cast(per_row(self.ledgers, pa.int64()), pa.string())
+        entries = pc.cast(per_row(self.entries, pa.int64()), pa.string())
+        batches = pc.cast(pa.array(self.batches, pa.int64()), pa.string())
+        columns = [
+            pa.array(self.keys, pa.string()),
+            pa.array(self.values, pa.binary()),
+            pa.repeat(pa.scalar(self.parent, pa.string()), n),
+            pa.repeat(pa.scalar(self.index, pa.int32()), n),
+            pa.array(self.ids, pa.binary()),
+            pc.binary_join_element_wise(ledgers, entries, batches, str(self.index), ":"),
+            _timestamps(per_row(self.published, pa.int64()), schema.field("publishTime").type),
+            _timestamps(pa.array(self.events, pa.int64()), schema.field("eventTime").type),
+            pa.array(self.properties, schema.field("properties").type),
+            per_row(self.producers, pa.string()),
+        ]
+        return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
-def arrow_batches(rows: Iterator[tuple[Any, ...]]) -> Iterator[Any]:
-    """``read_range``'s rows as Arrow record batches of ``SCHEMA``."""
-    import pyarrow as pa
+def _timestamps(ms: Any, kind: Any) -> Any:
+    """Client times (an int64 array of milliseconds, 0 for none) as a timestamp column
+    (microseconds, null for none)."""
+    import pyarrow.compute as pc
+
+    micros = pc.if_else(pc.greater(ms, 0), pc.multiply(ms, 1000), None)
+    return micros.cast(kind)
+
+
+def read_range(service_url: str, r: Range, *, poll_timeout_ms: int) -> Iterator[Any]:
+    """Every message of ``r`` in order, as Arrow record batches of ``SCHEMA`` (at most
+    ``ARROW_BATCH_ROWS`` rows each).
+
+    The loop does per message only what the row needs from the client: the messages of one
+    stored entry (a producer batch) share the entry's metadata, so its publish time and
+    producer name are read once per entry; the id string, the times and the constant columns
+    are computed by Arrow per batch."""
+    import pulsar  # the executors' dependency, imported where it runs
     from pyspark.sql.pandas.types import to_arrow_schema
 
     schema = to_arrow_schema(SCHEMA, timezone="UTC")  # what Spark's worker expects
-    chunk: list[tuple[Any, ...]] = []
-    for row in rows:
-        chunk.append(row)
-        if len(chunk) == ARROW_BATCH_ROWS:
-            yield pa.RecordBatch.from_arrays(list(zip(*chunk, strict=True)), schema=schema)
-            chunk = []
-    if chunk:
-        yield pa.RecordBatch.from_arrays(list(zip(*chunk, strict=True)), schema=schema)
-
-
-def read_range(service_url: str, r: Range, *, poll_timeout_ms: int) -> Iterator[tuple[Any, ...]]:
-    """Every message of ``r`` in order, as rows of ``SCHEMA`` (times in microseconds,
-    properties as pairs: the Arrow forms)."""
-    import pulsar  # the executors' dependency, imported where it runs
-
-    after, until = Position.parse(r.after), Position.parse(r.until)
+    after = tuple(Position.parse(r.after))
+    until = tuple(Position.parse(r.until))
     if until <= after:
         return
     parent, index = parent_and_index(r.topic)
-    if after.ledger < 0 or after.entry < 0:
+    ledger, entry, batch = after
+    if ledger < 0 or entry < 0:
         start, inclusive = pulsar.MessageId.earliest, True
-    elif after.batch in (-1, MAX_BATCH):
-        start, inclusive = pulsar.MessageId(index, after.ledger, after.entry, -1), False
+    elif batch in (-1, MAX_BATCH):
+        start, inclusive = pulsar.MessageId(index, ledger, entry, -1), False
     else:  # inside an entry: from the entry, the messages up to ``after`` skipped below
-        start, inclusive = pulsar.MessageId(index, after.ledger, after.entry, -1), True
+        start, inclusive = pulsar.MessageId(index, ledger, entry, -1), True
     client = pulsar.Client(
         service_url,
         operation_timeout_seconds=30,
@@ -244,35 +316,50 @@ def read_range(service_url: str, r: Range, *, poll_timeout_ms: int) -> Iterator[
         reader = client.create_reader(
             r.topic, start, receiver_queue_size=5000, start_message_id_inclusive=inclusive
         )
+        # the client's extension object: its read_next returns the messages without the
+        # Python wrapper per message (the wrapper has the same methods, so either works)
+        read_next = getattr(reader, "_reader", reader).read_next
+        timeout = pulsar.Timeout
+        cols = _Columns(parent, index)
+        keys, values, ids, batches, events, properties = cols.appenders()
+        last_entry: tuple[int, int] | None = None
+        count = 0
         while True:
             try:
-                msg = reader.read_next(poll_timeout_ms)
-            except pulsar.Timeout:
+                msg = read_next(poll_timeout_ms)
+            except timeout:
                 raise MagnetarSourceError(
-                    f"reading {r.topic} from after {after.text()} to {until.text()}: no message "
-                    f"within pollTimeoutMs={poll_timeout_ms} (was the data removed?)"
+                    f"reading {r.topic} from after {Position(*after).text()} to "
+                    f"{r.until}: no message within pollTimeoutMs={poll_timeout_ms} "
+                    "(was the data removed?)"
                 ) from None
             mid = msg.message_id()
-            pos = (mid.ledger_id(), mid.entry_id(), mid.batch_index())  # compared as Positions
+            ledger, entry, batch = pos = (mid.ledger_id(), mid.entry_id(), mid.batch_index())
             if pos <= after:
                 continue  # before the range, or delivered again after a reconnection
             if pos > until:
                 break
-            yield (
-                msg.partition_key() or None,
-                msg.data(),
-                parent,
-                index,
-                mid.serialize(),
-                f"{pos[0]}:{pos[1]}:{pos[2]}:{index}",
-                _micros(msg.publish_timestamp()),
-                _micros(msg.event_timestamp()),
-                list(msg.properties().items()),
-                msg.producer_name(),
-            )
-            after = Position(*pos)  # strictly increasing: no message is yielded twice
+            if (ledger, entry) != last_entry:
+                last_entry = (ledger, entry)
+                cols.start_entry(ledger, entry, msg.publish_timestamp(), msg.producer_name())
+            keys(msg.partition_key() or None)
+            values(msg.data())
+            ids(mid.serialize())
+            batches(batch)
+            events(msg.event_timestamp())
+            props = msg.properties()
+            properties(list(props.items()) if props else ())
+            after = pos  # strictly increasing: no message is yielded twice
             if pos == until:
                 break
+            count += 1
+            if count == ARROW_BATCH_ROWS:
+                yield cols.batch(schema)
+                cols = _Columns(parent, index)
+                keys, values, ids, batches, events, properties = cols.appenders()
+                last_entry, count = None, 0
+        if cols.values:
+            yield cols.batch(schema)
         reader.close()
     finally:
         client.close()
@@ -282,9 +369,7 @@ def read_partition(settings: Settings, partition: InputPartition) -> Iterator[An
     """An input partition's messages as Arrow batches (both readers' ``read``)."""
     if not isinstance(partition, Range):
         return  # nothing planned: Spark still runs one task without a partition
-    yield from arrow_batches(
-        read_range(settings.service_url, partition, poll_timeout_ms=settings.poll_timeout_ms)
-    )
+    yield from read_range(settings.service_url, partition, poll_timeout_ms=settings.poll_timeout_ms)
 
 
 # --- batch --------------------------------------------------------------------------------------
