@@ -19,7 +19,7 @@ from pathlib import Path
 from tests.support.procs import Proc
 child = Proc(["sleep", "120"], log_path=Path(sys.argv[1])).start()
 print(child.pid, flush=True)
-time.sleep(120)
+time.sleep(120)  # not a wait: held until the test SIGKILLs it
 """
 
 

@@ -168,7 +168,7 @@ def text_of(payload: bytes) -> str:
 async def settled(c: TxnClient) -> None:
     """Let dispatch run a few loop turns (for asserting that nothing arrives)."""
     for _ in range(20):
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # not a wait: the window of a negative check
     c._pump()
 
 

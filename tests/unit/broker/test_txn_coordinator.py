@@ -17,6 +17,7 @@ from magnetar.broker.transactions.ids import TxnId
 from magnetar.managed_ledger.api import ManagedLedger
 from magnetar.managed_ledger.memory import MemoryManagedLedgerFactory
 from magnetar.wire import frames, pb
+from tests.support.wait import eventually
 
 
 class Recorder:
@@ -89,10 +90,7 @@ async def test_reload_finishes_committing_and_keeps_open_deadlines() -> None:
 
     rec.fail = False
     again = await coordinator(factory, rec)  # load() restarts the commit
-    for _ in range(50):
-        if rec.calls:
-            break
-        await asyncio.sleep(0.01)
+    await eventually(lambda: rec.calls, timeout=5, what="the commit restarted")
     assert rec.calls == [("partition", "t1", stuck, True)]
     assert again.get(open_txn).status.value == "OPEN"
     with pytest.raises(BrokerError) as err:
@@ -109,7 +107,7 @@ async def test_timeout_aborts_and_a_wrong_end_is_invalid_status() -> None:
     tc = await coordinator(factory, rec)
     txn = await tc.new_txn(1)
     await tc.add_partitions(txn, ["t"])
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0.01)  # not a wait: ages the transaction past its 1 ms timeout
     rec.fail = True
     await tc.expire()  # ABORTING now, the participant failed
     with pytest.raises(BrokerError) as err:
@@ -117,10 +115,7 @@ async def test_timeout_aborts_and_a_wrong_end_is_invalid_status() -> None:
     assert err.value.code == pb.InvalidTxnStatus
     rec.fail = False
     await tc.expire()  # retried
-    for _ in range(50):
-        if rec.calls:
-            break
-        await asyncio.sleep(0.01)
+    await eventually(lambda: rec.calls, timeout=5, what="the abort retried")
     assert rec.calls == [("partition", "t", txn, False)]
 
 
@@ -190,10 +185,7 @@ async def test_buffer_of_a_remote_coordinators_transaction_prepares_itself() -> 
     future = buffer.append(txn, _entry(txn, "r1"))
     assert buffer.active and await _visible(ml, buffer) == ["p0"]
     await future
-    for _ in range(100):
-        if CURSOR in ml.cursors:
-            break
-        await asyncio.sleep(0.01)
+    await eventually(lambda: CURSOR in ml.cursors, timeout=5, what="the snapshot cursor")
     await ml.add_entry(_entry(None, "p2"))
     await ml.close()
 
