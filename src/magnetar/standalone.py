@@ -29,12 +29,18 @@ from pathlib import Path
 from magnetar.bookie.server import BookieOptions, BookieServer
 from magnetar.broker import admin
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.server import BrokerServer, open_managed_ledgers, wait_for_signal
+from magnetar.broker.server import (
+    BrokerServer,
+    close_managed_ledgers,
+    open_managed_ledgers,
+    wait_for_signal,
+)
 from magnetar.broker.service import BrokerService
 from magnetar.common import aio
 from magnetar.ledger.client import LedgerClient
 from magnetar.managed_ledger.api import ManagedLedgerConfig
 from magnetar.metadata import open_store
+from magnetar.offload.config import S3Config
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +73,11 @@ class StandaloneOptions:
     """Pulsar's forceDeleteTenantAllowed (a forced tenant delete is refused unless true)."""
     force_delete_namespace_allowed: bool = False
     """Pulsar's forceDeleteNamespaceAllowed (a forced namespace delete is refused unless true)."""
+    offload: S3Config | None = None
+    """Tiered storage (docs/offload.md); None: off."""
+    offload_threshold_bytes: int = -1
+    offload_threshold_s: int = -1
+    offload_deletion_lag_ms: int = ManagedLedgerConfig().offload_deletion_lag_ms
 
 
 def _free_port() -> int:
@@ -117,7 +128,11 @@ def broker_config(options: StandaloneOptions) -> BrokerConfig:
             write_quorum=1,
             ack_quorum=1,
             max_entries_per_ledger=options.max_entries_per_ledger,
+            offload_threshold_bytes=options.offload_threshold_bytes,
+            offload_threshold_s=options.offload_threshold_s,
+            offload_deletion_lag_ms=options.offload_deletion_lag_ms,
         ),
+        offload=options.offload,
     )
 
 
@@ -146,7 +161,9 @@ async def run(options: StandaloneOptions) -> None:
         # the broker's adds reach the in-process bookie directly (reads still use gRPC)
         ledgers = LedgerClient(store, local_bookies={bookie.bookie_id: bookie.service})
         config = broker_config(options)
-        managed_ledgers = open_managed_ledgers(store, ledgers, config.managed_ledger)
+        managed_ledgers = open_managed_ledgers(
+            store, ledgers, config.managed_ledger, config.offload
+        )
         service = BrokerService(config=config, store=store, managed_ledgers=managed_ledgers)
         server = BrokerServer(service, http_extensions=[admin.extension])
         await server.start()
@@ -165,7 +182,7 @@ async def run(options: StandaloneOptions) -> None:
         if server is not None:
             await server.stop()
         if managed_ledgers is not None:
-            await managed_ledgers.close()
+            await close_managed_ledgers(managed_ledgers)
         if ledgers is not None:
             await ledgers.close()
         await bookie.stop()

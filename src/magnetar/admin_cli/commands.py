@@ -502,6 +502,29 @@ def _topics_create_sub(a: argparse.Namespace) -> Request:
     return Request("PUT", _sub(a), a.message_id)
 
 
+@verb(
+    "topics",
+    "offload",
+    "offload the topic's closed ledgers before the one holding a message to S3",
+    TOPIC,
+    arg(
+        "-m",
+        "--messageId",
+        type=convert.message_id,
+        default="latest",
+        dest="message_id",
+        help="LEDGER:ENTRY (ledgers before this one's go), or latest (default: every closed one)",
+    ),
+)
+def _topics_offload(a: argparse.Namespace) -> Request:
+    return Request("PUT", _topic(a, "/offload"), a.message_id)
+
+
+@verb("topics", "offload-status", "the status of the topic's last offload", TOPIC)
+def _topics_offload_status(a: argparse.Namespace) -> Request:
+    return Request("GET", _topic(a, "/offload"))
+
+
 @verb("topics", "unsubscribe", "delete a subscription", TOPIC, SUBSCRIPTION, FORCE)
 def _topics_unsubscribe(a: argparse.Namespace) -> Request:
     return Request("DELETE", _sub(a, f"?force={_flag(a.force)}"))

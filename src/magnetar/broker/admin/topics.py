@@ -30,7 +30,7 @@ from aiohttp import web
 from yarl import URL
 
 from magnetar.broker import enforcement, policies
-from magnetar.broker.admin import remote, validation
+from magnetar.broker.admin import offload, remote, validation
 from magnetar.broker.admin.common import (
     AdminError,
     Handler,
@@ -913,6 +913,7 @@ def register(router: web.UrlDispatcher) -> None:
     router.add_get(f"{t}/lastMessageId", last_message_id)
     router.add_put(f"{t}/unload", unload)
     router.add_post(f"{t}/terminate", terminate)
+    offload.register(router, t, _stored_topic)
     router.add_get(f"{t}/subscriptions", list_subscriptions)
     router.add_post(t + "/all_subscription/expireMessages/{seconds}", expire_all_subscriptions)
     s = f"{t}/subscription/{{subscription}}"
