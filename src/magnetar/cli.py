@@ -238,6 +238,9 @@ _OFFLOAD_FLAGS = (
     ("--offload-key-prefix", "magnetarOffloadKeyPrefix", "prepended to every object key"),
     ("--offload-credentials-file", "magnetarOffloadCredentialsFile", "AWS credentials (INI)"),
     ("--offload-credentials-profile", "magnetarOffloadCredentialsProfile", "its section"),
+    ("--offload-connect-timeout-ms", "magnetarOffloadConnectTimeoutMs", "per S3 request"),
+    ("--offload-read-timeout-ms", "magnetarOffloadReadTimeoutMs", "per S3 request"),
+    ("--offload-max-attempts", "magnetarOffloadMaxAttempts", "tries per S3 request"),
 )
 
 

@@ -290,16 +290,21 @@ class OffloadRunner:
     def start_prefix(self, upto: Position) -> asyncio.Task[OffloadStatus | None]:
         """Start :meth:`offload_prefix` in the background (``PUT .../offload`` answers at
         once, the status tells how it went); OffloadInProgressError when one is running."""
-        if self.running:
+        if self._task is not None and not self._task.done():
             raise OffloadInProgressError(f"{self._host.name}: an offload is already running")
         self.status = OffloadStatus(
             OffloadState.RUNNING,
             "",
             first_unoffloaded(self._host.ledger_records(), self._host.current_ledger_id),
         )
-        self._task = asyncio.ensure_future(self.offload_prefix(upto))
+        self._task = asyncio.ensure_future(self._prefix_when_free(upto))
         self._task.add_done_callback(_log_failure)
         return self._task
+
+    async def _prefix_when_free(self, upto: Position) -> OffloadStatus:
+        async with self._running:  # after a cleanup of stale attempts, if one runs
+            ids = ledgers_before(self._host.ledger_records(), self._host.current_ledger_id, upto)
+            return await self._run(ids)
 
     def start_thresholds(self) -> asyncio.Task[OffloadStatus | None] | None:
         """Start :meth:`maybe_offload` in the background unless an offload runs, the

@@ -42,12 +42,13 @@ PER_LEDGER = 100
 
 
 def start_standalone(
-    data_dir: Path, minio: MinioServer, bucket: str, *extra: str
+    data_dir: Path, minio: MinioServer, bucket: str, *extra: str, secret: str | None = None
 ) -> StandaloneProc:
+    """A standalone offloading to ``bucket`` (with MinIO's credentials, or ``secret``)."""
     creds = data_dir.parent / f"{data_dir.name}-aws-credentials"
     creds.write_text(
         f"[default]\naws_access_key_id = {minio.access_key}\n"
-        f"aws_secret_access_key = {minio.secret_key}\n"
+        f"aws_secret_access_key = {secret or minio.secret_key}\n"
     )
     return StandaloneProc(
         data_dir,
@@ -345,5 +346,96 @@ def test_namespace_threshold_offloads_after_rollovers(
         wait_until(closed_offloaded, timeout=120, what="the threshold's offload")
         assert offload_status(proc, topic)["status"] == "SUCCESS"
         assert consumer_all_equal(consumer, data)
+    finally:
+        proc.stop()
+
+
+def test_broker_killed_mid_offload_loses_nothing_and_the_retry_completes(
+    own_minio: MinioServer, tmp_path: Path, pulsar_client: list[pulsar.Client]
+) -> None:
+    minio = own_minio
+    bucket = new_bucket(minio)
+    proc = start_standalone(tmp_path / "data", minio, bucket)  # the default 4 h lag
+    topic = "offload-killed"
+    n = 4 * PER_LEDGER + 10
+    data = payloads([MSG] * n, seed=21)
+    killed: dict[str, Any] = {}
+    try:
+        client = pulsar.Client(proc.service_url, operation_timeout_seconds=60)
+        pulsar_client.append(client)
+        consumer = client.subscribe(topic, "keep", initial_position=pulsar.InitialPosition.Earliest)
+        produce(client, topic, data)
+        status, answer = admin(
+            proc, "PUT", f"{topic_path(topic)}/offload", {"ledgerId": 2**63 - 1, "entryId": 0}
+        )
+        assert status == 204, answer
+
+        def attempt_under_way() -> bool:
+            for lg in internal_stats(proc, topic)["ledgers"]:
+                loc = lg.get("offloadLocation")
+                if loc is not None and not loc["complete"]:
+                    killed.update(ledger=lg["ledgerId"], **loc)
+                    return True
+            return False
+
+        # the moment an attempt is recorded and uploading: S3 freezes, the broker dies
+        wait_until(attempt_under_way, timeout=120, interval=0.02, what="an offload under way")
+        minio.pause()
+        proc.kill()
+        minio.resume()
+        consumer.close()
+        client.close()
+        pulsar_client.clear()
+    finally:
+        minio.resume()
+        if proc.alive():
+            proc.stop()
+
+    proc.restart()
+    try:
+        # the killed attempt is removed when the topic loads: its record and its objects
+        def stale_cleaned() -> bool:
+            ledgers = internal_stats(proc, topic)["ledgers"]
+            return not any(
+                lg.get("offloadLocation") and not lg["offloadLocation"]["complete"]
+                for lg in ledgers
+            )
+
+        wait_until(stale_cleaned, timeout=60, what="the killed attempt's record removed")
+        stats = internal_stats(proc, topic)
+        record = next(lg for lg in stats["ledgers"] if lg["ledgerId"] == killed["ledger"])
+        assert not record["offloaded"] and record.get("offloadLocation") is None
+        attempt_prefix = f"ledgers/{killed['ledger']}/{killed['uuid']}/"
+        assert bucket_keys(minio, bucket, attempt_prefix) == set()
+        uploads = minio.client().list_multipart_uploads(Bucket=bucket, Prefix=killed["dataKey"])
+        assert uploads.get("Uploads", []) == []
+        # whatever is marked offloaded is complete in the bucket
+        keys = bucket_keys(minio, bucket)
+        for lg in stats["ledgers"]:
+            if lg["offloaded"]:
+                loc = lg["offloadLocation"]
+                assert {loc["dataKey"], loc["indexKey"]} <= keys
+
+        # the retry completes; the bucket holds exactly the recorded objects
+        status, answer = admin(
+            proc, "PUT", f"{topic_path(topic)}/offload", {"ledgerId": 2**63 - 1, "entryId": 0}
+        )
+        assert status == 204, answer
+        final = wait_offload_done(proc, topic)
+        assert final["status"] == "SUCCESS", final
+        stats = internal_stats(proc, topic)
+        closed = [lg for lg in stats["ledgers"][:-1] if lg["entries"] > 0]
+        assert closed and all(lg["offloaded"] for lg in closed), stats["ledgers"]
+        recorded = set()
+        for lg in closed:
+            recorded |= {lg["offloadLocation"]["dataKey"], lg["offloadLocation"]["indexKey"]}
+        assert bucket_keys(minio, bucket) == recorded
+
+        # no message lost: the subscription's backlog and a fresh reader see every message
+        client = pulsar.Client(proc.service_url, operation_timeout_seconds=60)
+        pulsar_client.append(client)
+        reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        assert read_all(reader, n) == data
+        reader.close()
     finally:
         proc.stop()
