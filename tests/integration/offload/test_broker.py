@@ -283,11 +283,18 @@ def test_fifty_mib_offloaded_manually_read_back_byte_identical(
         )
         assert consumer_all_equal(consumer, data)
         consumer.close()
-        # a reader from a middle message id (inclusive)
+        # a reader from a middle message id (inclusive); its has_message_available asks
+        # the broker for the last message id
         k = n // 3
         reader = client.create_reader(topic, ids[k], start_message_id_inclusive=True)
+        assert reader.has_message_available()
         assert read_all(reader, n - k) == data[k:]
         reader.close()
+        # a seek by message id, back into the first offloaded ledger
+        consumer = client.subscribe(topic, "by-id", initial_position=pulsar.InitialPosition.Latest)
+        consumer.seek(ids[7])
+        assert consume_all(consumer, n - 8) == data[8:]  # seek positions after the id
+        consumer.close()
         # a seek by publish time
         consumer = client.subscribe(
             topic, "by-time", initial_position=pulsar.InitialPosition.Latest
@@ -345,7 +352,25 @@ def test_namespace_threshold_offloads_after_rollovers(
 
         wait_until(closed_offloaded, timeout=120, what="the threshold's offload")
         assert offload_status(proc, topic)["status"] == "SUCCESS"
+        offloaded = {
+            lg["ledgerId"]: lg["offloadLocation"]
+            for lg in internal_stats(proc, topic)["ledgers"]
+            if lg["offloaded"]
+        }
         assert consumer_all_equal(consumer, data)
+
+        # everything acknowledged, no retention: the trimmer deletes the ledgers -- and
+        # their objects in the bucket
+        def trimmed() -> bool:
+            left = {lg["ledgerId"] for lg in internal_stats(proc, topic)["ledgers"]}
+            return not (left & set(offloaded))
+
+        wait_until(trimmed, timeout=60, what="the acknowledged ledgers trimmed")
+        wait_until(
+            lambda: bucket_keys(minio, bucket) == set(),
+            timeout=30,
+            what="the trimmed ledgers' objects deleted",
+        )
     finally:
         proc.stop()
 
