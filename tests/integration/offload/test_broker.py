@@ -41,27 +41,37 @@ MSG = 100 * 1024
 PER_LEDGER = 100
 
 
-def start_standalone(
-    data_dir: Path, minio: MinioServer, bucket: str, *extra: str, secret: str | None = None
-) -> StandaloneProc:
-    """A standalone offloading to ``bucket`` (with MinIO's credentials, or ``secret``)."""
-    creds = data_dir.parent / f"{data_dir.name}-aws-credentials"
+def offload_args(
+    creds_dir: Path, minio: MinioServer, bucket: str, *, secret: str | None = None
+) -> list[str]:
+    """The broker flags that offload to ``bucket`` (MinIO's credentials, or ``secret``,
+    written to a credentials file in ``creds_dir``)."""
+    creds = creds_dir / f"aws-credentials-{bucket}-{secret or 'ok'}"
     creds.write_text(
         f"[default]\naws_access_key_id = {minio.access_key}\n"
         f"aws_secret_access_key = {secret or minio.secret_key}\n"
     )
+    return [
+        "--offload-driver", "S3",
+        "--offload-bucket", bucket,
+        "--offload-region", minio.region,
+        "--offload-endpoint", minio.endpoint,
+        "--offload-path-style", "true",
+        "--offload-block-size", str(BLOCK),
+        "--offload-read-cache-bytes", str(4 * BLOCK),
+        "--offload-credentials-file", str(creds),
+    ]  # fmt: skip
+
+
+def start_standalone(
+    data_dir: Path, minio: MinioServer, bucket: str, *extra: str, secret: str | None = None
+) -> StandaloneProc:
+    """A standalone offloading to ``bucket`` (with MinIO's credentials, or ``secret``)."""
     return StandaloneProc(
         data_dir,
         extra_args=[
             "--max-entries-per-ledger", str(PER_LEDGER),
-            "--offload-driver", "S3",
-            "--offload-bucket", bucket,
-            "--offload-region", minio.region,
-            "--offload-endpoint", minio.endpoint,
-            "--offload-path-style", "true",
-            "--offload-block-size", str(BLOCK),
-            "--offload-read-cache-bytes", str(4 * BLOCK),
-            "--offload-credentials-file", str(creds),
+            *offload_args(data_dir.parent, minio, bucket, secret=secret),
             *extra,
         ],
     ).start()  # fmt: skip
