@@ -24,7 +24,6 @@ from tests.integration.offload.test_broker import (
     wait_offload_done,
 )
 from tests.support import cluster
-from tests.support.bookies import BookieProc
 from tests.support.etcd import EtcdServer
 from tests.support.minio import MinioServer
 from tests.support.standalone import BrokerProc
@@ -46,21 +45,8 @@ def brokers(
         "--offload-deletion-lag-ms", "0",
         *offload_args(tmp_path, minio, bucket),
     ]  # fmt: skip
-    url = own_etcd.url
-    bookie = BookieProc(url, tmp_path).start()
-    a = b = None
-    try:
-        a = BrokerProc(url, tmp_path, ensemble=(1, 1, 1), session_ttl=2.0, extra_args=extra)
-        a.start()
-        b = BrokerProc(url, tmp_path, ensemble=(1, 1, 1), session_ttl=2.0, extra_args=extra)
-        b.start()
-        wait_until(lambda: cluster.load_reports(url) >= 2, timeout=30, what="both load reports")
-        yield a, b
-    finally:
-        for proc in (b, a):
-            if proc is not None:
-                proc.stop()
-        bookie.stop()
+    with cluster.two_brokers(own_etcd.url, tmp_path, extra_args=extra) as pair:
+        yield pair
 
 
 def test_the_next_owner_serves_offloaded_ledgers_from_s3(
