@@ -260,6 +260,10 @@ def test_fifty_mib_offloaded_manually_read_back_byte_identical(
             assert {loc["dataKey"], loc["indexKey"]} <= keys
         assert final["firstUnoffloadedMessage"]["ledgerId"] == stats["ledgers"][-1]["ledgerId"]
         assert metric(proc, "magnetar_offload_bytes_total") >= 5 * PER_LEDGER * MSG
+        offloaded_size = sum(lg["size"] for lg in closed)
+        status, topic_stats = admin(proc, "GET", f"{topic_path(topic)}/stats")
+        assert topic_stats["offloadedStorageSize"] == offloaded_size
+        assert metric(proc, "pulsar_storage_offloaded_size") == offloaded_size
 
         # the bookie copies go after the lag
         wait_until(
