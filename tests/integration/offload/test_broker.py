@@ -385,6 +385,28 @@ def test_namespace_threshold_offloads_after_rollovers(
             timeout=30,
             what="the trimmed ledgers' objects deleted",
         )
+
+        # offloadThresholdInSeconds, in a namespace of its own: ledgers closed more than a
+        # second ago go
+        aged = "/admin/v2/namespaces/public/aged"
+        assert admin(proc, "PUT", aged)[0] == 204
+        status, answer = admin(proc, "PUT", f"{aged}/offloadThresholdInSeconds", 1)
+        assert status == 204, answer
+        assert admin(proc, "GET", f"{aged}/offloadThresholdInSeconds") == (200, 1)
+        old_topic = "persistent://public/aged/by-age"
+        aged_sub = client.subscribe(
+            old_topic, "all", initial_position=pulsar.InitialPosition.Earliest
+        )
+        produce(client, old_topic, data[: 2 * PER_LEDGER + 1])
+        aged_path = "/admin/v2/persistent/public/aged/by-age/internalStats"
+
+        def aged_offloaded() -> bool:
+            _, stats = admin(proc, "GET", aged_path)
+            closed = [lg for lg in stats["ledgers"][:-1] if lg["entries"] > 0]
+            return len(closed) >= 2 and all(lg["offloaded"] for lg in closed)
+
+        wait_until(aged_offloaded, timeout=60, what="ledgers offloaded by age")
+        assert consume_all(aged_sub, 2 * PER_LEDGER + 1) == data[: 2 * PER_LEDGER + 1]
     finally:
         proc.stop()
 
