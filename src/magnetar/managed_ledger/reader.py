@@ -77,7 +77,11 @@ class EntryReader:
 
     async def recover_last(self, last: records.LedgerRecord) -> records.LedgerRecord:
         """Fence and close the previous owner's last ledger (kept open for reads); its record
-        with the final end (no entries when its metadata is gone)."""
+        with the final end (no entries when its metadata is gone). A ledger offloaded
+        completely is closed already and may have no bookie copy left (the previous owner
+        closed an empty current ledger after it): its record stands as it is."""
+        if last.offloaded and last.offloaded.get("complete"):
+            return last
         handle = self.handles.get(last.ledger_id)
         if handle is None or not handle.closed:
             try:

@@ -500,3 +500,50 @@ def test_broker_killed_mid_offload_loses_nothing_and_the_retry_completes(
         reader.close()
     finally:
         proc.stop()
+
+
+def test_an_offloaded_last_ledger_survives_restarts(
+    minio: MinioServer, tmp_path: Path, pulsar_client: list[pulsar.Client]
+) -> None:
+    """A restart closes the current ledger, the next one starts empty; when every closed
+    ledger is offloaded and its bookie copy deleted, a clean stop drops the empty current
+    ledger and the *last* listed ledger is an offloaded one with no bookie copy: the next
+    open must keep it (not try to recover it from the bookies, which would drop it)."""
+    bucket = new_bucket(minio)
+    proc = start_standalone(tmp_path / "data", minio, bucket, "--offload-deletion-lag-ms", "0")
+    topic = "offloaded-last"
+    data = payloads([2048] * 25, seed=9)
+    try:
+        client = pulsar.Client(proc.service_url, operation_timeout_seconds=60)
+        pulsar_client.append(client)
+        client.subscribe(topic, "keep", initial_position=pulsar.InitialPosition.Earliest).close()
+        produce(client, topic, data)
+        client.close()
+        pulsar_client.clear()
+        proc.stop()
+        proc.restart()  # the ledger holding the 25 messages is closed, a new one is current
+        status, answer = admin(
+            proc, "PUT", f"{topic_path(topic)}/offload", {"ledgerId": 2**63 - 1, "entryId": 0}
+        )
+        assert status == 204, answer
+        assert wait_offload_done(proc, topic)["status"] == "SUCCESS"
+
+        def all_offloaded_and_deleted() -> bool:
+            ledgers = internal_stats(proc, topic)["ledgers"]
+            closed = [lg for lg in ledgers if lg["entries"] > 0]
+            return bool(closed) and all(
+                lg["offloaded"] and lg["offloadLocation"]["bookieDeleted"] for lg in closed
+            )
+
+        wait_until(all_offloaded_and_deleted, timeout=60, what="offloaded, bookie copy gone")
+        for _ in range(2):
+            proc.stop()
+            proc.restart()
+            stats = internal_stats(proc, topic)
+            assert sum(lg["entries"] for lg in stats["ledgers"] if lg["offloaded"]) == 25, stats
+        client = pulsar.Client(proc.service_url, operation_timeout_seconds=60)
+        pulsar_client.append(client)
+        reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        assert read_all(reader, 25) == data
+    finally:
+        proc.stop()
