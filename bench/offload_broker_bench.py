@@ -46,9 +46,18 @@ from tests.support.wait import wait_until
 from magnetar.offload.config import MiB
 
 
+def quiet_client(proc: StandaloneProc) -> pulsar.Client:
+    """A client whose own log keeps to errors (it would interleave with the figures)."""
+    return pulsar.Client(
+        proc.service_url,
+        operation_timeout_seconds=120,
+        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
+    )
+
+
 def catch_up(proc: StandaloneProc, topic: str, n: int, name: str) -> float:
     """Seconds for a new subscription from earliest to receive ``n`` messages."""
-    client = pulsar.Client(proc.service_url, operation_timeout_seconds=120)
+    client = quiet_client(proc)
     try:
         t0 = time.perf_counter()
         consumer = client.subscribe(
@@ -74,7 +83,7 @@ def one_round(
     proc = start_standalone(base / "data", minio, bucket, *extra)
     try:
         assert admin(proc, "PUT", topic_path(topic))[0] == 204
-        client = pulsar.Client(proc.service_url, operation_timeout_seconds=120)
+        client = quiet_client(proc)
         client.subscribe(topic, "keep", initial_position=pulsar.InitialPosition.Earliest).close()
         produce(client, topic, data)
         client.close()
@@ -137,7 +146,8 @@ def main() -> int:
                 )
                 print(
                     f"round {r + 1}: "
-                    + ", ".join(f"{k} {v:.1f} MB/s" for k, v in rounds[-1].items())
+                    + ", ".join(f"{k} {v:.1f} MB/s" for k, v in rounds[-1].items()),
+                    flush=True,
                 )
         finally:
             minio.stop()
