@@ -16,9 +16,9 @@ loaded topics every second:
   them. Unacknowledged messages expire; acknowledged and younger ones are untouched. A topic is
   checked every ``TTL / 2`` (between 1 s and 60 s).
 
-* **offload** (``offload_threshold``, ``offload_threshold_in_seconds``,
-  ``offload_deletion_lag_ms``, the topic's ``offloadPolicies`` over the namespace's over the
-  broker's managedLedgerOffload* defaults) becomes the managed ledger's offload config; then
+* **offload** (the namespace's ``offload_threshold``, ``offload_threshold_in_seconds``,
+  ``offload_deletion_lag_ms`` over the broker's managedLedgerOffload* defaults; a topic's
+  ``offloadPolicies`` record over both, though no admin endpoint writes it yet) becomes the managed ledger's offload config; then
   the managed ledger is asked to start the offload its thresholds select (a ledger that
   rolled over since the last tick is offloaded within a second; one offload at a time, and
   a failed one is retried after a back-off; docs/offload.md).
