@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 
 import boto3.s3.transfer
+import report as peers_report
 from tests.support.bookies import BookieProc
 from tests.support.etcd import EtcdServer
 from tests.support.minio import INSTALL_SCRIPT, MinioServer, minio_available
@@ -196,13 +197,7 @@ def main() -> None:
     ap.add_argument("--entry-kib", type=int, default=16, help="entry size in KiB")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--block-mib", type=int, default=16, help="offload block (part) size")
-    ap.add_argument(
-        "--record",
-        nargs="?",
-        const=str(ROOT / "docs" / "benchmarks.md"),
-        metavar="FILE",
-        help="also write the figures as a section of FILE (default docs/benchmarks.md)",
-    )
+    peers_report.add_record_option(ap, ROOT / "docs" / "benchmarks.md")
     args = ap.parse_args()
     load_start = os.getloadavg()[0]
     if not minio_available():
@@ -249,14 +244,9 @@ def main() -> None:
                 f"load average {os.getloadavg()[0]:.1f}"
             )
             if args.record:
-                import report as peers_report
-
-                out = Path(args.record)
                 loads = f"{load_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
                 block = section(args, rows, loads)
-                old = out.read_text() if out.exists() else ""
-                out.write_text(peers_report.put_section(old, "offload", block) if old else block)
-                print(f"recorded in {out}")
+                peers_report.record_section(Path(args.record), "offload", block)
         finally:
             minio.stop()
             bookie.stop()

@@ -23,6 +23,7 @@ import pytest
 from magnetar.metadata import api, open_store
 from tests.support import cluster
 from tests.support.etcd import EtcdServer, etcd_available
+from tests.support.procs import started
 from tests.support.standalone import BrokerProc
 
 ETCD_OP_TIMEOUT = 3.0
@@ -38,22 +39,16 @@ def _need_etcd() -> None:
 def etcd_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:
     """A real etcd shared by the session's tests; each test wipes its keys."""
     _need_etcd()
-    server = EtcdServer(tmp_path_factory.mktemp("etcd")).start()
-    try:
+    with started(EtcdServer(tmp_path_factory.mktemp("etcd"))) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
 def own_etcd(tmp_path: Path) -> Iterator[EtcdServer]:
     """A private etcd, for tests that kill -9 and restart it."""
     _need_etcd()
-    server = EtcdServer(tmp_path / "own-etcd").start()
-    try:
+    with started(EtcdServer(tmp_path / "own-etcd")) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

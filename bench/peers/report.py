@@ -433,6 +433,24 @@ def sections(text: str) -> dict[str, str]:
     return {m[1]: m[0] for m in _SECTION.finditer(text)}
 
 
+def add_record_option(ap: Any, default: Path) -> None:
+    """The ``--record [FILE]`` option of a bench that writes its figures as a section."""
+    ap.add_argument(
+        "--record",
+        nargs="?",
+        const=str(default),
+        metavar="FILE",
+        help=f"also write the figures as a section of FILE (default {default.name})",
+    )
+
+
+def record_section(path: Path, name: str, block: str) -> None:
+    """Write ``block`` as section ``name`` of ``path`` (replacing the previous one)."""
+    old = path.read_text() if path.exists() else ""
+    path.write_text(put_section(old, name, block) if old else block)
+    print(f"recorded in {path}")
+
+
 def put_section(text: str, name: str, block: str) -> str:
     """``text`` with the block ``name`` replaced by ``block``, or ``block`` added before
     "How it is measured" (or at the end)."""

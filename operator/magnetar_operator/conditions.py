@@ -81,3 +81,15 @@ def summary(conditions: Sequence[Condition]) -> Condition:
 
 def is_true(conditions: Sequence[Mapping[str, Any]] | None, type_: str) -> bool:
     return any(c.get("type") == type_ and c.get("status") == "True" for c in conditions or ())
+
+
+def holds(conditions: Sequence[Mapping[str, Any]] | None, cond: Condition) -> bool:
+    """Whether the stored conditions already say ``cond`` (same type, status, reason and
+    message): a caller reporting it again would only repeat itself."""
+    return any(
+        c.get("type") == cond.type
+        and c.get("status") == cond.status
+        and c.get("reason") == cond.reason
+        and c.get("message") == cond.message
+        for c in conditions or ()
+    )

@@ -258,8 +258,11 @@ async def _delete(body: kopf.Body, memo: kopf.Memo, kind: str, retry: int) -> No
 async def _delete_blocked(kube: Kube, body: kopf.Body, kind: str, e: AdminError) -> None:
     """The tenant/namespace still holds what this resource did not create: say so and retry
     (never forced) until its owner removes it."""
-    _events(body)("Warning", "DeleteBlocked", f"{e}: retrying, never forced")
     cond = conditions.Condition(conditions.READY, False, "DeleteBlocked", str(e))
+    if not conditions.holds(body.get("status", {}).get("conditions"), cond):
+        # One event when the deletion becomes blocked (or blocked for another reason), not
+        # one per retry: the Ready condition says it is still blocked.
+        _events(body)("Warning", "DeleteBlocked", f"{e}: retrying, never forced")
     await _write_status(kube, body, kind, cond, {})
     raise kopf.TemporaryError(str(e), delay=RETRY_DELAY) from e
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make images`: builds magnetar/{broker,bookie,operator}:<version> from images/*/Dockerfile.
+# `make images`: builds magnetar/{broker,bookie,operator,minio}:<version> from images/*/Dockerfile.
 #   * Docker: scripts/images/docker.sh (installs Debian's docker.io / starts dockerd if needed).
 #   * Base: BASE_IMAGE if set (e.g. python:3.11-slim, for a user with registry access), else
 #     the Debian bookworm base scripts/images/base.sh builds locally (cached by tag).
@@ -7,12 +7,18 @@
 #     the generated protobuf modules, operator/, images/) in .cache/images/context, so the
 #     build works with the classic builder and BuildKit alike and sends megabytes, not the
 #     repository's caches. Python dependencies come from PyPI inside the build.
-# Args: the images to build (default: broker bookie operator). Env: MAGNETAR_IMAGE_PREFIX
+# Args: the images to build (default: broker bookie operator, and minio once built). Env: MAGNETAR_IMAGE_PREFIX
 # (default magnetar), MAGNETAR_IMAGE_TAG (default the package version).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 images=("$@")
-[ ${#images[@]} -gt 0 ] || images=(broker bookie operator)
+# magnetar/minio (the chart's optional S3 server) joins the default set once `make minio`
+# has built the binary (make test builds it before the images).
+minio_bin=$(ls -d .cache/k8s-bin/minio-*/minio 2>/dev/null | tail -1 || true)
+if [ ${#images[@]} -eq 0 ]; then
+    images=(broker bookie operator)
+    if [ -n "$minio_bin" ]; then images+=(minio); else echo "[images] magnetar/minio skipped: run make minio first"; fi
+fi
 bash scripts/images/docker.sh
 bash scripts/gen_proto.sh
 base=${BASE_IMAGE:-$(bash scripts/images/base.sh | tail -1)}
@@ -25,6 +31,12 @@ mkdir -p "$ctx"
 cp pyproject.toml README.md "$ctx/"
 tar -c --exclude=__pycache__ --exclude='*.pyc' --exclude='*.egg-info' src operator images \
     | tar -x -C "$ctx"
+for name in "${images[@]}"; do
+    if [ "$name" = minio ]; then
+        [ -n "$minio_bin" ] || { echo "[images] no MinIO binary: run make minio first" >&2; exit 1; }
+        cp "$minio_bin" "$ctx/images/minio/minio"
+    fi
+done
 # pip in the build stage trusts the CAs this host added locally (none on most machines)
 cp /usr/local/share/ca-certificates/*.crt "$ctx/images/build-ca/" 2>/dev/null || true
 

@@ -9,6 +9,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from magnetar import __version__, conffile
 from magnetar.broker.config import BrokerConfig
@@ -25,32 +26,9 @@ def _standalone(args: argparse.Namespace) -> int:
 
     logs.setup(args.log_level)
     try:
-        offload = offload_config(args)
-    except ValueError as err:
-        print(f"magnetar standalone: {err}", file=sys.stderr)
-        return 2
-    options = standalone.StandaloneOptions(
-        data_dir=Path(args.data_dir),
-        port=args.port,
-        http_port=args.http_port,
-        advertised_address=args.advertised_address,
-        bind_address=args.bind_address,
-        bookie_port=args.bookie_port,
-        keepalive_interval_s=args.keepalive_interval,
-        auto_topic_creation_type=args.auto_topic_creation_type,
-        default_num_partitions=args.default_num_partitions,
-        max_entries_per_ledger=args.max_entries_per_ledger,
-        non_persistent_inactive_s=args.non_persistent_inactive,
-        deduplication_enabled=args.deduplication_enabled,
-        deduplication_entries_interval=args.deduplication_entries_interval,
-        force_delete_tenant_allowed=args.force_delete_tenant_allowed,
-        force_delete_namespace_allowed=args.force_delete_namespace_allowed,
-        offload=offload,
-        offload_threshold_bytes=args.offload_threshold_bytes,
-        offload_threshold_s=args.offload_threshold_seconds,
-        offload_deletion_lag_ms=args.offload_deletion_lag_ms,
-    )
-    try:
+        options = standalone.StandaloneOptions(
+            data_dir=Path(args.data_dir), broker=broker_config(args), bookie_port=args.bookie_port
+        )
         aio.run(standalone.run(options))
     except (ValueError, OSError) as err:
         print(f"magnetar standalone: {err}", file=sys.stderr)
@@ -64,7 +42,7 @@ def _broker(args: argparse.Namespace) -> int:
 
     logs.setup(args.log_level)
     try:
-        config = _broker_config(args)
+        config = broker_config(args)
         aio.run(server.run(args.metadata_url, config))
     except (ValueError, OSError) as err:
         print(f"magnetar broker: {err}", file=sys.stderr)
@@ -72,41 +50,59 @@ def _broker(args: argparse.Namespace) -> int:
     return 0
 
 
-def _broker_config(args: argparse.Namespace) -> BrokerConfig:
+_BROKER_FLAGS = {
+    "cluster_name": "cluster_name",
+    "bind_address": "bind_address",
+    "port": "port",
+    "http_port": "http_port",
+    "advertised_address": "advertised_address",
+    "advertised_listeners": "advertised_listeners",
+    "internal_listener_name": "internal_listener_name",
+    "max_message_size": "max_message_size",
+    "keepalive_interval": "keepalive_interval_s",
+    "session_ttl": "session_ttl_s",
+    "default_bundles": "default_bundles",
+    "allow_auto_topic_creation": "allow_auto_topic_creation",
+    "auto_topic_creation_type": "auto_topic_creation_type",
+    "default_num_partitions": "default_num_partitions",
+    "non_persistent_inactive": "non_persistent_inactive_s",
+    "deduplication_enabled": "deduplication_enabled",
+    "deduplication_entries_interval": "deduplication_entries_interval",
+    "deduplication_producer_inactivity": "deduplication_producer_inactivity_s",
+    "deduplication_max_producers": "deduplication_max_producers",
+    "force_delete_tenant_allowed": "force_delete_tenant_allowed",
+    "force_delete_namespace_allowed": "force_delete_namespace_allowed",
+    "transaction_coordinator_enabled": "transaction_coordinator_enabled",
+    "compaction_threshold": "compaction_threshold_bytes",
+}
+"""Parsed flag (its ``dest``) -> BrokerConfig field."""
+
+_MANAGED_LEDGER_FLAGS = {
+    "ensemble_size": "ensemble_size",
+    "write_quorum": "write_quorum",
+    "ack_quorum": "ack_quorum",
+    "max_entries_per_ledger": "max_entries_per_ledger",
+    "max_ledger_bytes": "max_ledger_bytes",
+    "max_ledger_age": "max_ledger_age_s",
+    "min_ledger_age": "min_ledger_age_s",
+    "offload_threshold_bytes": "offload_threshold_bytes",
+    "offload_threshold_seconds": "offload_threshold_s",
+    "offload_deletion_lag_ms": "offload_deletion_lag_ms",
+}
+"""Parsed flag -> ManagedLedgerConfig field."""
+
+
+def broker_config(args: argparse.Namespace) -> BrokerConfig:
+    """The broker settings of ``magnetar broker`` or ``magnetar standalone``: the flags the
+    command has (the standalone takes fewer), the defaults for the others."""
+    given = vars(args)
+
+    def fields(flags: dict[str, str]) -> dict[str, Any]:
+        return {name: given[dest] for dest, name in flags.items() if dest in given}
+
     return BrokerConfig(
-        cluster_name=args.cluster_name,
-        bind_address=args.bind_address,
-        port=args.port,
-        http_port=args.http_port,
-        advertised_address=args.advertised_address,
-        advertised_listeners=args.advertised_listeners,
-        internal_listener_name=args.internal_listener_name,
-        max_message_size=args.max_message_size,
-        keepalive_interval_s=args.keepalive_interval,
-        session_ttl_s=args.session_ttl,
-        default_bundles=args.default_bundles,
-        allow_auto_topic_creation=args.allow_auto_topic_creation,
-        auto_topic_creation_type=args.auto_topic_creation_type,
-        default_num_partitions=args.default_num_partitions,
-        non_persistent_inactive_s=args.non_persistent_inactive,
-        deduplication_enabled=args.deduplication_enabled,
-        deduplication_entries_interval=args.deduplication_entries_interval,
-        deduplication_producer_inactivity_s=args.deduplication_producer_inactivity,
-        deduplication_max_producers=args.deduplication_max_producers,
-        force_delete_tenant_allowed=args.force_delete_tenant_allowed,
-        force_delete_namespace_allowed=args.force_delete_namespace_allowed,
-        managed_ledger=ManagedLedgerConfig(
-            ensemble_size=args.ensemble_size,
-            write_quorum=args.write_quorum,
-            ack_quorum=args.ack_quorum,
-            max_entries_per_ledger=args.max_entries_per_ledger,
-            max_ledger_bytes=args.max_ledger_bytes,
-            max_ledger_age_s=args.max_ledger_age,
-            min_ledger_age_s=args.min_ledger_age,
-            offload_threshold_bytes=args.offload_threshold_bytes,
-            offload_threshold_s=args.offload_threshold_seconds,
-            offload_deletion_lag_ms=args.offload_deletion_lag_ms,
-        ),
+        **fields(_BROKER_FLAGS),
+        managed_ledger=ManagedLedgerConfig(**fields(_MANAGED_LEDGER_FLAGS)),
         offload=offload_config(args),
     )
 
@@ -208,6 +204,13 @@ def _deduplication(p: argparse.ArgumentParser) -> None:
         default=_BC.deduplication_entries_interval,
         help="a snapshot of the producers' sequence ids every this many entries",
     )
+    p.add_argument(
+        "--compaction-threshold",
+        type=int,
+        default=_BC.compaction_threshold_bytes,
+        help="compact a topic once this many bytes were stored since its last compaction, "
+        "unless its namespace or topic sets compactionThreshold (0: never)",
+    )
 
 
 def _force_delete(p: argparse.ArgumentParser) -> None:
@@ -223,6 +226,12 @@ def _force_delete(p: argparse.ArgumentParser) -> None:
         "--force-delete-namespace-allowed",
         _BC.force_delete_namespace_allowed,
         "allow DELETE of a namespace with force=true (deletes its topics)",
+    )
+    _bool_option(
+        p,
+        "--transaction-coordinator-enabled",
+        _BC.transaction_coordinator_enabled,
+        "serve transactions (Pulsar's transactionCoordinatorEnabled)",
     )
 
 

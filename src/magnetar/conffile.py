@@ -58,6 +58,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError("expected an integer >= 0")
+    return value
+
+
 def _port(text: str) -> int:
     value = int(text)
     if not 0 <= value <= 65535:
@@ -201,6 +208,7 @@ S3 driver configures elsewhere."""
 _FORCE_DELETE: dict[str, Opt | Fixed] = {
     "forceDeleteTenantAllowed": Opt("force_delete_tenant_allowed", parse_bool),
     "forceDeleteNamespaceAllowed": Opt("force_delete_namespace_allowed", parse_bool),
+    "transactionCoordinatorEnabled": Opt("transaction_coordinator_enabled", parse_bool),
 }
 
 BROKER: Table = {
@@ -225,6 +233,7 @@ BROKER: Table = {
     "brokerDeduplicationProducerInactivityTimeoutMinutes": Opt(
         "deduplication_producer_inactivity", _minutes_to_s
     ),
+    "brokerServiceCompactionThresholdInBytes": Opt("compaction_threshold", _non_negative_int),
     **_FORCE_DELETE,
     **_OFFLOAD,
     **_BROKER_NOT_IMPLEMENTED,
@@ -242,6 +251,7 @@ STANDALONE: Table = {
     "managedLedgerDefaultAckQuorum": Fixed(frozenset({"1"}), _STANDALONE_ONLY),
     "brokerDeduplicationEnabled": Opt("deduplication_enabled", parse_bool),
     "brokerDeduplicationEntriesInterval": Opt("deduplication_entries_interval", _positive_int),
+    "brokerServiceCompactionThresholdInBytes": Opt("compaction_threshold", _non_negative_int),
     **_FORCE_DELETE,
     **_OFFLOAD,
     **_BROKER_NOT_IMPLEMENTED,

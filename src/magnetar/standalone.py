@@ -20,10 +20,11 @@ A restart on the same directory keeps every topic, message and subscription.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from magnetar.bookie.server import BookieOptions, BookieServer
@@ -38,9 +39,7 @@ from magnetar.broker.server import (
 from magnetar.broker.service import BrokerService
 from magnetar.common import aio
 from magnetar.ledger.client import LedgerClient
-from magnetar.managed_ledger.api import ManagedLedgerConfig
 from magnetar.metadata import open_store
-from magnetar.offload.config import S3Config
 
 log = logging.getLogger(__name__)
 
@@ -51,33 +50,11 @@ STATE_FILE = "standalone.json"
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StandaloneOptions:
     data_dir: Path
-    port: int = 6650
-    http_port: int = 8080
-    advertised_address: str = "127.0.0.1"
-    bind_address: str = "0.0.0.0"
+    broker: BrokerConfig = field(default_factory=BrokerConfig)
+    """The broker's settings, parsed as ``magnetar broker`` parses them (``cli.py``); the
+    cluster name and the replication are the standalone's own (:func:`broker_config`)."""
     bookie_port: int | None = None
     """Loopback port of the in-process bookie; None: the one used before, else a free one."""
-    keepalive_interval_s: float = 30.0
-    auto_topic_creation_type: str = "non-partitioned"
-    """Broker default for namespaces without an override: non-partitioned or partitioned."""
-    default_num_partitions: int = 1
-    max_entries_per_ledger: int = 50_000
-    """A topic's ledger rolls over after this many entries (Pulsar's
-    managedLedgerMaxEntriesPerLedger)."""
-    non_persistent_inactive_s: float = 60.0
-    """A non-persistent topic without producers and consumers this long is dropped."""
-    deduplication_enabled: bool = False
-    """Deduplication for topics whose namespace and topic policies do not say."""
-    deduplication_entries_interval: int = 1000
-    force_delete_tenant_allowed: bool = False
-    """Pulsar's forceDeleteTenantAllowed (a forced tenant delete is refused unless true)."""
-    force_delete_namespace_allowed: bool = False
-    """Pulsar's forceDeleteNamespaceAllowed (a forced namespace delete is refused unless true)."""
-    offload: S3Config | None = None
-    """Tiered storage (docs/offload.md); None: off."""
-    offload_threshold_bytes: int = -1
-    offload_threshold_s: int = -1
-    offload_deletion_lag_ms: int = ManagedLedgerConfig().offload_deletion_lag_ms
 
 
 def _free_port() -> int:
@@ -109,31 +86,12 @@ def _bookie_port(data_dir: Path, requested: int | None) -> int:
 
 
 def broker_config(options: StandaloneOptions) -> BrokerConfig:
-    return BrokerConfig(
-        cluster_name="standalone",
-        bind_address=options.bind_address,
-        port=options.port,
-        http_port=options.http_port,
-        advertised_address=options.advertised_address,
-        keepalive_interval_s=options.keepalive_interval_s,
-        auto_topic_creation_type=options.auto_topic_creation_type,
-        default_num_partitions=options.default_num_partitions,
-        non_persistent_inactive_s=options.non_persistent_inactive_s,
-        deduplication_enabled=options.deduplication_enabled,
-        deduplication_entries_interval=options.deduplication_entries_interval,
-        force_delete_tenant_allowed=options.force_delete_tenant_allowed,
-        force_delete_namespace_allowed=options.force_delete_namespace_allowed,
-        managed_ledger=ManagedLedgerConfig(
-            ensemble_size=1,
-            write_quorum=1,
-            ack_quorum=1,
-            max_entries_per_ledger=options.max_entries_per_ledger,
-            offload_threshold_bytes=options.offload_threshold_bytes,
-            offload_threshold_s=options.offload_threshold_s,
-            offload_deletion_lag_ms=options.offload_deletion_lag_ms,
-        ),
-        offload=options.offload,
+    """The broker's settings in one process: cluster ``standalone``, one bookie, so every
+    ledger has E = Wq = Aq = 1."""
+    ml = dataclasses.replace(
+        options.broker.managed_ledger, ensemble_size=1, write_quorum=1, ack_quorum=1
     )
+    return dataclasses.replace(options.broker, cluster_name="standalone", managed_ledger=ml)
 
 
 async def run(options: StandaloneOptions) -> None:

@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import standalone as standalone_procs
 from tests.support.bookies import BookieProc
 from tests.support.etcd import EtcdServer, etcd_available
-from tests.support.standalone import BrokerProc, StandaloneProc
+from tests.support.standalone import BrokerProc
 from tests.support.wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,11 +58,8 @@ class Target:
 
 
 def _standalone(tmp: Path) -> Iterator[Target]:
-    proc = StandaloneProc(tmp / "data").start()
-    try:
+    with standalone_procs.running(tmp / "data") as proc:
         yield Target("standalone", proc.service_url, proc.http_url)
-    finally:
-        proc.stop()
 
 
 def _both_registered(broker: BrokerProc, others: list[BrokerProc]) -> bool:

@@ -6,7 +6,9 @@
   on a loopback port (``--network host``): it registers under /bookies/available;
 * the broker image as ``magnetar broker --config broker.conf`` over that bookie: the
   official client produces and consumes through it;
-* the operator image imports its kopf handlers.
+* the operator image imports its kopf handlers;
+* the MinIO image (the chart's optional offload target) serves S3 to boto3, as the
+  offloader and the chart's bucket Job use it.
 
 Both check the process runs as uid 10001. Skipped, naming what is missing, when Docker
 cannot run or the images are not built. Containers are removed by name at the end. About
@@ -220,3 +222,38 @@ def test_operator_image_imports_its_handlers(names: Callable[[], str]) -> None:
     assert out.stdout.strip() == UID
     help_text = docker("run", "--rm", ref, "--help").stdout
     assert "kopf run" in help_text
+
+
+def test_minio_image_serves_s3(names: Callable[[], str]) -> None:
+    """magnetar/minio with credentials from the environment (as the chart passes them): a
+    bucket is created and an object written, listed, read back and deleted with boto3."""
+    import boto3
+
+    ref, container = image("minio"), names()
+    port = free_port()
+    user, password = "smoke-user", uuid.uuid4().hex
+    docker(
+        "run", "-d", "--name", container, "-p", f"{LOOPBACK}:{port}:9000",
+        "-e", f"MINIO_ROOT_USER={user}", "-e", f"MINIO_ROOT_PASSWORD={password}", ref,
+    )  # fmt: skip
+    wait_until(
+        lambda: http_ok(f"http://{LOOPBACK}:{port}/minio/health/ready"),
+        timeout=60,
+        what="MinIO in a container ready",
+    )
+    assert running_uid(container) == UID
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=f"http://{LOOPBACK}:{port}",
+        region_name="us-east-1",
+        aws_access_key_id=user,
+        aws_secret_access_key=password,
+    )
+    s3.create_bucket(Bucket="offload")
+    body = uuid.uuid4().bytes * 1000
+    s3.put_object(Bucket="offload", Key="ledger-1/data", Body=body)
+    listed = s3.list_objects_v2(Bucket="offload")["Contents"]
+    assert [(o["Key"], o["Size"]) for o in listed] == [("ledger-1/data", len(body))]
+    assert s3.get_object(Bucket="offload", Key="ledger-1/data")["Body"].read() == body
+    s3.delete_object(Bucket="offload", Key="ledger-1/data")
+    assert "Contents" not in s3.list_objects_v2(Bucket="offload")

@@ -1,12 +1,7 @@
-"""Where the Tenant/Topic tests find a Pulsar admin API, read through that API only.
+"""Where the Tenant/Topic tests find a Pulsar admin API, read through that API only: a real
+``magnetar standalone`` on free loopback ports (``StandaloneBackend``).
 
-* ``fake`` — the INTERIM in-test double (tests/unit/operator/fake_admin.py);
-* ``standalone`` — a real ``magnetar standalone`` on free loopback ports. Until its admin
-  API serves tenants (``GET /admin/v2/tenants`` answers 404 today), the tests skip this
-  backend with that reason; they run against it unchanged once it does.
-
-The tests observe and disturb the cluster over HTTP (``AdminView``), so the same checks
-hold for both backends.
+The tests observe and disturb the cluster over HTTP (``AdminView``).
 """
 
 from __future__ import annotations
@@ -19,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.procs import LOOPBACK, Proc, free_port
-from tests.unit.operator.fake_admin import FakeAdmin
 
 
 class AdminView:
@@ -75,17 +69,6 @@ class Backend:
         raise NotImplementedError
 
 
-class FakeBackend(Backend):
-    name = "fake"
-
-    def __init__(self) -> None:
-        self.fake = FakeAdmin().start_in_thread()
-        self.url = self.fake.url
-
-    def stop(self) -> None:
-        self.fake.stop_thread()
-
-
 class StandaloneBackend(Backend):
     name = "standalone"
 
@@ -106,13 +89,6 @@ class StandaloneBackend(Backend):
             ready=lambda: _answers(f"{self.url}/metrics"),
             ready_timeout=60,
         ).start()
-
-    def serves_tenants(self) -> bool:
-        try:
-            AdminView(self.url).call("GET", "/admin/v2/tenants")
-        except urllib.error.HTTPError:
-            return False
-        return AdminView(self.url).call("GET", "/admin/v2/tenants") is not None
 
     def stop(self) -> None:
         self.proc.stop()

@@ -15,10 +15,10 @@ import yaml
 from kubernetes import client, utils
 from kubernetes.client.rest import ApiException
 
+from tests.k8s.admin_backends import AdminView, StandaloneBackend
 from tests.k8s.conftest import start_operator
 from tests.k8s.controlplane import ROOT, ControlPlane, binary
 from tests.k8s.helpers import CR, FakeKubelet, condition, eventually
-from tests.unit.operator.fake_admin import FakeAdmin
 
 pytestmark = pytest.mark.k8s
 
@@ -117,10 +117,11 @@ def test_operator_works_with_the_charts_least_privilege_rbac(
     proc = start_operator(kubeconfig, workdir / "operator.log", scope=[f"--namespace={rbac_ns}"])
     kubelet = FakeKubelet(core, rbac_ns, delay=0.5)
     kubelet.start()
-    fake = FakeAdmin().start_in_thread()
-    fake.state.tenants["acme"] = {"adminRoles": [], "allowedClusters": ["standalone"]}
-    fake.state.namespaces["acme/orders"] = {}
+    backend = StandaloneBackend(tmp_path_factory.mktemp("rbac-standalone"))
     try:
+        view = AdminView(backend.url)
+        view.call("PUT", "/admin/v2/tenants/acme", {"allowedClusters": ["standalone"]})
+        view.call("PUT", "/admin/v2/namespaces/acme/orders")
         cr = CR(api, rbac_ns)
         cr.create(
             "pulsarclusters",
@@ -143,7 +144,7 @@ def test_operator_works_with_the_charts_least_privilege_rbac(
                 "kind": "Topic",
                 "metadata": {"name": "t"},
                 "spec": {
-                    "clusterRef": {"adminUrl": fake.url},
+                    "clusterRef": {"adminUrl": backend.url},
                     "tenant": "acme",
                     "namespace": "orders",
                     "name": "t",
@@ -178,6 +179,6 @@ def test_operator_works_with_the_charts_least_privilege_rbac(
         assert "Forbidden" not in log and " 403" not in log, log
     finally:
         print(proc.tail(60))  # shown by pytest when the test fails
-        fake.stop_thread()
+        backend.stop()
         kubelet.stop()
         proc.stop(timeout=15)

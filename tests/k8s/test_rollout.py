@@ -25,29 +25,39 @@ def ready_cluster(cr: CR, name: str, generation: int | None) -> dict[str, Any]:
     return obj
 
 
-def test_bookie_spec_change_rolls_one_at_a_time(
-    api: client.ApiClient, operator: Proc, namespace: str, kubelet: FakeKubelet
-) -> None:
-    cr = CR(api, namespace)
-    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+def create_ready_cluster(cr: CR, name: str, *, bookies: int, **spec: Any) -> dict[str, Any]:
+    """Create a PulsarCluster ``name`` (one etcd, one broker, ``bookies`` bookies, ``spec``
+    for more) and wait until it is Ready; the cluster object."""
     cr.create(
         "pulsarclusters",
         {
             "apiVersion": "magnetar.dev/v1alpha1",
             "kind": "PulsarCluster",
-            "metadata": {"name": "roll"},
+            "metadata": {"name": name},
             "spec": {
                 "metadata": {"etcd": {"replicas": 1}},
                 "brokers": {"replicas": 1},
-                "bookies": {"replicas": 3},
+                "bookies": {"replicas": bookies},
+                **spec,
             },
         },
     )
+    found: dict[str, Any] = eventually(
+        lambda: ready_cluster(cr, name, None), timeout=60, what="cluster Ready"
+    )
+    return found
+
+
+def test_bookie_spec_change_rolls_one_at_a_time(
+    api: client.ApiClient, operator: Proc, namespace: str, kubelet: FakeKubelet
+) -> None:
+    cr = CR(api, namespace)
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    create_ready_cluster(cr, "roll", bookies=3)
 
     def ready(generation: int | None = None) -> dict[str, Any]:
         return ready_cluster(cr, "roll", generation)
 
-    eventually(ready, timeout=60, what="cluster Ready")
     before = {
         p.metadata.name: p.metadata.uid
         for p in core.list_namespaced_pod(
@@ -130,28 +140,12 @@ def test_version_change_rolls_bookies_then_brokers(
     before the broker and proxy Deployments get the new template."""
     cr = CR(api, namespace)
     apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
-    cr.create(
-        "pulsarclusters",
-        {
-            "apiVersion": "magnetar.dev/v1alpha1",
-            "kind": "PulsarCluster",
-            "metadata": {"name": "ver"},
-            "spec": {
-                "metadata": {"etcd": {"replicas": 1}},
-                "brokers": {"replicas": 1},
-                "bookies": {"replicas": 2},
-                "proxy": {
-                    "enabled": True,
-                    "service": {"type": "NodePort", "nodePorts": {"pulsar": 30651}},
-                },
-            },
-        },
-    )
+    proxy = {"enabled": True, "service": {"type": "NodePort", "nodePorts": {"pulsar": 30651}}}
+    obj = create_ready_cluster(cr, "ver", bookies=2, proxy=proxy)
 
     def ready(generation: int | None = None) -> dict[str, Any]:
         return ready_cluster(cr, "ver", generation)
 
-    obj = eventually(ready, timeout=60, what="cluster Ready")
     assert condition(obj, "ProxyReady")["status"] == "True"
     assert obj["status"]["proxyUrl"] == f"pulsar://ver-proxy.{namespace}.svc:6650"
     svc = core.read_namespaced_service("ver-proxy", namespace)

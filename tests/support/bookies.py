@@ -10,12 +10,12 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from tests.support.procs import LOOPBACK, Proc, free_port, port_open
+from tests.support.procs import LOOPBACK, Proc, ServerProc, free_ports, port_open
 
 TEST_SESSION_TTL = 2.0
 
 
-class BookieProc:
+class BookieProc(ServerProc):
     def __init__(
         self,
         metadata_url: str,
@@ -25,8 +25,7 @@ class BookieProc:
         session_ttl: float = TEST_SESSION_TTL,
         extra_args: Sequence[str] = (),
     ) -> None:
-        self.port = free_port()
-        self.http_port = free_port()
+        self.port, self.http_port = free_ports(2)
         self.data_dir = base_dir / f"bookie-{self.port}"
         self.journal_dir = self.data_dir / "journal"
         self.ledgers_dir = self.data_dir / "ledgers"
@@ -65,20 +64,6 @@ class BookieProc:
         url = f"http://{LOOPBACK}:{self.http_port}/metrics"
         with urllib.request.urlopen(url, timeout=5) as r:
             return str(r.read().decode())
-
-    def start(self) -> BookieProc:
-        self.proc.start()
-        return self
-
-    def kill(self) -> None:
-        self.proc.kill()
-
-    def stop(self) -> None:
-        self.proc.stop()
-
-    def restart(self) -> None:
-        self.proc.kill()
-        self.proc.start()
 
 
 def dir_size(path: Path) -> int:

@@ -13,7 +13,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tests.support.procs import LOOPBACK, Proc, free_port
+from tests.support.procs import LOOPBACK, Proc, ServerProc, free_ports
 
 ETCD_BINARY = shutil.which("etcd") or "/usr/bin/etcd"
 
@@ -22,15 +22,12 @@ def etcd_available() -> bool:
     return Path(ETCD_BINARY).is_file()
 
 
-class EtcdServer:
+class EtcdServer(ServerProc):
     """One etcd member on 127.0.0.1. ``url`` is the store URL for :func:`open_store`."""
 
     def __init__(self, data_dir: Path, *, ready_timeout: float = 20.0) -> None:
         self.data_dir = data_dir
-        self.client_port = free_port()
-        self.peer_port = free_port()
-        while self.peer_port == self.client_port:
-            self.peer_port = free_port()
+        self.client_port, self.peer_port = free_ports(2)
         client = f"http://{LOOPBACK}:{self.client_port}"
         peer = f"http://{LOOPBACK}:{self.peer_port}"
         argv = [
@@ -65,10 +62,6 @@ class EtcdServer:
     def url(self) -> str:
         return f"etcd://{self.endpoint}"
 
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid
-
     def healthy(self) -> bool:
         """etcd answers /health with a leader elected."""
         try:
@@ -76,22 +69,3 @@ class EtcdServer:
                 return b'"health":"true"' in response.read()
         except (OSError, urllib.error.URLError):
             return False
-
-    def start(self) -> EtcdServer:
-        self.proc.start()
-        return self
-
-    def kill(self) -> None:
-        """kill -9, by pid."""
-        self.proc.kill()
-
-    def restart(self) -> None:
-        """Start again on the same data directory and ports (after kill or stop)."""
-        self.proc.kill()
-        self.proc.start()
-
-    def stop(self) -> None:
-        self.proc.stop()
-
-    def alive(self) -> bool:
-        return self.proc.alive()

@@ -15,12 +15,12 @@ import signal
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import boto3
 import botocore.config
 
-from tests.support.procs import LOOPBACK, Proc, free_port
+from tests.support.procs import LOOPBACK, Proc, ServerProc, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSIONS = ROOT / "scripts" / "k8s" / "versions.env"
@@ -44,7 +44,7 @@ def minio_available() -> bool:
     return minio_binary().is_file()
 
 
-class MinioServer:
+class MinioServer(ServerProc):
     """One MinIO on 127.0.0.1 with its own data directory and root credentials."""
 
     def __init__(self, base_dir: Path, *, ready_timeout: float = 30.0) -> None:
@@ -88,10 +88,6 @@ class MinioServer:
     def endpoint(self) -> str:
         return f"http://{LOOPBACK}:{self.port}"
 
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid
-
     def ready(self) -> bool:
         try:
             url = f"{self.endpoint}/minio/health/ready"
@@ -100,14 +96,13 @@ class MinioServer:
         except (OSError, urllib.error.URLError):
             return False
 
-    def start(self) -> MinioServer:
+    def start(self) -> Self:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.proc.start()
-        return self
+        return super().start()
 
-    def stop(self) -> None:
-        self.resume()
-        self.proc.stop()
+    def stop(self, timeout: float | None = None) -> None:
+        self.resume()  # a stopped (SIGSTOP) process would not see the SIGTERM
+        super().stop(timeout)
 
     def kill(self) -> None:
         self.proc.kill()

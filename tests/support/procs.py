@@ -6,23 +6,41 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Protocol, Self, TypeVar
+
+from tests.support.wait import wait_until
 
 LOOPBACK = "127.0.0.1"
 _PR_SET_PDEATHSIG = 1
 
 
+# SIGKILL for the child when the test process dies, so a test run that is killed (timeout,
+# Ctrl-C) leaves no server behind even without its teardown. util-linux's setpriv sets it and
+# execs the command: no Python runs between fork and exec, so subprocess can vfork. A
+# preexec_fn (the fallback without setpriv) forks with the parent's gRPC threads running, and
+# gRPC's fork handlers then abort the child now and then (SIGABRT before exec).
+_SETPRIV = shutil.which("setpriv") if sys.platform == "linux" else None
+
+
 def _die_with_parent() -> None:
-    """In the child, before exec: get SIGKILL when the test process dies, so a test run that
-    is killed (timeout, Ctrl-C) leaves no server behind even without its teardown."""
+    """In the child, before exec (fallback when setpriv is missing)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def with_parent_death_signal(argv: Sequence[str]) -> tuple[list[str], Callable[[], None] | None]:
+    """``argv`` wrapped so the child gets SIGKILL when this process dies, and the
+    preexec_fn to pass along (None when setpriv does it)."""
+    if _SETPRIV:
+        return [_SETPRIV, "--pdeathsig", "KILL", "--", *argv], None
+    return list(argv), (_die_with_parent if sys.platform == "linux" else None)
 
 
 def free_port() -> int:
@@ -72,31 +90,40 @@ class Proc:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         env = {**os.environ, **(self.env or {})}
+        argv, preexec = with_parent_death_signal(self.argv)
         self.popen = subprocess.Popen(
-            self.argv,
+            argv,
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env=env,
             cwd=self.cwd,
             start_new_session=True,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            preexec_fn=preexec,
         )
         log.close()
         if self.ready is not None:
-            deadline = time.monotonic() + self.ready_timeout
-            while not self.ready():
-                if self.popen.poll() is not None:
-                    raise RuntimeError(
-                        f"{self.argv[0]} exited with {self.popen.returncode}:\n{self.tail()}"
-                    )
-                if time.monotonic() > deadline:
-                    self.kill()
-                    raise TimeoutError(
-                        f"{self.argv[0]} not ready after {self.ready_timeout}s:\n{self.tail()}"
-                    )
-                time.sleep(0.05)
+            self._wait_ready(self.ready)
         return self
+
+    def _wait_ready(self, ready: Callable[[], bool]) -> None:
+        """Until ``ready()``; RuntimeError at once if the process exits, TimeoutError (the
+        process killed) after ``ready_timeout``."""
+        popen = self.popen
+        assert popen is not None
+
+        def up() -> bool:
+            if popen.poll() is not None:
+                raise RuntimeError(f"{self.argv[0]} exited with {popen.returncode}:\n{self.tail()}")
+            return ready()
+
+        try:
+            wait_until(up, timeout=self.ready_timeout, what=f"{self.argv[0]} ready")
+        except AssertionError:
+            self.kill()
+            raise TimeoutError(
+                f"{self.argv[0]} not ready after {self.ready_timeout}s:\n{self.tail()}"
+            ) from None
 
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
@@ -129,3 +156,72 @@ class Proc:
         except OSError:
             return ""
         return "\n".join(lines[-n:])
+
+
+class ServerProc:
+    """A server the tests run as a subprocess through its :class:`Proc` (``proc``, set by the
+    subclass): started, stopped, killed and restarted by pid, on the same ports and data."""
+
+    proc: Proc
+    stop_timeout_s: float = 10.0
+    """How long :meth:`stop` waits after SIGTERM before SIGKILL."""
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid
+
+    def start(self) -> Self:
+        self.proc.start()
+        return self
+
+    def stop(self, timeout: float | None = None) -> None:
+        self.proc.stop(self.stop_timeout_s if timeout is None else timeout)
+
+    def kill(self) -> None:
+        """kill -9, by pid."""
+        self.proc.kill()
+
+    def restart(self) -> None:
+        """Start again on the same data directory and ports (after kill or stop)."""
+        self.proc.kill()
+        self.proc.start()
+
+    def alive(self) -> bool:
+        return self.proc.alive()
+
+    def tail(self, n: int = 40) -> str:
+        return self.proc.tail(n)
+
+    def log(self) -> str:
+        """Everything the process has logged so far."""
+        return self.proc.log_path.read_text(errors="replace")
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free loopback ports."""
+    ports: list[int] = []
+    while len(ports) < n:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
+
+
+class Startable(Protocol):
+    def start(self) -> object: ...
+
+    def stop(self) -> None: ...
+
+
+S = TypeVar("S", bound=Startable)
+
+
+@contextlib.contextmanager
+def started(server: S) -> Iterator[S]:
+    """``server`` started (ready), stopped by pid on exit: the body of every fixture that runs
+    a server process (etcd, MinIO, a standalone)."""
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -4,39 +4,40 @@ directory, bounded readiness wait (the binary port open and the health endpoint 
 
 from __future__ import annotations
 
+import contextlib
+import json
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
-from tests.support.procs import LOOPBACK, Proc, free_port, port_open
+import pulsar
+
+from tests.support.procs import LOOPBACK, Proc, ServerProc, free_ports, port_open, started
 
 
-class StandaloneProc:
-    def __init__(
-        self, data_dir: Path, *, extra_args: Sequence[str] = (), ready_timeout: float = 60.0
-    ) -> None:
-        self.data_dir = data_dir
-        self.port = free_port()
-        self.http_port = free_port()
-        while self.http_port == self.port:
-            self.http_port = free_port()
-        argv = [
-            sys.executable, "-m", "magnetar.cli", "standalone",
-            "--data-dir", str(data_dir),
-            "--port", str(self.port),
-            "--http-port", str(self.http_port),
-            "--advertised-address", LOOPBACK,
-            "--bind-address", LOOPBACK,
-            *extra_args,
-        ]  # fmt: skip
-        self.proc = Proc(
-            argv,
-            log_path=data_dir.parent / f"{data_dir.name}.log",
-            ready=self.ready,
-            ready_timeout=ready_timeout,
-        )
+def admin_call(
+    http_url: str, method: str, path: str, body: object = None, *, timeout: float = 30.0
+) -> Any:
+    """``method /admin/v2{path}`` with a JSON body; the decoded answer (None when empty).
+    HTTP errors raise urllib.error.HTTPError."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(f"{http_url}/admin/v2{path}", data=data, method=method)
+    req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        text = r.read()
+        return json.loads(text) if text else None
+
+
+class BrokerHttpProc(ServerProc):
+    """A process serving a broker (standalone or cluster form): its binary-protocol and HTTP
+    ports, readiness (the port open and the health check answering), HTTP reads."""
+
+    stop_timeout_s = 20.0
+    port: int
+    http_port: int
 
     @property
     def service_url(self) -> str:
@@ -45,10 +46,6 @@ class StandaloneProc:
     @property
     def http_url(self) -> str:
         return f"http://{LOOPBACK}:{self.http_port}"
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid
 
     def ready(self) -> bool:
         if not port_open(self.port):
@@ -68,33 +65,33 @@ class StandaloneProc:
     def metrics(self) -> str:
         return self.get("/metrics")
 
-    def start(self) -> StandaloneProc:
-        self.proc.start()
-        return self
 
-    def stop(self, timeout: float = 20.0) -> None:
-        self.proc.stop(timeout)
+class StandaloneProc(BrokerHttpProc):
+    """``magnetar standalone`` as a subprocess on free loopback ports."""
 
-    def kill(self) -> None:
-        self.proc.kill()
+    def __init__(
+        self, data_dir: Path, *, extra_args: Sequence[str] = (), ready_timeout: float = 60.0
+    ) -> None:
+        self.data_dir = data_dir
+        self.port, self.http_port = free_ports(2)
+        argv = [
+            sys.executable, "-m", "magnetar.cli", "standalone",
+            "--data-dir", str(data_dir),
+            "--port", str(self.port),
+            "--http-port", str(self.http_port),
+            "--advertised-address", LOOPBACK,
+            "--bind-address", LOOPBACK,
+            *extra_args,
+        ]  # fmt: skip
+        self.proc = Proc(
+            argv,
+            log_path=data_dir.parent / f"{data_dir.name}.log",
+            ready=self.ready,
+            ready_timeout=ready_timeout,
+        )
 
-    def restart(self) -> None:
-        """Start again on the same data directory and ports (after kill or stop)."""
-        self.proc.kill()
-        self.proc.start()
 
-    def alive(self) -> bool:
-        return self.proc.alive()
-
-    def tail(self, n: int = 40) -> str:
-        return self.proc.tail(n)
-
-    def log(self) -> str:
-        """Everything the process has logged so far."""
-        return self.proc.log_path.read_text(errors="replace")
-
-
-class BrokerProc:
+class BrokerProc(BrokerHttpProc):
     """``magnetar broker`` (cluster form) as a subprocess, against etcd and its bookies."""
 
     def __init__(
@@ -107,10 +104,7 @@ class BrokerProc:
         extra_args: Sequence[str] = (),
         ready_timeout: float = 60.0,
     ) -> None:
-        self.port = free_port()
-        self.http_port = free_port()
-        while self.http_port == self.port:
-            self.http_port = free_port()
+        self.port, self.http_port = free_ports(2)
         e, wq, aq = ensemble
         argv = [
             sys.executable, "-m", "magnetar.cli", "broker",
@@ -132,15 +126,21 @@ class BrokerProc:
             ready_timeout=ready_timeout,
         )
 
-    service_url = StandaloneProc.service_url
-    http_url = StandaloneProc.http_url
-    ready = StandaloneProc.ready
-    get = StandaloneProc.get
-    metrics = StandaloneProc.metrics
-    start = StandaloneProc.start  # type: ignore[assignment]
-    stop = StandaloneProc.stop
-    kill = StandaloneProc.kill
-    restart = StandaloneProc.restart
-    alive = StandaloneProc.alive
-    tail = StandaloneProc.tail
-    log = StandaloneProc.log
+
+@contextlib.contextmanager
+def running(data_dir: Path, *, extra_args: Sequence[str] = ()) -> Iterator[StandaloneProc]:
+    """A standalone started on ``data_dir`` (ready), stopped by pid on exit: the body of the
+    suites' standalone fixtures."""
+    with started(StandaloneProc(data_dir, extra_args=extra_args)) as proc:
+        yield proc
+
+
+@contextlib.contextmanager
+def client(proc: StandaloneProc, *, timeout_s: int = 15, **options: Any) -> Iterator[pulsar.Client]:
+    """An official client of ``proc`` (``options``: more ``pulsar.Client`` arguments), closed
+    on exit."""
+    c = pulsar.Client(proc.service_url, operation_timeout_seconds=timeout_s, **options)
+    try:
+        yield c
+    finally:
+        c.close()

@@ -123,3 +123,27 @@ app.kubernetes.io/component: operator
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/* MinIO (optional S3 server for offload on kind/minikube) ------------------------- */}}
+{{- define "magnetar.minio.fullname" -}}
+{{- printf "%s-minio" (include "magnetar.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "magnetar.minio.secretName" -}}
+{{- default (include "magnetar.minio.fullname" .) .Values.minio.existingSecret -}}
+{{- end -}}
+
+{{- define "magnetar.minio.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "magnetar.name" . }}-minio
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: minio
+{{- end -}}
+
+{{- define "magnetar.minio.labels" -}}
+{{ include "magnetar.labels" . }}
+{{ include "magnetar.minio.selectorLabels" . }}
+{{- end -}}
+
+{{- define "magnetar.minio.endpoint" -}}
+{{- printf "http://%s.%s.svc:9000" (include "magnetar.minio.fullname" .) .Release.Namespace -}}
+{{- end -}}

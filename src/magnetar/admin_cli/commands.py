@@ -225,34 +225,11 @@ def _ns_policies(a: argparse.Namespace) -> Request:
     return Request("GET", _ns(a))
 
 
-@verb(
-    "namespaces",
-    "set-retention",
-    "keep acknowledged messages for a time and/or size (-1: infinite)",
-    NAMESPACE,
-    arg("-t", "--time", type=convert.seconds, required=True, help="e.g. 10m, 3h, 2d, -1"),
-    arg("-s", "--size", type=convert.size_bytes, required=True, help="e.g. 100M, 10G, -1"),
-)
-def _ns_set_retention(a: argparse.Namespace) -> Request:
-    return Request("POST", _ns(a, "/retention"), _retention(a))
-
-
 def _retention(a: argparse.Namespace) -> dict[str, int]:
     return {
         "retentionTimeInMinutes": a.time if a.time < 0 else a.time // 60,
         "retentionSizeInMB": a.size if a.size < 0 else a.size // (1 << 20),
     }
-
-
-@verb(
-    "namespaces",
-    "set-message-ttl",
-    "expire unacknowledged messages older than this (0: never)",
-    NAMESPACE,
-    arg("-ttl", "--messageTTL", type=convert.seconds, required=True, dest="ttl", help="e.g. 1h"),
-)
-def _ns_set_ttl(a: argparse.Namespace) -> Request:
-    return Request("POST", _ns(a, "/messageTTL"), a.ttl)
 
 
 _NS_SWITCHES = {
@@ -333,28 +310,6 @@ def _ns_set_auto(a: argparse.Namespace) -> Request:
 
 @verb(
     "namespaces",
-    "set-offload-threshold",
-    "offload ledgers beyond this size kept on bookies (-1: never)",
-    NAMESPACE,
-    arg("-s", "--size", type=convert.size_bytes, required=True, help="e.g. 10G, 0, -1"),
-)
-def _ns_set_offload(a: argparse.Namespace) -> Request:
-    return Request("PUT", _ns(a, "/offloadThreshold"), a.size)
-
-
-@verb(
-    "namespaces",
-    "set-offload-deletion-lag",
-    "delete bookie copies this long after offloading",
-    NAMESPACE,
-    arg("-l", "--lag", type=convert.seconds, required=True, help="e.g. 4h"),
-)
-def _ns_set_lag(a: argparse.Namespace) -> Request:
-    return Request("PUT", _ns(a, "/offloadDeletionLagMs"), a.lag * 1000)
-
-
-@verb(
-    "namespaces",
     "remove-backlog-quota",
     "remove a backlog quota",
     NAMESPACE,
@@ -372,6 +327,7 @@ _NS_GETTERS = {
     "get-auto-topic-creation": "/autoTopicCreation",
     "get-offload-threshold": "/offloadThreshold",
     "get-offload-deletion-lag": "/offloadDeletionLagMs",
+    "get-compaction-threshold": "/compactionThreshold",
 }
 _NS_REMOVERS = {
     "remove-retention": "/retention",
@@ -379,21 +335,128 @@ _NS_REMOVERS = {
     "remove-deduplication": "/deduplication",
     "remove-auto-topic-creation": "/autoTopicCreation",
     "clear-offload-deletion-lag": "/offloadDeletionLagMs",
+    "remove-compaction-threshold": "/compactionThreshold",
 }
 
 
-def _on_namespace(method: str, tail: str) -> Builder:
+Body = Callable[[argparse.Namespace], Any]
+
+
+def _on(path: Callable[[argparse.Namespace, str], str], method: str, tail: str) -> Builder:
     def build(a: argparse.Namespace) -> Request:
-        return Request(method, _ns(a, tail))
+        return Request(method, path(a, tail))
 
     return build
+
+
+def _on_namespace(method: str, tail: str) -> Builder:
+    return _on(_ns, method, tail)
 
 
 def _on_topic(method: str, tail: str) -> Builder:
+    return _on(_topic, method, tail)
+
+
+def _setting(
+    path: Callable[[argparse.Namespace, str], str], method: str, tail: str, body: Body
+) -> Builder:
     def build(a: argparse.Namespace) -> Request:
-        return Request(method, _topic(a, tail))
+        return Request(method, path(a, tail), body(a))
 
     return build
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """A verb that sends one value (``body`` of the parsed arguments) to one path."""
+
+    help: str
+    args: tuple[Arg | tuple[Arg, ...], ...]
+    method: str
+    tail: str
+    body: Body
+
+
+_RETENTION_ARGS = (
+    arg("-t", "--time", type=convert.seconds, required=True, help="e.g. 10m, 3h, 2d, -1"),
+    arg("-s", "--size", type=convert.size_bytes, required=True, help="e.g. 100M, 10G, -1"),
+)
+_PARTITIONS = arg("-p", "--partitions", type=convert.positive, required=True)
+_THRESHOLD = arg(
+    "-t", "--threshold", type=convert.size_bytes, required=True,
+    help="backlog size that triggers compaction, e.g. 100M (0: never)",
+)  # fmt: skip
+
+_NS_SETTINGS = {
+    "set-retention": Setting(
+        "keep acknowledged messages for a time and/or size (-1: infinite)",
+        _RETENTION_ARGS, "POST", "/retention", _retention,
+    ),
+    "set-message-ttl": Setting(
+        "expire unacknowledged messages older than this (0: never)",
+        (arg("-ttl", "--messageTTL", type=convert.seconds, required=True, dest="ttl",
+             help="e.g. 1h"),),
+        "POST", "/messageTTL", lambda a: a.ttl,
+    ),
+    "set-offload-threshold": Setting(
+        "offload ledgers beyond this size kept on bookies (-1: never)",
+        (arg("-s", "--size", type=convert.size_bytes, required=True, help="e.g. 10G, 0, -1"),),
+        "PUT", "/offloadThreshold", lambda a: a.size,
+    ),
+    "set-offload-deletion-lag": Setting(
+        "delete bookie copies this long after offloading",
+        (arg("-l", "--lag", type=convert.seconds, required=True, help="e.g. 4h"),),
+        "PUT", "/offloadDeletionLagMs", lambda a: a.lag * 1000,
+    ),
+    "set-schema-compatibility-strategy": Setting(
+        "how new schemas must relate to a topic's history",
+        (arg("-c", "--compatibility", required=True, help="BACKWARD, FORWARD, FULL, ..."),),
+        "PUT", "/schemaCompatibilityStrategy", lambda a: a.compatibility,
+    ),
+    "set-compaction-threshold": Setting(
+        "compact topics whose backlog since the last compaction exceeds this size",
+        (_THRESHOLD,), "POST", "/compactionThreshold", lambda a: a.threshold,
+    ),
+}  # fmt: skip
+"""Namespace verbs sending one value: verb -> its setting."""
+
+_TOPIC_SETTINGS = {
+    "create-partitioned-topic": Setting(
+        "create a partitioned topic", (_PARTITIONS,), "PUT", "/partitions",
+        lambda a: a.partitions,
+    ),
+    "update-partitioned-topic": Setting(
+        "grow a partitioned topic", (_PARTITIONS,), "POST", "/partitions",
+        lambda a: a.partitions,
+    ),
+    "set-message-ttl": Setting(
+        "the topic's own message TTL",
+        (arg("-t", "--ttl", type=convert.seconds, required=True,
+             help="e.g. 1h (0: never expire)"),),
+        "POST", "/messageTTL", lambda a: a.ttl,
+    ),
+    "set-retention": Setting(
+        "the topic's own retention", _RETENTION_ARGS, "POST", "/retention", _retention
+    ),
+    "set-deduplication": Setting(
+        "the topic's own deduplication setting", (_enable_disable("deduplication"),),
+        "POST", "/deduplicationEnabled", lambda a: a.enable,
+    ),
+    "set-compaction-threshold": Setting(
+        "the topic's own compaction threshold", (_THRESHOLD,),
+        "POST", "/compactionThreshold", lambda a: a.threshold,
+    ),
+}  # fmt: skip
+"""Topic verbs sending one value: verb -> its setting."""
+
+for _group, _target, _path, _settings in (
+    ("namespaces", NAMESPACE, _ns, _NS_SETTINGS),
+    ("topics", TOPIC, _topic, _TOPIC_SETTINGS),
+):
+    for _name, _s in _settings.items():
+        verb(_group, _name, _s.help, _target, *_s.args)(
+            _setting(_path, _s.method, _s.tail, _s.body)
+        )
 
 
 for _name, _tail in _NS_GETTERS.items():
@@ -421,32 +484,9 @@ def _topics_list_partitioned(a: argparse.Namespace) -> Request:
     return Request("GET", f"{V2}/{a.domain}/{namespace_path(a.namespace)}/partitioned")
 
 
-@verb("topics", "create", "create a non-partitioned topic", TOPIC)
-def _topics_create(a: argparse.Namespace) -> Request:
-    return Request("PUT", _topic(a))
-
-
 @verb("topics", "delete", "delete a non-partitioned topic", TOPIC, FORCE)
 def _topics_delete(a: argparse.Namespace) -> Request:
     return Request("DELETE", _topic(a, f"?force={_flag(a.force)}"))
-
-
-_PARTITIONS = arg("-p", "--partitions", type=convert.positive, required=True)
-
-
-@verb("topics", "create-partitioned-topic", "create a partitioned topic", TOPIC, _PARTITIONS)
-def _topics_create_partitioned(a: argparse.Namespace) -> Request:
-    return Request("PUT", _topic(a, "/partitions"), a.partitions)
-
-
-@verb("topics", "update-partitioned-topic", "grow a partitioned topic", TOPIC, _PARTITIONS)
-def _topics_update_partitioned(a: argparse.Namespace) -> Request:
-    return Request("POST", _topic(a, "/partitions"), a.partitions)
-
-
-@verb("topics", "get-partitioned-topic-metadata", "number of partitions (0: none)", TOPIC)
-def _topics_partitions(a: argparse.Namespace) -> Request:
-    return Request("GET", _topic(a, "/partitions"))
 
 
 @verb("topics", "delete-partitioned-topic", "delete a partitioned topic", TOPIC, FORCE)
@@ -454,14 +494,21 @@ def _topics_delete_partitioned(a: argparse.Namespace) -> Request:
     return Request("DELETE", _topic(a, f"/partitions?force={_flag(a.force)}"))
 
 
-@verb("topics", "stats", "rates, counters, publishers and subscriptions", TOPIC)
-def _topics_stats(a: argparse.Namespace) -> Request:
-    return Request("GET", _topic(a, "/stats"))
+_TOPIC_CALLS = {
+    "create": ("PUT", "", "create a non-partitioned topic"),
+    "get-partitioned-topic-metadata": ("GET", "/partitions", "number of partitions (0: none)"),
+    "stats": ("GET", "/stats", "rates, counters, publishers and subscriptions"),
+    "stats-internal": ("GET", "/internalStats", "the managed ledger: ledgers and cursors"),
+    "unload": ("PUT", "/unload", "unload a topic (clients reconnect)"),
+    "terminate": ("POST", "/terminate", "refuse further messages; prints the last message id"),
+    "subscriptions": ("GET", "/subscriptions", "the subscriptions of a topic"),
+    "compact": ("PUT", "/compaction", "start a compaction of the topic (409 while one runs)"),
+    "compaction-status": ("GET", "/compaction", "the last compaction's status (and error)"),
+}
+"""Topic verbs without arguments or body: verb -> (method, path after the topic, help)."""
 
-
-@verb("topics", "stats-internal", "the managed ledger: ledgers and cursors", TOPIC)
-def _topics_internal(a: argparse.Namespace) -> Request:
-    return Request("GET", _topic(a, "/internalStats"))
+for _name, (_method, _tail, _help) in _TOPIC_CALLS.items():
+    verb("topics", _name, _help, TOPIC)(_on_topic(_method, _tail))
 
 
 @verb(
@@ -478,21 +525,6 @@ def _topics_partitioned_stats(a: argparse.Namespace) -> Request:
 @verb("topics", "lookup", "the broker serving a topic", TOPIC)
 def _topics_lookup(a: argparse.Namespace) -> Request:
     return Request("GET", f"/lookup/v2/topic/{topic_path(a.topic)}")
-
-
-@verb("topics", "unload", "unload a topic (clients reconnect)", TOPIC)
-def _topics_unload(a: argparse.Namespace) -> Request:
-    return Request("PUT", _topic(a, "/unload"))
-
-
-@verb("topics", "terminate", "refuse further messages; prints the last message id", TOPIC)
-def _topics_terminate(a: argparse.Namespace) -> Request:
-    return Request("POST", _topic(a, "/terminate"))
-
-
-@verb("topics", "subscriptions", "the subscriptions of a topic", TOPIC)
-def _topics_subscriptions(a: argparse.Namespace) -> Request:
-    return Request("GET", _topic(a, "/subscriptions"))
 
 
 @verb(
@@ -599,44 +631,11 @@ def _topics_reset(a: argparse.Namespace) -> Request:
     return Request("POST", _sub(a, "/resetcursor"), a.message_id)
 
 
-@verb(
-    "topics",
-    "set-message-ttl",
-    "the topic's own message TTL",
-    TOPIC,
-    arg("-t", "--ttl", type=convert.seconds, required=True, help="e.g. 1h (0: never expire)"),
-)
-def _topics_set_ttl(a: argparse.Namespace) -> Request:
-    return Request("POST", _topic(a, "/messageTTL"), a.ttl)
-
-
-@verb(
-    "topics",
-    "set-retention",
-    "the topic's own retention",
-    TOPIC,
-    arg("-t", "--time", type=convert.seconds, required=True, help="e.g. 10m, 3h, -1"),
-    arg("-s", "--size", type=convert.size_bytes, required=True, help="e.g. 100M, 10G, -1"),
-)
-def _topics_set_retention(a: argparse.Namespace) -> Request:
-    return Request("POST", _topic(a, "/retention"), _retention(a))
-
-
-@verb(
-    "topics",
-    "set-deduplication",
-    "the topic's own deduplication setting",
-    TOPIC,
-    _enable_disable("deduplication"),
-)
-def _topics_set_dedup(a: argparse.Namespace) -> Request:
-    return Request("POST", _topic(a, "/deduplicationEnabled"), a.enable)
-
-
 for _name, _tail in {
     "message-ttl": "/messageTTL",
     "retention": "/retention",
     "deduplication": "/deduplicationEnabled",
+    "compaction-threshold": "/compactionThreshold",
 }.items():
     help_text = f"the topic's own {_name} (null: unset)"
     verb("topics", f"get-{_name}", help_text, TOPIC)(_on_topic("GET", _tail))
@@ -702,17 +701,6 @@ def _schemas_delete(a: argparse.Namespace) -> Request:
 @verb("schemas", "compatibility", "would this schema be accepted?", TOPIC, _SCHEMA_FILE)
 def _schemas_compatibility(a: argparse.Namespace) -> Request:
     return Request("POST", _schema(a, "/compatibility"), _schema_file(a.filename))
-
-
-@verb(
-    "namespaces",
-    "set-schema-compatibility-strategy",
-    "how new schemas must relate to a topic's history",
-    NAMESPACE,
-    arg("-c", "--compatibility", required=True, help="BACKWARD, FORWARD, FULL, ..."),
-)
-def _ns_set_strategy(a: argparse.Namespace) -> Request:
-    return Request("PUT", _ns(a, "/schemaCompatibilityStrategy"), a.compatibility)
 
 
 verb(

@@ -72,12 +72,23 @@ class BrokerConfig:
     deduplication_max_producers: int = 10_000
     """brokerDeduplicationMaxNumberOfProducers: producers kept in a snapshot."""
 
+    compaction_threshold_bytes: int = 0
+    """Pulsar's brokerServiceCompactionThresholdInBytes: the ``compactionThreshold`` of topics
+    whose namespace and topic policies do not set one (0: no automatic compaction)."""
+
     force_delete_tenant_allowed: bool = False
     """Pulsar's forceDeleteTenantAllowed: ``DELETE /admin/v2/tenants/{t}?force=true`` (which
     deletes the tenant's namespaces and topics) is refused with 405 unless true."""
     force_delete_namespace_allowed: bool = False
     """Pulsar's forceDeleteNamespaceAllowed: a forced namespace delete (which deletes its
     topics) is refused with 405 unless true."""
+
+    transaction_coordinator_enabled: bool = False
+    """Pulsar's transactionCoordinatorEnabled: NEW_TXN and the other transaction commands
+    are refused (NotAllowedError) unless true."""
+    transaction_coordinators: int = 1
+    """Partitions of ``pulsar/system/transaction_coordinator_assign`` created at first
+    start: how many coordinators (Pulsar's ``--num-transaction-coordinators``)."""
 
     managed_ledger: ManagedLedgerConfig = field(default_factory=ManagedLedgerConfig)
     """Also the broker defaults of the offload thresholds and deletion lag

@@ -35,9 +35,11 @@ from magnetar import __version__
 from magnetar.broker import requests, schemas, topic_list
 from magnetar.broker.config import PROTOCOL_VERSION
 from magnetar.broker.consumers import ConsumerCommands
-from magnetar.broker.contracts import BrokerError
+from magnetar.broker.contracts import BROKER_REQUEST_ID, PRODUCER_CLOSE_REQUEST_ID, BrokerError
 from magnetar.broker.producer import AccessMode, Producer
 from magnetar.broker.service import BrokerService
+from magnetar.broker.transactions import session as txn_session
+from magnetar.broker.transactions.ids import TxnId
 from magnetar.broker.transport import FrameTransport
 from magnetar.wire import commands, frames, pb
 from magnetar.wire.ids import MessageId
@@ -104,12 +106,19 @@ class ServerConnection:
         return self._protocol_version
 
     def send_command(self, cmd: pb.BaseCommand) -> None:
-        t = cmd.type
-        if t == _C.CLOSE_CONSUMER:  # broker-side close: the client will subscribe again
-            self.consumers.handles.pop(cmd.close_consumer.consumer_id, None)
-        elif t == _C.CLOSE_PRODUCER:
-            self._producers.pop(cmd.close_producer.producer_id, None)
         self._t.write(frames.encode_command(cmd))
+
+    def close_producer(self, producer_id: int) -> None:
+        self._producers.pop(producer_id, None)
+        self.send_command(
+            commands.close_producer(producer_id=producer_id, request_id=PRODUCER_CLOSE_REQUEST_ID)
+        )
+
+    def close_consumer(self, consumer_id: int) -> None:
+        self.consumers.handles.pop(consumer_id, None)
+        self.send_command(
+            commands.close_consumer(consumer_id=consumer_id, request_id=BROKER_REQUEST_ID)
+        )
 
     def send_message(
         self,
@@ -267,6 +276,10 @@ class ServerConnection:
             self.send_command(await request)
 
         self.spawn(run())
+
+    def _on_transaction(self, frame: frames.Frame) -> None:
+        """TC_CLIENT_CONNECT, NEW_TXN, ADD_*_TO_TXN, END_TXN[_ON_*]: one answer each."""
+        self._answer(txn_session.handle(self.service.transactions, frame.command))
 
     def log_failure(self, what: str, topic: str, exc: BaseException) -> None:
         requests.log_failure(self.remote_address, what, topic, exc)
@@ -438,7 +451,12 @@ class ServerConnection:
         hp = frame.headers_and_payload
         assert hp is not None
         producer.publish(
-            seq, highest if highest > seq else seq, send.num_messages, bytes(hp), send.is_chunk
+            seq,
+            highest if highest > seq else seq,
+            send.num_messages,
+            bytes(hp),
+            send.is_chunk,
+            TxnId.of(send) if send.HasField("txnid_most_bits") else None,
         )
 
     def _on_close_producer(self, frame: frames.Frame) -> None:
@@ -478,6 +496,7 @@ _HANDLERS: Final[dict[int, Callable[[ServerConnection, frames.Frame], None]]] = 
     _C.WATCH_TOPIC_LIST_CLOSE: ServerConnection._on_watch_topic_list_close,
     _C.PRODUCER: ServerConnection._on_producer,
     _C.CLOSE_PRODUCER: ServerConnection._on_close_producer,
+    **{t: ServerConnection._on_transaction for t in txn_session.COMMANDS},
     _C.SUBSCRIBE: _consumer_command(ConsumerCommands.on_subscribe),
     _C.FLOW: _consumer_command(ConsumerCommands.on_flow),
     _C.ACK: _consumer_command(ConsumerCommands.on_ack),

@@ -121,8 +121,12 @@ class ConsumerCommands:
         self._s.spawn(self._ack(handle, cmd))
 
     async def _ack(self, handle: ConsumerHandle, cmd: pb.CommandAck) -> None:
+        txn = cmd.HasField("txnid_most_bits")
         try:
-            await handle.ack(cmd)
+            if txn:
+                await self._s.service.transactions.ack(handle, cmd)
+            else:
+                await handle.ack(cmd)
         except Exception as exc:
             if not isinstance(exc, BrokerError):
                 log.warning("%s: ack failed", self._s.remote_address, exc_info=exc)
@@ -134,12 +138,19 @@ class ConsumerCommands:
                         request_id=cmd.request_id,
                         error=code,
                         message=message,
+                        txnid_least_bits=cmd.txnid_least_bits if txn else None,
+                        txnid_most_bits=cmd.txnid_most_bits if txn else None,
                     )
                 )
             return
         if cmd.HasField("request_id"):
             self._s.send_command(
-                commands.ack_response(consumer_id=cmd.consumer_id, request_id=cmd.request_id)
+                commands.ack_response(
+                    consumer_id=cmd.consumer_id,
+                    request_id=cmd.request_id,
+                    txnid_least_bits=cmd.txnid_least_bits if txn else None,
+                    txnid_most_bits=cmd.txnid_most_bits if txn else None,
+                )
             )
 
     def on_redeliver(self, frame: frames.Frame) -> None:

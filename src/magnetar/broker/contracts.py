@@ -4,7 +4,9 @@ Why this module exists: the connection layer (framing, handshake, lookup, produc
 the subscription layer (dispatchers, consumers, acknowledgements) are separate bodies of
 code. The connection layer drives subscriptions through :class:`TopicSubscriptions` and
 :class:`ConsumerHandle`; subscriptions talk back to their client only through
-:class:`ServerCnx`. Neither imports the other's modules.
+:class:`ServerCnx`. Neither imports the other's modules: two import-linter contracts in
+``pyproject.toml`` (run by ``make lint``) fail when the connection layer (``connection``,
+``consumers``, ``requests``, ``transport``) imports ``broker.subscriptions`` or the reverse.
 
 Errors that must reach a client as a protocol ``Error``/``SendError`` are raised as
 :class:`BrokerError` with the ServerError code; the connection layer turns them into the
@@ -15,13 +17,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from magnetar.common import errors
 from magnetar.managed_ledger.api import ManagedLedger
 from magnetar.wire import pb
-from magnetar.wire.ids import MessageId
+from magnetar.wire.ids import MessageId, to_unsigned
 from magnetar.wire.topics import TopicName
+
+BROKER_REQUEST_ID: Final = to_unsigned(-1)
+"""request_id of CLOSE_CONSUMER, which the broker sends on its own, as Pulsar's -1."""
+PRODUCER_CLOSE_REQUEST_ID: Final = 0
+"""request_id of CLOSE_PRODUCER, which the broker sends on its own."""
 
 
 class BrokerError(errors.MagnetarError):
@@ -46,7 +53,15 @@ class ServerCnx(Protocol):
     def protocol_version(self) -> int: ...
 
     def send_command(self, cmd: pb.BaseCommand) -> None:
-        """Queue a command without payload (CLOSE_CONSUMER, ACTIVE_CONSUMER_CHANGE, ...)."""
+        """Queue a command without payload (ACTIVE_CONSUMER_CHANGE, ...)."""
+
+    def close_producer(self, producer_id: int) -> None:
+        """The broker closed this producer (unload, fencing): the connection forgets it and
+        sends CLOSE_PRODUCER; the client creates it again."""
+
+    def close_consumer(self, consumer_id: int) -> None:
+        """The broker closed this consumer (unload, subscription deleted): the connection
+        forgets it and sends CLOSE_CONSUMER; the client subscribes again."""
 
     def send_message(
         self,
@@ -158,5 +173,8 @@ class BroadcastSubscriptions(TopicSubscriptions, Protocol):
 
 class TopicSubscriptionsFactory(Protocol):
     def __call__(
-        self, *, topic: TopicName, managed_ledger: ManagedLedger
-    ) -> TopicSubscriptions: ...
+        self, *, topic: TopicName, managed_ledger: ManagedLedger, compacted: Any = None
+    ) -> TopicSubscriptions:
+        """``compacted``: the topic's compacted view
+        (:class:`magnetar.broker.compaction.view.CompactedTopic`), read by read_compacted
+        subscriptions."""

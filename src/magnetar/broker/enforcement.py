@@ -1,4 +1,5 @@
-"""Namespace and topic policies that act on data: retention, message TTL, deduplication.
+"""Namespace and topic policies that act on data: retention, message TTL, deduplication,
+compaction threshold.
 
 Why this module exists: policies that act on stored data must be enforced by every broker
 that serves topics, whether or not it serves the admin API. :class:`PolicyEnforcer` is one
@@ -18,11 +19,16 @@ loaded topics every second:
 
 * **offload** (the namespace's ``offload_threshold``, ``offload_threshold_in_seconds``,
   ``offload_deletion_lag_ms`` over the broker's managedLedgerOffload* defaults; a topic's
-  ``offloadPolicies`` record over both, though no admin endpoint writes it yet) becomes the managed ledger's offload config; then
-  the managed ledger is asked to start the offload its thresholds select (a ledger that
-  rolled over since the last tick is offloaded within a second; one offload at a time, and
-  a failed one is retried after a back-off; docs/offload.md).
+  ``offloadPolicies`` record over both, though no admin endpoint writes it yet) becomes
+  the managed ledger's offload config; then the managed ledger is asked to start the
+  offload its thresholds select (a ledger that rolled over since the last tick is offloaded
+  within a second; one offload at a time, and a failed one is retried after a back-off;
+  docs/offload.md).
 
+* **compaction threshold** (``compaction_threshold``, topic over namespace over the broker's
+  ``compaction_threshold_bytes``): a compaction
+  starts when the ``__compaction`` cursor's backlog is over that many bytes
+  (:mod:`magnetar.broker.compaction.service`).
 * **deduplication** (``deduplicationEnabled``, topic over namespace over the broker default)
   turns the topic's :class:`~magnetar.broker.dedup.Deduplication` on or off on loaded topics;
   producers disconnected longer than the inactivity timeout are forgotten here too.
@@ -44,6 +50,7 @@ from typing import Any, Protocol
 
 from magnetar.broker import dedup
 from magnetar.broker import policies as broker_policies
+from magnetar.broker.compaction import view as compaction_view
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.topic import PersistentTopic, Topic
 from magnetar.managed_ledger.api import ManagedCursor, ManagedLedgerConfig, Position
@@ -69,6 +76,10 @@ class EnforcedService(Protocol):
     """Bumped by every policy change made through this broker."""
 
 
+_SYSTEM_CURSORS = frozenset({dedup.CURSOR, compaction_view.CURSOR})
+"""The broker's own cursors: TTL never moves them."""
+
+
 def previous_position(ml: Any, position: Position) -> Position | None:
     """The stored entry just before ``position`` (None when there is none)."""
     if position.entry_id > 0:
@@ -92,7 +103,7 @@ async def expire(
     ml: Any = topic.managed_ledger
     chosen = [
         c for c in (ml.cursors.values() if cursors is None else cursors)
-        if c.durable and c.backlog() > 0 and c.name != dedup.CURSOR
+        if c.durable and c.backlog() > 0 and c.name not in _SYSTEM_CURSORS
     ]  # fmt: skip
     if not chosen:
         return 0
@@ -150,6 +161,12 @@ class PolicyEnforcer:
                 topic.dedup, state.policies, default=self.service.config.deduplication_enabled
             )
             topic.dedup.purge_inactive()
+        threshold = state.policies.get("compaction_threshold")
+        if not isinstance(threshold, int) or isinstance(threshold, bool):
+            threshold = self.service.config.compaction_threshold_bytes
+        if topic.compaction is not None and threshold > 0:
+            await topic.compaction.ensure_cursor()
+            topic.compaction.check_threshold(threshold)
         ttl = state.policies.get("message_ttl_in_seconds")
         if isinstance(ttl, int) and not isinstance(ttl, bool) and ttl > 0:
             if now >= state.next_expiry:

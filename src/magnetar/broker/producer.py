@@ -24,9 +24,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
-from magnetar.broker.contracts import ServerCnx
+from magnetar.broker.contracts import BrokerError, ServerCnx
 from magnetar.broker.dedup import Deduplication, Verdict
 from magnetar.broker.subscriptions.entries import split_entry
+from magnetar.broker.transactions.ids import TxnId
 from magnetar.managed_ledger.api import ManagedLedgerTerminatedError, Position
 from magnetar.wire import commands, frames, pb
 from magnetar.wire.ids import MessageId
@@ -47,6 +48,7 @@ class ProducerTopic(Protocol):
     bytes_in: int
     append: Callable[[bytes], asyncio.Future[Position]]
 
+    def append_txn(self, txn: TxnId, data: bytes) -> asyncio.Future[Position]: ...
     def add_failed(self, exc: BaseException) -> None: ...
     def entries_added(self) -> None: ...
     def remove_producer(self, producer: Producer) -> None: ...
@@ -168,8 +170,10 @@ class Producer:
         num_messages: int,
         data: bytes,
         is_chunk: bool = False,
+        txn: TxnId | None = None,
     ) -> None:
-        """Store one SEND's entry; its receipt follows once durable, in order."""
+        """Store one SEND's entry; its receipt follows once durable, in order. With
+        ``txn`` the entry goes through the topic's transaction buffer."""
         topic = self.topic
         if self.closed:
             self._send_error(sequence_id, pb.PersistenceError, "producer is closed")
@@ -194,10 +198,23 @@ class Producer:
                     self._release()
                 return
             op.dedup = True
+        if txn is None:
+            future = topic.append(data)
+        else:
+            try:
+                future = topic.append_txn(txn, data)
+            except BrokerError as exc:
+                if op.dedup and dedup is not None:
+                    dedup.forget_pushed(self.name)
+                op.done = True
+                op.error = exc
+                self._pending.append(op)
+                if self._pending[0] is op:
+                    self._release()
+                return
         self._pending.append(op)
         topic.msg_in += num_messages
         topic.bytes_in += len(data)
-        future = topic.append(data)
         future.add_done_callback(functools.partial(self._completed, op))
 
     def _completed(self, op: _Pending, future: asyncio.Future[Position]) -> None:
@@ -238,6 +255,8 @@ class Producer:
                         highest_sequence_id=head.highest_sequence_id,
                     )
                 )
+            elif isinstance(head.error, BrokerError):
+                self._send_error(head.sequence_id, head.error.code, head.error.message)  # type: ignore[arg-type]
             elif not isinstance(head.error, asyncio.CancelledError):
                 err = head.error or RuntimeError("add failed")
                 self._send_error(head.sequence_id, send_error_code(err), f"storage: {err}")
@@ -292,9 +311,7 @@ class Producer:
         self.closed = True
         self.topic.remove_producer(self)
         if notify:
-            self.cnx.send_command(
-                commands.close_producer(producer_id=self.producer_id, request_id=0)
-            )
+            self.cnx.close_producer(self.producer_id)
         if self.on_detach is not None:
             self.on_detach(self)
 

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from magnetar.broker import policies, schemas
+from magnetar.broker.compaction.service import TopicCompaction
+from magnetar.broker.compaction.view import CompactedTopic
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.contracts import (
     BrokerError,
@@ -38,6 +40,7 @@ from magnetar.broker.enforcement import PolicyEnforcer
 from magnetar.broker.ownership import BrokerInfo, Bundle, Ownership, bundle_of
 from magnetar.broker.subscriptions import NonPersistentSubscriptions, TopicSubscriptionsImpl
 from magnetar.broker.topic import NonPersistentTopic, PersistentTopic, Topic
+from magnetar.broker.transactions.service import TransactionService
 from magnetar.managed_ledger.api import ManagedLedger, ManagedLedgerFactory
 from magnetar.metadata import api
 from magnetar.wire import pb
@@ -102,6 +105,7 @@ class BrokerService:
         self.schemas = schemas.SchemaRegistry(store)
         self.me = _info(config)
         self.ownership = Ownership(store, self.me)
+        self.transactions = TransactionService(self)
         self.topics: dict[str, Topic] = {}
         self._loading: dict[str, asyncio.Future[Topic]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -130,6 +134,8 @@ class BrokerService:
             num_bundles=cfg.default_bundles,
         )
         self._producer_prefix = str(await self.store.next_id("producer-name"))
+        self.transactions = TransactionService(self)  # the configuration is final now
+        await self.transactions.start()
         await self._open_session()
         self._background = [
             asyncio.create_task(self._rates_loop(), name="broker-rates"),
@@ -155,6 +161,7 @@ class BrokerService:
 
     async def _recover_session(self) -> None:
         await self.unload_all(reason="metadata session lost")
+        await self.transactions.unload_coordinators()  # their bundles may go elsewhere
         delay = 0.5
         while not self._closing:
             try:
@@ -174,6 +181,7 @@ class BrokerService:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
         await self.unload_all(reason="broker shutting down")
+        await self.transactions.close()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -361,8 +369,10 @@ class BrokerService:
         except Exception as err:
             log.warning("%s: cannot open managed ledger: %s", topic, err)
             raise BrokerError(pb.PersistenceError, f"cannot open topic {topic}: {err}") from None
+        view = CompactedTopic(ml)
+        await view.load()
         subscriptions: TopicSubscriptions = self.subscriptions_factory(
-            topic=topic, managed_ledger=ml
+            topic=topic, managed_ledger=ml, compacted=view
         )
         dedup = self.deduplication(ml)
         loaded = PersistentTopic(
@@ -371,6 +381,7 @@ class BrokerService:
             subscriptions=subscriptions,
             on_fenced=self._topic_fenced,
             dedup=dedup,
+            compaction=TopicCompaction(ml, view),
         )
         try:
             await policies.apply_deduplication(
@@ -380,6 +391,13 @@ class BrokerService:
             await loaded.close(reason="deduplication state could not be recovered")
             raise BrokerError(
                 pb.PersistenceError, f"{topic}: recovering deduplication state: {err}"
+            ) from None
+        try:
+            await self.transactions.attach(loaded)
+        except Exception as err:
+            await loaded.close(reason="transaction state could not be recovered")
+            raise BrokerError(
+                pb.PersistenceError, f"{topic}: recovering transaction state: {err}"
             ) from None
         return await self._register(topic, loaded)
 

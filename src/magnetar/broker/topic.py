@@ -25,9 +25,12 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from magnetar.broker.compaction.service import TopicCompaction
 from magnetar.broker.contracts import BroadcastSubscriptions, BrokerError, TopicSubscriptions
 from magnetar.broker.dedup import Deduplication
 from magnetar.broker.producer import AccessMode, Producer
+from magnetar.broker.transactions.buffer import TransactionBuffer
+from magnetar.broker.transactions.ids import NOT_ENABLED, TxnId
 from magnetar.managed_ledger.api import (
     ManagedLedger,
     ManagedLedgerFencedError,
@@ -80,6 +83,14 @@ class Topic:
 
     dedup: Deduplication | None = None
     """Message deduplication (persistent topics only; enabled by policy)."""
+    txn_buffer: TransactionBuffer | None = None
+    """The transaction buffer (persistent topics, when transactions are enabled)."""
+
+    def append_txn(self, txn: TxnId, data: bytes) -> asyncio.Future[Position]:
+        """A transactional SEND's entry (raises BrokerError when it cannot be taken)."""
+        if self.txn_buffer is None:
+            raise BrokerError(pb.NotAllowedError, f"{self.full_name}: {NOT_ENABLED}")
+        return self.txn_buffer.append(txn, data)
 
     def last_sequence_id(self, producer: str) -> int:
         """What PRODUCER_SUCCESS announces: the producer's last stored sequence id when
@@ -332,10 +343,13 @@ class PersistentTopic(Topic):
         subscriptions: TopicSubscriptions,
         on_fenced: Callable[[Topic], None] | None = None,
         dedup: Deduplication | None = None,
+        compaction: TopicCompaction | None = None,
     ) -> None:
         super().__init__(name=name, subscriptions=subscriptions, on_fenced=on_fenced)
         self.managed_ledger = managed_ledger
         self.dedup = dedup
+        self.compaction = compaction
+        """Its compacted view and compactions (Pulsar's topic compaction)."""
         self.append = managed_ledger.append
         if managed_ledger.terminated:
             self._fence("topic was terminated", pb.TopicTerminatedError)
@@ -348,6 +362,13 @@ class PersistentTopic(Topic):
     def offloaded_size(self) -> int:
         return sum(i.size for i in self.managed_ledger.ledgers() if i.offloaded)
 
+    def stats(self) -> dict[str, Any]:
+        """TopicStats with Pulsar's ``compaction`` (CompactionStats)."""
+        out = super().stats()
+        if self.compaction is not None:
+            out["compaction"] = self.compaction.stats()
+        return out
+
     async def terminate(self) -> Position:
         """No more messages: producers are refused from now on (TopicTerminatedError)."""
         last = await self.managed_ledger.terminate()
@@ -358,6 +379,8 @@ class PersistentTopic(Topic):
         return last
 
     async def _close_storage(self) -> None:
+        if self.compaction is not None:
+            await self.compaction.close()
         await self.managed_ledger.close()
 
 

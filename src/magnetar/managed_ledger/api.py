@@ -188,6 +188,35 @@ class CursorStats:
 # --- interfaces ------------------------------------------------------------------------------
 
 
+OWNED_LEDGER_PROPERTIES: tuple[str, ...] = ("CompactedTopicLedger",)
+"""Cursor properties that name a ledger the cursor owns (the ``__compaction`` cursor's
+compacted ledger, as Pulsar stores it): deleting the cursor deletes that ledger too."""
+
+
+class AuxLedger(Protocol):
+    """A ledger kept beside a managed ledger's list (a compacted topic's ledger): written
+    once by its creator, closed, then read by entry id. A
+    :class:`~magnetar.ledger.handle.LedgerHandle` is one."""
+
+    @property
+    def ledger_id(self) -> int: ...
+
+    last_add_confirmed: int
+    """The last entry id written (-1: none)."""
+
+    @property
+    def length(self) -> int:
+        """Bytes of entries written."""
+
+    def append(self, data: bytes) -> asyncio.Future[int]:
+        """Start an add; the future gives the entry id once durable. In order."""
+
+    async def close(self) -> None: ...
+
+    async def read(self, first: int, last: int) -> list[tuple[int, bytes]]:
+        """Entries ``first..last`` (inclusive) as (entry id, data)."""
+
+
 class ManagedCursor(Protocol):
     @property
     def name(self) -> str: ...
@@ -260,6 +289,10 @@ class ManagedCursor(Protocol):
         """Acknowledge everything up to the last confirmed entry."""
 
     def stats(self) -> CursorStats: ...
+
+    async def flush(self) -> None:
+        """Persist the state now (durable cursors; nothing for others): after it returns a
+        crash finds the mark-delete position and properties as they are."""
 
     async def close(self) -> None:
         """Persist the state now (durable cursors) and stop."""
@@ -337,6 +370,17 @@ class ManagedLedger(Protocol):
         """No more adds; returns the last position."""
 
     def ledgers(self) -> list[LedgerInfo]: ...
+
+    async def create_aux_ledger(self, purpose: str) -> AuxLedger:
+        """A new ledger outside the list, with this managed ledger's quorums; ``purpose`` is
+        recorded in its metadata (e.g. ``compacted``). Its owner deletes it."""
+
+    async def open_aux_ledger(self, ledger_id: int) -> AuxLedger:
+        """A read handle of a ledger created by :meth:`create_aux_ledger` (recovered and
+        closed when its writer is gone). StorageUnavailableError when it cannot be read."""
+
+    async def delete_aux_ledger(self, ledger_id: int) -> None:
+        """Delete a ledger created by :meth:`create_aux_ledger` (nothing if it is gone)."""
 
     async def close(self) -> None:
         """Close the current ledger and persist cursors; the next owner opens it again."""

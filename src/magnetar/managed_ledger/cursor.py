@@ -96,6 +96,11 @@ class PersistentHost(CursorHost, CursorStorage, Protocol):
     """A managed ledger that is also its cursors' storage."""
 
 
+def owned_ledgers(properties: Mapping[str, int]) -> set[int]:
+    """The ledgers a cursor's properties say it owns (:data:`api.OWNED_LEDGER_PROPERTIES`)."""
+    return {int(properties[k]) for k in api.OWNED_LEDGER_PROPERTIES if k in properties}
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -691,6 +696,7 @@ class ManagedCursorImpl:
         ids = {self._pointer.cursor_ledger_id if self._pointer else records.NO_LEDGER}
         if self._ledger is not None:
             ids.add(self._ledger.ledger_id)
+        ids.update(owned_ledgers(self._acks.properties))
         with contextlib.suppress(md.NotFoundError):
             await ml.store.delete(ml.path.cursor_key(self._name))
         for lid in ids - {records.NO_LEDGER}:

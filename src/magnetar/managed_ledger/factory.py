@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 from magnetar.ledger import errors as ledger_errors
 from magnetar.ledger.client import LedgerClient
 from magnetar.managed_ledger import api, records
+from magnetar.managed_ledger.acks import AckState
+from magnetar.managed_ledger.cursor import owned_ledgers
 from magnetar.managed_ledger.ledger import ManagedLedgerImpl, Options, State
 from magnetar.managed_ledger.storage import storage_error
 from magnetar.metadata import api as md
@@ -124,6 +126,7 @@ class ManagedLedgerFactoryImpl:
                 pointer = records.CursorPointer.from_json(cursor.value)
                 if pointer.cursor_ledger_id != records.NO_LEDGER:
                     ledger_ids.append(pointer.cursor_ledger_id)
+                ledger_ids.extend(await self._owned_ledgers(pointer))
         for lid in ledger_ids:
             await self.ledgers.delete(lid)
         await self.store.delete_prefix(path.info_key)
@@ -151,6 +154,24 @@ class ManagedLedgerFactoryImpl:
                     await self.offloader.delete_attempt(r.ledger_id, str(uuid))
                 except OffloadError as err:
                     raise storage_error(err) from err
+
+    async def _owned_ledgers(self, pointer: records.CursorPointer) -> set[int]:
+        """The ledgers a cursor owns (its properties). The pointer's properties are those of
+        the cursor's first state entry in its current ledger; a later entry may name another
+        ledger (e.g. a compaction since), so the last entry is read when the pointer names
+        any."""
+        owned = owned_ledgers(pointer.properties)
+        if not owned or pointer.cursor_ledger_id == records.NO_LEDGER:
+            return owned
+        try:
+            handle = await self.ledgers.open(pointer.cursor_ledger_id, recovery=True)
+            last = handle.last_add_confirmed
+            if last >= 0:
+                ((_, raw),) = await handle.read(last, last)
+                owned |= owned_ledgers(AckState.decode(raw).properties)
+        except ledger_errors.LedgerError as err:
+            log.warning("cursor ledger %d unreadable: %s", pointer.cursor_ledger_id, err)
+        return owned
 
     async def list(self, prefix: str) -> list[str]:
         key, name_prefix = records.domain_prefix(prefix)

@@ -48,6 +48,7 @@ from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.handle import LedgerHandle
 from magnetar.managed_ledger import api, offloading, records
 from magnetar.managed_ledger.api import Entry, Position
+from magnetar.managed_ledger.aux import AuxLedgerHandle
 from magnetar.managed_ledger.cache import EntryCache
 from magnetar.managed_ledger.cursor import ManagedCursorImpl, PersistentHost
 from magnetar.managed_ledger.ledger_list import LedgerList, ListedPositions
@@ -328,6 +329,32 @@ class ManagedLedgerImpl(ListedPositions):
             ack_quorum=c.ack_quorum,
             custom=custom,
         )
+
+    async def create_aux_ledger(self, purpose: str) -> api.AuxLedger:
+        c = self.config
+        try:
+            handle = await self._ledgers.create(
+                ensemble_size=c.ensemble_size,
+                write_quorum=c.write_quorum,
+                ack_quorum=c.ack_quorum,
+                custom={"managed-ledger": self.name, "application": "pulsar", purpose: "true"},
+            )
+        except (ledger_errors.LedgerError, md.MetadataError) as err:
+            raise storage_error(err) from err
+        return AuxLedgerHandle(handle)
+
+    async def open_aux_ledger(self, ledger_id: int) -> api.AuxLedger:
+        try:
+            handle = await self._ledgers.open(ledger_id, recovery=True)
+        except (ledger_errors.LedgerError, md.MetadataError) as err:
+            raise storage_error(err) from err
+        return AuxLedgerHandle(handle)
+
+    async def delete_aux_ledger(self, ledger_id: int) -> None:
+        try:
+            await self._ledgers.delete(ledger_id)
+        except (ledger_errors.LedgerError, md.MetadataError) as err:
+            raise storage_error(err) from err
 
     async def open_ledger(self, ledger_id: int, *, recovery: bool = False) -> LedgerHandle:
         return await self._ledgers.open(ledger_id, recovery=recovery)

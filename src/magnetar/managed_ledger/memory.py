@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from magnetar.managed_ledger import api, records
 from magnetar.managed_ledger.acks import AckState
 from magnetar.managed_ledger.api import Entry, Position
-from magnetar.managed_ledger.cursor import CursorHost, ManagedCursorImpl
+from magnetar.managed_ledger.cursor import CursorHost, ManagedCursorImpl, owned_ledgers
 from magnetar.managed_ledger.ledger_list import LedgerList, ListedPositions
 
 
@@ -35,12 +35,49 @@ class MemoryState:
         self.list = LedgerList()
         self.next_ledger_id = 1
         self.cursors: dict[str, AckState] = {}
+        self.aux: dict[int, MemoryAuxLedger] = {}
 
     def new_ledger(self) -> int:
         lid = self.next_ledger_id
         self.next_ledger_id += 1
         self.entries[lid] = []
         return lid
+
+
+class MemoryAuxLedger:
+    """An aux ledger in memory (:class:`api.AuxLedger`)."""
+
+    def __init__(self, ledger_id: int) -> None:
+        self._id = ledger_id
+        self.entries: list[bytes] = []
+        self.closed = False
+        self.last_add_confirmed = -1
+
+    @property
+    def ledger_id(self) -> int:
+        return self._id
+
+    @property
+    def length(self) -> int:
+        return sum(len(e) for e in self.entries)
+
+    def append(self, data: bytes) -> asyncio.Future[int]:
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        if self.closed:
+            fut.set_exception(api.ManagedLedgerClosedError(f"ledger {self._id} is closed"))
+            return fut
+        self.entries.append(bytes(data))
+        self.last_add_confirmed = len(self.entries) - 1
+        fut.set_result(self.last_add_confirmed)
+        return fut
+
+    async def close(self) -> None:
+        self.closed = True
+
+    async def read(self, first: int, last: int) -> list[tuple[int, bytes]]:
+        if first < 0 or last < first or last > self.last_add_confirmed:
+            raise api.InvalidPositionError(f"ledger {self._id}: no entries {first}..{last}")
+        return [(i, self.entries[i]) for i in range(first, last + 1)]
 
 
 class MemoryManagedLedger(ListedPositions):
@@ -210,6 +247,24 @@ class MemoryManagedLedger(ListedPositions):
         lst = self._list
         return [self._entry(p) for p in sorted({p for p in positions if lst.contains(p)})]
 
+    # --- aux ledgers ---------------------------------------------------------------------------
+
+    async def create_aux_ledger(self, purpose: str) -> api.AuxLedger:
+        lid = self._stored.next_ledger_id
+        self._stored.next_ledger_id += 1
+        aux = self._stored.aux[lid] = MemoryAuxLedger(lid)
+        return aux
+
+    async def open_aux_ledger(self, ledger_id: int) -> api.AuxLedger:
+        aux = self._stored.aux.get(ledger_id)
+        if aux is None:
+            raise api.StorageUnavailableError(f"{self._name}: no ledger {ledger_id}")
+        aux.closed = True
+        return aux
+
+    async def delete_aux_ledger(self, ledger_id: int) -> None:
+        self._stored.aux.pop(ledger_id, None)
+
     # --- cursors ------------------------------------------------------------------------------
 
     def _cursor(self, name: str, state: AckState, *, durable: bool) -> ManagedCursorImpl:
@@ -257,7 +312,10 @@ class MemoryManagedLedger(ListedPositions):
         cursor = self._cursors.pop(name, None)
         if cursor is None and name not in self._stored.cursors:
             raise api.CursorNotFoundError(f"{self._name}: no cursor {name}")
-        self._stored.cursors.pop(name, None)
+        state = self._stored.cursors.pop(name, None)
+        if state is not None:
+            for lid in owned_ledgers(state.properties):
+                self._stored.aux.pop(lid, None)
         if cursor is not None:
             await cursor.destroy()
         self.request_trim()
@@ -315,6 +373,7 @@ class MemoryManagedLedger(ListedPositions):
         await self.close()
         self._stored.entries.clear()
         self._stored.cursors.clear()
+        self._stored.aux.clear()
 
 
 class MemoryManagedLedgerFactory:

@@ -50,6 +50,16 @@ LEDGER_COUNTER = "ledger"
 DEDUP_CURSOR = "pulsar.dedup"
 """The cursor whose ledger holds a topic's deduplication snapshots (as in Pulsar)."""
 
+COMPACTION_CURSOR = "__compaction"
+"""The cursor whose mark-delete position is a topic's compaction horizon and whose
+``CompactedTopicLedger`` property names its compacted ledger (Pulsar's name)."""
+
+TXN_BUFFER_CURSOR = "pulsar.txn-buffer"
+"""The cursor of a topic's transaction buffer snapshot (aborted transactions, where the
+replay after a restart starts)."""
+
+TRANSACTIONS = "/transactions"
+
 
 def segment(name: str) -> str:
     """One key segment holding ``name``, percent-encoded; raises ValueError when empty."""
@@ -134,6 +144,16 @@ def cursor(tenant_name: str, namespace_name: str, domain: Domain, topic: str, na
 def dedup_cursor(tenant_name: str, namespace_name: str, domain: Domain, topic: str) -> str:
     """Pointer to a topic's deduplication snapshot (the ``pulsar.dedup`` cursor)."""
     return cursor(tenant_name, namespace_name, domain, topic, DEDUP_CURSOR)
+
+
+def pending_ack(topic: str, subscription: str, txn: str) -> str:
+    """A subscription's acknowledgements held by a transaction (``txn``: ``most:least``)."""
+    return f"{pending_acks(topic)}/{segment(subscription)}/{segment(txn)}"
+
+
+def pending_acks(topic: str) -> str:
+    """Every pending-ack record of a topic (full topic name)."""
+    return f"{TRANSACTIONS}/pending-acks/{segment(topic)}"
 
 
 # --- ledgers and bookies ---------------------------------------------------------------------

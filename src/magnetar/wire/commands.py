@@ -268,13 +268,8 @@ def close_producer(
 ) -> pb.BaseCommand:
     """CLOSE_PRODUCER from the broker (unload...): the client looks up and re-creates it."""
     cmd = pb.BaseCommand(type=_C.CLOSE_PRODUCER)
-    c = cmd.close_producer
-    c.producer_id = producer_id
-    c.request_id = request_id
-    if assigned_broker_url is not None:
-        c.assignedBrokerServiceUrl = assigned_broker_url
-    if assigned_broker_url_tls is not None:
-        c.assignedBrokerServiceUrlTls = assigned_broker_url_tls
+    cmd.close_producer.producer_id = producer_id
+    _closing(cmd.close_producer, request_id, assigned_broker_url, assigned_broker_url_tls)
     return cmd
 
 
@@ -287,14 +282,24 @@ def close_consumer(
 ) -> pb.BaseCommand:
     """CLOSE_CONSUMER from the broker (unload, seek...): the client re-subscribes."""
     cmd = pb.BaseCommand(type=_C.CLOSE_CONSUMER)
-    c = cmd.close_consumer
-    c.consumer_id = consumer_id
-    c.request_id = request_id
-    if assigned_broker_url is not None:
-        c.assignedBrokerServiceUrl = assigned_broker_url
-    if assigned_broker_url_tls is not None:
-        c.assignedBrokerServiceUrlTls = assigned_broker_url_tls
+    cmd.close_consumer.consumer_id = consumer_id
+    _closing(cmd.close_consumer, request_id, assigned_broker_url, assigned_broker_url_tls)
     return cmd
+
+
+def _closing(
+    body: pb.CommandCloseProducer | pb.CommandCloseConsumer,
+    request_id: int,
+    url: str | None,
+    url_tls: str | None,
+) -> None:
+    """What CLOSE_PRODUCER and CLOSE_CONSUMER share: the request id and, when the broker
+    knows it, where the client should go instead."""
+    body.request_id = request_id
+    if url is not None:
+        body.assignedBrokerServiceUrl = url
+    if url_tls is not None:
+        body.assignedBrokerServiceUrlTls = url_tls
 
 
 def active_consumer_change(*, consumer_id: int, is_active: bool) -> pb.BaseCommand:
@@ -382,15 +387,9 @@ def get_schema_response(
 ) -> pb.BaseCommand:
     """GET_SCHEMA_RESPONSE; no schema is answered with ``error=pb.TopicNotFound``."""
     cmd = pb.BaseCommand(type=_C.GET_SCHEMA_RESPONSE)
-    r = cmd.getSchemaResponse
-    r.request_id = request_id
-    if error is not None:
-        r.error_code = error
-        r.error_message = message or ""
+    _schema_answer(cmd.getSchemaResponse, request_id, schema_version, error, message)
     if schema is not None:
-        r.schema.CopyFrom(schema)
-    if schema_version is not None:
-        r.schema_version = schema_version
+        cmd.getSchemaResponse.schema.CopyFrom(schema)
     return cmd
 
 
@@ -401,15 +400,26 @@ def get_or_create_schema_response(
     error: ServerError | None = None,
     message: str | None = None,
 ) -> pb.BaseCommand:
+    """GET_OR_CREATE_SCHEMA_RESPONSE: the version the schema has (or was given), or an error."""
     cmd = pb.BaseCommand(type=_C.GET_OR_CREATE_SCHEMA_RESPONSE)
-    r = cmd.getOrCreateSchemaResponse
+    _schema_answer(cmd.getOrCreateSchemaResponse, request_id, schema_version, error, message)
+    return cmd
+
+
+def _schema_answer(
+    r: pb.CommandGetSchemaResponse | pb.CommandGetOrCreateSchemaResponse,
+    request_id: int,
+    schema_version: bytes | None,
+    error: ServerError | None,
+    message: str | None,
+) -> None:
+    """What both schema answers carry: the request id, the version or the error."""
     r.request_id = request_id
     if error is not None:
         r.error_code = error
         r.error_message = message or ""
     if schema_version is not None:
         r.schema_version = schema_version
-    return cmd
 
 
 def auth_challenge(

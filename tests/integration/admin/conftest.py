@@ -11,6 +11,7 @@ from typing import Any
 import pulsar
 import pytest
 
+from tests.support import standalone as standalone_procs
 from tests.support.standalone import StandaloneProc
 
 
@@ -68,12 +69,10 @@ def running_standalone(
 ) -> Iterator[StandaloneProc]:
     """A module fixture's body: a standalone in a fresh directory, checked for admin 500s
     and stopped by pid at the end."""
-    proc = StandaloneProc(tmp_path_factory.mktemp(name) / "data", extra_args=extra_args).start()
-    try:
+    data_dir = tmp_path_factory.mktemp(name) / "data"
+    with standalone_procs.running(data_dir, extra_args=extra_args) as proc:
         yield proc
         assert_no_internal_errors(proc)
-    finally:
-        proc.stop()
 
 
 @pytest.fixture(scope="module")
@@ -90,8 +89,5 @@ def admin(standalone: StandaloneProc) -> Admin:
 
 @pytest.fixture
 def client(standalone: StandaloneProc) -> Iterator[pulsar.Client]:
-    c = pulsar.Client(standalone.service_url, operation_timeout_seconds=15)
-    try:
+    with standalone_procs.client(standalone) as c:
         yield c
-    finally:
-        c.close()

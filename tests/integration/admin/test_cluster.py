@@ -15,6 +15,7 @@ import pytest
 
 from tests.integration.admin.conftest import Admin
 from tests.support.standalone import BrokerProc
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.etcd
 
@@ -78,6 +79,16 @@ def test_any_broker_answers_for_any_topic(two_brokers: tuple[BrokerProc, BrokerP
         status, body = admin_a.delete(f"/persistent/{NS}/spread/partitions")
         assert status == 412 and "force" in body["reason"]
         assert admin_a.put(f"/persistent/{NS}/spread/unload")[0] == 204
+
+        def reconnected() -> bool:
+            # the clients' reconnections to the unloaded partitions are done: none of them can
+            # reach a broker after the forced delete below and create a partition again
+            body = admin_a.get(f"/persistent/{NS}/spread/partitioned-stats")[1]
+            return (
+                len(body["publishers"]) == 6 and len(body["subscriptions"]["s"]["consumers"]) == 6
+            )
+
+        wait_until(reconnected, timeout=60, what="producer and consumer back on every partition")
         producer.close()
         consumer.close()
         assert admin_a.delete(f"/persistent/{NS}/spread/partitions?force=true")[0] == 204

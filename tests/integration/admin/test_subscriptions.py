@@ -73,7 +73,7 @@ def test_expire_messages(admin: Admin, client: pulsar.Client) -> None:
     producer = client.create_producer(topic, batching_enabled=False)
     for i in range(4):
         producer.send(f"old{i}".encode())
-    time.sleep(1.2)
+    time.sleep(1.2)  # ages the four past the 1 s expiry: elapsed time is the input, not a wait
     producer.send(b"new")
     assert backlog(admin, "expire-t", "e1") == 5
     assert admin.post(f"{NS}/expire-t/subscription/e1/expireMessages/1") == (204, None)
@@ -91,6 +91,7 @@ def test_reset_cursor_by_time_and_message_id(admin: Admin, client: pulsar.Client
     consumer = client.subscribe(topic, "r", consumer_type=pulsar.ConsumerType.Shared)
     producer = client.create_producer(topic, batching_enabled=False)
     ids = [producer.send(f"a{i}".encode()) for i in range(3)]
+    # publish times strictly before / after the boundary: clock steps, not waits for a state
     time.sleep(0.05)
     boundary = int(time.time() * 1000)
     time.sleep(0.05)

@@ -80,7 +80,7 @@ async def main(root: Path) -> None:
             )
             await storage.delete_ledger(api.LedgerId(ledger))
             ledger += 1
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # paces the churn until the parent kills us
 
     out.write("ready\n")
     out.flush()

@@ -86,7 +86,7 @@ async def test_reads_during_compaction_still_succeed(open_storage: Open) -> None
         for _ in range(5):
             for e in range(0, 100, 7):
                 assert await s.read_entry(L(2), E(e)) == payload(2, e, SIZE)
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # yields a turn so the reads interleave with compaction
 
     await asyncio.gather(s.compact(), reader(), reader())
     await reader()

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 
+from tests.support import standalone as standalone_procs
 from tests.support.standalone import StandaloneProc
 
 _names = itertools.count()
@@ -16,20 +17,14 @@ _names = itertools.count()
 
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProc]:
-    proc = StandaloneProc(tmp_path_factory.mktemp("standalone") / "data").start()
-    try:
+    with standalone_procs.running(tmp_path_factory.mktemp("standalone") / "data") as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture
 def client(standalone: StandaloneProc) -> Iterator[pulsar.Client]:
-    c = pulsar.Client(standalone.service_url, operation_timeout_seconds=15)
-    try:
+    with standalone_procs.client(standalone) as c:
         yield c
-    finally:
-        c.close()
 
 
 @pytest.fixture

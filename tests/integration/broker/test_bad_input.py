@@ -37,7 +37,7 @@ class HealthyProducer:
                 self.sent += 1
             except Exception as err:
                 self.errors.append(err)
-            time.sleep(0.005)
+            time.sleep(0.005)  # paces the healthy producer
 
     def assert_progress(self) -> None:
         before = self.sent

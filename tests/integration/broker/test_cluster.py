@@ -69,7 +69,7 @@ def test_bookie_killed_while_producing_loses_nothing_receipted(
 
                 producer.send_async(payload, done)
                 if i % 200 == 0:
-                    time.sleep(0.01)
+                    time.sleep(0.01)  # paces the producer (200 in flight at a time)
 
         thread = threading.Thread(target=produce, daemon=True)
         thread.start()

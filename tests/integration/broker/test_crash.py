@@ -76,12 +76,15 @@ def test_sigkill_standalone_keeps_receipted_and_unacked(tmp_path: Path) -> None:
         for msg in early:  # acknowledged well before the kill: must never come back
             consumer.acknowledge(msg)
             acked_at[msg.data()] = time.monotonic()
+        # the early acks become older than the persist window before the late ones: the
+        # window is the promise under test (at most its last second of acks lost), so the
+        # elapsed time is the input here, not a wait for a state
         time.sleep(PERSIST_WINDOW_S * 2 + ACK_GROUPING_S + SLACK_S)
         for i, msg in enumerate(late_acks):  # inside the window: may come back
             consumer.acknowledge(msg)
             acked_at[msg.data()] = time.monotonic()
             if i % 100 == 0:
-                time.sleep(0.01)
+                time.sleep(0.01)  # spreads the late acks over the window
         killed_at = time.monotonic()
         proc.kill()
         client.close()

@@ -5,11 +5,9 @@ sequence id exactly once in the topic."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import threading
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,27 +18,19 @@ from magnetar.wire import batch, commands, frames, pb
 from tests.support.bookies import BookieProc
 from tests.support.etcd import EtcdServer
 from tests.support.raw_client import RawClient
-from tests.support.standalone import BrokerProc, StandaloneProc
+from tests.support.roundtrip import send_all
+from tests.support.standalone import BrokerProc, StandaloneProc, admin_call
 from tests.support.wait import wait_until
 
 NS = "public/dedup"
 
 
-def _call(http_url: str, method: str, path: str, body: object = None) -> object:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"{http_url}/admin/v2{path}", data=data, method=method)
-    req.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(req, timeout=10) as r:
-        text = r.read()
-        return json.loads(text) if text else None
-
-
 def _dedup_namespace(http_url: str) -> None:
-    _call(http_url, "PUT", f"/namespaces/{NS}", {})
-    _call(http_url, "POST", f"/namespaces/{NS}/deduplication", True)
+    admin_call(http_url, "PUT", f"/namespaces/{NS}", {})
+    admin_call(http_url, "POST", f"/namespaces/{NS}/deduplication", True)
     # keep what nobody subscribed to: the tests read every stored message back
     infinite = {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}
-    _call(http_url, "POST", f"/namespaces/{NS}/retention", infinite)
+    admin_call(http_url, "POST", f"/namespaces/{NS}/retention", infinite)
 
 
 @pytest.fixture
@@ -66,28 +56,6 @@ def _drain(client: pulsar.Client, topic: str) -> list[bytes]:
     return out
 
 
-def _send_all(producer: pulsar.Producer, payloads: list[bytes]) -> None:
-    """send_async every payload and wait for every receipt, failing on any error."""
-    left = len(payloads)
-    failed: list[pulsar.Result] = []
-    done = threading.Event()
-    lock = threading.Lock()
-
-    def callback(res: pulsar.Result, _msg_id: pulsar.MessageId) -> None:
-        nonlocal left
-        with lock:
-            if res != pulsar.Result.Ok:
-                failed.append(res)
-            left -= 1
-            if left == 0:
-                done.set()
-
-    for payload in payloads:
-        producer.send_async(payload, callback)
-    assert done.wait(60), f"{left} receipts missing"
-    assert not failed, failed[:5]
-
-
 def test_duplicates_are_acknowledged_not_stored(dedup_standalone: StandaloneProc) -> None:
     proc = dedup_standalone
     topic = _topic("dups")
@@ -105,11 +73,11 @@ def test_duplicates_are_acknowledged_not_stored(dedup_standalone: StandaloneProc
         stored = producer.send(b"m10", sequence_id=10)
         assert stored.ledger_id() >= 0
         assert _drain(client, topic) == [f"m{i}".encode() for i in range(11)]
-        stats = _call(proc.http_url, "GET", f"/persistent/{NS}/dups/stats")
+        stats = admin_call(proc.http_url, "GET", f"/persistent/{NS}/dups/stats")
         assert isinstance(stats, dict)
         assert stats["deduplicationStatus"] == "Enabled"
         assert "pulsar.dedup" not in stats["subscriptions"]
-        internal = _call(proc.http_url, "GET", f"/persistent/{NS}/dups/internalStats")
+        internal = admin_call(proc.http_url, "GET", f"/persistent/{NS}/dups/internalStats")
         assert isinstance(internal, dict)
         assert "pulsar.dedup" in internal["cursors"]
         with pytest.raises(pulsar.PulsarException):
@@ -190,7 +158,7 @@ def test_last_sequence_id_survives_sigkill(dedup_standalone: StandaloneProc) -> 
         producer = client.create_producer(
             topic, producer_name="crasher", batching_enabled=False, block_if_queue_full=True
         )
-        _send_all(producer, [f"c{i}".encode() for i in range(2500)])
+        send_all(producer, [f"c{i}".encode() for i in range(2500)])
     finally:
         client.close()
     proc.kill()
@@ -200,7 +168,7 @@ def test_last_sequence_id_survives_sigkill(dedup_standalone: StandaloneProc) -> 
         producer = client.create_producer(topic, producer_name="crasher", batching_enabled=False)
         assert producer.last_sequence_id() == 2499
         assert producer.send(b"again", sequence_id=2000).entry_id() == -1
-        internal = _call(proc.http_url, "GET", f"/persistent/{NS}/crash/internalStats")
+        internal = admin_call(proc.http_url, "GET", f"/persistent/{NS}/crash/internalStats")
         assert isinstance(internal, dict)
         snapshot = internal["cursors"]["pulsar.dedup"]
         assert snapshot["properties"]["crasher"] >= 999
@@ -217,14 +185,14 @@ def test_disabling_forgets_and_stores_everything(dedup_standalone: StandalonePro
         producer = client.create_producer(topic, producer_name="t", batching_enabled=False)
         producer.send(b"one", sequence_id=1)
         producer.close()
-        _call(proc.http_url, "POST", f"/namespaces/{NS}/deduplication", False)
+        admin_call(proc.http_url, "POST", f"/namespaces/{NS}/deduplication", False)
 
         def disabled() -> bool:
-            stats = _call(proc.http_url, "GET", f"/persistent/{NS}/toggle/stats")
+            stats = admin_call(proc.http_url, "GET", f"/persistent/{NS}/toggle/stats")
             return isinstance(stats, dict) and stats["deduplicationStatus"] == "Disabled"
 
         wait_until(disabled, timeout=15, what="deduplication turned off on the loaded topic")
-        internal = _call(proc.http_url, "GET", f"/persistent/{NS}/toggle/internalStats")
+        internal = admin_call(proc.http_url, "GET", f"/persistent/{NS}/toggle/internalStats")
         assert isinstance(internal, dict)
         assert "pulsar.dedup" not in internal["cursors"]
         producer = client.create_producer(topic, producer_name="t", batching_enabled=False)
@@ -261,7 +229,7 @@ def test_replayable_source_publishes_each_record_once(
 
     def stored() -> int:
         try:
-            stats = _call(proc.http_url, "GET", f"/persistent/{NS}/file-source/stats")
+            stats = admin_call(proc.http_url, "GET", f"/persistent/{NS}/file-source/stats")
         except OSError:
             return 0
         return int(stats["msgInCounter"]) if isinstance(stats, dict) else 0
@@ -374,7 +342,7 @@ def test_broker_default_turns_it_on_for_every_namespace(tmp_path: Path) -> None:
         producer.close()
         producer = client.create_producer("default-on", producer_name="p")
         assert producer.last_sequence_id() == 7
-        _call(proc.http_url, "PUT", "/namespaces/public/off", {"deduplicationEnabled": False})
+        admin_call(proc.http_url, "PUT", "/namespaces/public/off", {"deduplicationEnabled": False})
         producer = client.create_producer("persistent://public/off/t", producer_name="p")
         producer.send(b"x", sequence_id=7)
         producer.close()

@@ -40,7 +40,7 @@ async def main(url: str, name: str, entries: int, interval: float) -> None:
             pos = await ml.add_entry(b"late%d" % i)
             print(f"ADD {pos} {i}", flush=True)
             i += 1
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(0.005)  # paces the producer (ledgers keep rolling)
 
     producer = asyncio.create_task(produce())
     n = 0
@@ -51,7 +51,7 @@ async def main(url: str, name: str, entries: int, interval: float) -> None:
                 continue
             print(f"ACK {entry.position} {time.time():.6f}", flush=True)
             await cursor.delete([entry.position])
-            await asyncio.sleep(0.002)
+            await asyncio.sleep(0.002)  # paces the acks, spread over the run
         assert not producer.done()
 
 

@@ -190,7 +190,7 @@ async def test_replicated_ensemble(env: Env) -> None:
 async def test_rollover_by_age_and_min_age(env: Env) -> None:
     ml = await env.factory.open(NAME, cfg(max_ledger_age_s=0.3))
     a = await ml.add_entry(b"a")
-    await asyncio.sleep(0.35)
+    await asyncio.sleep(0.35)  # the ledger ages past 0.3 s: elapsed time is the input
     b = await ml.add_entry(b"b")  # the add past the age rolls over after it
     c = await ml.add_entry(b"c")
     assert a.ledger_id == b.ledger_id != c.ledger_id

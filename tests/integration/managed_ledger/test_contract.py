@@ -167,14 +167,14 @@ async def test_waiting_readers_wake_on_adds_and_on_terminate(
     c = await ml.open_cursor("w")
     reader = asyncio.create_task(c.read_entries_or_wait(10))
     waiter = asyncio.create_task(ml.wait_for_entries(ml.last_confirmed_entry))
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one loop turn, no time: the tasks start and must still wait
     assert not reader.done() and not waiter.done()
     (p,) = await fill(ml, 1)
     await asyncio.wait_for(waiter, 10)
     assert [e.position for e in await asyncio.wait_for(reader, 10)] == [p]
 
     reader = asyncio.create_task(c.read_entries_or_wait(10))
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one loop turn, no time: the reader starts before the terminate
     assert await ml.terminate() == p
     assert ml.terminated
     with pytest.raises(api.ManagedLedgerTerminatedError):

@@ -47,6 +47,17 @@ async def take(events: AsyncIterator[api.WatchEvent], n: int) -> list[api.WatchE
     return got
 
 
+async def registered_watch(store: Store, prefix: str) -> AsyncIterator[api.WatchEvent]:
+    """A watch of ``prefix`` known to be registered: it starts at the revision of a marker
+    key put first, and the marker's event is taken from it (a watch delivers only once it is
+    registered with the store)."""
+    marker = f"{prefix}/watch-registered"
+    revision = await store.put(marker, b"")
+    events = store.watch(prefix, prefix=True, start_revision=revision)
+    assert summary(await take(events, 1)) == [("put", marker, b"")]
+    return events
+
+
 async def nothing_more(events: AsyncIterator[api.WatchEvent], wait: float = 0.5) -> None:
     with pytest.raises(TimeoutError):
         async with asyncio.timeout(wait):
@@ -393,14 +404,19 @@ async def test_watch_resumes_after_reopen_without_loss_or_repeat(
 
 async def test_watch_ends_when_store_closes(metadata_backend: MetadataBackend) -> None:
     store = await metadata_backend.open()
-    events = store.watch("/e", prefix=True)
+    events = await registered_watch(store, "/e")
     pending = asyncio.ensure_future(anext(events))
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0)  # one loop turn (no time): the read starts before the close
     await store.close()
     with pytest.raises(StopAsyncIteration):
         await asyncio.wait_for(pending, EVENT_TIMEOUT)
     with pytest.raises(api.StoreClosedError):
         await store.get("/e")
+    cleaner = await metadata_backend.open()  # a shared etcd is left empty
+    try:
+        await cleaner.delete_prefix("/e")
+    finally:
+        await cleaner.close()
 
 
 # --- sessions ---------------------------------------------------------------------------------
@@ -449,7 +465,7 @@ async def test_session_expires_when_owner_stalls_past_ttl(metadata_store: Store)
         return await metadata_store.get("/own/lock") is None
 
     await eventually(gone, timeout=session.ttl + 2, what="the ephemeral key to go")
-    await eventually(lambda: asyncio.sleep(0, bool(told)), timeout=session.ttl, what="on_lost")
+    await eventually(lambda: bool(told), timeout=session.ttl, what="on_lost")
     assert session.lost and len(told) == 1 and told[0] - resumed < session.ttl
     with pytest.raises(api.SessionLostError):
         await metadata_store.put("/own/lock", b"again", session=session)
@@ -523,11 +539,11 @@ async def test_etcd_watch_reconnects_while_blocked_on_a_dead_server(own_etcd: Et
     (and before the watcher reconnects) are delivered once."""
     store = await open_store(etcd_url(own_etcd))
     try:
-        events = store.watch("/b", prefix=True)
+        events = await registered_watch(store, "/b")
         pending = asyncio.ensure_future(anext(events))
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0)  # one loop turn (no time): the read starts before the kill
         own_etcd.kill()
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(0.5)  # etcd stays down 0.5 s: the outage's chosen length
         own_etcd.restart()
         writer = await open_store(etcd_url(own_etcd))
         try:
@@ -569,7 +585,9 @@ async def test_etcd_down_operations_fail_within_deadline_then_recover(
             with pytest.raises(api.StoreUnavailableError):
                 await operation()
             elapsed = time.monotonic() - began
-            assert elapsed < timeout + 1.0, f"{name} took {elapsed:.1f}s"
+            # The deadline is applied (without one a call waits for etcd forever); the bound
+            # is generous because a loaded 2-core machine adds seconds of scheduling to it.
+            assert elapsed < 10 * timeout, f"{name} took {elapsed:.1f}s"
         with pytest.raises(api.StoreUnavailableError):
             await open_store(etcd_url(own_etcd, timeout=timeout))
 
@@ -592,12 +610,9 @@ async def test_etcd_owner_told_when_etcd_down_longer_than_ttl(own_etcd: EtcdServ
         await store.put("/lease/durable", b"stays")
         told: list[float] = []
         session.on_lost(lambda: told.append(time.monotonic()))
-        await asyncio.sleep(0.5)
         own_etcd.kill()
         killed = time.monotonic()
-        await eventually(
-            lambda: asyncio.sleep(0, bool(told)), timeout=session.ttl + 2, what="on_lost"
-        )
+        await eventually(lambda: bool(told), timeout=session.ttl + 2, what="on_lost")
         assert told[0] - killed <= session.ttl + 0.5, "told later than the TTL"
         assert session.lost
         own_etcd.restart()
@@ -630,7 +645,7 @@ OWNER_SCRIPT = textwrap.dedent(
         session = await store.session(1)
         await store.put("/owned/by-child", b"child", session=session)
         Path(ready).write_text(str(session.ttl))
-        await asyncio.sleep(3600)
+        await asyncio.sleep(3600)  # killed -9 here, holding the session
 
     asyncio.run(main(sys.argv[1], sys.argv[2]))
     """

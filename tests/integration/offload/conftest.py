@@ -26,6 +26,7 @@ from magnetar.offload.offloader import (
 from magnetar.offload.reader import OffloadedLedgerReader
 from tests.support.local_bookie import local_ledgers
 from tests.support.minio import INSTALL_SCRIPT, MinioServer, minio_available
+from tests.support.procs import started
 
 BLOCK = 5 * MiB
 """The smallest block S3 allows: several blocks per ledger without writing much."""
@@ -41,22 +42,16 @@ def _need_minio() -> None:
 def minio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MinioServer]:
     """One MinIO for the session; every test gets its own bucket."""
     _need_minio()
-    server = MinioServer(tmp_path_factory.mktemp("minio")).start()
-    try:
+    with started(MinioServer(tmp_path_factory.mktemp("minio"))) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
 def own_minio(tmp_path: Path) -> Iterator[MinioServer]:
     """A private MinIO, for tests that stop, pause or restart it."""
     _need_minio()
-    server = MinioServer(tmp_path / "own-minio").start()
-    try:
+    with started(MinioServer(tmp_path / "own-minio")) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def config_for(server: MinioServer, bucket: str, **overrides: Any) -> S3Config:

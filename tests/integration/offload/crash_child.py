@@ -1,7 +1,7 @@
 """Run as a process by test_crash.py: writes a ledger on its own bookie, records an offload
 attempt (prints it as one JSON line, as the managed ledger stores it before uploading),
-then offloads it; reads past ``gate_at`` block until ``gate_file`` exists, so the parent can
-SIGKILL this process with the upload known to be half done.
+then offloads it; reads past ``gate_at`` block for good (the child prints ``GATED``), so the
+parent can SIGKILL this process with the upload known to be half done.
 
     python -m tests.integration.offload.crash_child '<json settings>'
 """
@@ -22,11 +22,10 @@ from tests.integration.offload.conftest import LedgerEnv, payloads
 from tests.support.local_bookie import local_ledgers
 
 
-class FileGatedLedger:
-    def __init__(self, handle: LedgerHandle, gate_at: int, gate_file: Path) -> None:
+class GatedLedger:
+    def __init__(self, handle: LedgerHandle, gate_at: int) -> None:
         self._handle = handle
         self._gate_at = gate_at
-        self._gate_file = gate_file
         self.ledger_id = handle.ledger_id
         self.closed = handle.closed
         self.last_add_confirmed = handle.last_add_confirmed
@@ -38,8 +37,7 @@ class FileGatedLedger:
                 last = self._gate_at - 1
             else:
                 print("GATED", flush=True)
-                while not self._gate_file.exists():
-                    await asyncio.sleep(0.05)
+                await asyncio.Event().wait()  # never set: held here until the parent kills us
         return await self._handle.read(first, last)
 
 
@@ -53,7 +51,7 @@ async def offload(client: LedgerClient, settings: dict[str, Any]) -> None:
     offloader = Offloader(S3Config(**settings["s3"]))
     attempt = offloader.begin(handle.ledger_id)
     print(json.dumps(attempt.to_record()), flush=True)
-    gated = FileGatedLedger(handle, settings["gate_at"], Path(settings["gate_file"]))
+    gated = GatedLedger(handle, settings["gate_at"])
     result = await offloader.offload(gated, attempt)
     print(json.dumps(result.to_record()), flush=True)
 

@@ -32,7 +32,6 @@ async def test_killed_offloader_leaves_orphans_that_the_recorded_uuid_removes(
         "dir": str(tmp_path / "child"),
         "sizes": BIG,
         "gate_at": GATE,
-        "gate_file": str(tmp_path / "never-created"),
         "s3": dataclasses.asdict(config),
     }
     log = tmp_path / "child.log"

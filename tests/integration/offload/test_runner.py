@@ -22,6 +22,7 @@ from magnetar.metadata import api
 from magnetar.offload.offloader import Offloader, ReadableLedger
 from tests.integration.offload.conftest import LedgerEnv, config_for, payloads
 from tests.support.minio import MinioServer
+from tests.support.wait import eventually
 
 KEY = "/test/managed-ledgers/o/ns/persistent/runner"
 NAME = "o/ns/persistent/runner"
@@ -204,10 +205,8 @@ async def test_one_offload_at_a_time(
     upto = Position(host.info.ledgers[-1].ledger_id, 0)
     try:
         first = asyncio.ensure_future(runner.offload_prefix(upto))
-        deadline = asyncio.get_running_loop().time() + 10
-        while not runner.running:  # it starts at the task's first step
-            assert asyncio.get_running_loop().time() < deadline, "the offload never started"
-            await asyncio.sleep(0)
+        # it starts at the task's first step: look every loop turn, before it can finish
+        await eventually(lambda: runner.running, interval=0, what="the offload to start")
         with pytest.raises(off.OffloadInProgressError):
             await runner.offload_prefix(upto)
         assert (await first).status is off.OffloadState.SUCCESS

@@ -13,6 +13,7 @@ from typing import Any
 import pulsar
 import pytest
 
+from tests.support import standalone as standalone_procs
 from tests.support.spark import local_session
 from tests.support.standalone import StandaloneProc
 
@@ -77,15 +78,9 @@ def spark() -> Iterator[Any]:
 
 @pytest.fixture
 def client(standalone: StandaloneProc) -> Iterator[pulsar.Client]:
-    c = pulsar.Client(
-        standalone.service_url,
-        operation_timeout_seconds=15,
-        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
-    )
-    try:
+    logger = pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn)
+    with standalone_procs.client(standalone, logger=logger) as c:
         yield c
-    finally:
-        c.close()
 
 
 def source_options(standalone: StandaloneProc, **extra: str) -> dict[str, str]:

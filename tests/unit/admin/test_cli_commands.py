@@ -218,8 +218,39 @@ CASES: dict[tuple[str, str], tuple[list[str], Request]] = {
         Request("POST", "/admin/v2/persistent/public/default/t/deduplicationEnabled", True),
     ),
 }
+CASES.update(
+    {
+        ("topics", "compact"): (
+            ["t"],
+            Request("PUT", "/admin/v2/persistent/public/default/t/compaction"),
+        ),
+        ("topics", "compaction-status"): (
+            ["t"],
+            Request("GET", "/admin/v2/persistent/public/default/t/compaction"),
+        ),
+        ("topics", "set-compaction-threshold"): (
+            ["t", "-t", "100M"],
+            Request(
+                "POST", "/admin/v2/persistent/public/default/t/compactionThreshold", 100 * 1024**2
+            ),
+        ),
+        ("namespaces", "set-compaction-threshold"): (
+            ["public/ns", "--threshold", "1G"],
+            Request("POST", f"{NSP}/compactionThreshold", 1024**3),
+        ),
+        ("namespaces", "get-compaction-threshold"): (
+            ["public/ns"],
+            Request("GET", f"{NSP}/compactionThreshold"),
+        ),
+        ("namespaces", "remove-compaction-threshold"): (
+            ["public/ns"],
+            Request("DELETE", f"{NSP}/compactionThreshold"),
+        ),
+    }
+)
 for _name, _tail in (("message-ttl", "messageTTL"), ("retention", "retention"),
-                     ("deduplication", "deduplicationEnabled")):  # fmt: skip
+                     ("deduplication", "deduplicationEnabled"),
+                     ("compaction-threshold", "compactionThreshold")):  # fmt: skip
     CASES[("topics", f"get-{_name}")] = (
         ["t"],
         Request("GET", f"/admin/v2/persistent/public/default/t/{_tail}"),

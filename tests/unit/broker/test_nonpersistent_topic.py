@@ -4,8 +4,6 @@ idleness the broker's inactivity rule reads, and its stats shape."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from magnetar.broker.contracts import BrokerError
@@ -14,6 +12,7 @@ from magnetar.broker.subscriptions import NonPersistentSubscriptions
 from magnetar.broker.topic import NonPersistentTopic
 from magnetar.wire import pb
 from magnetar.wire.topics import TopicName
+from tests.support.wait import eventually
 from tests.unit.broker.subscriptions.fakes import FakeCnx, entry_data, subscribe_cmd
 
 _C = pb.BaseCommand
@@ -39,12 +38,11 @@ def _producer(topic: NonPersistentTopic, name: str, mode: AccessMode, cnx: FakeC
 
 
 async def _receipts(cnx: FakeCnx, n: int) -> list[pb.CommandSendReceipt]:
-    for _ in range(100):
-        got = [c.send_receipt for c in cnx.commands if c.type == _C.SEND_RECEIPT]
-        if len(got) >= n:
-            return got
-        await asyncio.sleep(0)
-    raise AssertionError(f"{n} receipts expected, got {cnx.commands}")
+    def got() -> list[pb.CommandSendReceipt]:
+        found = [c.send_receipt for c in cnx.commands if c.type == _C.SEND_RECEIPT]
+        return found if len(found) >= n else []
+
+    return await eventually(got, what=f"{n} receipts")
 
 
 async def test_receipts_carry_0_0_and_entries_reach_the_consumers_connected_now() -> None:

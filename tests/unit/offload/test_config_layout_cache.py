@@ -123,7 +123,7 @@ async def test_block_cache_is_bounded_and_shares_fetches() -> None:
     def fetcher(n: int, size: int = 100) -> object:
         async def fetch() -> bytes:
             fetches.append(n)
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # a fetch that yields, so concurrent gets overlap
             return bytes([n]) * size
 
         return fetch

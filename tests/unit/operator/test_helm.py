@@ -125,6 +125,7 @@ BAD = [
     (["--set", "operator.logLevel=loud"], "value must be one of"),
     (["--set", "operator.serviceAccount.create=false"], "operator.serviceAccount.name is required"),
     (["--set", "unknownKey=1"], "additional properties 'unknownKey' not allowed"),
+    (["--set", "minio.enabled=true", "--set", "minio.bucket=Bad_Bucket"], "/minio/bucket"),
 ]
 
 
@@ -150,3 +151,51 @@ def test_dashboards_are_json(helm: str) -> None:
     for path in (CHART / "files/dashboards").glob("*.json"):
         dash = json.loads(path.read_text())
         assert dash["uid"].startswith("magnetar-") and dash["panels"]
+
+
+def test_minio_for_local_clusters(helm: str) -> None:
+    """minio.enabled: a non-root MinIO on a PVC with generated credentials (the keys a
+    PulsarCluster's offload.credentialsSecret names), a Service, and a post-install Job that
+    creates the bucket with those credentials."""
+    docs = render(helm, "-f", str(CHART / "ci/values-minio.yaml"))
+    by = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    secret = by["Secret", "rel-magnetar-minio"]
+    assert set(secret["data"]) == {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
+    assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert by["PersistentVolumeClaim", "rel-magnetar-minio"]["spec"]["resources"] == {
+        "requests": {"storage": "2Gi"}
+    }
+    pod = by["Deployment", "rel-magnetar-minio"]["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    (container,) = pod["containers"]
+    assert container["image"].startswith("magnetar/minio:")
+    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e}
+    assert env["MINIO_ROOT_USER"] == {"name": "rel-magnetar-minio", "key": "AWS_ACCESS_KEY_ID"}
+    assert by["Service", "rel-magnetar-minio"]["spec"]["ports"][0]["port"] == 9000
+    job = by["Job", "rel-magnetar-minio-bucket"]
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
+    jenv = {
+        e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert jenv["BUCKET"] == "offload"
+    assert jenv["S3_ENDPOINT"] == "http://rel-magnetar-minio.magnetar.svc:9000"
+
+
+def test_minio_existing_secret_and_no_persistence(helm: str) -> None:
+    docs = render(
+        helm,
+        "--set", "minio.enabled=true", "--set", "minio.existingSecret=my-s3",
+        "--set", "minio.persistence.size=",
+    )  # fmt: skip
+    kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    assert ("Secret", "rel-magnetar-minio") not in kinds
+    assert ("PersistentVolumeClaim", "rel-magnetar-minio") not in kinds
+    pod = next(d for d in docs if d["kind"] == "Deployment" and "minio" in d["metadata"]["name"])
+    spec = pod["spec"]["template"]["spec"]
+    assert {"name": "data", "emptyDir": {}} in spec["volumes"]
+    refs = {
+        e["valueFrom"]["secretKeyRef"]["name"]
+        for e in spec["containers"][0]["env"]
+        if "valueFrom" in e
+    }
+    assert refs == {"my-s3"}

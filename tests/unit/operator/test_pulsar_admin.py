@@ -1,27 +1,26 @@
-"""The admin REST client and the Tenant/Topic reconcile functions, against the INTERIM
-in-test admin API (fake_admin.py) until Magnetar's broker serves the real one; the Tenant
-deletion (never forced) against a real ``magnetar standalone``."""
+"""The admin REST client and the Tenant/Topic reconcile functions, against Magnetar's real
+admin REST API: an in-process broker serving it on a free loopback port
+(``tests/support/inprocess.py``); the Tenant deletion (never forced) against a real
+``magnetar standalone``."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
 from magnetar_operator import resources
 from magnetar_operator.pulsar import Admin, AdminError, AdminUnavailable, TopicName
+from tests.support.inprocess import AdminServer, admin_server
 from tests.support.procs import free_port
 from tests.support.standalone import StandaloneProc
-from tests.unit.operator.fake_admin import FakeAdmin
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeAdmin]:
-    server = await FakeAdmin().start()
-    try:
+async def broker(tmp_path: Path) -> AsyncIterator[AdminServer]:
+    async with admin_server(tmp_path) as server:
         yield server
-    finally:
-        await server.stop()
 
 
 TENANT = {
@@ -42,27 +41,29 @@ TENANT = {
 }
 
 
-async def test_tenant_create_then_idempotent(fake: FakeAdmin) -> None:
-    async with Admin(fake.url) as admin:
+async def test_tenant_create_then_idempotent(broker: AdminServer) -> None:
+    async with Admin(broker.url) as admin:
         changes, managed = await resources.reconcile_tenant(
             admin, TENANT, default_cluster="standalone", managed=[]
         )
         assert "created tenant acme" in changes and managed == ["events", "orders"]
-        fake.state.calls.clear()
+        broker.calls.clear()
         again, _ = await resources.reconcile_tenant(
             admin, TENANT, default_cluster="standalone", managed=managed
         )
-    assert again == []
-    assert all(c.startswith("GET") for c in fake.state.calls), "a second pass only reads"
-    pol = fake.state.namespaces["acme/orders"]
+        assert again == []
+        assert broker.calls, "the second pass asked the broker"
+        assert all(c.startswith("GET") for c in broker.calls), "a second pass only reads"
+        pol = await admin.get_policies("acme", "orders")
+    assert pol["message_ttl_in_seconds"] == 60 and pol["deduplicationEnabled"] is True
     assert pol["offload_threshold"] == 1024
     assert pol["backlog_quota_map"]["destination_storage"]["policy"] == "producer_exception"
 
 
-async def test_tenant_adopts_existing_and_drops_removed_namespaces(fake: FakeAdmin) -> None:
-    fake.state.tenants["acme"] = {"adminRoles": [], "allowedClusters": ["standalone"]}
-    fake.state.namespaces["acme/orders"] = {"backlog_quota_map": {}}
-    async with Admin(fake.url) as admin:
+async def test_tenant_adopts_existing_and_drops_removed_namespaces(broker: AdminServer) -> None:
+    async with Admin(broker.url) as admin:
+        await admin.create_tenant("acme", {"adminRoles": [], "allowedClusters": ["standalone"]})
+        await admin.create_namespace("acme", "orders")
         changes, managed = await resources.reconcile_tenant(
             admin, TENANT, default_cluster="standalone", managed=[]
         )
@@ -75,15 +76,15 @@ async def test_tenant_adopts_existing_and_drops_removed_namespaces(fake: FakeAdm
     assert changes == ["deleted namespace acme/events"] and managed == ["orders"]
 
 
-async def test_tenant_unknown_cluster_is_an_admin_error(fake: FakeAdmin) -> None:
-    async with Admin(fake.url) as admin:
+async def test_tenant_unknown_cluster_is_an_admin_error(broker: AdminServer) -> None:
+    async with Admin(broker.url) as admin:
         with pytest.raises(AdminError) as info:
             await resources.reconcile_tenant(admin, TENANT, default_cluster="nowhere", managed=[])
     assert info.value.status == 412 and not info.value.retryable
 
 
-async def test_topics(fake: FakeAdmin) -> None:
-    async with Admin(fake.url) as admin:
+async def test_topics(broker: AdminServer) -> None:
+    async with Admin(broker.url) as admin:
         await resources.reconcile_tenant(admin, TENANT, default_cluster="standalone", managed=[])
         spec = {
             "tenant": "acme",
@@ -108,18 +109,20 @@ async def test_topics(fake: FakeAdmin) -> None:
         assert await resources.reconcile_topic(admin, np) == [
             "created topic non-persistent://acme/orders/np"
         ]
-        assert fake.state.topics == {
-            "persistent://acme/orders/t": 3,
-            "non-persistent://acme/orders/np": 0,
-        }
-        assert await admin.list_topics(TopicName(True, "acme", "orders", "x")) == [
-            f"persistent://acme/orders/t-partition-{i}" for i in range(3)
+        t = TopicName(True, "acme", "orders", "t")
+        assert await admin.list_partitioned_topics(t) == [str(t)]
+        assert await admin.get_partitions(t) == 3
+        assert await admin.get_topic_policy(t, "messageTTL") == 5
+        assert await admin.list_topics(t) == [f"{t}-partition-{i}" for i in range(3)]
+        assert await admin.list_topics(TopicName(False, "acme", "orders", "x")) == [
+            "non-persistent://acme/orders/np"
         ]
         await resources.delete_topic(admin, spec)
         await resources.delete_topic(admin, spec)  # already gone: fine
         await resources.delete_topic(admin, np)  # the tenant's deletion is never forced
+        assert await admin.list_partitioned_topics(t) == []
         await resources.delete_tenant(admin, TENANT, managed=["orders", "events"])
-    assert fake.state.tenants == {} and fake.state.topics == {}
+        assert await admin.get_tenant("acme") is None
 
 
 async def test_unreachable_admin() -> None:

@@ -1,4 +1,5 @@
-"""What every admin handler shares: the error middleware, JSON body parsing, name checks and
+"""What every admin handler shares: the error middleware (which also answers the typed errors
+of ``broker/topic_admin`` with their HTTP status), JSON body parsing, name checks and
 compare-and-set updates of JSON records in the metadata store.
 
 Errors are answered as Pulsar does: a status and a JSON ``{"reason": ...}``. Bad input is
@@ -15,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
+from yarl import URL
 
 from magnetar.broker import http
 from magnetar.broker.admin.errors import AdminError as AdminError  # re-exported
@@ -22,7 +24,8 @@ from magnetar.broker.admin.errors import not_found as not_found
 from magnetar.broker.admin.validation import Body
 from magnetar.broker.contracts import BrokerError
 from magnetar.broker.service import BrokerService
-from magnetar.common import errors
+from magnetar.broker.topic_admin import errors
+from magnetar.common import errors as common_errors
 from magnetar.metadata import api
 from magnetar.wire import topics as topic_names
 from magnetar.wire.errors import InvalidTopicNameError
@@ -45,9 +48,13 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return await handler(request)
     except AdminError as err:
         return web.json_response({"reason": err.reason}, status=err.status)
+    except errors.OwnedElsewhere as err:
+        raise redirect(request, err.web_service_url) from None
+    except errors.TopicAdminError as err:
+        return web.json_response({"reason": err.reason}, status=status_of(err))
     except BrokerError as err:
         return http.error_response(err)
-    except errors.TemporaryError as err:  # storage (bookies, S3) unreachable: retry later
+    except common_errors.TemporaryError as err:  # storage (bookies, S3) unreachable: retry later
         return web.json_response({"reason": f"{type(err).__name__}: {err}"}, status=503)
     except web.HTTPException as err:  # aiohttp's own (404 no route, 405 method): JSON too
         if err.status < 400:
@@ -58,6 +65,34 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return web.json_response(
             {"reason": f"internal error: {type(err).__name__}: {err}"}, status=500
         )
+
+
+_STATUS_OF: tuple[tuple[type[errors.TopicAdminError], int], ...] = (
+    (errors.NotFound, 404),
+    (errors.AlreadyExists, 409),
+    (errors.Conflict, 409),
+    (errors.InvalidName, 412),
+    (errors.InUse, 412),
+    (errors.NotAllowed, 405),
+    (errors.Invalid, 400),
+    (errors.Unavailable, 503),
+)
+"""Pulsar's HTTP status for each error of the typed topic administration."""
+
+
+def status_of(err: errors.TopicAdminError) -> int:
+    """The HTTP status answering ``err`` (a peer's refusal keeps the peer's status)."""
+    if isinstance(err, errors.PeerRefused):
+        return err.status
+    return next((status for kind, status in _STATUS_OF if isinstance(err, kind)), 500)
+
+
+def redirect(request: web.Request, web_service_url: str) -> web.HTTPTemporaryRedirect:
+    """307 to the same path and query on the broker at ``web_service_url``, marked
+    authoritative (that broker owns what was asked)."""
+    target = f"{web_service_url.rstrip('/')}{request.rel_url.path}"
+    query = {**request.query, "authoritative": "true"}
+    return web.HTTPTemporaryRedirect(str(URL(target).with_query(query)))
 
 
 def service(request: web.Request) -> BrokerService:
@@ -73,7 +108,12 @@ def policies_changed(request: web.Request) -> None:
 async def body(request: web.Request, *, required: bool = True) -> Any:
     """The request's JSON body; AdminError 400 when it is malformed (or missing when
     required)."""
-    raw = await request.read()
+    return decode_json(await request.read(), required=required)
+
+
+def decode_json(raw: bytes, *, required: bool = True) -> Any:
+    """A request body's JSON value; AdminError 400 when it is malformed (or missing when
+    required)."""
     if not raw.strip():
         if required:
             raise AdminError(400, "a JSON body is required")

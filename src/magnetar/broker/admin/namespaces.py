@@ -15,7 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from magnetar.broker import policies
-from magnetar.broker.admin import topics, validation
+from magnetar.broker.admin import remote, validation
 from magnetar.broker.admin.common import (
     AdminError,
     Handler,
@@ -29,6 +29,8 @@ from magnetar.broker.admin.common import (
     update_json,
 )
 from magnetar.broker.service import ALL_DOMAINS, BrokerService
+from magnetar.broker.topic_admin import topics as topic_admin
+from magnetar.broker.topic_admin.scope import Scope
 from magnetar.metadata import api, keys
 
 BASE = "/admin/v2/namespaces/{tenant}/{namespace}"
@@ -127,7 +129,9 @@ async def delete_namespace_and_topics(svc: BrokerService, tenant: str, ns: str) 
     """Unload and delete every topic of the namespace, then its partitioned-topic and
     topic-policy records, then the namespace record."""
     for name in await svc.topics_of_namespace(tenant, ns, domains=ALL_DOMAINS):
-        await topics.delete_on_owner(svc, svc.parse_topic(name), force=True)
+        await topic_admin.delete_on_owner(
+            Scope(svc, remote.PEERS), svc.parse_topic(name), force=True
+        )
     for root in (keys.PARTITIONED_TOPICS, keys.TOPIC_POLICIES):
         await svc.store.delete_prefix(f"{root}/{keys.segment(tenant)}/{keys.segment(ns)}")
     try:
@@ -156,6 +160,7 @@ POLICIES = (
     Policy("retention", "retention_policies", validation.RETENTION),
     Policy("messageTTL", "message_ttl_in_seconds", validation.MESSAGE_TTL),
     Policy("deduplication", "deduplicationEnabled", validation.DEDUPLICATION),
+    Policy("compactionThreshold", "compaction_threshold", validation.COMPACTION_THRESHOLD),
     Policy(
         "schemaCompatibilityStrategy",
         "schema_compatibility_strategy",

@@ -1,9 +1,11 @@
 """Admin calls to the broker that owns a topic, for operations spanning topics that several
 brokers own: partitioned stats, deleting or unloading a partitioned topic, deleting a
-namespace. (Operations on one topic answer ``307`` to its owner instead; see ``topics``.)
+namespace. (Operations on one topic answer ``307`` to its owner instead.)
 
-Only the current owner is asked: an unowned topic is handled by this broker, which may take
-its bundle, as a lookup would.
+:data:`PEERS` is the HTTP side of :class:`magnetar.broker.topic_admin.scope.Peers`: the typed
+topic administration says what it needs of another broker, this module asks it over the
+admin REST API. Only the current owner is asked (authoritatively): an unowned topic is
+handled by this broker, which may take its bundle, as a lookup would.
 """
 
 from __future__ import annotations
@@ -14,22 +16,10 @@ from typing import Any, Final
 
 import aiohttp
 
-from magnetar.broker.admin.common import AdminError
-from magnetar.broker.service import BrokerService
-from magnetar.wire.topics import TopicName
+from magnetar.broker.topic_admin import errors
+from magnetar.wire.topics import TopicDomain, TopicName
 
 TIMEOUT_S: Final = 30.0
-
-
-async def owner_elsewhere(svc: BrokerService, topic: TopicName) -> str | None:
-    """The web URL of the broker owning ``topic`` when that is another broker; None when this
-    broker owns it or nobody does."""
-    owner = await svc.ownership.owner_of(await svc.bundle(topic))
-    if owner is None or owner.broker.broker_id == svc.me.broker_id:
-        return None
-    if not owner.broker.web_service_url:
-        raise AdminError(503, f"topic {topic.full_name} is owned by a broker without a web URL")
-    return owner.broker.web_service_url.rstrip("/")
 
 
 def namespace_path(domain: str, tenant: str, namespace: str) -> str:
@@ -46,7 +36,7 @@ def topic_path(topic: TopicName) -> str:
 
 async def call(base_url: str, method: str, path: str) -> tuple[int, Any]:
     """``method path`` on another broker's admin API (authoritative: it owns the topic);
-    (status, decoded JSON or None). AdminError 503 when it cannot be reached."""
+    (status, decoded JSON or None). Unavailable when it cannot be reached."""
     sep = "&" if "?" in path else "?"
     url = f"{base_url}{path}{sep}authoritative=true"
     try:
@@ -57,7 +47,8 @@ async def call(base_url: str, method: str, path: str) -> tuple[int, Any]:
             text = await response.text()
             return response.status, (json.loads(text) if text.strip() else None)
     except (aiohttp.ClientError, TimeoutError, ValueError) as err:
-        raise AdminError(503, f"broker {base_url} did not answer {method} {path}: {err}") from None
+        reason = f"broker {base_url} did not answer {method} {path}: {err}"
+        raise errors.Unavailable(reason) from None
 
 
 def raise_for(status: int, answer: Any, *, ok: tuple[int, ...] = (200, 204)) -> None:
@@ -65,4 +56,38 @@ def raise_for(status: int, answer: Any, *, ok: tuple[int, ...] = (200, 204)) -> 
     if status in ok:
         return
     reason = answer.get("reason") if isinstance(answer, dict) else None
-    raise AdminError(status, str(reason or f"the owning broker answered {status}"))
+    raise errors.PeerRefused(status, str(reason or f"the owning broker answered {status}"))
+
+
+class HttpPeers:
+    """:class:`magnetar.broker.topic_admin.scope.Peers` over the admin REST API."""
+
+    async def bundle_topics(
+        self, web_url: str, *, domain: TopicDomain, tenant: str, namespace: str, bundle: str
+    ) -> list[str]:
+        path = f"{namespace_path(domain.value, tenant, namespace)}/{bundle}"
+        status, answer = await call(web_url, "GET", path)
+        raise_for(status, answer, ok=(200,))
+        return list(answer)
+
+    async def stats(self, web_url: str, topic: TopicName) -> dict[str, Any]:
+        status, answer = await call(web_url, "GET", f"{topic_path(topic)}/stats")
+        raise_for(status, answer, ok=(200,))
+        return dict(answer)
+
+    async def delete(self, web_url: str, topic: TopicName, *, force: bool) -> None:
+        path = f"{topic_path(topic)}?force={'true' if force else 'false'}"
+        status, answer = await call(web_url, "DELETE", path)
+        raise_for(status, answer, ok=(204, 404))
+
+    async def unload(self, web_url: str, topic: TopicName) -> None:
+        status, answer = await call(web_url, "PUT", f"{topic_path(topic)}/unload")
+        raise_for(status, answer, ok=(204, 404))
+
+    async def compact(self, web_url: str, topic: TopicName) -> None:
+        status, answer = await call(web_url, "PUT", f"{topic_path(topic)}/compaction")
+        raise_for(status, answer, ok=(204, 409))
+
+
+PEERS: Final = HttpPeers()
+"""The one instance the admin routes hand to the typed topic administration."""

@@ -125,6 +125,11 @@ def message_ttl(value: Any) -> int:
     return integer(value, "message TTL (seconds)", minimum=0)
 
 
+def compaction_threshold(value: Any) -> int:
+    """Backlog bytes of the ``__compaction`` cursor that trigger compaction; 0 disables."""
+    return integer(value, "compaction threshold (bytes)", minimum=0)
+
+
 def deduplication(value: Any) -> bool:
     return boolean(value, "deduplication")
 
@@ -416,6 +421,7 @@ def _obj_schema(fields: Mapping[str, Any]) -> dict[str, Any]:
 RETENTION = Body(_obj_schema(_RETENTION_FIELDS), retention, "RetentionPolicies")
 MESSAGE_TTL = Body(_int_schema(0), message_ttl, "seconds; 0 disables")
 DEDUPLICATION = Body({"type": "boolean"}, deduplication)
+COMPACTION_THRESHOLD = Body(_int_schema(0), compaction_threshold, "bytes; 0 disables")
 SCHEMA_STRATEGY = Body({"type": "string", "enum": list(SCHEMA_STRATEGIES)}, schema_strategy)
 BOOLEAN = Body({"type": "boolean"}, lambda v: boolean(v, "value"))
 AUTO_TOPIC_CREATION = Body(

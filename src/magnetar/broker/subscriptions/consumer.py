@@ -23,12 +23,9 @@ from magnetar.broker.contracts import LastMessageId, ServerCnx
 from magnetar.broker.subscriptions.stats import Meter
 from magnetar.managed_ledger.api import Position
 from magnetar.wire import commands, pb
-from magnetar.wire.ids import to_unsigned
 
 log = logging.getLogger(__name__)
 
-BROKER_REQUEST_ID: Final = to_unsigned(-1)
-"""request_id of commands the broker sends on its own (CLOSE_CONSUMER), as Pulsar's -1."""
 ACTIVE_EVENTS_VERSION: Final = 12
 """Clients from this protocol version on understand ACTIVE_CONSUMER_CHANGE."""
 
@@ -163,9 +160,7 @@ class Consumer:
     def tell_closed(self) -> None:
         """CLOSE_CONSUMER: the client subscribes again (unload, subscription deleted)."""
         try:
-            self.cnx.send_command(
-                commands.close_consumer(consumer_id=self._consumer_id, request_id=BROKER_REQUEST_ID)
-            )
+            self.cnx.close_consumer(self._consumer_id)
         except Exception as exc:  # the connection may be gone already
             log.debug("CLOSE_CONSUMER to %s not sent: %s", self, exc)
 

@@ -35,6 +35,10 @@ class EntryMeta(NamedTuple):
     key_hash: int
     """Pulsar sticky-key hash of the routing key (ordering key, else partition key)."""
     size: int
+    txn: tuple[int, int] | None = None
+    """(most, least) bits of the transaction that stored it, None outside transactions."""
+    marker: int = 0
+    """``marker_type`` of a broker marker entry (transaction commit/abort), never delivered."""
 
 
 _U32: Final = struct.Struct(">I")
@@ -82,6 +86,8 @@ def read_meta(data: bytes | memoryview) -> EntryMeta:
         info.deliver_at_time,
         sticky_key_hash(key if key is not None else NONE_KEY),
         len(data),
+        (md.txnid_most_bits, md.txnid_least_bits) if md.HasField("txnid_most_bits") else None,
+        md.marker_type,
     )
 
 

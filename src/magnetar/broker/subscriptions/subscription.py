@@ -27,6 +27,7 @@ import logging
 from collections.abc import Awaitable, Sequence
 from typing import Any, Final, Protocol
 
+from magnetar.broker.compaction.cursor import CompactedCursor
 from magnetar.broker.contracts import BrokerError, LastMessageId, ServerCnx
 from magnetar.broker.subscriptions import acks, dispatchers, selectors
 from magnetar.broker.subscriptions.consumer import Consumer, tell_active_change
@@ -55,6 +56,25 @@ from magnetar.wire.ids import MessageId
 from magnetar.wire.topics import TopicName
 
 
+class TxnReadFilter(Protocol):
+    """What dispatch asks a topic's transaction buffer (``broker.transactions.buffer``):
+    how far it may read, and which entries it must acknowledge without delivering."""
+
+    @property
+    def active(self) -> bool: ...
+    @property
+    def max_read_position(self) -> Position | None: ...
+    def hides(self, meta: EntryMeta) -> bool: ...
+
+
+class TxnAckHolds(Protocol):
+    """Messages a transaction's acknowledgement holds (``broker.transactions.pending_acks``):
+    not delivered to anyone until the transaction ends."""
+
+    def any_held(self, subscription: str) -> bool: ...
+    def holds(self, subscription: str, position: Position) -> bool: ...
+
+
 class SubscriptionOwner(Protocol):
     """What a subscription needs from the topic's subscriptions
     (:class:`magnetar.broker.subscriptions.topic.TopicSubscriptionsImpl`, which imports this
@@ -63,11 +83,15 @@ class SubscriptionOwner(Protocol):
     topic: TopicName
     managed_ledger: ManagedLedger
     meta_cache: EntryMetaCache
+    txn_buffer: TxnReadFilter | None
+    txn_acks: TxnAckHolds | None
 
     def forget(self, sub: Subscription) -> None: ...
-    def position_for_message_id(self, mid: MessageId) -> Position: ...
-    async def position_for_publish_time(self, publish_time: int) -> Position: ...
-    async def last_message_id(self) -> MessageId: ...
+    def position_for_message_id(self, mid: MessageId, *, compacted: bool = False) -> Position: ...
+    async def position_for_publish_time(
+        self, publish_time: int, *, compacted: bool = False
+    ) -> Position: ...
+    async def last_message_id(self, *, read_compacted: bool = False) -> MessageId: ...
 
 
 log = logging.getLogger(__name__)
@@ -147,6 +171,11 @@ class Subscription:
 
     def wake(self) -> None:
         self._wake.set()
+
+    @property
+    def read_compacted(self) -> bool:
+        """The consumers read the topic's compacted view (the cursor reads through it)."""
+        return isinstance(self.cursor, CompactedCursor)
 
     def next_unacked_position(self) -> Position:
         return self.ml.next_position(self.cursor.mark_delete_position)
@@ -342,7 +371,8 @@ class Subscription:
                 for p in positions:
                     self._drop_replay(p)
                 batch = [(e, cache.get(e)) for e in entries if e.position in live]
-                if policy.route(batch, replay=True):
+                batch = self._drop_held(batch)
+                if batch and policy.route(batch, replay=True):
                     return _Outcome.PROGRESS, []
             if len(self.replay) >= MAX_REPLAY:
                 return _Outcome.IDLE, []  # look-ahead past busy keys is bounded
@@ -351,11 +381,53 @@ class Subscription:
                 self._maybe_reached_end()
                 return _Outcome.IDLE, []
             return _Outcome.WAIT_ENTRIES, []
+        txn = self.owner.txn_buffer
+        if txn is not None and txn.active:
+            limit = txn.max_read_position
+            if limit is not None and self.cursor.read_position > limit:
+                return _Outcome.IDLE, []  # held by an open transaction: its end wakes us
         entries = await self.cursor.read_entries(budget)
         if not entries:
             return _Outcome.WAIT_ENTRIES, []
-        policy.route([(e, cache.get(e)) for e in entries], replay=False)
+        batch = [(e, cache.get(e)) for e in entries]
+        if txn is not None and txn.active:
+            batch, held = await self._transaction_filter(txn, batch)
+            if not batch:
+                return (_Outcome.IDLE if held else _Outcome.PROGRESS), []
+        batch = self._drop_held(batch)
+        if batch:
+            policy.route(batch, replay=False)
         return _Outcome.PROGRESS, []
+
+    def _drop_held(self, batch: list[tuple[Entry, EntryMeta]]) -> list[tuple[Entry, EntryMeta]]:
+        """Leave out messages a transaction's acknowledgement holds (delivered again only
+        if it aborts: ``transaction_released``)."""
+        holds = self.owner.txn_acks
+        if holds is None or not holds.any_held(self.name):
+            return batch
+        return [(e, m) for e, m in batch if not holds.holds(self.name, e.position)]
+
+    async def _transaction_filter(
+        self, txn: TxnReadFilter, batch: list[tuple[Entry, EntryMeta]]
+    ) -> tuple[list[tuple[Entry, EntryMeta]], bool]:
+        """Drop what an open transaction still holds (read again after its end) and
+        acknowledge markers and aborted entries; True when something was held back."""
+        limit = txn.max_read_position
+        out: list[tuple[Entry, EntryMeta]] = []
+        hidden: list[Position] = []
+        held = False
+        for entry, meta in batch:
+            if limit is not None and entry.position > limit:
+                self.cursor.seek(entry.position)
+                held = True
+                break
+            if txn.hides(meta):
+                hidden.append(entry.position)
+            else:
+                out.append((entry, meta))
+        if hidden:
+            await self.cursor.delete(hidden)
+        return out, held
 
     def _maybe_reached_end(self) -> None:
         """A terminated topic read to its end and every message acknowledged: tell each
@@ -585,6 +657,44 @@ class Subscription:
             for position in [p for p in self._counts if p <= upto]:
                 del self._counts[position]
 
+    async def transaction_acks(self, cmd: pb.CommandAck) -> None:
+        """Apply the acknowledgements a committed transaction held (``transactions.
+        pending_acks``), whichever consumer sent them (it may be gone)."""
+        try:
+            if cmd.ack_type == pb.CommandAck.Cumulative and cmd.message_id:
+                position = acks.position_of(cmd.message_id[-1])
+                for c in self.consumers:
+                    self._acked_upto(c, position)
+                if position > self.cursor.mark_delete_position:
+                    await self.cursor.mark_delete(position)
+            else:
+                await self._ack_individual(cmd.message_id)
+        except InvalidPositionError as exc:
+            log.debug("transactional ack of an unknown position ignored: %s", exc)
+        self._wake.set()
+
+    def transaction_released(self, positions: Sequence[Position]) -> None:
+        """An aborted transaction's acknowledgements: deliver those messages again."""
+        by_consumer: dict[Consumer, list[pb.MessageIdData]] = {}
+        unowned: list[Position] = []
+        for position in positions:
+            c = self._owner_of.get(position)
+            if c is not None:
+                mid = pb.MessageIdData(ledgerId=position.ledger_id, entryId=position.entry_id)
+                by_consumer.setdefault(c, []).append(mid)
+            elif not self.cursor.is_deleted(position):
+                unowned.append(position)  # its consumer left, or dispatch held it back
+        for c, mids in by_consumer.items():
+            self.redeliver(c, mids, consumer_epoch=None)
+        if unowned:
+            if self.policy.uses_replay:
+                for position in unowned:
+                    meta = self.meta_cache.lookup(position)
+                    self.park(position, meta.key_hash if meta is not None else 0)
+            else:
+                self._rewind = True
+            self._wake.set()
+
     # -- redelivery -------------------------------------------------------------------------
 
     def redeliver(
@@ -623,10 +733,15 @@ class Subscription:
     # -- seek, last message id, unsubscribe ---------------------------------------------------
 
     async def seek(self, cmd: pb.CommandSeek) -> None:
+        compacted = self.read_compacted
         if cmd.HasField("message_publish_time"):
-            position = await self.owner.position_for_publish_time(cmd.message_publish_time)
+            position = await self.owner.position_for_publish_time(
+                cmd.message_publish_time, compacted=compacted
+            )
         elif cmd.HasField("message_id"):
-            position = self.owner.position_for_message_id(MessageId.from_proto(cmd.message_id))
+            position = self.owner.position_for_message_id(
+                MessageId.from_proto(cmd.message_id), compacted=compacted
+            )
         else:
             raise BrokerError(pb.UnknownError, "SEEK needs a message id or a publish time")
         async with self._lock:
@@ -667,7 +782,7 @@ class Subscription:
         c.tell_closed()
 
     async def get_last_message_id(self) -> LastMessageId:
-        last = await self.owner.last_message_id()
+        last = await self.owner.last_message_id(read_compacted=self.read_compacted)
         md = self.cursor.mark_delete_position
         return LastMessageId(
             last=last,

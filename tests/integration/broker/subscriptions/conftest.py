@@ -9,35 +9,25 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pulsar
 import pytest
 
+from tests.support import standalone as standalone_procs
 from tests.support.standalone import StandaloneProc
 
 
 @pytest.fixture(scope="session")
 def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProc]:
-    proc = StandaloneProc(Path(tmp_path_factory.mktemp("subs-standalone")) / "data")
-    proc.start()
-    try:
+    with standalone_procs.running(tmp_path_factory.mktemp("subs-standalone") / "data") as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture
 def client(standalone: StandaloneProc) -> Iterator[pulsar.Client]:
-    c = pulsar.Client(
-        standalone.service_url,
-        operation_timeout_seconds=10,
-        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
-    )
-    try:
+    logger = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
+    with standalone_procs.client(standalone, timeout_s=10, logger=logger) as c:
         yield c
-    finally:
-        c.close()
 
 
 @pytest.fixture

@@ -90,6 +90,7 @@ def test_seek_consumer_by_message_id(client: pulsar.Client, topic: str, inclusiv
 def test_seek_consumer_by_publish_time(client: pulsar.Client, topic: str) -> None:
     consumer = client.subscribe(topic, "s", initial_position=EARLIEST)
     publish(client, topic, ["old-0", "old-1", "old-2"])
+    # publish times strictly before / after the boundary: clock steps, not waits for a state
     time.sleep(0.05)
     boundary = int(time.time() * 1000)
     time.sleep(0.05)
@@ -113,6 +114,7 @@ def test_seek_consumer_by_publish_time(client: pulsar.Client, topic: str) -> Non
 def test_seek_reader_by_time_and_id(client: pulsar.Client, topic: str) -> None:
     sent = [f"m{i}" for i in range(6)]
     ids = publish(client, topic, sent[:3])
+    # publish times strictly before / after the boundary: clock steps, not waits for a state
     time.sleep(0.05)
     boundary = int(time.time() * 1000)
     time.sleep(0.05)

@@ -8,9 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from magnetar.broker.contracts import BROKER_REQUEST_ID, PRODUCER_CLOSE_REQUEST_ID
 from magnetar.managed_ledger.api import Position
 from magnetar.managed_ledger.memory import MemoryManagedLedger
-from magnetar.wire import batch, frames, pb
+from magnetar.wire import batch, commands, frames, pb
 from magnetar.wire.ids import MessageId
 
 LEDGER = 1
@@ -65,6 +66,7 @@ class FakeCnx:
     protocol: int = 20
     messages: list[Sent] = field(default_factory=list)
     commands: list[pb.BaseCommand] = field(default_factory=list)
+    drained: asyncio.Event = field(default_factory=asyncio.Event, repr=False, compare=False)
 
     @property
     def remote_address(self) -> str:
@@ -80,6 +82,16 @@ class FakeCnx:
 
     def send_command(self, cmd: pb.BaseCommand) -> None:
         self.commands.append(cmd)
+
+    def close_producer(self, producer_id: int) -> None:
+        self.commands.append(
+            commands.close_producer(producer_id=producer_id, request_id=PRODUCER_CLOSE_REQUEST_ID)
+        )
+
+    def close_consumer(self, consumer_id: int) -> None:
+        self.commands.append(
+            commands.close_consumer(consumer_id=consumer_id, request_id=BROKER_REQUEST_ID)
+        )
 
     def send_message(
         self,
@@ -105,9 +117,15 @@ class FakeCnx:
     def is_writable(self) -> bool:
         return self.writable
 
+    def __setattr__(self, name: str, value: object) -> None:
+        super().__setattr__(name, value)
+        if name == "writable" and value and "drained" in self.__dict__:
+            self.drained.set()  # a test made the connection writable: wake wait_writable
+
     async def wait_writable(self) -> None:
         while not self.writable:
-            await asyncio.sleep(0.001)
+            self.drained.clear()
+            await self.drained.wait()
 
     def close(self) -> None:
         pass
@@ -180,6 +198,9 @@ def ids(*entry_ids: int) -> list[pb.MessageIdData]:
 
 
 async def settle(rounds: int = 20) -> None:
-    """Let dispatch tasks run until they go idle."""
+    """Let dispatch tasks run until they go idle: ``rounds`` turns of the event loop, no
+    time. Every fake here answers within a turn (no I/O, no timer), so the dispatch a test
+    started has run when this returns; a check that something is *not* sent stands on the
+    same turns."""
     for _ in range(rounds):
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # a loop turn, not a timed wait (see the docstring)

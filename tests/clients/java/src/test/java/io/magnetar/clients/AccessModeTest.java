@@ -45,7 +45,7 @@ class AccessModeTest extends Target {
         Producer<byte[]> a = producer(topic, ProducerAccessMode.Exclusive);
         CompletableFuture<Producer<byte[]>> waiting = client.newProducer().topic(topic)
                 .accessMode(ProducerAccessMode.WaitForExclusive).createAsync();
-        Thread.sleep(500);
+        Thread.sleep(500);  // a negative check over a stated window: still waiting after it
         assertFalse(waiting.isDone(), "waits while another producer holds the topic");
         a.close();
         try (Producer<byte[]> b = waiting.get(20, TimeUnit.SECONDS)) {

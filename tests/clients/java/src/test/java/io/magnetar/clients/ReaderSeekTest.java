@@ -89,7 +89,7 @@ class ReaderSeekTest extends Target {
         List<MessageId> ids = produce(topic, 5);
         Thread.sleep(50);  // publish times of the two groups differ
         long middle = System.currentTimeMillis();
-        Thread.sleep(50);
+        Thread.sleep(50);  // clock step, not a wait for a state
         produce(topic, 5);
         try (Consumer<String> c = client.newConsumer(Schema.STRING).topic(topic).subscriptionName("sub")
                 .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest).subscribe()) {
