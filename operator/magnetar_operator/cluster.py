@@ -11,11 +11,12 @@ is written together with them in one patch.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from magnetar_operator import conditions, rollout
+from magnetar_operator import conditions, offload_probe, rollout
 from magnetar_operator.builders import bookie, broker, common, etcd, monitoring, proxy
 from magnetar_operator.builders.common import Owner
 from magnetar_operator.conditions import Condition
@@ -267,7 +268,21 @@ async def step_offload(run: Run) -> Condition:
             "CredentialsSecretMissing",
             f"Secret {off.credentials_secret!r} not found",
         )
-    return Condition(conditions.OFFLOAD_READY, True, "Configured", f"bucket {off.bucket}")
+    try:
+        creds = offload_probe.credentials_of(secret)
+    except ValueError as err:
+        return Condition(conditions.OFFLOAD_READY, False, "CredentialsInvalid", str(err))
+    target = offload_probe.Target(off.endpoint, str(off.bucket), off.region, creds)
+    try:
+        await asyncio.to_thread(offload_probe.probe, target)
+    except offload_probe.ProbeError as err:
+        return Condition(conditions.OFFLOAD_READY, False, "ProbeFailed", str(err))
+    return Condition(
+        conditions.OFFLOAD_READY,
+        True,
+        "ProbeSucceeded",
+        f"a probe object was written, read back and deleted in bucket {off.bucket}",
+    )
 
 
 STEPS: tuple[Step, ...] = (
@@ -285,14 +300,12 @@ def unsupported(spec: ClusterSpec) -> list[str]:
     """What the spec asks for that Magnetar does not implement (empty: nothing).
 
     Such a cluster is refused as a whole rather than built without the feature: a cluster
-    reported Ready without the TLS, authentication or offload it asked for would be a lie."""
+    reported Ready without the TLS or authentication it asked for would be a lie."""
     out = []
     if spec.tls.enabled:
         out.append("spec.tls.enabled: TLS is not implemented")
     if spec.auth.enabled:
         out.append("spec.auth.enabled: authentication and authorization are not implemented")
-    if spec.offload.enabled:
-        out.append("spec.offload.enabled: offload to S3 cannot be configured by the operator yet")
     return out
 
 

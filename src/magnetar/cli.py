@@ -14,6 +14,7 @@ from typing import Any
 from magnetar import __version__, conffile
 from magnetar.broker.config import BrokerConfig
 from magnetar.managed_ledger.api import ManagedLedgerConfig
+from magnetar.offload.config import S3Config
 
 _BC = BrokerConfig()
 _ML = ManagedLedgerConfig()
@@ -24,10 +25,10 @@ def _standalone(args: argparse.Namespace) -> int:
     from magnetar.common import aio, logs
 
     logs.setup(args.log_level)
-    options = standalone.StandaloneOptions(
-        data_dir=Path(args.data_dir), broker=broker_config(args), bookie_port=args.bookie_port
-    )
     try:
+        options = standalone.StandaloneOptions(
+            data_dir=Path(args.data_dir), broker=broker_config(args), bookie_port=args.bookie_port
+        )
         aio.run(standalone.run(options))
     except (ValueError, OSError) as err:
         print(f"magnetar standalone: {err}", file=sys.stderr)
@@ -84,6 +85,9 @@ _MANAGED_LEDGER_FLAGS = {
     "max_ledger_bytes": "max_ledger_bytes",
     "max_ledger_age": "max_ledger_age_s",
     "min_ledger_age": "min_ledger_age_s",
+    "offload_threshold_bytes": "offload_threshold_bytes",
+    "offload_threshold_seconds": "offload_threshold_s",
+    "offload_deletion_lag_ms": "offload_deletion_lag_ms",
 }
 """Parsed flag -> ManagedLedgerConfig field."""
 
@@ -97,7 +101,9 @@ def broker_config(args: argparse.Namespace) -> BrokerConfig:
         return {name: given[dest] for dest, name in flags.items() if dest in given}
 
     return BrokerConfig(
-        **fields(_BROKER_FLAGS), managed_ledger=ManagedLedgerConfig(**fields(_MANAGED_LEDGER_FLAGS))
+        **fields(_BROKER_FLAGS),
+        managed_ledger=ManagedLedgerConfig(**fields(_MANAGED_LEDGER_FLAGS)),
+        offload=offload_config(args),
     )
 
 
@@ -229,6 +235,71 @@ def _force_delete(p: argparse.ArgumentParser) -> None:
     )
 
 
+_OFFLOAD_FLAGS = (
+    # (flag, broker.conf key, help)
+    ("--offload-driver", "managedLedgerOffloadDriver", "aws-s3 or S3 (S3-compatible); unset: off"),
+    ("--offload-bucket", "s3ManagedLedgerOffloadBucket", "the (existing) bucket"),
+    ("--offload-region", "s3ManagedLedgerOffloadRegion", "default us-east-1"),
+    ("--offload-endpoint", "s3ManagedLedgerOffloadServiceEndpoint", "e.g. http://minio:9000"),
+    ("--offload-path-style", "magnetarOffloadPathStyle", "true for MinIO (path-style URLs)"),
+    ("--offload-block-size", "s3ManagedLedgerOffloadMaxBlockSizeInBytes", "bytes per block"),
+    ("--offload-read-cache-bytes", "magnetarOffloadReadCacheBytes", "block cache bound"),
+    ("--offload-key-prefix", "magnetarOffloadKeyPrefix", "prepended to every object key"),
+    ("--offload-credentials-file", "magnetarOffloadCredentialsFile", "AWS credentials (INI)"),
+    ("--offload-credentials-profile", "magnetarOffloadCredentialsProfile", "its section"),
+    ("--offload-connect-timeout-ms", "magnetarOffloadConnectTimeoutMs", "per S3 request"),
+    ("--offload-read-timeout-ms", "magnetarOffloadReadTimeoutMs", "per S3 request"),
+    ("--offload-max-attempts", "magnetarOffloadMaxAttempts", "tries per S3 request"),
+)
+
+
+def _dest(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_")
+
+
+def _offload(p: argparse.ArgumentParser) -> None:
+    """Tiered storage (docs/offload.md); credentials also come from AWS_ACCESS_KEY_ID /
+    AWS_SECRET_ACCESS_KEY (boto3's standard chain)."""
+    for flag, _key, help_text in _OFFLOAD_FLAGS:
+        p.add_argument(flag, default=None, help=help_text)
+    p.add_argument(
+        "--offload-threshold-bytes",
+        type=int,
+        default=_ML.offload_threshold_bytes,
+        help="bytes kept on bookies before older ledgers are offloaded (-1: never)",
+    )
+    p.add_argument(
+        "--offload-threshold-seconds",
+        type=int,
+        default=_ML.offload_threshold_s,
+        help="closed ledgers older than this are offloaded (-1: never)",
+    )
+    p.add_argument(
+        "--offload-deletion-lag-ms",
+        type=int,
+        default=_ML.offload_deletion_lag_ms,
+        help="delete bookie copies this long after the offload",
+    )
+
+
+def offload_config(args: argparse.Namespace) -> S3Config | None:
+    """The S3 configuration the offload flags (or broker.conf keys) give; None without a
+    driver. Raises ValueError (OffloadConfigError) naming a bad setting."""
+    props = {
+        key: str(getattr(args, _dest(flag)))
+        for flag, key, _ in _OFFLOAD_FLAGS
+        if getattr(args, _dest(flag), None) not in (None, "")
+    }
+    if "managedLedgerOffloadDriver" not in props:
+        if len(props) > 0:
+            raise ValueError(
+                f"{', '.join(sorted(props))} set but managedLedgerOffloadDriver "
+                "(--offload-driver) is not: offload stays off"
+            )
+        return None
+    return S3Config.from_properties(props)
+
+
 def _non_persistent_inactive(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--non-persistent-inactive",
@@ -275,6 +346,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     _non_persistent_inactive(p)
     _deduplication(p)
     _force_delete(p)
+    _offload(p)
     p.add_argument("--log-level", default=None)
     p.set_defaults(func=_standalone)
 
@@ -333,6 +405,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
         metavar="SECONDS",
     )
     _non_persistent_inactive(p)
+    _offload(p)
     p.add_argument("--log-level", default=None)
     p.set_defaults(func=_broker)
 

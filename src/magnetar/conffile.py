@@ -163,9 +163,6 @@ _BROKER_NOT_IMPLEMENTED: dict[str, Opt | Fixed] = {
     "tlsKeyFilePath": Fixed(frozenset(), "TLS is not implemented"),
     "tlsTrustCertsFilePath": Fixed(frozenset(), "TLS is not implemented"),
     "authenticationProviders": Fixed(frozenset(), "authentication is not implemented"),
-    "managedLedgerOffloadDriver": Fixed(
-        frozenset(), "offload cannot be configured from broker.conf yet"
-    ),
     # Magnetar's placement always spreads write sets over racks when bookies carry racks
     "bookkeeperClientRackawarePolicyEnabled": Fixed(
         frozenset({"true"}), "Magnetar's bookie placement is always rack-aware"
@@ -184,6 +181,29 @@ _SERVING: dict[str, Opt | Fixed] = {
     "defaultNumPartitions": Opt("default_num_partitions", _positive_int),
     "managedLedgerMaxEntriesPerLedger": Opt("max_entries_per_ledger", _positive_int),
 }
+
+_OFFLOAD: dict[str, Opt | Fixed] = {
+    "managedLedgerOffloadDriver": Opt("offload_driver", _choice("aws-s3", "S3")),
+    "s3ManagedLedgerOffloadBucket": Opt("offload_bucket"),
+    "s3ManagedLedgerOffloadRegion": Opt("offload_region"),
+    "s3ManagedLedgerOffloadServiceEndpoint": Opt("offload_endpoint"),
+    "s3ManagedLedgerOffloadMaxBlockSizeInBytes": Opt("offload_block_size", _positive_int),
+    "magnetarOffloadPathStyle": Opt("offload_path_style", _choice("true", "false")),
+    "magnetarOffloadReadCacheBytes": Opt("offload_read_cache_bytes", _int),
+    "magnetarOffloadKeyPrefix": Opt("offload_key_prefix"),
+    "magnetarOffloadCredentialsFile": Opt("offload_credentials_file"),
+    "magnetarOffloadCredentialsProfile": Opt("offload_credentials_profile"),
+    "magnetarOffloadConnectTimeoutMs": Opt("offload_connect_timeout_ms", _positive_int),
+    "magnetarOffloadReadTimeoutMs": Opt("offload_read_timeout_ms", _positive_int),
+    "magnetarOffloadMaxAttempts": Opt("offload_max_attempts", _positive_int),
+    "managedLedgerOffloadDeletionLagMs": Opt("offload_deletion_lag_ms", _int),
+    "managedLedgerOffloadThresholdInBytes": Opt("offload_threshold_bytes", _int),
+    "managedLedgerOffloadThresholdInSeconds": Opt("offload_threshold_seconds", _int),
+    # Pulsar's older name of the size threshold
+    "managedLedgerOffloadAutoTriggerSizeThresholdBytes": Opt("offload_threshold_bytes", _int),
+}
+"""Tiered storage (docs/offload.md): Pulsar's names, and magnetarOffload* for what Pulsar's
+S3 driver configures elsewhere."""
 
 _FORCE_DELETE: dict[str, Opt | Fixed] = {
     "forceDeleteTenantAllowed": Opt("force_delete_tenant_allowed", parse_bool),
@@ -215,6 +235,7 @@ BROKER: Table = {
     ),
     "brokerServiceCompactionThresholdInBytes": Opt("compaction_threshold", _non_negative_int),
     **_FORCE_DELETE,
+    **_OFFLOAD,
     **_BROKER_NOT_IMPLEMENTED,
 }
 """broker.conf keys of ``magnetar broker``."""
@@ -232,6 +253,7 @@ STANDALONE: Table = {
     "brokerDeduplicationEntriesInterval": Opt("deduplication_entries_interval", _positive_int),
     "brokerServiceCompactionThresholdInBytes": Opt("compaction_threshold", _non_negative_int),
     **_FORCE_DELETE,
+    **_OFFLOAD,
     **_BROKER_NOT_IMPLEMENTED,
 }
 """standalone.conf keys of ``magnetar standalone``."""

@@ -30,7 +30,12 @@ from pathlib import Path
 from magnetar.bookie.server import BookieOptions, BookieServer
 from magnetar.broker import admin
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.server import BrokerServer, open_managed_ledgers, wait_for_signal
+from magnetar.broker.server import (
+    BrokerServer,
+    close_managed_ledgers,
+    open_managed_ledgers,
+    wait_for_signal,
+)
 from magnetar.broker.service import BrokerService
 from magnetar.common import aio
 from magnetar.ledger.client import LedgerClient
@@ -114,7 +119,9 @@ async def run(options: StandaloneOptions) -> None:
         # the broker's adds reach the in-process bookie directly (reads still use gRPC)
         ledgers = LedgerClient(store, local_bookies={bookie.bookie_id: bookie.service})
         config = broker_config(options)
-        managed_ledgers = open_managed_ledgers(store, ledgers, config.managed_ledger)
+        managed_ledgers = open_managed_ledgers(
+            store, ledgers, config.managed_ledger, config.offload
+        )
         service = BrokerService(config=config, store=store, managed_ledgers=managed_ledgers)
         server = BrokerServer(service, http_extensions=[admin.extension])
         await server.start()
@@ -133,7 +140,7 @@ async def run(options: StandaloneOptions) -> None:
         if server is not None:
             await server.stop()
         if managed_ledgers is not None:
-            await managed_ledgers.close()
+            await close_managed_ledgers(managed_ledgers)
         if ledgers is not None:
             await ledgers.close()
         await bookie.stop()

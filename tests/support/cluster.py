@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from magnetar.metadata import keys, open_store
@@ -33,13 +33,20 @@ def load_reports(metadata_url: str) -> int:
 
 
 @contextlib.contextmanager
-def two_brokers(metadata_url: str, base_dir: Path) -> Iterator[tuple[BrokerProc, BrokerProc]]:
-    """One bookie and two brokers (ensemble 1/1/1, a 2 s session TTL), both load reports in."""
+def two_brokers(
+    metadata_url: str, base_dir: Path, *, extra_args: Sequence[str] = ()
+) -> Iterator[tuple[BrokerProc, BrokerProc]]:
+    """One bookie and two brokers (ensemble 1/1/1, a 2 s session TTL, ``extra_args``), both
+    load reports in."""
     bookie = BookieProc(metadata_url, base_dir).start()
     a = b = None
     try:
-        a = BrokerProc(metadata_url, base_dir, ensemble=(1, 1, 1), session_ttl=2.0).start()
-        b = BrokerProc(metadata_url, base_dir, ensemble=(1, 1, 1), session_ttl=2.0).start()
+        a = BrokerProc(
+            metadata_url, base_dir, ensemble=(1, 1, 1), session_ttl=2.0, extra_args=extra_args
+        ).start()
+        b = BrokerProc(
+            metadata_url, base_dir, ensemble=(1, 1, 1), session_ttl=2.0, extra_args=extra_args
+        ).start()
         wait_until(lambda: load_reports(metadata_url) >= 2, timeout=30, what="both load reports")
         yield a, b
     finally:

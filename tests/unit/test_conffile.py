@@ -219,6 +219,18 @@ SPECS: list[tuple[str, dict[str, Any]]] = [
         {"metadata": {"mode": "external", "externalEndpoints": ["http://e-0:2379"]}},
     ),
     ("rack-aware", {"bookies": {"rackAwareness": {"enabled": True}}}),
+    (
+        "offload-minio",
+        {
+            "offload": {
+                "enabled": True,
+                "endpoint": "http://minio:9000",
+                "bucket": "b",
+                "credentialsSecret": "s3",
+            }
+        },
+    ),
+    ("offload-aws", {"offload": {"enabled": True, "bucket": "b", "credentialsSecret": "s3"}}),
     *_helm_cluster_specs(),
 ]
 
@@ -291,3 +303,23 @@ def test_every_key_is_documented() -> None:
     for command, table in conffile.TABLES.items():
         for key in table:
             assert f"`{key}`" in doc, f"docs/configuration.md does not list {command}'s {key}"
+
+
+def test_rendered_offload_keys_configure_the_brokers_offloader(tmp_path: Path) -> None:
+    raw = {"offload": {"enabled": True, "endpoint": "http://minio:9000", "bucket": "tiered",
+                       "credentialsSecret": "s3", "thresholdSeconds": 60}}  # fmt: skip
+    spec = ClusterSpec.parse(raw)
+    cm = broker.config_map(OWNER, spec)
+    conf = write(tmp_path, broker.CONFIG_FILE, cm["data"][broker.CONFIG_FILE])
+    args = cli.parse_args(["broker", f"--config={conf}", "--advertised-address=10.0.0.7"])
+    s3 = cli.offload_config(args)
+    assert s3 is not None
+    assert (s3.driver, s3.bucket, s3.endpoint_url, s3.path_style) == (
+        "S3",
+        "tiered",
+        "http://minio:9000",
+        True,
+    )
+    assert args.offload_threshold_seconds == 60
+    assert args.offload_deletion_lag_ms == 14400 * 1000
+    assert cli.offload_config(cli.parse_args(["broker", "--metadata-url=etcd://e:2379"])) is None

@@ -46,8 +46,10 @@ def config_data(owner: Owner, spec: ClusterSpec) -> dict[str, str]:
     """broker.conf properties (Pulsar's key names); the user's overrides win.
 
     Only keys ``magnetar broker --config`` consumes (a unit test feeds every rendered key
-    through its loader); TLS, authentication and offload are refused before anything is
-    rendered (``cluster.unsupported``)."""
+    through its loader); TLS and authentication are refused before anything is rendered
+    (``cluster.unsupported``). ``spec.offload`` becomes the managedLedgerOffload* /
+    s3ManagedLedgerOffload* keys (docs/offload.md); its credentials Secret reaches the
+    brokers as AWS environment variables (:func:`deployment`)."""
     bk = spec.bookies
     data = {
         "clusterName": owner.name,
@@ -59,7 +61,28 @@ def config_data(owner: Owner, spec: ClusterSpec) -> dict[str, str]:
         "managedLedgerDefaultWriteQuorum": str(bk.write_quorum),
         "managedLedgerDefaultAckQuorum": str(bk.ack_quorum),
     }
+    data.update(offload_config(spec))
     data.update(spec.brokers.config)
+    return data
+
+
+def offload_config(spec: ClusterSpec) -> dict[str, str]:
+    """broker.conf keys of ``spec.offload`` (empty when offload is off). An endpoint means
+    an S3-compatible store (driver ``S3``, path-style URLs, as MinIO wants); none means AWS."""
+    off = spec.offload
+    if not off.enabled:
+        return {}
+    data = {
+        "managedLedgerOffloadDriver": "S3" if off.endpoint else "aws-s3",
+        "s3ManagedLedgerOffloadBucket": str(off.bucket),
+        "s3ManagedLedgerOffloadRegion": off.region,
+        "managedLedgerOffloadThresholdInBytes": str(off.threshold_bytes),
+        "managedLedgerOffloadThresholdInSeconds": str(off.threshold_seconds),
+        "managedLedgerOffloadDeletionLagMs": str(off.deletion_lag_seconds * 1000),
+    }
+    if off.endpoint:
+        data["s3ManagedLedgerOffloadServiceEndpoint"] = off.endpoint
+        data["magnetarOffloadPathStyle"] = "true"
     return data
 
 

@@ -78,6 +78,18 @@ SUBSCRIPTION = arg("-s", "--subscription", required=True, help="subscription nam
 FORCE = arg("-f", "--force", action="store_true", help="even when in use / not empty")
 
 
+def _latest_message_id(help_text: str) -> Arg:
+    """``-m/--messageId``, latest by default (pulsar-admin's)."""
+    return arg(
+        "-m",
+        "--messageId",
+        type=convert.message_id,
+        default="latest",
+        dest="message_id",
+        help=help_text,
+    )
+
+
 def _enable_disable(what: str) -> tuple[Arg, ...]:
     return (
         arg("-e", "--enable", action="store_true", dest="enable", help=f"enable {what}"),
@@ -521,17 +533,28 @@ def _topics_lookup(a: argparse.Namespace) -> Request:
     "create a subscription at a position",
     TOPIC,
     SUBSCRIPTION,
-    arg(
-        "-m",
-        "--messageId",
-        type=convert.message_id,
-        default="latest",
-        dest="message_id",
-        help="latest (default), earliest or LEDGER:ENTRY",
-    ),
+    _latest_message_id("latest (default), earliest or LEDGER:ENTRY"),
 )
 def _topics_create_sub(a: argparse.Namespace) -> Request:
     return Request("PUT", _sub(a), a.message_id)
+
+
+@verb(
+    "topics",
+    "offload",
+    "offload the topic's closed ledgers before the one holding a message to S3",
+    TOPIC,
+    _latest_message_id(
+        "LEDGER:ENTRY (ledgers before this one's go), or latest (default: every closed one)"
+    ),
+)
+def _topics_offload(a: argparse.Namespace) -> Request:
+    return Request("PUT", _topic(a, "/offload"), a.message_id)
+
+
+@verb("topics", "offload-status", "the status of the topic's last offload", TOPIC)
+def _topics_offload_status(a: argparse.Namespace) -> Request:
+    return Request("GET", _topic(a, "/offload"))
 
 
 @verb("topics", "unsubscribe", "delete a subscription", TOPIC, SUBSCRIPTION, FORCE)

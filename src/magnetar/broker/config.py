@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from magnetar.managed_ledger.api import ManagedLedgerConfig
+from magnetar.offload.config import S3Config
 from magnetar.wire import frames
 
 PROTOCOL_VERSION = 21
@@ -90,6 +91,11 @@ class BrokerConfig:
     start: how many coordinators (Pulsar's ``--num-transaction-coordinators``)."""
 
     managed_ledger: ManagedLedgerConfig = field(default_factory=ManagedLedgerConfig)
+    """Also the broker defaults of the offload thresholds and deletion lag
+    (managedLedgerOffloadThresholdInBytes/InSeconds, managedLedgerOffloadDeletionLagMs)."""
+    offload: S3Config | None = None
+    """Where closed ledgers are offloaded (managedLedgerOffloadDriver and the
+    s3ManagedLedgerOffload* keys); None: offload is off (docs/offload.md)."""
 
     @property
     def broker_id(self) -> str:

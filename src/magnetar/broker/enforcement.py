@@ -17,6 +17,14 @@ loaded topics every second:
   them. Unacknowledged messages expire; acknowledged and younger ones are untouched. A topic is
   checked every ``TTL / 2`` (between 1 s and 60 s).
 
+* **offload** (the namespace's ``offload_threshold``, ``offload_threshold_in_seconds``,
+  ``offload_deletion_lag_ms`` over the broker's managedLedgerOffload* defaults; a topic's
+  ``offloadPolicies`` record over both, though no admin endpoint writes it yet) becomes
+  the managed ledger's offload config; then the managed ledger is asked to start the
+  offload its thresholds select (a ledger that rolled over since the last tick is offloaded
+  within a second; one offload at a time, and a failed one is retried after a back-off;
+  docs/offload.md).
+
 * **compaction threshold** (``compaction_threshold``, topic over namespace over the broker's
   ``compaction_threshold_bytes``): a compaction
   starts when the ``__compaction`` cursor's backlog is over that many bytes
@@ -147,6 +155,7 @@ class PolicyEnforcer:
         now = time.monotonic() if now is None else now
         state = await self._policies(topic, now)
         self.apply_retention(topic, state.policies.get("retention_policies"))
+        self.apply_offload(topic, state.policies)
         if topic.dedup is not None:
             await broker_policies.apply_deduplication(
                 topic.dedup, state.policies, default=self.service.config.deduplication_enabled
@@ -163,6 +172,24 @@ class PolicyEnforcer:
             if now >= state.next_expiry:
                 state.next_expiry = now + ttl_check_interval(ttl)
                 await expire(topic, cutoff_ms=int((time.time() - ttl) * 1000))
+
+    def apply_offload(self, topic: PersistentTopic, effective: dict[str, Any]) -> None:
+        ml: Any = topic.managed_ledger
+        config = getattr(ml, "config", None)
+        if not isinstance(config, ManagedLedgerConfig) or not getattr(ml, "offload_enabled", False):
+            return
+        wanted = broker_policies.offload_config(self.service.config.managed_ledger, effective)
+        keys = ("offload_threshold_bytes", "offload_threshold_s", "offload_deletion_lag_ms")
+        if any(getattr(wanted, k) != getattr(config, k) for k in keys):
+            ml.update_config(dataclasses.replace(config, **{k: getattr(wanted, k) for k in keys}))
+            log.info(
+                "%s: offload threshold %s bytes / %s s, deletion lag %s ms",
+                topic.name,
+                wanted.offload_threshold_bytes,
+                wanted.offload_threshold_s,
+                wanted.offload_deletion_lag_ms,
+            )
+        ml.maybe_offload()
 
     def apply_retention(self, topic: PersistentTopic, retention: Any) -> None:
         ml: Any = topic.managed_ledger

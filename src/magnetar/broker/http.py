@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+import prometheus_client
 from aiohttp import web
 
 from magnetar.broker import metrics
 from magnetar.broker.contracts import BrokerError
 from magnetar.broker.service import BrokerService
+from magnetar.offload import metrics as offload_metrics
 from magnetar.wire import pb
 
 SERVICE = web.AppKey("magnetar_broker_service", BrokerService)
@@ -44,6 +46,8 @@ def error_response(err: BrokerError) -> web.Response:
 async def _metrics(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     body = metrics.render(service.config.cluster_name, list(service.topics.values()))
+    # the offload layer's series (Pulsar's brk_ledgeroffloader_* names; docs/offload.md)
+    body += prometheus_client.generate_latest(offload_metrics.REGISTRY).decode()
     return web.Response(body=body.encode(), headers={"Content-Type": metrics.CONTENT_TYPE})
 
 

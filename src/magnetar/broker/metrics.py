@@ -29,6 +29,7 @@ _TOPIC_SERIES: tuple[tuple[str, str, str], ...] = (
     ("pulsar_out_messages_total", "counter", "Messages dispatched"),
     ("pulsar_out_bytes_total", "counter", "Bytes dispatched"),
     ("pulsar_storage_size", "gauge", "Bytes stored for the topic"),
+    ("pulsar_storage_offloaded_size", "gauge", "Bytes of the topic offloaded to S3"),
     ("pulsar_msg_backlog", "gauge", "Messages not yet acknowledged, all subscriptions"),
 )
 
@@ -89,6 +90,7 @@ def render(cluster: str, topics: Iterable[Topic]) -> str:
             "pulsar_out_messages_total": int(out_msgs),
             "pulsar_out_bytes_total": int(out_bytes),
             "pulsar_storage_size": topic.storage_size,
+            "pulsar_storage_offloaded_size": topic.offloaded_size,
             "pulsar_msg_backlog": int(backlog),
         }
         for name, value in values.items():

@@ -247,6 +247,46 @@ def retention_config(
     )
 
 
+def _int_policy(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def offload_config(base: ManagedLedgerConfig, effective: dict[str, Any]) -> ManagedLedgerConfig:
+    """``base`` (the broker's managedLedgerOffload* defaults) with the offload thresholds
+    and deletion lag of the effective policies: the topic's ``offloadPolicies``
+    (``managedLedgerOffloadThresholdInBytes`` / ``...InSeconds`` /
+    ``managedLedgerOffloadDeletionLagInMillis``) over the namespace's ``offload_threshold``,
+    ``offload_threshold_in_seconds``, ``offload_deletion_lag_ms``."""
+    topic = effective.get("offloadPolicies")
+    topic = topic if isinstance(topic, dict) else {}
+
+    def pick(topic_key: str, ns_key: str, default: int) -> int:
+        for v in (topic.get(topic_key), effective.get(ns_key)):
+            found = _int_policy(v)
+            if found is not None:
+                return found
+        return default
+
+    return dataclasses.replace(
+        base,
+        offload_threshold_bytes=pick(
+            "managedLedgerOffloadThresholdInBytes",
+            "offload_threshold",
+            base.offload_threshold_bytes,
+        ),
+        offload_threshold_s=pick(
+            "managedLedgerOffloadThresholdInSeconds",
+            "offload_threshold_in_seconds",
+            base.offload_threshold_s,
+        ),
+        offload_deletion_lag_ms=pick(
+            "managedLedgerOffloadDeletionLagInMillis",
+            "offload_deletion_lag_ms",
+            base.offload_deletion_lag_ms,
+        ),
+    )
+
+
 def check_namespace_name(tenant: str, namespace: str) -> None:
     """BrokerError(InvalidTopicName) unless both are valid tenant/namespace names."""
     try:

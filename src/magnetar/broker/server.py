@@ -30,15 +30,32 @@ from magnetar.ledger.client import LedgerClient
 from magnetar.managed_ledger import factory
 from magnetar.managed_ledger.api import ManagedLedgerConfig, ManagedLedgerFactory
 from magnetar.metadata import api, open_store
+from magnetar.offload.config import S3Config
+from magnetar.offload.offloader import Offloader
 
 log = logging.getLogger(__name__)
 
 
 def open_managed_ledgers(
-    store: api.MetadataStore, ledgers: LedgerClient, config: ManagedLedgerConfig
+    store: api.MetadataStore,
+    ledgers: LedgerClient,
+    config: ManagedLedgerConfig,
+    offload: S3Config | None = None,
 ) -> ManagedLedgerFactory:
-    """The managed-ledger implementation over ``ledgers`` (magnetar.managed_ledger)."""
-    return factory.ManagedLedgerFactoryImpl(store, ledgers, default_config=config)
+    """The managed-ledger implementation over ``ledgers`` (magnetar.managed_ledger), with
+    an offloader when ``offload`` is configured (closed by :func:`close_managed_ledgers`)."""
+    offloader = Offloader(offload) if offload is not None else None
+    return factory.ManagedLedgerFactoryImpl(
+        store, ledgers, default_config=config, offloader=offloader
+    )
+
+
+async def close_managed_ledgers(managed_ledgers: ManagedLedgerFactory) -> None:
+    """Close the factory, then its offloader (if any)."""
+    await managed_ledgers.close()
+    offloader = getattr(managed_ledgers, "offloader", None)
+    if isinstance(offloader, Offloader):
+        await offloader.close()
 
 
 class BrokerServer:
@@ -122,7 +139,7 @@ async def run(metadata_url: str, config: BrokerConfig) -> None:
     """``magnetar broker``: serve until SIGTERM/SIGINT."""
     store = await open_store(metadata_url)
     ledgers = LedgerClient(store)
-    managed_ledgers = open_managed_ledgers(store, ledgers, config.managed_ledger)
+    managed_ledgers = open_managed_ledgers(store, ledgers, config.managed_ledger, config.offload)
     service = BrokerService(config=config, store=store, managed_ledgers=managed_ledgers)
     server = BrokerServer(service, http_extensions=[admin.extension])
     try:
@@ -134,6 +151,6 @@ async def run(metadata_url: str, config: BrokerConfig) -> None:
         log.info("shutting down")
     finally:
         await server.stop()
-        await managed_ledgers.close()
+        await close_managed_ledgers(managed_ledgers)
         await ledgers.close()
         await store.close()

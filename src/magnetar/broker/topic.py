@@ -105,6 +105,11 @@ class Topic:
     def storage_size(self) -> int:
         return 0
 
+    @property
+    def offloaded_size(self) -> int:
+        """Bytes of the topic's ledgers offloaded to S3 (Pulsar's offloadedStorageSize)."""
+        return 0
+
     # --- producers ---------------------------------------------------------------------------
 
     async def add_producer(
@@ -314,6 +319,7 @@ class Topic:
             "bytesOutCounter": int(total("bytesOutCounter")),
             "averageMsgSize": (self.throughput_in / self.rate_in) if self.rate_in else 0.0,
             "storageSize": self.storage_size,
+            "offloadedStorageSize": self.offloaded_size,
             "backlogSize": int(total("backlogSize")),
             "publishers": [p.stats() for p in self.producers.values()],
             "waitingPublishers": len(self._waiting),
@@ -351,6 +357,10 @@ class PersistentTopic(Topic):
     @property
     def storage_size(self) -> int:
         return self.managed_ledger.total_size
+
+    @property
+    def offloaded_size(self) -> int:
+        return sum(i.size for i in self.managed_ledger.ledgers() if i.offloaded)
 
     def stats(self) -> dict[str, Any]:
         """TopicStats with Pulsar's ``compaction`` (CompactionStats)."""

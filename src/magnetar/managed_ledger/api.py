@@ -118,6 +118,14 @@ class ManagedLedgerConfig:
     """Durable cursors persist their state at most this often (the crash redelivery window)."""
     cache_max_bytes: int = 64 * 1024**2
     """Entry cache for tail reads (shared budget per managed ledger)."""
+    offload_threshold_bytes: int = -1
+    """Pulsar's ``offloadThreshold``: bytes kept on bookies, older closed ledgers are
+    offloaded (-1: off; needs an offloader, docs/offload.md)."""
+    offload_threshold_s: int = -1
+    """``offloadThresholdInSeconds``: closed ledgers older than this are offloaded (-1: off)."""
+    offload_deletion_lag_ms: int = 4 * 3600 * 1000
+    """``managedLedgerOffloadDeletionLagMs``: an offloaded ledger's bookie copy is deleted
+    this long after the offload completed."""
 
 
 # --- stats (admin internalStats) -------------------------------------------------------------
@@ -130,16 +138,24 @@ class LedgerInfo:
     size: int
     timestamp_ms: int
     offloaded: bool = False
+    """The ledger's offloaded copy is complete and verified (reads go to it)."""
+    offload_location: Mapping[str, Any] | None = None
+    """Where the offloaded copy is (driver, bucket, object keys, attempt UUID, whether the
+    bookie copy was deleted), or the attempt under way (``complete: false``)."""
 
     def internal_stats(self) -> dict[str, Any]:
-        """Pulsar's ``internalStats`` shape of one ledger."""
-        return {
+        """Pulsar's ``internalStats`` shape of one ledger (plus ``offloadLocation`` once an
+        offload of it was recorded)."""
+        out: dict[str, Any] = {
             "ledgerId": self.ledger_id,
             "entries": self.entries,
             "size": self.size,
             "timestamp": self.timestamp_ms,
             "offloaded": self.offloaded,
         }
+        if self.offload_location is not None:
+            out["offloadLocation"] = dict(self.offload_location)
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,8 @@ from magnetar.managed_ledger.ledger import ManagedLedgerImpl, Options, State
 from magnetar.managed_ledger.storage import storage_error
 from magnetar.metadata import api as md
 from magnetar.metadata import keys
+from magnetar.offload.errors import OffloadError
+from magnetar.offload.offloader import Offloader
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +36,11 @@ class ManagedLedgerFactoryImpl:
         default_config: api.ManagedLedgerConfig,
         trim_interval_s: float = 5.0,
         cursor_ledger_max_entries: int = 10_000,
+        offloader: Offloader | None = None,
     ) -> None:
         self.store = store
+        self.offloader = offloader
+        """The broker's offloader (None: offload not configured)."""
         self.ledgers = ledgers
         self.default_config = default_config
         self.options = Options(
@@ -74,6 +79,7 @@ class ManagedLedgerFactoryImpl:
                 config=config or self.default_config,
                 options=self.options,
                 on_closed=self._forget,
+                offloader=self.offloader,
             )
         except BaseException as err:
             fut.set_exception(err)
@@ -114,6 +120,7 @@ class ManagedLedgerFactoryImpl:
         if record is not None:
             info = records.ManagedLedgerInfo.from_json(record.value)
             ledger_ids = [r.ledger_id for r in info.ledgers]
+            await self._delete_offloaded(path.name, info.ledgers)
         async for cursor in self.store.scan_all(path.cursors_key):
             with contextlib.suppress(ValueError, KeyError):
                 pointer = records.CursorPointer.from_json(cursor.value)
@@ -124,6 +131,29 @@ class ManagedLedgerFactoryImpl:
             await self.ledgers.delete(lid)
         await self.store.delete_prefix(path.info_key)
         log.info("%s deleted (%d ledgers)", path.name, len(ledger_ids))
+
+    async def _delete_offloaded(self, name: str, ledgers: tuple[records.LedgerRecord, ...]) -> None:
+        """The offloaded objects (complete or not) of a managed ledger being deleted; first,
+        so an S3 failure fails the delete with nothing lost."""
+        recorded = [r for r in ledgers if r.offloaded]
+        if not recorded:
+            return
+        if self.offloader is None:
+            log.warning(
+                "%s: ledgers %s have offloaded objects but no offloader is configured; "
+                "they stay in the bucket",
+                name,
+                [r.ledger_id for r in recorded],
+            )
+            return
+        for r in recorded:
+            assert r.offloaded is not None
+            uuid = r.offloaded.get("uuid")
+            if uuid:
+                try:
+                    await self.offloader.delete_attempt(r.ledger_id, str(uuid))
+                except OffloadError as err:
+                    raise storage_error(err) from err
 
     async def _owned_ledgers(self, pointer: records.CursorPointer) -> set[int]:
         """The ledgers a cursor owns (its properties). The pointer's properties are those of

@@ -24,6 +24,15 @@ Trimming
     deleted; never the last ledger (:meth:`LedgerList.trimmable`). It runs shortly after a
     mark-delete moves (rate-limited) and on a timer, which also rolls over an idle ledger
     past its maximum age.
+
+Offload
+    With an :class:`~magnetar.offload.offloader.Offloader` (the broker's, when configured),
+    the managed ledger is the :class:`~magnetar.managed_ledger.offloading.OffloadHost` of an
+    :class:`~magnetar.managed_ledger.offloading.OffloadRunner`: offload state is recorded in
+    the ledger list by the same compare-and-set, offloaded ledgers are read from S3, their
+    bookie copies are deleted after the deletion lag (on the timer), and trimmed or
+    deleted ledgers lose their objects too. Attempts a killed owner left incomplete are
+    removed when the managed ledger opens.
 """
 
 from __future__ import annotations
@@ -31,25 +40,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from magnetar.ledger import errors as ledger_errors
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.handle import LedgerHandle
-from magnetar.managed_ledger import api, records
+from magnetar.managed_ledger import api, offloading, records
 from magnetar.managed_ledger.api import Entry, Position
 from magnetar.managed_ledger.aux import AuxLedgerHandle
 from magnetar.managed_ledger.cache import EntryCache
 from magnetar.managed_ledger.cursor import ManagedCursorImpl, PersistentHost
 from magnetar.managed_ledger.ledger_list import LedgerList, ListedPositions
 from magnetar.managed_ledger.list_store import ListStore
+from magnetar.managed_ledger.offloading import OffloadHost, OffloadRunner, OffloadStatus
 from magnetar.managed_ledger.reader import EntryReader, ReadStats
 from magnetar.managed_ledger.storage import Options, storage_error
 from magnetar.managed_ledger.trimmer import TrimHost, Trimmer
 from magnetar.managed_ledger.writer import LedgerWriter, State, WriterHost
 from magnetar.metadata import api as md
 from magnetar.metadata import keys
+from magnetar.offload.offloader import Offloader
+from magnetar.offload.reader import OffloadedLedgerReader
 
 __all__ = ["ManagedLedgerImpl", "Options", "ReadStats", "State", "storage_error"]
 
@@ -68,6 +80,7 @@ class ManagedLedgerImpl(ListedPositions):
         config: api.ManagedLedgerConfig,
         options: Options,
         on_closed: Callable[[ManagedLedgerImpl], None] | None = None,
+        offloader: Offloader | None = None,
     ) -> None:
         self._store = store
         self._ledgers = ledgers
@@ -79,8 +92,18 @@ class ManagedLedgerImpl(ListedPositions):
         self._stored = ListStore(store, path, self._list)
         self._cache = EntryCache(config.cache_max_bytes)
         self._writer = LedgerWriter(self, self._list, self._cache)
+        self._offload: OffloadRunner | None = (
+            OffloadRunner(self, offloader, offloading.OffloadPolicy.of(config))
+            if offloader is not None
+            else None
+        )
         self._reader = EntryReader(
-            path.name, ledgers, self._list, self._cache, lambda: self._writer.handle
+            path.name,
+            ledgers,
+            self._list,
+            self._cache,
+            lambda: self._writer.handle,
+            self._offloaded_reader if self._offload is not None else None,
         )
         self._cursors: dict[str, ManagedCursorImpl] = {}
         self._cursor_lock = asyncio.Lock()
@@ -100,6 +123,7 @@ class ManagedLedgerImpl(ListedPositions):
         config: api.ManagedLedgerConfig,
         options: Options,
         on_closed: Callable[[ManagedLedgerImpl], None] | None = None,
+        offloader: Offloader | None = None,
     ) -> ManagedLedgerImpl:
         ml = cls(
             store=store,
@@ -108,6 +132,7 @@ class ManagedLedgerImpl(ListedPositions):
             config=config,
             options=options,
             on_closed=on_closed,
+            offloader=offloader,
         )
         try:
             await ml._initialize()
@@ -140,6 +165,8 @@ class ManagedLedgerImpl(ListedPositions):
         elif info.terminated_position is not None:
             lst.lac = info.terminated_position
         await self._load_cursors()
+        if self._offload is not None and any(offloading.stale_attempt(r) for r in lst.info.ledgers):
+            self.spawn(self._clean_stale_offloads())
         self._timer = asyncio.create_task(self._run_timer())
         log.info(
             "%s opened: ledgers %s, current %s, last confirmed %s",
@@ -174,6 +201,8 @@ class ManagedLedgerImpl(ListedPositions):
         self.config = config
         self._cache.max_bytes = config.cache_max_bytes
         self._writer.thresholds()
+        if self._offload is not None:
+            self._offload.policy = offloading.OffloadPolicy.of(config)
         self.request_trim()
 
     # --- properties ---------------------------------------------------------------------------
@@ -230,7 +259,14 @@ class ManagedLedgerImpl(ListedPositions):
                 out.append(api.LedgerInfo(lid, lst.current_confirmed, handle.length, 0))
             else:
                 out.append(
-                    api.LedgerInfo(lid, r.entries, r.size, r.timestamp_ms, bool(r.offloaded))
+                    api.LedgerInfo(
+                        lid,
+                        r.entries,
+                        r.size,
+                        r.timestamp_ms,
+                        offloading.is_offloaded(r),
+                        offloading.location_summary(r),
+                    )
                 )
         return out
 
@@ -320,7 +356,7 @@ class ManagedLedgerImpl(ListedPositions):
         except (ledger_errors.LedgerError, md.MetadataError) as err:
             raise storage_error(err) from err
 
-    async def open_ledger(self, ledger_id: int, *, recovery: bool) -> LedgerHandle:
+    async def open_ledger(self, ledger_id: int, *, recovery: bool = False) -> LedgerHandle:
         return await self._ledgers.open(ledger_id, recovery=recovery)
 
     async def delete_ledger(self, ledger_id: int) -> None:
@@ -352,6 +388,91 @@ class ManagedLedgerImpl(ListedPositions):
         self._writer.stop(State.FENCED, api.ManagedLedgerFencedError(f"{self.name}: {why}"))
         for cursor in self._cursors.values():
             cursor.abandon()
+
+    # --- offload (the OffloadHost side; docs/offload.md) ----------------------------------------
+
+    @property
+    def offload_enabled(self) -> bool:
+        """The broker has an offloader: this managed ledger can offload."""
+        return self._offload is not None
+
+    def ledger_records(self) -> Sequence[records.LedgerRecord]:
+        return self._list.info.ledgers
+
+    async def set_offloaded(self, ledger_id: int, offloaded: Mapping[str, Any] | None) -> None:
+        self.check_usable()
+        async with self._stored.lock:
+            info = offloading.with_offloaded(self._list.info, ledger_id, offloaded)
+            try:
+                await self._stored.write(info)
+            except api.ManagedLedgerFencedError as err:
+                self.set_fenced(str(err))
+                raise
+
+    async def delete_bookie_copy(self, ledger_id: int) -> None:
+        """Reads of the ledger already go to S3; its bookie copy and metadata go now."""
+        self._reader.handles.pop(ledger_id, None)
+        await self._ledgers.delete(ledger_id)
+        log.info("%s: deleted the bookie copy of offloaded ledger %d", self.name, ledger_id)
+
+    def _offloaded_reader(
+        self, record: records.LedgerRecord
+    ) -> Awaitable[OffloadedLedgerReader] | None:
+        if self._offload is None or not offloading.is_offloaded(record):
+            return None
+        return self._offload.reader(record)
+
+    def _runner(self) -> OffloadRunner:
+        if self._offload is None:
+            raise api.ManagedLedgerError(
+                f"{self.name}: offload is not configured on this broker "
+                "(managedLedgerOffloadDriver and the s3ManagedLedgerOffload* settings)"
+            )
+        return self._offload
+
+    def offload_prefix(self, upto: Position) -> None:
+        """Start offloading every closed ledger before ``upto``'s ledger (admin ``PUT
+        .../offload``); :meth:`offload_status` tells how it goes. Raises
+        OffloadInProgressError when an offload is running."""
+        self.check_usable()
+        self._runner().start_prefix(upto)
+
+    def maybe_offload(self) -> bool:
+        """Start the offload the thresholds ask for (the broker's policy loop calls this);
+        whether one was started."""
+        if self._offload is None or not self.usable:
+            return False
+        return self._offload.start_thresholds() is not None
+
+    def offload_status(self) -> OffloadStatus:
+        return self._runner().status
+
+    async def _clean_stale_offloads(self) -> None:
+        assert self._offload is not None
+        try:
+            await self._offload.clean_stale()
+        except Exception as err:  # S3 down: the next offload run of the ledger retries it
+            log.warning("%s: cleanup of incomplete offload attempts failed: %s", self.name, err)
+
+    async def _forget_offloaded(self, gone: Sequence[records.LedgerRecord]) -> None:
+        """Delete the offloaded objects of ledgers removed from the list."""
+        if self._offload is None:
+            return
+        if any(r.offloaded for r in gone):
+            await self._offload.forget(gone)
+
+    async def delete_offloaded(self, gone: Sequence[records.LedgerRecord]) -> None:
+        """The trimmer's hook: objects of trimmed ledgers go too (failures are logged; the
+        objects are then left in the bucket, named in the log)."""
+        try:
+            await self._forget_offloaded(gone)
+        except Exception as err:
+            log.warning(
+                "%s: offloaded objects of trimmed ledgers %s not deleted: %s",
+                self.name,
+                [r.ledger_id for r in gone if r.offloaded],
+                err,
+            )
 
     # --- cursors ------------------------------------------------------------------------------
 
@@ -436,6 +557,8 @@ class ManagedLedgerImpl(ListedPositions):
                 return
             if self._writer.past_max_age():
                 self._writer.start_roll()
+            if self._offload is not None:
+                self._offload.start_lagged_deletes()
             readers = [cur.read_position for cur in self._cursors.values() if not cur.closed]
             if readers:
                 low = min(readers)
@@ -492,8 +615,16 @@ class ManagedLedgerImpl(ListedPositions):
         if self._timer is not None:
             self._timer.cancel()
         await self._trimmer.stop()
+        if self._offload is not None:
+            await self._offload.stop()
 
     async def delete(self) -> None:
+        if self._offload is not None:  # first, so a failure leaves the topic whole
+            await self._offload.stop()
+            try:
+                await self._forget_offloaded(self._list.info.ledgers)
+            except Exception as err:
+                raise storage_error(err) from err
         writer = self._writer
         await writer.settle_roll()
         writer.state = State.CLOSED
@@ -525,5 +656,7 @@ if TYPE_CHECKING:
     def _conforms(ml: ManagedLedgerImpl) -> api.ManagedLedger:
         return ml
 
-    def _hosts(ml: ManagedLedgerImpl) -> tuple[PersistentHost, WriterHost, TrimHost]:
-        return ml, ml, ml
+    def _hosts(
+        ml: ManagedLedgerImpl,
+    ) -> tuple[PersistentHost, WriterHost, TrimHost, OffloadHost]:
+        return ml, ml, ml, ml

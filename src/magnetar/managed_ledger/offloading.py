@@ -18,8 +18,9 @@ be removed before the next attempt (:func:`stale_attempt`).
 
 :class:`OffloadRunner` runs that sequence for one managed ledger over a narrow
 :class:`OffloadHost` (the ledger list, its compare-and-set, opening and deleting ledgers),
-so the managed ledger only has to provide those few operations. Nothing here is wired into
-``ManagedLedgerImpl`` yet: docs/offload.md lists what is and is not.
+so the managed ledger only has to provide those few operations;
+:class:`~magnetar.managed_ledger.ledger.ManagedLedgerImpl` is that host when the broker has
+an offloader (docs/offload.md).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from magnetar.common import errors
-from magnetar.managed_ledger.api import ManagedLedgerError, Position
+from magnetar.managed_ledger.api import ManagedLedgerConfig, ManagedLedgerError, Position
 from magnetar.managed_ledger.records import LedgerRecord, ManagedLedgerInfo
 from magnetar.offload.offloader import Offloader, OffloadLocation, ReadableLedger
 from magnetar.offload.reader import OffloadedLedgerReader
@@ -56,6 +57,31 @@ class OffloadPolicy:
     @property
     def automatic(self) -> bool:
         return self.threshold_bytes >= 0 or self.threshold_seconds >= 0
+
+    @classmethod
+    def of(cls, config: ManagedLedgerConfig) -> OffloadPolicy:
+        return cls(
+            config.offload_threshold_bytes,
+            config.offload_threshold_s,
+            config.offload_deletion_lag_ms,
+        )
+
+
+def location_summary(record: LedgerRecord) -> dict[str, Any] | None:
+    """Where a ledger's offloaded objects are (internalStats): the complete copy, or the
+    attempt under way (``complete: false``); None when nothing is recorded."""
+    o = record.offloaded
+    if not o:
+        return None
+    return {
+        "complete": bool(o.get("complete")),
+        "driver": o.get("driver"),
+        "bucket": o.get("bucket"),
+        "dataKey": o.get("dataKey"),
+        "indexKey": o.get("indexKey"),
+        "uuid": o.get("uuid"),
+        "bookieDeleted": bool(o.get("bookieDeleted")),
+    }
 
 
 def is_offloaded(record: LedgerRecord) -> bool:
@@ -115,11 +141,14 @@ def ledgers_before(
     ]
 
 
-def first_unoffloaded(ledgers: Sequence[LedgerRecord]) -> Position | None:
-    """The first position not in an offloaded ledger (None: everything is offloaded or the
-    list is empty)."""
+def first_unoffloaded(
+    ledgers: Sequence[LedgerRecord], current_id: int | None = None
+) -> Position | None:
+    """The first position not in an offloaded ledger: of the first closed, non-empty ledger
+    not offloaded, else of the current ledger ``current_id`` (None: everything is offloaded
+    or the list is empty)."""
     for r in ledgers:
-        if not is_offloaded(r) and r.entries > 0:
+        if not is_offloaded(r) and (r.entries > 0 or r.ledger_id == current_id):
             return Position(r.ledger_id, 0)
     return None
 
@@ -227,6 +256,16 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+RETRY_AFTER_FAILURE_S = 10.0
+"""After a failed offload the thresholds wait this long before trying again (a manual
+``PUT .../offload`` may try at once)."""
+
+
+def _log_failure(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled() and (err := task.exception()) is not None:
+        log.warning("background offload task failed: %s", err)
+
+
 class OffloadRunner:
     """Offloads one managed ledger's closed ledgers, one offload at a time, and keeps the
     status ``GET .../offload`` reports."""
@@ -238,10 +277,87 @@ class OffloadRunner:
         self.status = OffloadStatus()
         self._running = asyncio.Lock()
         self._readers: dict[int, OffloadedLedgerReader] = {}
+        self._task: asyncio.Task[OffloadStatus | None] | None = None
+        self._lag_task: asyncio.Task[list[int]] | None = None
+        self.retry_after = 0.0
+        """Monotonic time before which the thresholds do not start another offload (set
+        after a failed one, so an unreachable S3 is not hammered)."""
 
     @property
     def running(self) -> bool:
-        return self._running.locked()
+        return self._running.locked() or (self._task is not None and not self._task.done())
+
+    def start_prefix(self, upto: Position) -> asyncio.Task[OffloadStatus | None]:
+        """Start :meth:`offload_prefix` in the background (``PUT .../offload`` answers at
+        once, the status tells how it went); OffloadInProgressError when one is running."""
+        if self._task is not None and not self._task.done():
+            raise OffloadInProgressError(f"{self._host.name}: an offload is already running")
+        self.status = OffloadStatus(
+            OffloadState.RUNNING,
+            "",
+            first_unoffloaded(self._host.ledger_records(), self._host.current_ledger_id),
+        )
+        self._task = asyncio.ensure_future(self._prefix_when_free(upto))
+        self._task.add_done_callback(_log_failure)
+        return self._task
+
+    async def _prefix_when_free(self, upto: Position) -> OffloadStatus:
+        async with self._running:  # after a cleanup of stale attempts, if one runs
+            ids = ledgers_before(self._host.ledger_records(), self._host.current_ledger_id, upto)
+            return await self._run(ids)
+
+    def start_thresholds(self) -> asyncio.Task[OffloadStatus | None] | None:
+        """Start :meth:`maybe_offload` in the background unless an offload runs, the
+        thresholds are off or select nothing, or a failed one is being backed off from."""
+        if self.running or not self.policy.automatic or time.monotonic() < self.retry_after:
+            return None
+        wanted = ledgers_over_threshold(
+            self._host.ledger_records(), self._host.current_ledger_id, self.policy, _now_ms()
+        )
+        if not wanted:
+            return None
+        self._task = asyncio.ensure_future(self.maybe_offload())
+        self._task.add_done_callback(_log_failure)
+        return self._task
+
+    def start_lagged_deletes(self) -> None:
+        """Start :meth:`delete_lagged_bookie_copies` in the background when some offloaded
+        ledger's bookie copy is due (and no such run is under way)."""
+        if self._lag_task is not None and not self._lag_task.done():
+            return
+        now = _now_ms()
+        if not any(bookie_copy_deletable(r, self.policy, now) for r in self._host.ledger_records()):
+            return
+        self._lag_task = asyncio.ensure_future(self.delete_lagged_bookie_copies(now))
+        self._lag_task.add_done_callback(_log_failure)
+
+    async def stop(self) -> None:
+        """Cancel a background offload (its attempt stays recorded as not complete; the
+        next run or owner removes its objects) and wait for it to end."""
+        tasks = [t for t in (self._task, self._lag_task) if t is not None and not t.done()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._readers.clear()
+
+    async def clean_stale(self) -> list[int]:
+        """Remove the objects of attempts recorded but never completed (a broker killed
+        mid-offload) and clear their records; the ledgers cleaned."""
+        done = []
+        async with self._running:
+            for r in list(self._host.ledger_records()):
+                stale = stale_attempt(r)
+                if stale is None:
+                    continue
+                await self._offloader.delete_attempt(r.ledger_id, stale)
+                try:
+                    await self._host.set_offloaded(r.ledger_id, None)
+                except KeyError:
+                    continue
+                done.append(r.ledger_id)
+        if done:
+            log.info("%s: removed incomplete offload attempts of ledgers %s", self._host.name, done)
+        return done
 
     async def offload_prefix(self, upto: Position) -> OffloadStatus:
         """Offload every closed ledger before ``upto``'s ledger (the admin ``PUT
@@ -270,19 +386,26 @@ class OffloadRunner:
 
     async def _run(self, ids: Sequence[int]) -> OffloadStatus:
         self.status = OffloadStatus(
-            OffloadState.RUNNING, "", first_unoffloaded(self._host.ledger_records())
+            OffloadState.RUNNING,
+            "",
+            first_unoffloaded(self._host.ledger_records(), self._host.current_ledger_id),
         )
         try:
             for lid in ids:
                 await self._offload_one(lid)
         except Exception as err:  # the status carries S3's (or the bookies') message
             log.warning("%s: offload failed: %s", self._host.name, err)
+            self.retry_after = time.monotonic() + RETRY_AFTER_FAILURE_S
             self.status = OffloadStatus(
-                OffloadState.ERROR, str(err), first_unoffloaded(self._host.ledger_records())
+                OffloadState.ERROR,
+                f"{type(err).__name__}: {err}",
+                first_unoffloaded(self._host.ledger_records(), self._host.current_ledger_id),
             )
         else:
             self.status = OffloadStatus(
-                OffloadState.SUCCESS, "", first_unoffloaded(self._host.ledger_records())
+                OffloadState.SUCCESS,
+                "",
+                first_unoffloaded(self._host.ledger_records(), self._host.current_ledger_id),
             )
         return self.status
 

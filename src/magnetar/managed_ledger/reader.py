@@ -5,14 +5,22 @@ writer's handle for the current ledger, one read handle per closed ledger, opene
 use and dropped when the ledger is trimmed. A ledger trimmed while it is read ends the read
 at what was got (positions in deleted ledgers move to the first position that still
 exists, :meth:`LedgerList.normalize`).
+
+A ledger whose record says it is offloaded (complete) is read from its S3 objects instead,
+through ``offloaded`` (the managed ledger's
+:class:`~magnetar.managed_ledger.offloading.OffloadRunner`): the caller sees the same
+entries. An S3 failure surfaces as the same retriable
+:class:`~magnetar.managed_ledger.api.StorageUnavailableError` a bookie failure does, never
+as wrong data (every entry read back is checked against the index and its CRC32C).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from magnetar.ledger import errors as ledger_errors
 from magnetar.ledger.client import LedgerClient
@@ -22,6 +30,7 @@ from magnetar.managed_ledger.api import Entry, Position
 from magnetar.managed_ledger.cache import EntryCache
 from magnetar.managed_ledger.ledger_list import LedgerList
 from magnetar.managed_ledger.storage import storage_error
+from magnetar.offload.errors import OffloadError
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +40,17 @@ class ReadStats:
     cache_hits: int = 0
     bookie_entries: int = 0
     """Entries read from bookies (cache misses)."""
+    offloaded_entries: int = 0
+    """Entries read from offloaded ledgers (S3)."""
+
+
+class _Readable(Protocol):
+    async def read(self, first: int, last: int) -> list[tuple[int, bytes]]: ...
+
+
+OffloadedOpener = Callable[[records.LedgerRecord], Awaitable[_Readable] | None]
+"""Given a ledger's record: a reader of its offloaded copy (awaitable), or None when the
+ledger is read from bookies."""
 
 
 class EntryReader:
@@ -43,19 +63,25 @@ class EntryReader:
         positions: LedgerList,
         cache: EntryCache,
         current: Callable[[], LedgerHandle | None],
+        offloaded: OffloadedOpener | None = None,
     ) -> None:
         self._name = name
         self._ledgers = ledgers
         self._list = positions
         self._cache = cache
         self._current = current
+        self._offloaded = offloaded
         self.handles: dict[int, LedgerHandle] = {}
         """Read handles of closed ledgers (and the recovered last ledger of a previous owner)."""
         self.stats = ReadStats()
 
     async def recover_last(self, last: records.LedgerRecord) -> records.LedgerRecord:
         """Fence and close the previous owner's last ledger (kept open for reads); its record
-        with the final end (no entries when its metadata is gone)."""
+        with the final end (no entries when its metadata is gone). A ledger offloaded
+        completely is closed already and may have no bookie copy left (the previous owner
+        closed an empty current ledger after it): its record stands as it is."""
+        if last.offloaded and last.offloaded.get("complete"):
+            return last
         handle = self.handles.get(last.ledger_id)
         if handle is None or not handle.closed:
             try:
@@ -153,13 +179,16 @@ class EntryReader:
             while end < last and cached(lid, end + 1) is None:
                 end += 1
             try:
-                handle = await self._handle(lid)
+                handle, from_s3 = await self._handle(lid)
                 got = await handle.read(e, end)
-            except ledger_errors.LedgerError as err:
+            except (ledger_errors.LedgerError, OffloadError) as err:
                 if lid not in self._list.records:
                     return out  # the ledger was trimmed while it was read
                 raise storage_error(err) from err
-            self.stats.bookie_entries += len(got)
+            if from_s3:
+                self.stats.offloaded_entries += len(got)
+            else:
+                self.stats.bookie_entries += len(got)
             for eid, payload in got:
                 out.append(Entry(Position(lid, eid), payload))
                 size += len(payload)
@@ -168,12 +197,18 @@ class EntryReader:
             e = end + 1
         return out
 
-    async def _handle(self, lid: int) -> LedgerHandle:
+    async def _handle(self, lid: int) -> tuple[_Readable, bool]:
+        """What to read ledger ``lid`` from, and whether that is its offloaded copy."""
         current = self._current()
         if current is not None and lid == self._list.current_id:
-            return current
+            return current, False
+        record = self._list.records.get(lid)
+        if record is not None and self._offloaded is not None:
+            opening = self._offloaded(record)
+            if opening is not None:
+                return await opening, True
         handle = self.handles.get(lid)
         if handle is None:
             handle = await self._ledgers.open(lid)
             self.handles[lid] = handle
-        return handle
+        return handle, False

@@ -4,8 +4,9 @@ Why this module exists: trimming runs in the background, triggered by moving mar
 positions (at most every ``TRIM_MIN_INTERVAL_S``) and by the managed ledger's timer; one trim
 at a time. Which ledgers go is the ledger list's answer
 (:meth:`~magnetar.managed_ledger.ledger_list.LedgerList.trimmable`); they are removed from
-the stored list first (compare-and-set) and deleted after, so a crash in between leaves
-only unlisted ledgers behind, never a listed one that is gone.
+the stored list first (compare-and-set) and deleted after (bookie copy, then offloaded
+objects), so a crash in between leaves only unlisted ledgers behind, never a listed one
+that is gone.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Sequence
 from typing import Protocol
 
-from magnetar.managed_ledger import api
+from magnetar.managed_ledger import api, records
 from magnetar.managed_ledger.api import Position
 from magnetar.managed_ledger.list_store import ListStore
 from magnetar.managed_ledger.reader import EntryReader
@@ -43,6 +45,8 @@ class TrimHost(Protocol):
     def slowest_mark_delete(self) -> Position | None: ...
     def set_fenced(self, why: str) -> None: ...
     async def delete_ledger(self, ledger_id: int) -> None: ...
+    async def delete_offloaded(self, gone: Sequence[records.LedgerRecord]) -> None:
+        """Delete the offloaded objects of ledgers removed from the list (if any)."""
 
 
 class Trimmer:
@@ -102,6 +106,7 @@ class Trimmer:
         self._reader.forget(ids)
         for lid in ids:
             await host.delete_ledger(lid)
+        await host.delete_offloaded(doomed)
         log.info("%s: trimmed ledgers %s", host.name, ids)
         return ids
 

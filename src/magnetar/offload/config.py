@@ -169,6 +169,17 @@ class S3Config:
             read_cache_bytes=integer(
                 get("magnetarOffloadReadCacheBytes"), "magnetarOffloadReadCacheBytes", 128 * MiB
             ),
+            connect_timeout_s=integer(
+                get("magnetarOffloadConnectTimeoutMs"), "magnetarOffloadConnectTimeoutMs", 5000
+            )
+            / 1000,
+            read_timeout_s=integer(
+                get("magnetarOffloadReadTimeoutMs"), "magnetarOffloadReadTimeoutMs", 30000
+            )
+            / 1000,
+            max_attempts=integer(
+                get("magnetarOffloadMaxAttempts"), "magnetarOffloadMaxAttempts", 3
+            ),
         )
 
 

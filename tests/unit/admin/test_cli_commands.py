@@ -177,6 +177,16 @@ CASES: dict[tuple[str, str], tuple[list[str], Request]] = {
         Request("PUT", SUB, {"ledgerId": -1, "entryId": -1}),
     ),
     ("topics", "unsubscribe"): (["t", "-s", "s1"], Request("DELETE", f"{SUB}?force=false")),
+    ("topics", "offload"): (
+        ["t", "-m", "12:3"],
+        Request(
+            "PUT", "/admin/v2/persistent/public/default/t/offload", {"ledgerId": 12, "entryId": 3}
+        ),
+    ),
+    ("topics", "offload-status"): (
+        ["t"],
+        Request("GET", "/admin/v2/persistent/public/default/t/offload"),
+    ),
     ("topics", "skip"): (["t", "-s", "s1", "-n", "5"], Request("POST", f"{SUB}/skip/5")),
     ("topics", "clear-backlog"): (["t", "-s", "s1"], Request("POST", f"{SUB}/skip_all")),
     ("topics", "expire-messages"): (

@@ -79,3 +79,20 @@ async def test_metrics_text_has_pulsar_names_and_labels() -> None:
     ):
         assert f"{series}{{{labels}}} " in text
     assert "# TYPE pulsar_subscription_back_log gauge" in text
+
+
+def test_offload_config_topic_over_namespace_over_broker() -> None:
+    from magnetar.broker.policies import offload_config
+    from magnetar.managed_ledger.api import ManagedLedgerConfig
+
+    base = ManagedLedgerConfig(
+        offload_threshold_bytes=-1, offload_threshold_s=-1, offload_deletion_lag_ms=1000
+    )
+    assert offload_config(base, {}) == base
+    ns = {"offload_threshold": 5, "offload_threshold_in_seconds": 60}
+    got = offload_config(base, ns)
+    assert (got.offload_threshold_bytes, got.offload_threshold_s) == (5, 60)
+    assert got.offload_deletion_lag_ms == 1000
+    topic = {**ns, "offloadPolicies": {"managedLedgerOffloadThresholdInBytes": 0}}
+    assert offload_config(base, topic).offload_threshold_bytes == 0
+    assert offload_config(base, {"offload_threshold": True}) == base  # not an integer

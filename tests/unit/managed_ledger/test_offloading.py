@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from magnetar.managed_ledger import offloading as off
-from magnetar.managed_ledger.api import Position
+from magnetar.managed_ledger.api import ManagedLedgerConfig, Position
 from magnetar.managed_ledger.records import LedgerRecord, ManagedLedgerInfo
 
 NOW = 10_000_000
@@ -91,3 +91,27 @@ def test_status_has_pulsars_shape() -> None:
         "lastError": "bucket x does not exist",
         "firstUnoffloadedMessage": {"ledgerId": 4, "entryId": 0, "partitionIndex": 2},
     }
+
+
+def test_first_unoffloaded_is_the_current_ledger_once_every_closed_one_is_offloaded() -> None:
+    done = {"uuid": "u", "complete": True}
+    records = [LedgerRecord(1, 5, 50, 1, done), LedgerRecord(2, 5, 50, 1, done), LedgerRecord(3)]
+    assert off.first_unoffloaded(records, current_id=3) == Position(3, 0)
+    assert off.first_unoffloaded(records) is None
+
+
+def test_location_summary_shows_the_attempt_or_the_complete_copy() -> None:
+    assert off.location_summary(LedgerRecord(1, 5, 50, 1)) is None
+    attempt = {"uuid": "u", "complete": False, "bucket": "b", "dataKey": "d", "indexKey": "i"}
+    summary = off.location_summary(LedgerRecord(1, 5, 50, 1, attempt))
+    assert summary is not None and summary["complete"] is False and summary["dataKey"] == "d"
+    done = {**attempt, "complete": True, "bookieDeleted": True}
+    summary = off.location_summary(LedgerRecord(1, 5, 50, 1, done))
+    assert summary is not None and summary["complete"] and summary["bookieDeleted"]
+
+
+def test_policy_from_the_managed_ledger_config() -> None:
+    config = ManagedLedgerConfig(
+        offload_threshold_bytes=10, offload_threshold_s=20, offload_deletion_lag_ms=30
+    )
+    assert off.OffloadPolicy.of(config) == off.OffloadPolicy(10, 20, 30)

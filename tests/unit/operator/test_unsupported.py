@@ -1,5 +1,5 @@
-"""A PulsarCluster asking for what Magnetar does not implement (TLS, authentication,
-offload) is refused: nothing is applied, phase ``Unsupported``, an ``Unsupported`` condition
+"""A PulsarCluster asking for what Magnetar does not implement (TLS, authentication) is
+refused: nothing is applied, phase ``Unsupported``, an ``Unsupported`` condition
 naming the field and ``Ready`` False -- never reported Ready without the feature."""
 
 from __future__ import annotations
@@ -48,10 +48,6 @@ def body(spec: dict[str, Any]) -> dict[str, Any]:
     [
         ({"tls": {"enabled": True, "secretName": "t"}}, "spec.tls.enabled"),
         ({"auth": {"enabled": True, "secretName": "a"}}, "spec.auth.enabled"),
-        (
-            {"offload": {"enabled": True, "bucket": "b", "credentialsSecret": "s"}},
-            "spec.offload.enabled",
-        ),
     ],
 )
 def test_unsupported_features_are_refused(spec: dict[str, Any], field: str) -> None:

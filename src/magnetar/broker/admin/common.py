@@ -25,6 +25,7 @@ from magnetar.broker.admin.validation import Body
 from magnetar.broker.contracts import BrokerError
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topic_admin import errors
+from magnetar.common import errors as common_errors
 from magnetar.metadata import api
 from magnetar.wire import topics as topic_names
 from magnetar.wire.errors import InvalidTopicNameError
@@ -53,6 +54,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return web.json_response({"reason": err.reason}, status=status_of(err))
     except BrokerError as err:
         return http.error_response(err)
+    except common_errors.TemporaryError as err:  # storage (bookies, S3) unreachable: retry later
+        return web.json_response({"reason": f"{type(err).__name__}: {err}"}, status=503)
     except web.HTTPException as err:  # aiohttp's own (404 no route, 405 method): JSON too
         if err.status < 400:
             raise

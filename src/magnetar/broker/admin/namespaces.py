@@ -171,6 +171,12 @@ POLICIES = (
     Policy("isAllowAutoUpdateSchema", "is_allow_auto_update_schema", validation.BOOLEAN, True),
     Policy("autoTopicCreation", "autoTopicCreationOverride", validation.AUTO_TOPIC_CREATION),
     Policy("offloadThreshold", "offload_threshold", validation.OFFLOAD_THRESHOLD, -1),
+    Policy(
+        "offloadThresholdInSeconds",
+        "offload_threshold_in_seconds",
+        validation.OFFLOAD_THRESHOLD_SECONDS,
+        -1,
+    ),
     Policy("offloadDeletionLagMs", "offload_deletion_lag_ms", validation.OFFLOAD_DELETION_LAG),
 )
 

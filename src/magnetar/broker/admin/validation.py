@@ -220,6 +220,11 @@ def offload_threshold(value: Any) -> int:
     return integer(value, "offloadThreshold", minimum=-1)
 
 
+def offload_threshold_seconds(value: Any) -> int:
+    """Closed ledgers older than this many seconds are offloaded; -1 disables."""
+    return integer(value, "offloadThresholdInSeconds", minimum=-1)
+
+
 def offload_deletion_lag(value: Any) -> int:
     return integer(value, "offloadDeletionLagMs", minimum=0)
 
@@ -270,6 +275,7 @@ NAMESPACE_FIELDS: Final[dict[str, NamespaceField]] = {
     "autoTopicCreationOverride": auto_topic_creation,
     "backlog_quota_map": backlog_quota_map,
     "offload_threshold": offload_threshold,
+    "offload_threshold_in_seconds": offload_threshold_seconds,
     "offload_deletion_lag_ms": offload_deletion_lag,
     "replication_clusters": lambda v: string_list(v, "replication_clusters"),
     "deleted": lambda v: boolean(v, "deleted"),
@@ -286,7 +292,6 @@ UNSUPPORTED_POLICY_DEFAULTS: Final[dict[str, Any]] = {
     "encryption_required": False,
     "latency_stats_sample_rate": {},
     "migrated": False,
-    "offload_threshold_in_seconds": -1,
     "properties": {},
     "publishMaxMessageRate": {},
     "replicatorDispatchRate": {},
@@ -426,6 +431,7 @@ AUTO_TOPIC_CREATION = Body(
 )
 BACKLOG_QUOTA = Body(_obj_schema(_QUOTA_FIELDS), backlog_quota, "BacklogQuota")
 OFFLOAD_THRESHOLD = Body(_int_schema(-1), offload_threshold, "bytes; -1 disables")
+OFFLOAD_THRESHOLD_SECONDS = Body(_int_schema(-1), offload_threshold_seconds, "seconds; -1 disables")
 OFFLOAD_DELETION_LAG = Body(_int_schema(0), offload_deletion_lag, "milliseconds")
 PARTITIONS = Body(_int_schema(1, MAX_PARTITIONS), partitions, "number of partitions")
 MESSAGE_ID = Body(

@@ -90,6 +90,7 @@ def complete_internal_stats(internal: dict[str, Any]) -> dict[str, Any]:
 _SUMMED = (
     "msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "msgInCounter",
     "bytesInCounter", "msgOutCounter", "bytesOutCounter", "storageSize", "backlogSize",
+    "offloadedStorageSize",
 )  # fmt: skip
 _SUB_SUMMED = (
     "msgBacklog", "msgRateOut", "msgThroughputOut", "unackedMessages", "msgOutCounter",

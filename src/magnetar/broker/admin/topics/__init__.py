@@ -13,7 +13,8 @@ in the admin error middleware (``admin/common.py``); ``OwnedElsewhere`` becomes
 * :mod:`.messages`: lastMessageId, peeking at a subscription's n-th message;
 * :mod:`.policies`: topic-level messageTTL, retention, deduplicationEnabled,
   compactionThreshold;
-* :mod:`.compaction`: start a compaction, its status.
+* :mod:`.compaction`: start a compaction, its status;
+* :mod:`.offload`: start an offload to S3, its status (docs/offload.md).
 
 Non-persistent topics exist while a broker serves them: what needs stored messages answers
 405 naming the operation; creating a subscription answers Pulsar's 400 (only clients do).
@@ -27,6 +28,7 @@ from magnetar.broker.admin.topics import (
     compaction,
     lifecycle,
     messages,
+    offload,
     partitioned,
     policies,
     stats,
@@ -47,3 +49,4 @@ def register(router: web.UrlDispatcher) -> None:
     subscriptions.register(router)
     policies.register(router)
     compaction.register(router)
+    offload.register(router)
