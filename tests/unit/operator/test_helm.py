@@ -199,3 +199,23 @@ def test_minio_existing_secret_and_no_persistence(helm: str) -> None:
         if "valueFrom" in e
     }
     assert refs == {"my-s3"}
+
+
+def test_minio_is_the_chart_clusters_offload_target(helm: str) -> None:
+    """With minio.enabled, a PulsarCluster the chart creates offloads to that MinIO (its
+    Service, bucket and Secret) unless cluster.spec.offload names another target."""
+    values = ["-f", str(CHART / "ci/values-minio.yaml"), "--set", "cluster.enabled=true"]
+    (cluster,) = [d for d in render(helm, *values) if d["kind"] == "PulsarCluster"]
+    assert cluster["spec"]["offload"] == {
+        "enabled": True,
+        "endpoint": "http://rel-magnetar-minio.magnetar.svc:9000",
+        "bucket": "offload",
+        "credentialsSecret": "rel-magnetar-minio",
+    }
+    own = render(helm, *values, "--set", "cluster.spec.offload.enabled=false")
+    (cluster,) = [d for d in own if d["kind"] == "PulsarCluster"]
+    assert cluster["spec"]["offload"] == {"enabled": False}
+    (plain,) = [
+        d for d in render(helm, "--set", "cluster.enabled=true") if d["kind"] == "PulsarCluster"
+    ]
+    assert "offload" not in plain["spec"]
