@@ -176,7 +176,7 @@ class PolicyEnforcer:
     def apply_offload(self, topic: PersistentTopic, effective: dict[str, Any]) -> None:
         ml: Any = topic.managed_ledger
         config = getattr(ml, "config", None)
-        if not isinstance(config, ManagedLedgerConfig) or not getattr(ml, "offload_enabled", False):
+        if not isinstance(config, ManagedLedgerConfig) or getattr(ml, "offload", None) is None:
             return
         wanted = broker_policies.offload_config(self.service.config.managed_ledger, effective)
         keys = ("offload_threshold_bytes", "offload_threshold_s", "offload_deletion_lag_ms")
@@ -189,7 +189,7 @@ class PolicyEnforcer:
                 wanted.offload_threshold_s,
                 wanted.offload_deletion_lag_ms,
             )
-        ml.maybe_offload()
+        ml.offload.maybe()
 
     def apply_retention(self, topic: PersistentTopic, retention: Any) -> None:
         ml: Any = topic.managed_ledger

@@ -9,9 +9,11 @@ client's failures into managed-ledger errors, as every other managed-ledger oper
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from magnetar.ledger import errors as ledger_errors
+from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.handle import LedgerHandle
 from magnetar.managed_ledger import api
 from magnetar.managed_ledger.storage import storage_error
@@ -54,6 +56,44 @@ class AuxLedgerHandle:
             return await self._handle.read(first, last)
         except (ledger_errors.LedgerError, md.MetadataError) as err:
             raise storage_error(err) from err
+
+
+async def create_ledger(
+    ledgers: LedgerClient, name: str, config: api.ManagedLedgerConfig, extra: Mapping[str, str]
+) -> LedgerHandle:
+    """A new ledger of managed ledger ``name`` (its data, a cursor's or an aux ledger), with
+    the configured E/Wq/Aq and Pulsar's custom metadata plus ``extra``."""
+    return await ledgers.create(
+        ensemble_size=config.ensemble_size,
+        write_quorum=config.write_quorum,
+        ack_quorum=config.ack_quorum,
+        custom={"managed-ledger": name, "application": "pulsar", **extra},
+    )
+
+
+async def create(
+    ledgers: LedgerClient, name: str, config: api.ManagedLedgerConfig, purpose: str
+) -> AuxLedgerHandle:
+    """A new aux ledger of managed ledger ``name``, marked with ``purpose``."""
+    try:
+        return AuxLedgerHandle(await create_ledger(ledgers, name, config, {purpose: "true"}))
+    except (ledger_errors.LedgerError, md.MetadataError) as err:
+        raise storage_error(err) from err
+
+
+async def open_(ledgers: LedgerClient, ledger_id: int) -> AuxLedgerHandle:
+    """An aux ledger for reading (recovered: its writer may be gone)."""
+    try:
+        return AuxLedgerHandle(await ledgers.open(ledger_id, recovery=True))
+    except (ledger_errors.LedgerError, md.MetadataError) as err:
+        raise storage_error(err) from err
+
+
+async def delete(ledgers: LedgerClient, ledger_id: int) -> None:
+    try:
+        await ledgers.delete(ledger_id)
+    except (ledger_errors.LedgerError, md.MetadataError) as err:
+        raise storage_error(err) from err
 
 
 if TYPE_CHECKING:

@@ -8,7 +8,8 @@ do one thing:
   the position arithmetic over it (pure);
 * :class:`~magnetar.managed_ledger.writer.LedgerWriter` -- adds, roll-over and retry;
 * :class:`~magnetar.managed_ledger.reader.EntryReader` -- reads across ledgers, cache first;
-* the cursors (:mod:`magnetar.managed_ledger.cursor`), which see this object only through
+* the cursors (:mod:`magnetar.managed_ledger.cursor`, registered in
+  :mod:`magnetar.managed_ledger.cursors`), which see this object only through
   :class:`~magnetar.managed_ledger.cursor.CursorHost`.
 
 Ownership
@@ -26,13 +27,10 @@ Trimming
     past its maximum age.
 
 Offload
-    With an :class:`~magnetar.offload.offloader.Offloader` (the broker's, when configured),
-    the managed ledger is the :class:`~magnetar.managed_ledger.offloading.OffloadHost` of an
-    :class:`~magnetar.managed_ledger.offloading.OffloadRunner`: offload state is recorded in
-    the ledger list by the same compare-and-set, offloaded ledgers are read from S3, their
-    bookie copies are deleted after the deletion lag (on the timer), and trimmed or
-    deleted ledgers lose their objects too. Attempts a killed owner left incomplete are
-    removed when the managed ledger opens.
+    With an offloader (the broker's, when configured) the managed ledger is the
+    ``OffloadHost`` of its :class:`~magnetar.managed_ledger.ledger_offload.LedgerOffload`
+    (``self.offload``): offload state is recorded in the ledger list by the same
+    compare-and-set; trims and deletes forget the objects too.
 """
 
 from __future__ import annotations
@@ -40,28 +38,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from magnetar.ledger import errors as ledger_errors
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.handle import LedgerHandle
-from magnetar.managed_ledger import api, offloading, records
+from magnetar.managed_ledger import api, aux, ledger_stats, offloading, records
 from magnetar.managed_ledger.api import Entry, Position
-from magnetar.managed_ledger.aux import AuxLedgerHandle
 from magnetar.managed_ledger.cache import EntryCache
 from magnetar.managed_ledger.cursor import ManagedCursorImpl, PersistentHost
+from magnetar.managed_ledger.cursors import CursorRegistry
 from magnetar.managed_ledger.ledger_list import LedgerList, ListedPositions
+from magnetar.managed_ledger.ledger_offload import LedgerOffload
 from magnetar.managed_ledger.list_store import ListStore
-from magnetar.managed_ledger.offloading import OffloadHost, OffloadRunner, OffloadStatus
+from magnetar.managed_ledger.offloading import OffloadHost
 from magnetar.managed_ledger.reader import EntryReader, ReadStats
 from magnetar.managed_ledger.storage import Options, storage_error
 from magnetar.managed_ledger.trimmer import TrimHost, Trimmer
 from magnetar.managed_ledger.writer import LedgerWriter, State, WriterHost
 from magnetar.metadata import api as md
-from magnetar.metadata import keys
 from magnetar.offload.offloader import Offloader
-from magnetar.offload.reader import OffloadedLedgerReader
 
 __all__ = ["ManagedLedgerImpl", "Options", "ReadStats", "State", "storage_error"]
 
@@ -92,21 +89,19 @@ class ManagedLedgerImpl(ListedPositions):
         self._stored = ListStore(store, path, self._list)
         self._cache = EntryCache(config.cache_max_bytes)
         self._writer = LedgerWriter(self, self._list, self._cache)
-        self._offload: OffloadRunner | None = (
-            OffloadRunner(self, offloader, offloading.OffloadPolicy.of(config))
-            if offloader is not None
-            else None
+        self.offload = (
+            LedgerOffload(self, offloader, config, self.check_usable) if offloader else None
         )
+        """Offload of this ledger (``ledger_offload.py``); None without an offloader."""
         self._reader = EntryReader(
             path.name,
             ledgers,
             self._list,
             self._cache,
             lambda: self._writer.handle,
-            self._offloaded_reader if self._offload is not None else None,
+            self.offload.reader if self.offload is not None else None,
         )
-        self._cursors: dict[str, ManagedCursorImpl] = {}
-        self._cursor_lock = asyncio.Lock()
+        self._cursors = CursorRegistry(self, store, path)
         self._timer: asyncio.Task[None] | None = None
         self._trimmer = Trimmer(self, self._stored, self._reader)
         self._background: set[asyncio.Task[None]] = set()
@@ -164,9 +159,9 @@ class ManagedLedgerImpl(ListedPositions):
             lst.lac = Position(lst.current_id, -1)
         elif info.terminated_position is not None:
             lst.lac = info.terminated_position
-        await self._load_cursors()
-        if self._offload is not None and any(offloading.stale_attempt(r) for r in lst.info.ledgers):
-            self.spawn(self._clean_stale_offloads())
+        await self._cursors.load()
+        if self.offload is not None and self.offload.stale(lst.info.ledgers):
+            self.spawn(self.offload.clean_stale())
         self._timer = asyncio.create_task(self._run_timer())
         log.info(
             "%s opened: ledgers %s, current %s, last confirmed %s",
@@ -179,20 +174,12 @@ class ManagedLedgerImpl(ListedPositions):
     def _discard(self, ledger_id: int) -> None:
         self.spawn(self.delete_ledger(ledger_id))
 
-    async def _load_cursors(self) -> None:
-        children = await self._store.children(self.path.cursors_key)
-        names = [keys.unsegment(n) for n in children]
-        recovered = await asyncio.gather(*(ManagedCursorImpl.recover(self, name) for name in names))
-        for cursor in recovered:
-            if cursor is not None:
-                self._cursors[cursor.name] = cursor
-
     async def _abandon(self) -> None:
         """Undo a failed open: stop timers, forget handles (the ledgers stay listed)."""
         self._writer.state = State.CLOSED
         if self._timer is not None:
             self._timer.cancel()
-        for cursor in list(self._cursors.values()):
+        for cursor in list(self._cursors.by_name.values()):
             cursor.abandon()
 
     def update_config(self, config: api.ManagedLedgerConfig) -> None:
@@ -201,8 +188,8 @@ class ManagedLedgerImpl(ListedPositions):
         self.config = config
         self._cache.max_bytes = config.cache_max_bytes
         self._writer.thresholds()
-        if self._offload is not None:
-            self._offload.policy = offloading.OffloadPolicy.of(config)
+        if self.offload is not None:
+            self.offload.update_config(config)
         self.request_trim()
 
     # --- properties ---------------------------------------------------------------------------
@@ -236,7 +223,7 @@ class ManagedLedgerImpl(ListedPositions):
 
     @property
     def cursors(self) -> Mapping[str, api.ManagedCursor]:
-        return self._cursors
+        return self._cursors.by_name
 
     @property
     def cache(self) -> EntryCache:
@@ -251,43 +238,13 @@ class ManagedLedgerImpl(ListedPositions):
         return self._list.current_id
 
     def ledgers(self) -> list[api.LedgerInfo]:
-        out = []
-        lst, handle = self._list, self._writer.handle
-        for lid in lst.ids:
-            r = lst.records[lid]
-            if lid == lst.current_id and handle is not None:
-                out.append(api.LedgerInfo(lid, lst.current_confirmed, handle.length, 0))
-            else:
-                out.append(
-                    api.LedgerInfo(
-                        lid,
-                        r.entries,
-                        r.size,
-                        r.timestamp_ms,
-                        offloading.is_offloaded(r),
-                        offloading.location_summary(r),
-                    )
-                )
-        return out
+        return ledger_stats.ledger_infos(self._list, self._writer.handle)
 
     def internal_stats(self) -> dict[str, Any]:
         """Pulsar's ``internalStats`` shape (admin ``/internalStats``)."""
-        lst, writer = self._list, self._writer
-        current = lst.current_id
-        return {
-            "entriesAddedCounter": writer.entries_added,
-            "numberOfEntries": self.number_of_entries,
-            "totalSize": self.total_size,
-            "currentLedgerEntries": lst.current_confirmed if current is not None else 0,
-            "currentLedgerSize": writer.handle.length if current and writer.handle else 0,
-            "waitingCursorsCount": len(writer.waiters),
-            "pendingAddEntriesCount": writer.pending,
-            "lastConfirmedEntry": str(lst.lac),
-            "state": writer.state.value,
-            "ledgers": [i.internal_stats() for i in self.ledgers()],
-            "cursors": {n: c.stats().internal_stats() for n, c in self._cursors.items()},
-            "cacheSize": self._cache.size,
-        }
+        return ledger_stats.internal_stats(
+            self._list, self._writer, self._cursors.by_name, self._cache, self.total_size
+        )
 
     # --- adds (the writer) --------------------------------------------------------------------
 
@@ -319,42 +276,17 @@ class ManagedLedgerImpl(ListedPositions):
     # --- ledgers and the list (for the writer and the cursors) --------------------------------
 
     async def create_ledger(self, cursor: str | None = None) -> LedgerHandle:
-        c = self.config
-        custom = {"managed-ledger": self.name, "application": "pulsar"}
-        if cursor is not None:
-            custom["cursor"] = cursor
-        return await self._ledgers.create(
-            ensemble_size=c.ensemble_size,
-            write_quorum=c.write_quorum,
-            ack_quorum=c.ack_quorum,
-            custom=custom,
-        )
+        extra = {} if cursor is None else {"cursor": cursor}
+        return await aux.create_ledger(self._ledgers, self.name, self.config, extra)
 
     async def create_aux_ledger(self, purpose: str) -> api.AuxLedger:
-        c = self.config
-        try:
-            handle = await self._ledgers.create(
-                ensemble_size=c.ensemble_size,
-                write_quorum=c.write_quorum,
-                ack_quorum=c.ack_quorum,
-                custom={"managed-ledger": self.name, "application": "pulsar", purpose: "true"},
-            )
-        except (ledger_errors.LedgerError, md.MetadataError) as err:
-            raise storage_error(err) from err
-        return AuxLedgerHandle(handle)
+        return await aux.create(self._ledgers, self.name, self.config, purpose)
 
     async def open_aux_ledger(self, ledger_id: int) -> api.AuxLedger:
-        try:
-            handle = await self._ledgers.open(ledger_id, recovery=True)
-        except (ledger_errors.LedgerError, md.MetadataError) as err:
-            raise storage_error(err) from err
-        return AuxLedgerHandle(handle)
+        return await aux.open_(self._ledgers, ledger_id)
 
     async def delete_aux_ledger(self, ledger_id: int) -> None:
-        try:
-            await self._ledgers.delete(ledger_id)
-        except (ledger_errors.LedgerError, md.MetadataError) as err:
-            raise storage_error(err) from err
+        await aux.delete(self._ledgers, ledger_id)
 
     async def open_ledger(self, ledger_id: int, *, recovery: bool = False) -> LedgerHandle:
         return await self._ledgers.open(ledger_id, recovery=recovery)
@@ -386,15 +318,10 @@ class ManagedLedgerImpl(ListedPositions):
             return
         log.warning("%s: fenced (%s): another owner took over", self.name, why)
         self._writer.stop(State.FENCED, api.ManagedLedgerFencedError(f"{self.name}: {why}"))
-        for cursor in self._cursors.values():
+        for cursor in self._cursors.by_name.values():
             cursor.abandon()
 
     # --- offload (the OffloadHost side; docs/offload.md) ----------------------------------------
-
-    @property
-    def offload_enabled(self) -> bool:
-        """The broker has an offloader: this managed ledger can offload."""
-        return self._offload is not None
 
     def ledger_records(self) -> Sequence[records.LedgerRecord]:
         return self._list.info.ledgers
@@ -415,64 +342,9 @@ class ManagedLedgerImpl(ListedPositions):
         await self._ledgers.delete(ledger_id)
         log.info("%s: deleted the bookie copy of offloaded ledger %d", self.name, ledger_id)
 
-    def _offloaded_reader(
-        self, record: records.LedgerRecord
-    ) -> Awaitable[OffloadedLedgerReader] | None:
-        if self._offload is None or not offloading.is_offloaded(record):
-            return None
-        return self._offload.reader(record)
-
-    def _runner(self) -> OffloadRunner:
-        if self._offload is None:
-            raise api.ManagedLedgerError(
-                f"{self.name}: offload is not configured on this broker "
-                "(managedLedgerOffloadDriver and the s3ManagedLedgerOffload* settings)"
-            )
-        return self._offload
-
-    def offload_prefix(self, upto: Position) -> None:
-        """Start offloading every closed ledger before ``upto``'s ledger (admin ``PUT
-        .../offload``); :meth:`offload_status` tells how it goes. Raises
-        OffloadInProgressError when an offload is running."""
-        self.check_usable()
-        self._runner().start_prefix(upto)
-
-    def maybe_offload(self) -> bool:
-        """Start the offload the thresholds ask for (the broker's policy loop calls this);
-        whether one was started."""
-        if self._offload is None or not self.usable:
-            return False
-        return self._offload.start_thresholds() is not None
-
-    def offload_status(self) -> OffloadStatus:
-        return self._runner().status
-
-    async def _clean_stale_offloads(self) -> None:
-        assert self._offload is not None
-        try:
-            await self._offload.clean_stale()
-        except Exception as err:  # S3 down: the next offload run of the ledger retries it
-            log.warning("%s: cleanup of incomplete offload attempts failed: %s", self.name, err)
-
-    async def _forget_offloaded(self, gone: Sequence[records.LedgerRecord]) -> None:
-        """Delete the offloaded objects of ledgers removed from the list."""
-        if self._offload is None:
-            return
-        if any(r.offloaded for r in gone):
-            await self._offload.forget(gone)
-
     async def delete_offloaded(self, gone: Sequence[records.LedgerRecord]) -> None:
-        """The trimmer's hook: objects of trimmed ledgers go too (failures are logged; the
-        objects are then left in the bucket, named in the log)."""
-        try:
-            await self._forget_offloaded(gone)
-        except Exception as err:
-            log.warning(
-                "%s: offloaded objects of trimmed ledgers %s not deleted: %s",
-                self.name,
-                [r.ledger_id for r in gone if r.offloaded],
-                err,
-            )
+        if self.offload is not None:
+            await self.offload.forget_trimmed(gone)
 
     # --- cursors ------------------------------------------------------------------------------
 
@@ -488,52 +360,26 @@ class ManagedLedgerImpl(ListedPositions):
         properties: Mapping[str, int] | None = None,
     ) -> api.ManagedCursor:
         self.check_usable()
-        async with self._cursor_lock:
-            existing = self._cursors.get(name)
-            if existing is not None and not existing.closed:
-                if not existing.durable:
-                    raise api.CursorAlreadyExistsError(f"{name}: a non-durable cursor")
-                return existing
-            try:
-                cursor = await ManagedCursorImpl.open_durable(
-                    self, name, initial_position=initial_position, properties=properties
-                )
-            except (ledger_errors.LedgerError, md.MetadataError) as err:
-                raise storage_error(err) from err
-            self._cursors[name] = cursor
-            return cursor
+        return await self._cursors.open(
+            name, initial_position=initial_position, properties=properties
+        )
 
     async def new_non_durable_cursor(
         self, name: str, start: Position, *, inclusive: bool = True
     ) -> api.ManagedCursor:
         self.check_usable()
-        return ManagedCursorImpl.add_non_durable(
-            self, self._cursors, name, start, inclusive=inclusive
-        )
+        return self._cursors.new_non_durable(name, start, inclusive=inclusive)
 
     async def delete_cursor(self, name: str) -> None:
-        async with self._cursor_lock:
-            cursor = self._cursors.pop(name, None)
-            if cursor is None:
-                if await self._store.get(self.path.cursor_key(name)) is None:
-                    raise api.CursorNotFoundError(f"{self.name}: no cursor {name}")
-                cursor = await ManagedCursorImpl.recover(self, name)
-                if cursor is None:
-                    return
-            try:
-                await cursor.destroy()
-            except (ledger_errors.LedgerError, md.MetadataError) as err:
-                raise storage_error(err) from err
+        await self._cursors.delete(name)
         self.request_trim()
 
     def forget_cursor(self, cursor: ManagedCursorImpl) -> None:
-        if self._cursors.get(cursor.name) is cursor:
-            del self._cursors[cursor.name]
+        self._cursors.forget(cursor)
 
     def slowest_mark_delete(self) -> Position | None:
         """The lowest mark-delete position of the durable cursors, None without any."""
-        found = [c.mark_delete_position for c in self._cursors.values() if c.durable]
-        return min(found) if found else None
+        return self._cursors.slowest_mark_delete()
 
     # --- trimming (the trimmer) ---------------------------------------------------------------
 
@@ -557,9 +403,11 @@ class ManagedLedgerImpl(ListedPositions):
                 return
             if self._writer.past_max_age():
                 self._writer.start_roll()
-            if self._offload is not None:
-                self._offload.start_lagged_deletes()
-            readers = [cur.read_position for cur in self._cursors.values() if not cur.closed]
+            if self.offload is not None:
+                self.offload.start_lagged_deletes()
+            readers = [
+                cur.read_position for cur in self._cursors.by_name.values() if not cur.closed
+            ]
             if readers:
                 low = min(readers)
                 self._cache.evict_before(low.ledger_id, low.entry_id)
@@ -596,7 +444,9 @@ class ManagedLedgerImpl(ListedPositions):
         await self._stop_timers()
         writer.fail_queued(writer.state_error())
         writer.wake()
-        await asyncio.gather(*(c.close() for c in self._cursors.values()), return_exceptions=True)
+        await asyncio.gather(
+            *(c.close() for c in self._cursors.by_name.values()), return_exceptions=True
+        )
         if closing_state in (State.WRITABLE, State.NO_LEDGER):
             try:
                 await writer.close_current(terminated=False)
@@ -615,14 +465,14 @@ class ManagedLedgerImpl(ListedPositions):
         if self._timer is not None:
             self._timer.cancel()
         await self._trimmer.stop()
-        if self._offload is not None:
-            await self._offload.stop()
+        if self.offload is not None:
+            await self.offload.stop()
 
     async def delete(self) -> None:
-        if self._offload is not None:  # first, so a failure leaves the topic whole
-            await self._offload.stop()
+        if self.offload is not None:  # first, so a failure leaves the topic whole
+            await self.offload.stop()
             try:
-                await self._forget_offloaded(self._list.info.ledgers)
+                await self.offload.forget(self._list.info.ledgers)
             except Exception as err:
                 raise storage_error(err) from err
         writer = self._writer
@@ -632,9 +482,9 @@ class ManagedLedgerImpl(ListedPositions):
         writer.fail_queued(writer.state_error())
         writer.wake()
         try:
-            for cursor in list(self._cursors.values()):
+            for cursor in list(self._cursors.by_name.values()):
                 await cursor.destroy()
-            self._cursors.clear()
+            self._cursors.by_name.clear()
             if writer.handle is not None and not writer.handle.closed:
                 with contextlib.suppress(ledger_errors.LedgerError):
                     await writer.handle.close()

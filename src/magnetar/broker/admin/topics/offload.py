@@ -42,7 +42,7 @@ async def _stored_topic(request: web.Request, operation: str) -> PersistentTopic
 
 def _managed_ledger(topic: PersistentTopic) -> Any:
     ml: Any = topic.managed_ledger
-    if not getattr(ml, "offload_enabled", False):
+    if getattr(ml, "offload", None) is None:
         raise AdminError(
             400,
             f"offload is not configured on this broker (topic {topic.name}): set "
@@ -67,7 +67,7 @@ async def trigger_offload(request: web.Request) -> web.Response:
             400, f"message id {upto} is past the topic's last message {last} (nothing there)"
         )
     try:
-        ml.offload_prefix(upto)
+        ml.offload.prefix(upto)
     except OffloadInProgressError as err:
         raise AdminError(409, str(err)) from None
     except ManagedLedgerError as err:
@@ -79,7 +79,7 @@ async def offload_status(request: web.Request) -> web.Response:
     """Pulsar's OffloadProcessStatus of the topic's last offload."""
     loaded = await _stored_topic(request, "Offload of")
     ml = _managed_ledger(loaded)
-    found: OffloadStatus = ml.offload_status()
+    found: OffloadStatus = ml.offload.status
     return web.json_response(found.to_json(loaded.name.partition_index))
 
 
