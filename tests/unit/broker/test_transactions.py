@@ -16,6 +16,7 @@ import pytest
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.service import BrokerService
+from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.transactions import coordinator as coordinator_mod
 from magnetar.broker.transactions.ids import TxnId
 from magnetar.managed_ledger.memory import MemoryManagedLedgerFactory
@@ -23,6 +24,7 @@ from magnetar.metadata import api as md
 from magnetar.metadata import open_store
 from magnetar.wire import commands, frames, pb
 from magnetar.wire.ids import MessageId
+from magnetar.wire.topics import TopicName
 from tests.support.inprocess import Client
 from tests.support.wait import eventually
 
@@ -476,3 +478,56 @@ async def test_unloaded_coordinator_is_loaded_again_from_its_log(broker: Broker)
     await c.tc_connect()
     assert not (await c.end(txn, commit=True)).HasField("error")
     assert (await c.new_txn()).least == txn.least + 1
+
+
+async def test_compaction_keeps_committed_and_skips_aborted_messages(broker: Broker) -> None:
+    """Compacting a topic with transactions (as Pulsar): an aborted transaction's keyed
+    messages never replace a key's value nor add a key; a committed one's count like any."""
+    assert broker.service is not None
+    c = await connected(broker.service)
+    await c.producer(1, T1)
+
+    async def keyed(seq: int, key: str, text: str, txn: TxnId | None = None) -> None:
+        meta = pb.MessageMetadata(
+            producer_name="p", sequence_id=seq, publish_time=1000 + seq, partition_key=key
+        )
+        send = commands.send(producer_id=1, sequence_id=seq)
+        if txn is not None:
+            meta.txnid_most_bits, meta.txnid_least_bits = txn
+            send.send.txnid_most_bits, send.send.txnid_least_bits = txn
+        c.send(send, frames.encode_headers_and_payload(meta, text.encode()))
+        assert (await c.expect((_C.SEND_RECEIPT, _C.SEND_ERROR), sequence_id=seq)).type == (
+            _C.SEND_RECEIPT
+        )
+
+    committed, aborted = await c.new_txn(), await c.new_txn()
+    for txn in (committed, aborted):
+        assert not (await c.add_partition(txn, T1)).HasField("error")
+    await keyed(1, "a", "a-plain")
+    await keyed(2, "b", "b-committed", committed)
+    await keyed(3, "a", "a-aborted", aborted)
+    await keyed(4, "c", "c-aborted", aborted)
+    assert not (await c.end(aborted, commit=False)).HasField("error")
+    assert not (await c.end(committed, commit=True)).HasField("error")
+
+    loaded = await broker.service.get_topic(TopicName.parse(T1), create=False)
+    assert isinstance(loaded, PersistentTopic) and loaded.compaction is not None
+    await eventually(
+        lambda: not loaded.txn_buffer or not loaded.txn_buffer.ongoing(), what="both ended"
+    )
+    result = await loaded.compaction.compact()
+    assert result.keys == 2, result
+
+    cmd = commands.subscribe(
+        topic=T1, subscription="compacted", consumer_id=20, request_id=c.rid(),
+        initial_position=pb.CommandSubscribe.Earliest,
+    )  # fmt: skip
+    cmd.subscribe.read_compacted = True
+    c.send(cmd)
+    await c.expect(_C.SUCCESS)
+    c.send(commands.flow(consumer_id=20, permits=100))
+    got = [text_of(p) for p in await collect(c, 20, 2)]
+    assert len(got) == 2, got
+    assert any(g.endswith("a-plain") for g in got) and any(g.endswith("b-committed") for g in got)
+    await settled(c)
+    assert c.received(20) == []  # no aborted value, no marker

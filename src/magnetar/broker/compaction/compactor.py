@@ -27,12 +27,15 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Final
 
 from magnetar.broker.compaction import format as fmt
 from magnetar.broker.compaction.view import CURSOR, LEDGER_PROPERTY, CompactedLedger, CompactedTopic
+from magnetar.broker.subscriptions.entries import read_meta
+from magnetar.broker.subscriptions.subscription import TxnReadFilter
 from magnetar.managed_ledger.api import (
     Entry,
     InitialPosition,
@@ -66,10 +69,22 @@ class CompactionResult:
     """Messages (batches counted per message) compaction folded in."""
 
 
+def _hidden_by(txn: TxnReadFilter, entry: Entry) -> bool:
+    try:
+        return txn.hides(read_meta(entry.data))
+    except WireError:
+        return False  # garbage: phase one reports it
+
+
 async def _source(
-    ml: ManagedLedger, previous: CompactedLedger | None, end: Position
+    ml: ManagedLedger,
+    previous: CompactedLedger | None,
+    end: Position,
+    hidden: Callable[[Entry], bool] | None = None,
 ) -> AsyncIterator[Entry]:
-    """The previous compacted ledger, then the topic after its horizon up to ``end``."""
+    """The previous compacted ledger, then the topic after its horizon up to ``end``
+    without the entries ``hidden`` says no consumer sees (transaction markers, aborted
+    transactions' messages)."""
     if previous is not None:
         last = previous.last_entry_id
         first = 0
@@ -89,15 +104,26 @@ async def _source(
         for entry in entries:
             if entry.position > end:
                 return
-            yield entry
+            if hidden is None or not hidden(entry):
+                yield entry
         position = ml.next_position(entries[-1].position)
 
 
-async def compact(ml: ManagedLedger, view: CompactedTopic) -> CompactionResult:
-    """Compact ``ml`` once (the caller makes sure only one runs per topic)."""
+async def compact(
+    ml: ManagedLedger, view: CompactedTopic, txn: TxnReadFilter | None = None
+) -> CompactionResult:
+    """Compact ``ml`` once (the caller makes sure only one runs per topic). With a
+    transaction buffer (``txn``), as Pulsar: no further than its max read position (an open
+    transaction's messages are not decided yet), and without markers and aborted messages."""
     started = time.monotonic()
     cursor = await ml.open_cursor(CURSOR, initial_position=InitialPosition.EARLIEST)
     end = ml.last_confirmed_entry
+    hidden: Callable[[Entry], bool] | None = None
+    if txn is not None and txn.active:
+        limit = txn.max_read_position
+        if limit is not None and limit < end:
+            end = limit
+        hidden = partial(_hidden_by, txn)
     previous = view.current
     if end.entry_id < 0 or (previous is not None and end <= previous.horizon):
         horizon = previous.horizon if previous is not None else end
@@ -106,7 +132,7 @@ async def compact(ml: ManagedLedger, view: CompactedTopic) -> CompactionResult:
     # phase one: each key's last message
     latest: dict[str, fmt.MessageKey] = {}
     entries_read = bytes_read = messages_read = 0
-    async for entry in _source(ml, previous, end):
+    async for entry in _source(ml, previous, end, hidden):
         entries_read += 1
         bytes_read += len(entry.data)
         try:
@@ -128,7 +154,7 @@ async def compact(ml: ManagedLedger, view: CompactedTopic) -> CompactionResult:
         pending: list[asyncio.Future[int]] = []
         if latest:
             first_kept = min(m[0] for m in latest.values())
-            async for entry in _source(ml, previous, end):
+            async for entry in _source(ml, previous, end, hidden):
                 if entry.position < first_kept:
                     continue
                 try:

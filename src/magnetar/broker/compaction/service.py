@@ -24,6 +24,7 @@ from typing import Any
 
 from magnetar.broker.compaction.compactor import CompactionResult, compact
 from magnetar.broker.compaction.view import CURSOR, CompactedTopic
+from magnetar.broker.subscriptions.subscription import TxnReadFilter
 from magnetar.managed_ledger.api import InitialPosition, ManagedLedger, Position
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,8 @@ class TopicCompaction:
         self._succeeded_ms = 0
         self._failed_ms = 0
         self._task: asyncio.Task[CompactionResult] | None = None
+        self.txn: TxnReadFilter | None = None
+        """The topic's transaction buffer when transactions are enabled (set when attached)."""
 
     @property
     def running(self) -> bool:
@@ -72,7 +75,7 @@ class TopicCompaction:
 
     async def _run(self) -> CompactionResult:
         try:
-            result = await compact(self.managed_ledger, self.view)
+            result = await compact(self.managed_ledger, self.view, self.txn)
         except asyncio.CancelledError:
             self.status, self.last_error = Status.ERROR, "compaction was cancelled"
             raise

@@ -315,6 +315,8 @@ class TransactionService:
         )
         await buffer.recover()
         topic.txn_buffer = buffer
+        if topic.compaction is not None:  # compaction skips what the buffer hides
+            topic.compaction.txn = buffer
 
         def subscription_of(name: str) -> Subscription | None:
             return subs.subscription(name) if isinstance(subs, TopicSubscriptionsImpl) else None
