@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# `make images`: builds magnetar/{broker,bookie,operator}:<version> from images/*/Dockerfile.
+# `make images`: builds magnetar/{broker,bookie,operator,spark}:<version> from images/*/Dockerfile.
 #   * Docker: scripts/images/docker.sh (installs Debian's docker.io / starts dockerd if needed).
 #   * Base: BASE_IMAGE if set (e.g. python:3.11-slim, for a user with registry access), else
 #     the Debian bookworm base scripts/images/base.sh builds locally (cached by tag).
 #   * Context: a staging copy of what the images need (pyproject.toml, README.md, src/ with
-#     the generated protobuf modules, operator/, images/) in .cache/images/context, so the
+#     the generated protobuf modules, operator/, images/, spark-on-k8s/) in .cache/images/context, so the
 #     build works with the classic builder and BuildKit alike and sends megabytes, not the
 #     repository's caches. Python dependencies come from PyPI inside the build.
-# Args: the images to build (default: broker bookie operator). Env: MAGNETAR_IMAGE_PREFIX
+# Args: the images to build (default: broker bookie operator spark). Env: MAGNETAR_IMAGE_PREFIX
 # (default magnetar), MAGNETAR_IMAGE_TAG (default the package version).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 images=("$@")
-[ ${#images[@]} -gt 0 ] || images=(broker bookie operator)
+[ ${#images[@]} -gt 0 ] || images=(broker bookie operator spark)
 bash scripts/images/docker.sh
 bash scripts/gen_proto.sh
 base=${BASE_IMAGE:-$(bash scripts/images/base.sh | tail -1)}
@@ -23,7 +23,7 @@ ctx=.cache/images/context
 rm -rf "$ctx"
 mkdir -p "$ctx"
 cp pyproject.toml README.md "$ctx/"
-tar -c --exclude=__pycache__ --exclude='*.pyc' --exclude='*.egg-info' src operator images \
+tar -c --exclude=__pycache__ --exclude='*.pyc' --exclude='*.egg-info' src operator images spark-on-k8s \
     | tar -x -C "$ctx"
 # pip in the build stage trusts the CAs this host added locally (none on most machines)
 cp /usr/local/share/ca-certificates/*.crt "$ctx/images/build-ca/" 2>/dev/null || true

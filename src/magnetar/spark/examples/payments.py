@@ -90,9 +90,8 @@ def totals_query(
     return writer.start()
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """``spark-submit payments.py --service-url ... --admin-url ... --source ... --sink ...``:
-    run the pipeline (the SparkSession comes from spark-submit's configuration)."""
+def parser() -> argparse.ArgumentParser:
+    """The command line of ``main`` (spark-on-k8s/submit.sh and sparkapplication.yaml)."""
     ap = argparse.ArgumentParser(prog="payments", description=__doc__.split("\n\n")[0])
     ap.add_argument("--service-url", required=True, help="pulsar://host:6650 of a broker")
     ap.add_argument("--admin-url", required=True, help="http://host:8080 of the admin API")
@@ -107,7 +106,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="available-now: process what is stored, then exit; continuous: run until stopped",
     )
     ap.add_argument("--max-records-per-trigger", type=int, default=None)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``spark-submit payments.py --service-url ... --admin-url ... --source ... --sink ...``:
+    run the pipeline (the SparkSession comes from spark-submit's configuration)."""
+    args = parser().parse_args(argv)
 
     from pyspark.sql import SparkSession
 
