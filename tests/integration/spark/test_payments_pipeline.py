@@ -7,6 +7,8 @@ payment behind the watermark is dropped and the next minutes are written."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -66,6 +68,15 @@ def test_payments_to_per_merchant_minute_totals(
     for r in results:
         start = datetime.fromisoformat(r["windowStart"].replace("Z", "+00:00"))
         assert r["windowEnd"] == (start + timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # the host-side client's own check (what the Kubernetes job's user runs)
+    check = subprocess.run(
+        [sys.executable, "-m", "magnetar.spark.examples.payments_client", "totals",
+         "--service-url", standalone.service_url, "--topic", sink, "--expect",
+         "--count", "600", "--seed", "16", "--start", "2026-01-01T12:00:00Z"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert check.returncode == 0, check.stderr
+    assert f"{len(got)} totals match the 600 payments produced" in check.stdout
 
     # run 2 from the checkpoint: a payment of minute 0 is now behind the watermark and
     # dropped; new payments of minutes 10-11 join the open window; minute 20 closes them

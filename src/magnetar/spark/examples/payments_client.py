@@ -30,6 +30,7 @@ import pulsar
 MINUTE = "%Y-%m-%dT%H:%M:%SZ"
 Payment = dict[str, Any]
 Totals = dict[tuple[str, str], tuple[int, int]]
+RESULT_KEYS = {"merchant", "windowStart", "windowEnd", "totalCents", "payments"}
 
 
 def sample(
@@ -104,6 +105,8 @@ def read_results(client: pulsar.Client, topic: str, *, timeout_ms: int = 10_000)
         while reader.has_message_available():
             msg = reader.read_next(timeout_millis=timeout_ms)
             result = json.loads(msg.data())
+            if not isinstance(result, dict) or not RESULT_KEYS <= result.keys():
+                raise ValueError(f"{topic} holds a message that is not a total: {result!r:.200}")
             if msg.partition_key() != result["merchant"]:
                 raise ValueError(f"result keyed {msg.partition_key()!r}: {result}")
             out.append(result)
@@ -140,7 +143,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             produce(client, args.topic, [closing(start + timedelta(minutes=args.close_after))])
             print(f"produced {n} payments and 1 closing payment to {args.topic}")
             return
-        results = read_results(client, args.topic)
+        try:
+            results = read_results(client, args.topic)
+        except ValueError as e:
+            print(f"payments_client: {e}", file=sys.stderr)
+            sys.exit(2)
     finally:
         client.close()
     for r in results:
