@@ -13,7 +13,7 @@
 # is set, e.g. k8s://https://10.0.0.1:6443), SPARK_NAMESPACE (default spark; rbac.yaml and
 # checkpoint-pvc.yaml applied there), SPARK_IMAGE (default magnetar/spark:<version>),
 # SPARK_PULL_POLICY (default IfNotPresent; Never for images loaded into the node),
-# SPARK_EXECUTORS (default 2), SPARK_APP_NAME (default merchant-totals), SPARK_SUBMIT
+# SPARK_EXECUTORS (default 2; 1 core, 640 MiB heap + 512 MiB for Python each), SPARK_APP_NAME (default merchant-totals), SPARK_SUBMIT
 # (default: spark-submit of the repository's venv, else of PATH), MAGNETAR_SOURCE /
 # MAGNETAR_SINK (topics; the pipeline's defaults), SPARK_CHECKPOINT (default
 # /checkpoints/<app name>), SPARK_SUBMIT_EXTRA (more spark-submit options, split on spaces).
@@ -29,13 +29,17 @@ NS=${SPARK_NAMESPACE:-spark}
 IMAGE=${SPARK_IMAGE:-magnetar/spark:$version}
 APP=${SPARK_APP_NAME:-merchant-totals}
 if [ -z "${SPARK_MASTER:-}" ]; then
-    server=$(grep -m1 -E '^[[:space:]]*server:' "$KUBECONFIG" | awk '{print $2}')
+    # the first cluster's server, from a YAML or JSON kubeconfig
+    server=$(grep -m1 -oE "\"?server\"?:[[:space:]]*[\"']?https?://[^\"'[:space:],}]+" "$KUBECONFIG" \
+        | grep -oE 'https?://.*' || true)
     [ -n "$server" ] || { echo "submit.sh: no server in $KUBECONFIG; set SPARK_MASTER" >&2; exit 2; }
     SPARK_MASTER="k8s://$server"
 fi
 submit=${SPARK_SUBMIT:-}
-if [ -z "$submit" ] && [ -x "$ROOT/.venv/bin/spark-submit" ]; then
-    submit=$ROOT/.venv/bin/spark-submit
+if [ -z "$submit" ] && [ -x "$ROOT/.venv/bin/python" ]; then
+    # the venv's pyspark package is a Spark home (bin/, jars/)
+    SPARK_HOME=$("$ROOT/.venv/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))' 2>/dev/null || true)
+    [ -z "$SPARK_HOME" ] || { export SPARK_HOME; submit=$SPARK_HOME/bin/spark-submit; }
 fi
 if [ -z "$submit" ]; then
     submit=$(command -v spark-submit || true)
@@ -57,8 +61,10 @@ exec "$submit" \
     --conf spark.kubernetes.driver.pod.name="$APP-driver" \
     --conf spark.executor.instances="${SPARK_EXECUTORS:-2}" \
     --conf spark.executor.cores=1 \
-    --conf spark.driver.memory=768m \
-    --conf spark.executor.memory=768m \
+    --conf spark.driver.memory=640m \
+    --conf spark.executor.memory=640m \
+    --conf spark.driver.memoryOverhead=512m \
+    --conf spark.executor.memoryOverhead=512m \
     --conf spark.kubernetes.driver.request.cores=100m \
     --conf spark.kubernetes.executor.request.cores=100m \
     --conf spark.sql.shuffle.partitions=4 \
