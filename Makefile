@@ -118,7 +118,7 @@ test-clients-pulsar: setup
 	@MAGNETAR_CLIENTS_AGAINST=pulsar $(PY) -m pytest tests/clients -rs $(PYTEST_ARGS)
 
 # --- Images (issue 12): built locally, nothing pulled from a registry ---------------------------
-# images: magnetar/{broker,bookie,operator}:<version> on a Debian bookworm base built here with
+# images: magnetar/{broker,bookie,operator,spark}:<version> on a Debian bookworm base built here with
 # debootstrap (cached; scripts/images/base.sh), Python packages from PyPI; installs Debian's
 # docker.io and starts dockerd when needed (scripts/images/docker.sh). With registry access:
 # `make images BASE_IMAGE=python:3.11-slim`. test-images: the smoke tests in tests/images

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# `make images`: builds magnetar/{broker,bookie,operator,minio}:<version> from images/*/Dockerfile.
+# `make images`: builds magnetar/{broker,bookie,operator,spark,minio}:<version> from images/*/Dockerfile.
 #   * Docker: scripts/images/docker.sh (installs Debian's docker.io / starts dockerd if needed).
 #   * Base: BASE_IMAGE if set (e.g. python:3.11-slim, for a user with registry access), else
 #     the Debian bookworm base scripts/images/base.sh builds locally (cached by tag).
 #   * Context: a staging copy of what the images need (pyproject.toml, README.md, src/ with
-#     the generated protobuf modules, operator/, images/) in .cache/images/context, so the
+#     the generated protobuf modules, operator/, images/, spark-on-k8s/) in .cache/images/context, so the
 #     build works with the classic builder and BuildKit alike and sends megabytes, not the
 #     repository's caches. Python dependencies come from PyPI inside the build.
-# Args: the images to build (default: broker bookie operator, and minio once built). Env: MAGNETAR_IMAGE_PREFIX
+# Args: the images to build (default: broker bookie operator spark, and minio once built). Env: MAGNETAR_IMAGE_PREFIX
 # (default magnetar), MAGNETAR_IMAGE_TAG (default the package version).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,7 +16,7 @@ images=("$@")
 # has built the binary (make test builds it before the images).
 minio_bin=$(ls -d .cache/k8s-bin/minio-*/minio 2>/dev/null | tail -1 || true)
 if [ ${#images[@]} -eq 0 ]; then
-    images=(broker bookie operator)
+    images=(broker bookie operator spark)
     if [ -n "$minio_bin" ]; then images+=(minio); else echo "[images] magnetar/minio skipped: run make minio first"; fi
 fi
 bash scripts/images/docker.sh
@@ -29,7 +29,7 @@ ctx=.cache/images/context
 rm -rf "$ctx"
 mkdir -p "$ctx"
 cp pyproject.toml README.md "$ctx/"
-tar -c --exclude=__pycache__ --exclude='*.pyc' --exclude='*.egg-info' src operator images \
+tar -c --exclude=__pycache__ --exclude='*.pyc' --exclude='*.egg-info' src operator images spark-on-k8s \
     | tar -x -C "$ctx"
 for name in "${images[@]}"; do
     if [ "$name" = minio ]; then

@@ -8,7 +8,9 @@
   official client produces and consumes through it;
 * the operator image imports its kopf handlers;
 * the MinIO image (the chart's optional offload target) serves S3 to boto3, as the
-  offloader and the chart's bucket Job use it.
+  offloader and the chart's bucket Job use it;
+* the Spark image runs the example pipeline (spark-submit, local mode) against a standalone
+  on a loopback port, and the host checks the totals.
 
 Both check the process runs as uid 10001. Skipped, naming what is missing, when Docker
 cannot run or the images are not built. Containers are removed by name at the end. About
@@ -257,3 +259,48 @@ def test_minio_image_serves_s3(names: Callable[[], str]) -> None:
     assert s3.get_object(Bucket="offload", Key="ledger-1/data")["Body"].read() == body
     s3.delete_object(Bucket="offload", Key="ledger-1/data")
     assert "Contents" not in s3.list_objects_v2(Bucket="offload")
+
+
+def test_spark_image_runs_the_payments_pipeline(names: Callable[[], str], tmp_path: Path) -> None:
+    """The Spark image's Java, pyspark and magnetar, as uid 10001: the example app
+    (/opt/spark-apps/payments.py) through spark-submit in local mode, against a standalone
+    on a loopback port (``--network host``); the host checks the totals it wrote."""
+    from datetime import UTC, datetime, timedelta
+
+    import pulsar
+
+    from magnetar.spark.examples import payments_client as pc
+    from tests.support.standalone import StandaloneProc
+
+    ref, container = image("spark"), names()
+    proc = StandaloneProc(tmp_path / "data").start()
+    try:
+        start = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+        rows = pc.sample(300, seed=5, start=start)
+        client = pulsar.Client(proc.service_url, operation_timeout_seconds=30)
+        try:
+            source = "persistent://public/default/image-payments"
+            sink = "persistent://public/default/image-totals"
+            pc.produce(client, source, [*rows, pc.closing(start + timedelta(minutes=10))])
+            out = docker(
+                "run", "--name", container, "--network", "host", ref,
+                "spark-submit", "--master", "local[1]",
+                "--conf", f"spark.driver.host={LOOPBACK}",
+                "--conf", f"spark.driver.bindAddress={LOOPBACK}",
+                "--conf", "spark.ui.enabled=false",
+                "/opt/spark-apps/payments.py",
+                "--service-url", proc.service_url, "--admin-url", proc.http_url,
+                "--source", source, "--sink", sink, "--checkpoint", "/tmp/checkpoint",
+                timeout=300, check=False,
+            )  # fmt: skip
+            assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+            assert "finished:" in out.stdout
+            assert pc.as_totals(pc.read_results(client, sink)) == pc.expected_totals(rows)
+        finally:
+            client.close()
+    finally:
+        proc.stop()
+    uid = docker("run", "--rm", ref, "id", "-u").stdout.strip()
+    assert uid == UID
+    java = docker("run", "--rm", ref, "java", "-version", check=False)
+    assert 'version "17' in java.stderr, java.stderr

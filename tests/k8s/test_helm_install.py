@@ -4,7 +4,10 @@ RBAC created, the PulsarCluster from values reconciled (by the suite's operator)
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
+from datetime import UTC, datetime
 
 import pytest
 from kubernetes import client
@@ -65,16 +68,58 @@ def test_helm_install_and_uninstall(
     eventually(ready, timeout=60, what="PulsarCluster from the chart Ready")
     assert apps.read_namespaced_stateful_set("dev-bookie", namespace).spec.replicas == 1
 
-    out = helm(control_plane, "uninstall", release, "--namespace", namespace, "--wait")
-    assert out.returncode == 0, out.stderr
+    # `helm uninstall` runs the pre-delete hook Job and waits for it. No kubelet runs Jobs
+    # here, so the test plays it: it runs the Job's own command and arguments (with the
+    # admin kubeconfig instead of the Job's ServiceAccount) and marks the Job complete.
+    uninstall = subprocess.Popen(
+        [str(binary("helm")), "--kubeconfig", str(control_plane.kubeconfig), "uninstall",
+         release, "--namespace", namespace, "--wait", "--timeout", "120s"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        batch = client.BatchV1Api(api)
+        hook = f"{release}-magnetar-uninstall"
+
+        def job() -> client.V1Job:
+            return batch.read_namespaced_job(hook, namespace)
+
+        pod = eventually(job, timeout=60, what="the pre-delete hook Job").spec.template.spec
+        (container,) = pod.containers
+        assert container.command == ["python3", "-m", "magnetar_operator.uninstall"]
+        assert pod.service_account_name == hook
+        run = subprocess.run(
+            [sys.executable, "-m", "magnetar_operator.uninstall", *container.args],
+            env={**os.environ, "KUBECONFIG": str(control_plane.kubeconfig)},
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert f"deleting PulsarCluster {namespace}/dev" in run.stdout
+        # the hook deleted the cluster while the operator ran: its finalizer is done
+        assert not cr.exists("pulsarclusters", "dev")
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        done = {"type": "Complete", "status": "True", "lastTransitionTime": now}
+        met = {**done, "type": "SuccessCriteriaMet"}
+        batch.patch_namespaced_job_status(
+            hook,
+            namespace,
+            {"status": {"startTime": now, "completionTime": now, "succeeded": 1,
+                        "conditions": [met, done]}},
+        )  # fmt: skip
+        out, err = uninstall.communicate(timeout=150)
+    finally:
+        if uninstall.poll() is None:
+            uninstall.kill()
+    assert uninstall.returncode == 0, out + err
     eventually(
-        lambda: (
-            not cr.exists("pulsarclusters", "dev")
-            and not apps.list_namespaced_stateful_set(namespace).items
-        ),
+        lambda: not apps.list_namespaced_stateful_set(namespace).items,
         timeout=60,
         what="cluster gone with the release",
     )
+    # the hook's objects went with it (hook-succeeded), the operator with the release
+    assert not batch.list_namespaced_job(namespace).items
+    core = client.CoreV1Api(api)
+    accounts = [a.metadata.name for a in core.list_namespaced_service_account(namespace).items]
+    assert hook not in accounts and f"{release}-magnetar-operator" not in accounts
     # CRDs stay (Helm never deletes CRDs).
     ext = client.ApiextensionsV1Api(api)
     assert ext.read_custom_resource_definition("pulsarclusters.magnetar.dev")

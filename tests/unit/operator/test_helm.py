@@ -219,3 +219,82 @@ def test_minio_is_the_chart_clusters_offload_target(helm: str) -> None:
         d for d in render(helm, "--set", "cluster.enabled=true") if d["kind"] == "PulsarCluster"
     ]
     assert "offload" not in plain["spec"]
+
+
+def test_uninstall_hook_deletes_the_cluster_before_the_operator_goes(helm: str) -> None:
+    """With a PulsarCluster in the release, a pre-delete Job (operator image, its own
+    ServiceAccount and a Role limited to the release's namespace) deletes it first."""
+    docs = render(helm, "-f", str(CHART / "ci/values-cluster-minimal.yaml"))
+    hooks = {
+        d["kind"]: d
+        for d in docs
+        if (d["metadata"].get("annotations") or {}).get("helm.sh/hook") == "pre-delete"
+    }
+    assert set(hooks) == {"ServiceAccount", "Role", "RoleBinding", "Job"}
+    for kind, doc in hooks.items():
+        meta = doc["metadata"]
+        assert meta["name"] == "rel-magnetar-uninstall" and meta["namespace"] == "magnetar", kind
+        policy = meta["annotations"]["helm.sh/hook-delete-policy"]
+        assert policy == "before-hook-creation,hook-succeeded", kind
+    # the ServiceAccount and its rights exist before the Job runs
+    weight = {k: int(d["metadata"]["annotations"]["helm.sh/hook-weight"]) for k, d in hooks.items()}
+    assert weight["ServiceAccount"] < weight["RoleBinding"] < weight["Job"]
+    assert weight["Role"] < weight["RoleBinding"]
+    rules = hooks["Role"]["rules"]
+    assert rules == [
+        {
+            "apiGroups": ["magnetar.dev"],
+            "resources": ["pulsarclusters", "tenants", "topics"],
+            "verbs": ["get", "list", "delete"],
+        },
+        {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["list"]},
+    ]
+    binding = hooks["RoleBinding"]
+    assert binding["roleRef"]["name"] == "rel-magnetar-uninstall"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "rel-magnetar-uninstall", "namespace": "magnetar"}
+    ]
+    job = hooks["Job"]["spec"]
+    pod = job["template"]["spec"]
+    assert pod["serviceAccountName"] == "rel-magnetar-uninstall"
+    assert pod["restartPolicy"] == "Never" and pod["securityContext"]["runAsNonRoot"] is True
+    (c,) = pod["containers"]
+    operator = next(d for d in docs if d["kind"] == "Deployment")
+    assert c["image"] == operator["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert c["command"] == ["python3", "-m", "magnetar_operator.uninstall"]
+    assert c["args"] == ["--namespace=magnetar", "--cluster=dev", "--timeout=240"]
+    assert job["activeDeadlineSeconds"] == 300  # bounded: the timeout plus the pod's start
+    # the command the Job runs exists in the operator package and takes these arguments
+    from magnetar_operator import uninstall
+
+    with pytest.raises(SystemExit) as exc:
+        uninstall.main(["--help"])
+    assert exc.value.code == 0
+
+    longer = render(
+        helm,
+        "-f",
+        str(CHART / "ci/values-cluster-minimal.yaml"),
+        "--set",
+        "uninstallHook.timeoutSeconds=600",
+    )
+    job2 = next(d for d in longer if d["kind"] == "Job")
+    assert job2["spec"]["activeDeadlineSeconds"] == 660
+    assert "--timeout=600" in job2["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        [
+            "-f",
+            str(CHART / "ci/values-cluster-minimal.yaml"),
+            "--set",
+            "uninstallHook.enabled=false",
+        ],
+    ],
+    ids=["no cluster in the release", "disabled"],
+)
+def test_no_uninstall_hook_without_a_cluster_or_when_disabled(helm: str, args: list[str]) -> None:
+    assert not [d for d in render(helm, *args) if d["kind"] == "Job"]

@@ -14,7 +14,7 @@ import pytest
 
 from tests.unit.operator.schemas import ROOT
 
-IMAGES = ["broker", "bookie", "operator"]
+IMAGES = ["broker", "bookie", "operator", "spark"]
 
 
 @pytest.mark.parametrize("name", IMAGES)
@@ -33,7 +33,8 @@ def test_dockerfile_rules(name: str) -> None:
     )
     final = text.rsplit("\nFROM ", 1)[1]
     assert re.search(r"^USER 10001:10001$", final, re.M), "non-root in the final stage"
-    assert "HEALTHCHECK" in final
+    if name != "spark":  # Spark's driver and executor pods are jobs, not servers to probe
+        assert "HEALTHCHECK" in final
     entry = re.search(r"^ENTRYPOINT (\[.*\])$", final, re.M)
     assert entry and entry.group(1).startswith('["'), "exec-form entrypoint"
     assert not re.search(r"^ADD ", text, re.M), "COPY, never ADD"
@@ -84,3 +85,75 @@ def test_operator_entrypoint_runs_kopf() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert "--standalone" in out.stdout and "--namespace" in out.stdout
+
+
+def _fake(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('#!/bin/sh\nfor a in "$@"; do echo "$a"; done\n')
+    path.chmod(0o755)
+
+
+def test_spark_entrypoint_runs_executors_and_drivers(tmp_path: Path) -> None:
+    """What Spark on Kubernetes starts the image with: ``executor`` (the JVM built from the
+    SPARK_* variables, SPARK_JAVA_OPT_<n> in numeric order) and ``driver ARGS`` (spark-submit
+    in client mode bound to the pod address)."""
+    java_home, spark_home = tmp_path / "jvm", tmp_path / "spark"
+    _fake(java_home / "bin/java")
+    _fake(spark_home / "bin/spark-submit")
+    script = str(ROOT / "images/spark/entrypoint.sh")
+    base = {"PATH": os.environ["PATH"], "JAVA_HOME": str(java_home), "SPARK_HOME": str(spark_home)}
+    executor_env = {
+        **base,
+        "SPARK_JAVA_OPT_0": "-Dspark.driver.port=7078",
+        "SPARK_JAVA_OPT_2": "-Dspark.b=two words",
+        "SPARK_JAVA_OPT_10": "-Dspark.c=10",
+        "SPARK_JAVA_OPT_1": "-Dspark.a=1",
+        "SPARK_EXECUTOR_MEMORY": "512m",
+        "SPARK_DRIVER_URL": "spark://CoarseGrainedScheduler@driver-svc:7078",
+        "SPARK_EXECUTOR_ID": "3",
+        "SPARK_EXECUTOR_CORES": "1",
+        "SPARK_APPLICATION_ID": "spark-app-1",
+        "SPARK_EXECUTOR_POD_IP": "10.244.0.9",
+        "SPARK_RESOURCE_PROFILE_ID": "0",
+        "SPARK_EXECUTOR_POD_NAME": "exec-3",
+    }
+    out = subprocess.run(
+        ["bash", script, "executor"], env=executor_env, capture_output=True, text=True,
+        check=True, timeout=10,
+    )  # fmt: skip
+    args = out.stdout.splitlines()
+    assert args[:6] == [
+        "-Dspark.driver.port=7078", "-Dspark.a=1", "-Dspark.b=two words", "-Dspark.c=10",
+        "-Xms512m", "-Xmx512m",
+    ]  # fmt: skip
+    assert args[6:8] == ["-cp", f"{spark_home}/jars/*"]
+    assert args[8] == "org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend"
+    flags = dict(zip(args[9::2], args[10::2], strict=True))
+    assert flags == {
+        "--driver-url": "spark://CoarseGrainedScheduler@driver-svc:7078",
+        "--executor-id": "3",
+        "--cores": "1",
+        "--app-id": "spark-app-1",
+        "--hostname": "10.244.0.9",
+        "--resourceProfileId": "0",
+        "--podName": "exec-3",
+    }
+    missing = {k: v for k, v in executor_env.items() if k != "SPARK_DRIVER_URL"}
+    bad = subprocess.run(
+        ["bash", script, "executor"], env=missing, capture_output=True, text=True, timeout=10
+    )
+    assert bad.returncode != 0 and "SPARK_DRIVER_URL" in bad.stderr
+
+    driver = subprocess.run(
+        ["bash", script, "driver", "--properties-file", "/opt/spark/conf/spark.properties",
+         "local:///opt/spark-apps/payments.py", "--checkpoint", "/ckpt"],
+        env={**base, "SPARK_DRIVER_BIND_ADDRESS": "10.244.0.7"},
+        capture_output=True, text=True, check=True, timeout=10,
+    )  # fmt: skip
+    assert driver.stdout.splitlines() == [
+        "--deploy-mode", "client",
+        "--conf", "spark.driver.bindAddress=10.244.0.7",
+        "--conf", "spark.executorEnv.SPARK_DRIVER_POD_IP=10.244.0.7",
+        "--properties-file", "/opt/spark/conf/spark.properties",
+        "local:///opt/spark-apps/payments.py", "--checkpoint", "/ckpt",
+    ]  # fmt: skip
