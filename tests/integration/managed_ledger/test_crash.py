@@ -44,7 +44,10 @@ def parse(log: str) -> tuple[Position, list[tuple[Position, float]], dict[Positi
     last = Position(-1, -1)
     acks = []
     added = {}
-    for line in log.splitlines():
+    lines = log.splitlines()
+    if log and not log.endswith("\n"):
+        lines.pop()  # the owner is still writing this line (read while it runs)
+    for line in lines:
         if line.startswith("LAST "):
             last = Position.parse(line.split()[1])
         elif line.startswith("ACK "):
