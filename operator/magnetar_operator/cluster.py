@@ -183,8 +183,11 @@ def _deployment_condition(
 ) -> tuple[Condition, Json]:
     counts = _counts(dep, desired, ready_key="availableReplicas")
     st = (dep or {}).get("status") or {}
+    generation = int(((dep or {}).get("metadata") or {}).get("generation", 0) or 0)
     ok = (
         not held
+        # as `kubectl rollout status`: counts of an older template say nothing about this one
+        and int(st.get("observedGeneration", 0) or 0) >= generation
         and counts["readyReplicas"] >= counts["replicas"]
         and counts["updatedReplicas"] >= counts["replicas"]
         and int(st.get("replicas", 0) or 0) == counts["replicas"]

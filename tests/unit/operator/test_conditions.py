@@ -32,3 +32,19 @@ def test_summary() -> None:
     bad = [*ok[:2], Condition("BrokersReady", False, "PodsNotReady", "1/2"), ok[3]]
     ready = conditions.summary(bad)
     assert not ready.ok and ready.reason == "PodsNotReady" and "BrokersReady" in ready.message
+
+
+def test_a_deployment_is_ready_only_once_its_controller_saw_the_latest_template() -> None:
+    """Right after a new template is applied the Deployment's status still counts the old
+    pods as updated and available; only observedGeneration tells they are not the new ones."""
+    from magnetar_operator.cluster import _deployment_condition
+
+    def dep(generation: int, observed: int) -> dict[str, object]:
+        status = {"observedGeneration": observed, "replicas": 1}
+        status |= {"updatedReplicas": 1, "availableReplicas": 1}
+        return {"metadata": {"generation": generation}, "status": status}
+
+    stale, _ = _deployment_condition("ProxyReady", "proxies", dep(2, 1), 1, False)
+    assert not stale.ok and stale.reason == "PodsNotReady"
+    seen, _ = _deployment_condition("ProxyReady", "proxies", dep(2, 2), 1, False)
+    assert seen.ok and seen.reason == "AllReady"
