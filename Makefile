@@ -18,7 +18,8 @@ GO := $(shell command -v go 2>/dev/null || ls /usr/local/go/bin/go 2>/dev/null)
 
 # As root (the project's machines), the images are built (scripts/images/build.sh installs and
 # starts Docker; cached) so tests/images run, and the reduced PulsarCluster suite runs on the
-# local cluster (brought up and torn down by it): install, one bookie kill, one version roll.
+# local cluster (brought up and torn down by it): install, an offload to the chart's MinIO,
+# one bookie kill, one version roll.
 # Without root or Go they skip with a message naming what is missing.
 test: setup lint
 	@if [ -n "$(GO)" ]; then PATH="$$(dirname $(GO)):$$PATH" bash scripts/k8s/install-all.sh; fi
