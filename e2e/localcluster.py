@@ -124,13 +124,22 @@ def running(kubectl: Path, kubeconfig: Path) -> bool:
 
 
 @contextlib.contextmanager
-def local_cluster(*, cleanup_namespaces: Sequence[str]) -> Iterator[Cluster]:
+def local_cluster(
+    *, cleanup_namespaces: Sequence[str], disk_threshold: float | None = None
+) -> Iterator[Cluster]:
     """A running cluster: the one already up (its namespaces ``cleanup_namespaces`` deleted
     at the end, the cluster left running) or one brought up here (torn down at the end
-    unless a test did it). Skips naming what the machine lacks."""
+    unless a test did it). Skips naming what the machine lacks; fails at once when the
+    host disk is too close to the bookies' ``diskUsageThreshold`` (``disk_threshold``, the
+    bookies' default when None) for the suite's bookies to stay writable."""
     reason = missing()
     if reason:
         pytest.skip(f"local cluster: {reason}")
+    threshold = default_disk_usage_threshold() if disk_threshold is None else disk_threshold
+    volumes_fs = next(d for d in (STATE.parent, ROOT) if d.exists())  # .cache/cluster/volumes
+    problem = disk_problem(volumes_fs, threshold=threshold)
+    if problem:
+        pytest.fail(f"e2e not started: {problem}", pytrace=False)
     env = cluster_env()
     v = env["KUBERNETES_VERSION"]
     kubectl = ROOT / ".cache/k8s-bin" / f"kubectl-{v}" / "kubectl"

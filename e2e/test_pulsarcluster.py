@@ -59,7 +59,6 @@ from e2e.localcluster import (
     Cluster,
     cluster_env,
     default_disk_usage_threshold,
-    disk_problem,
     down_and_check,
     http_ok,
     local_cluster,
@@ -122,10 +121,9 @@ def bookie_disk_threshold() -> float:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    problem = disk_problem((ROOT / ".cache").resolve(), threshold=bookie_disk_threshold())
-    if problem:
-        pytest.fail(f"e2e not started: {problem}", pytrace=False)
-    with local_cluster(cleanup_namespaces=(NS, spark_k8s.NAMESPACE)) as c:
+    with local_cluster(
+        cleanup_namespaces=(NS, spark_k8s.NAMESPACE), disk_threshold=bookie_disk_threshold()
+    ) as c:
         yield c
 
 
