@@ -18,7 +18,8 @@ GO := $(shell command -v go 2>/dev/null || ls /usr/local/go/bin/go 2>/dev/null)
 
 # As root (the project's machines), the images are built (scripts/images/build.sh installs and
 # starts Docker; cached) so tests/images run, and the reduced PulsarCluster suite runs on the
-# local cluster (brought up and torn down by it): install, one bookie kill, one version roll.
+# local cluster (brought up and torn down by it): install, an offload to the chart's MinIO,
+# one bookie kill, one version roll.
 # Without root or Go they skip with a message naming what is missing.
 test: setup lint
 	@if [ -n "$(GO)" ]; then PATH="$$(dirname $(GO)):$$PATH" bash scripts/k8s/install-all.sh; fi
@@ -69,15 +70,17 @@ test-k8s: setup k8s-tools
 	@MAGNETAR_K8S_TESTS=1 $(PY) -m pytest tests/unit/operator tests/k8s $(PYTEST_ARGS)
 
 # e2e on the local cluster (scripts/k8s/cluster.sh, brought up if none runs, torn down after):
-# the smoke test, then the PulsarCluster suite (3 etcd, 3 bookies, 2 brokers, a proxy; 10,000
-# messages, bookie and broker pods deleted mid-publish, a version roll, uninstall).
-# test-e2e-full is the same; test-e2e-reduced: install, one bookie kill, one roll, uninstall.
+# the smoke test, then the PulsarCluster suite (3 etcd, 3 bookies, 2 brokers, a proxy and the
+# chart's MinIO; an offload to it read back, 10,000 messages, bookie and broker pods deleted
+# mid-publish, a version roll, uninstall). test-e2e-full is the same; test-e2e-reduced:
+# install, the offload, one bookie kill, one roll, uninstall. Both build MinIO first (cached)
+# so `images` includes magnetar/minio.
 # test-e2e-kind: e2e/test_kind.py (needs a kind that runs here: docs/kubernetes.md).
 .PHONY: test-e2e-full test-e2e-reduced test-e2e-kind
-test-e2e test-e2e-full: setup images
+test-e2e test-e2e-full: setup minio images
 	@$(PY) -m pytest e2e/test_local_cluster.py e2e/test_pulsarcluster.py -rs $(PYTEST_ARGS)
 
-test-e2e-reduced: setup images
+test-e2e-reduced: setup minio images
 	@MAGNETAR_E2E_REDUCED=1 $(PY) -m pytest e2e/test_pulsarcluster.py -rs $(PYTEST_ARGS)
 
 test-e2e-kind: setup

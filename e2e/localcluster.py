@@ -9,6 +9,7 @@ Why a module: the smoke test (test_local_cluster.py) and the PulsarCluster suite
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -21,6 +22,8 @@ from pathlib import Path
 import pytest
 
 from magnetar import __version__
+from magnetar.bookie.storage.config import BookieStorageConfig
+from magnetar.bookie.storage.disk import used_fraction
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts/k8s/cluster.sh"
@@ -55,6 +58,43 @@ def missing() -> str | None:
     return None
 
 
+DISK_ROOM_NEEDED = 2 * 1024**3
+"""Bytes a suite needs below the bookies' read-only threshold: the bookies' journals and
+entry logs, MinIO's objects, images imported into the cluster's containerd and the pods'
+logs all land on the host's disk (the volumes are directories under .cache/cluster)."""
+
+
+def default_disk_usage_threshold() -> float:
+    """The bookies' ``diskUsageThreshold`` when the PulsarCluster does not set it."""
+    field = next(
+        f for f in dataclasses.fields(BookieStorageConfig) if f.name == "disk_usage_threshold"
+    )
+    value = field.default
+    assert isinstance(value, float), value
+    return value
+
+
+def disk_problem(path: Path, *, threshold: float, needed: int = DISK_ROOM_NEEDED) -> str | None:
+    """Why the bookies would turn read-only during the suite, or None.
+
+    A bookie stops taking writes once its disk's used fraction (``1 - f_bavail/f_blocks``,
+    magnetar.bookie.storage.disk, as the bookie measures it) passes ``threshold``; on this
+    single node the bookies' volumes share the host's filesystem, so when that filesystem
+    is already near the threshold the tests fail half-way with ``NotEnoughBookiesError``.
+    Checked before anything is installed, to fail at once and say why."""
+    st = os.statvfs(path)
+    usage = used_fraction(path)
+    room = int((st.f_bavail - (1.0 - threshold) * st.f_blocks) * st.f_frsize)
+    if room >= needed:
+        return None
+    return (
+        f"the host disk holding {path} is {usage:.1%} used (1 - f_bavail/f_blocks, as bookies "
+        f"measure it); bookies turn read-only above diskUsageThreshold {threshold:.0%}, and "
+        f"{max(room, 0) / 1024**3:.1f} GiB are left before that, less than the "
+        f"{needed / 1024**3:.0f} GiB the suite needs: free some space first"
+    )
+
+
 @dataclass
 class Cluster:
     kubeconfig: Path
@@ -84,13 +124,22 @@ def running(kubectl: Path, kubeconfig: Path) -> bool:
 
 
 @contextlib.contextmanager
-def local_cluster(*, cleanup_namespaces: Sequence[str]) -> Iterator[Cluster]:
+def local_cluster(
+    *, cleanup_namespaces: Sequence[str], disk_threshold: float | None = None
+) -> Iterator[Cluster]:
     """A running cluster: the one already up (its namespaces ``cleanup_namespaces`` deleted
     at the end, the cluster left running) or one brought up here (torn down at the end
-    unless a test did it). Skips naming what the machine lacks."""
+    unless a test did it). Skips naming what the machine lacks; fails at once when the
+    host disk is too close to the bookies' ``diskUsageThreshold`` (``disk_threshold``, the
+    bookies' default when None) for the suite's bookies to stay writable."""
     reason = missing()
     if reason:
         pytest.skip(f"local cluster: {reason}")
+    threshold = default_disk_usage_threshold() if disk_threshold is None else disk_threshold
+    volumes_fs = next(d for d in (STATE.parent, ROOT) if d.exists())  # .cache/cluster/volumes
+    problem = disk_problem(volumes_fs, threshold=threshold)
+    if problem:
+        pytest.fail(f"e2e not started: {problem}", pytrace=False)
     env = cluster_env()
     v = env["KUBERNETES_VERSION"]
     kubectl = ROOT / ".cache/k8s-bin" / f"kubectl-{v}" / "kubectl"

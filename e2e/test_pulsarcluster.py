@@ -2,10 +2,18 @@
 
 `helm install` of the chart with helm/magnetar/ci/values-cluster-proxy.yaml (operator, a
 PulsarCluster of 3 etcd members, 3 bookies with separate journal and ledger claims, 2
-brokers and a proxy on NodePorts) from the locally built images, then, from the host
-(this machine is the node; the proxy's NodePorts are on the cluster bridge's address):
+brokers and a proxy on NodePorts, and the chart's MinIO as its offload target) from the
+locally built images, then, from the host (this machine is the node; the proxy's NodePorts
+are on the cluster bridge's address):
 
-* the cluster turns Ready with every pod Running and every claim Bound;
+* the host disk has room below the bookies' read-only threshold (checked first: the suite
+  fails at once naming the usage and the threshold instead of bookies going read-only);
+* the cluster turns Ready with every pod Running and every claim Bound, and OffloadReady
+  True from the operator's probe of the in-cluster MinIO;
+* messages over several ledgers are offloaded through the proxy's admin API (`magnetar
+  admin topics offload`), internalStats shows them offloaded with objects in the MinIO
+  bucket, the bookie copies are deleted after the (5 s) lag, and a fresh consumer from
+  earliest receives every message byte-identical, read back from MinIO (issue 14);
 * Tenant and Topic resources applied with kubectl are visible through `magnetar admin`;
 * the official Python client produces 10,000 messages through the proxy, all consumed;
 * a bookie pod deleted mid-publish loses no receipted message;
@@ -17,11 +25,13 @@ brokers and a proxy on NodePorts) from the locally built images, then, from the 
   directory and no object; `cluster.sh down` leaves nothing on the machine.
 
 Run: `make test-e2e` (root, Go, Docker with `make images` built). ``MAGNETAR_E2E_REDUCED=1``
-runs the reduced form (install, one bookie kill, one roll, uninstall).
+runs the reduced form (install, the offload, one bookie kill, one roll, uninstall).
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import itertools
 import json
 import os
@@ -35,8 +45,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import boto3
+import botocore.config
 import pulsar
 import pytest
+import yaml
 from tests.support.wait import wait_until
 
 from e2e import spark_k8s
@@ -45,11 +58,13 @@ from e2e.localcluster import (
     SCRIPT,
     Cluster,
     cluster_env,
+    default_disk_usage_threshold,
     down_and_check,
     http_ok,
     local_cluster,
 )
 from magnetar import __version__
+from magnetar.metadata import keys, open_store
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 
@@ -58,6 +73,8 @@ NAME = "e2e"
 VALUES = ROOT / "helm/magnetar/ci/values-cluster-proxy.yaml"
 PROXY_PULSAR, PROXY_HTTP = 30650, 30080  # the NodePorts in VALUES
 ROLL_VERSION = f"{__version__}-roll"
+MINIO = "magnetar-minio"  # the chart's MinIO (release "magnetar"): Deployment, Service, Secret
+MINIO_IMAGE = f"magnetar/minio:{__version__}"
 REDUCED = os.environ.get("MAGNETAR_E2E_REDUCED") == "1"
 full_only = pytest.mark.skipif(REDUCED, reason="MAGNETAR_E2E_REDUCED=1: the reduced form")
 
@@ -95,9 +112,18 @@ def _time(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
+def bookie_disk_threshold() -> float:
+    """The bookies' diskUsageThreshold in VALUES, or the bookies' default."""
+    spec = yaml.safe_load(VALUES.read_text())["cluster"]["spec"]
+    config = (spec.get("bookies") or {}).get("config") or {}
+    return float(config.get("diskUsageThreshold", default_disk_usage_threshold()))
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    with local_cluster(cleanup_namespaces=(NS, spark_k8s.NAMESPACE)) as c:
+    with local_cluster(
+        cleanup_namespaces=(NS, spark_k8s.NAMESPACE), disk_threshold=bookie_disk_threshold()
+    ) as c:
         yield c
 
 
@@ -108,10 +134,17 @@ def installed(cluster: Cluster) -> Iterator[Installed]:
     helm = ROOT / ".cache/k8s-bin" / f"helm-{env['HELM_VERSION']}" / "helm"
     if not helm.exists():
         pytest.skip("helm is not built: make k8s-tools")
+    if subprocess.run(["docker", "image", "inspect", MINIO_IMAGE], capture_output=True).returncode:
+        pytest.skip(f"image {MINIO_IMAGE} is not built: run `make minio images`")
+    # a running cluster may predate the image (cluster.sh up loads it when built)
+    subprocess.run(["bash", str(SCRIPT), "load", MINIO_IMAGE], check=True, capture_output=True,
+                   timeout=600)  # fmt: skip
     sets = {
         "operator.image.repository": "magnetar/operator",
         "operator.image.tag": __version__,
         "operator.image.pullPolicy": "Never",
+        "minio.image.tag": __version__,
+        "minio.image.pullPolicy": "Never",
         "cluster.spec.version": __version__,
         "cluster.spec.image.registry": "magnetar",
         "cluster.spec.image.etcd": f"magnetar/etcd:{env['ETCD_VERSION']}-local",
@@ -268,27 +301,203 @@ def kill_mid_publish(inst: Installed, pod_of: Callable[[str], dict[str, Any]], p
 # --- the tests, in order: one installed cluster ---------------------------------------------
 
 
+def _of_job(pod: dict[str, Any]) -> bool:
+    return any(o.get("kind") == "Job" for o in pod["metadata"].get("ownerReferences") or [])
+
+
 def test_ready_with_every_pod_running(installed: Installed) -> None:
-    pods = installed.pods()
+    # the chart's hook Jobs (the MinIO bucket's) have finished; helm deletes them, their pods
+    # may linger a moment
+    pods = [p for p in installed.pods() if not _of_job(p)]
     by_component: dict[str, int] = {}
     for p in pods:
         assert p["status"]["phase"] == "Running", p["metadata"]["name"]
         comp = p["metadata"]["labels"].get("app.kubernetes.io/component", "operator")
         by_component[comp] = by_component.get(comp, 0) + 1
-    assert by_component == {"etcd": 3, "bookie": 3, "broker": 2, "proxy": 1, "operator": 1}, (
-        by_component
-    )
+    assert by_component == {
+        "etcd": 3, "bookie": 3, "broker": 2, "proxy": 1, "operator": 1, "minio": 1,
+    }, by_component  # fmt: skip
     pvcs = json.loads(installed.c.k("-n", NS, "get", "pvc", "-o", "json"))["items"]
     names = sorted(p["metadata"]["name"] for p in pvcs)
     assert names == sorted(
         [f"data-{NAME}-etcd-{i}" for i in range(3)]
         + [f"journal-{NAME}-bookie-{i}" for i in range(3)]
         + [f"ledgers-{NAME}-bookie-{i}" for i in range(3)]
+        + [MINIO]
     )
     assert {p["status"]["phase"] for p in pvcs} == {"Bound"}
     pc = json.loads(installed.c.k("-n", NS, "get", "pulsarcluster", NAME, "-o", "json"))
     assert pc["status"]["proxy"]["summary"] == "1/1"
+    conditions = {c["type"]: c for c in pc["status"]["conditions"]}
+    # the operator wrote, read back and deleted a probe object in the chart's MinIO
+    offload = conditions["OffloadReady"]
+    assert (offload["status"], offload["reason"]) == ("True", "ProbeSucceeded"), offload
+    assert pc["spec"]["offload"]["endpoint"] == f"http://{MINIO}.{NS}.svc:9000"
     assert http_ok(f"{installed.admin_url}/status.html"), "the proxy's health through its NodePort"
+
+
+# --- offload to the chart's MinIO (issue 14) --------------------------------------------------
+
+OFFLOAD_MESSAGE = 16 * 1024
+OFFLOAD_MESSAGES = 300
+"""4.7 MiB of random payloads: four 1 MiB ledgers (VALUES' managedLedgerMaxSizePerLedgerMbytes)
+closed, the rest in the current one."""
+
+
+def minio_s3(inst: Installed) -> tuple[Any, str]:
+    """A boto3 client for the chart's MinIO -- its pod's address on the cluster bridge, the
+    keys of the Secret the chart generated -- and the cluster's offload bucket."""
+    secret = json.loads(inst.c.k("-n", NS, "get", "secret", MINIO, "-o", "json"))["data"]
+    (pod,) = [p for p in inst.pods("minio") if not _of_job(p) and _ready(p)]
+    pc = json.loads(inst.c.k("-n", NS, "get", "pulsarcluster", NAME, "-o", "json"))
+    s3 = boto3.session.Session().client(
+        "s3",
+        endpoint_url=f"http://{pod['status']['podIP']}:9000",
+        region_name="us-east-1",
+        aws_access_key_id=base64.b64decode(secret["AWS_ACCESS_KEY_ID"]).decode(),
+        aws_secret_access_key=base64.b64decode(secret["AWS_SECRET_ACCESS_KEY"]).decode(),
+        config=botocore.config.Config(s3={"addressing_style": "path"}),
+    )
+    return s3, str(pc["spec"]["offload"]["bucket"])
+
+
+def bucket_keys(s3: Any, bucket: str) -> set[str]:
+    found: set[str] = set()
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="ledgers/"):
+        found.update(o["Key"] for o in page.get("Contents", []))
+    return found
+
+
+def ledgers_in_metadata(inst: Installed, ledger_ids: list[int]) -> list[int]:
+    """Of ``ledger_ids``, those whose ledger metadata still exists in the cluster's etcd
+    (reached at its pods' addresses on the cluster bridge); a deleted ledger has none."""
+    ips = [p["status"]["podIP"] for p in inst.pods("etcd")]
+    url = "etcd://" + ",".join(f"{ip}:2379" for ip in ips)
+
+    async def check() -> list[int]:
+        store = await open_store(url)
+        try:
+            return [lid for lid in ledger_ids if await store.get(keys.ledger(lid)) is not None]
+        finally:
+            await store.close()
+
+    return asyncio.run(check())
+
+
+def test_offload_to_the_charts_minio_and_read_back(installed: Installed) -> None:
+    """Several ledgers offloaded through the proxy's admin API to the in-cluster MinIO, their
+    bookie copies deleted after the lag, and every message read back byte-identical."""
+    topic = f"persistent://public/default/offload-{int(time.time())}"
+    data = [os.urandom(OFFLOAD_MESSAGE) for _ in range(OFFLOAD_MESSAGES)]
+    s3, bucket = minio_s3(installed)
+    client = pulsar.Client(installed.service_url, operation_timeout_seconds=120)
+    t0 = time.monotonic()
+    try:
+        # a subscription keeps the messages on the topic until the read-back
+        keep = client.subscribe(topic, "keep")
+        producer = client.create_producer(
+            topic, batching_enabled=False, block_if_queue_full=True, send_timeout_millis=120_000
+        )
+        ids: dict[int, Any] = {}
+        failed: dict[int, str] = {}
+
+        def receipt(i: int) -> Callable[[pulsar.Result, Any], None]:
+            def done(res: pulsar.Result, msg_id: Any) -> None:
+                if res == pulsar.Result.Ok:
+                    ids[i] = msg_id
+                else:
+                    failed[i] = str(res)
+
+            return done
+
+        for i, payload in enumerate(data):
+            producer.send_async(payload, receipt(i))
+        producer.flush()
+        wait_until(lambda: len(ids) + len(failed) == len(data), timeout=180, what="receipts")
+        assert not failed, f"{len(failed)} sends failed, e.g. {sorted(failed.items())[:3]}"
+        installed.timings["offload_produce"] = time.monotonic() - t0
+        last = ids[len(data) - 1]
+
+        # every closed ledger before the last message's, through `magnetar admin` (the proxy)
+        t1 = time.monotonic()
+        installed.admin("topics", "offload", topic, "-m", f"{last.ledger_id()}:{last.entry_id()}")
+
+        def status() -> dict[str, Any]:
+            out: dict[str, Any] = json.loads(
+                installed.admin("-o", "json", "topics", "offload-status", topic)
+            )
+            return out
+
+        wait_until(
+            lambda: status()["status"] in ("SUCCESS", "ERROR"), timeout=180, interval=1,
+            what="the offload to finish",
+        )  # fmt: skip
+        final = status()
+        assert final["status"] == "SUCCESS", final
+        installed.timings["offload"] = time.monotonic() - t1
+
+        def ledgers() -> list[dict[str, Any]]:
+            stats = json.loads(installed.admin("-o", "json", "topics", "stats-internal", topic))
+            out: list[dict[str, Any]] = stats["ledgers"]
+            return out
+
+        listed = ledgers()
+        closed = [lg for lg in listed if lg["ledgerId"] < last.ledger_id()]
+        assert len(closed) >= 3, listed
+        before_last = sum(1 for m in ids.values() if m.ledger_id() < last.ledger_id())
+        assert sum(lg["entries"] for lg in closed) == before_last, listed
+        assert all(lg["offloaded"] for lg in closed), listed
+        assert not any(lg["offloaded"] for lg in listed if lg["ledgerId"] >= last.ledger_id())
+        in_bucket = bucket_keys(s3, bucket)
+        for lg in closed:
+            loc = lg["offloadLocation"]
+            assert loc["complete"] is True and loc["bucket"] == bucket, loc
+            assert {loc["dataKey"], loc["indexKey"]} <= in_bucket, (loc, sorted(in_bucket))
+        assert final["firstUnoffloadedMessage"]["ledgerId"] == last.ledger_id(), final
+
+        # the bookie copies go after the deletion lag: recorded, and the ledgers' metadata gone
+        t2 = time.monotonic()
+        wait_until(
+            lambda: all(
+                lg["offloadLocation"]["bookieDeleted"]
+                for lg in ledgers()
+                if lg["ledgerId"] < last.ledger_id()
+            ),
+            timeout=120, interval=1, what="the bookie copies deleted after the lag",
+        )  # fmt: skip
+        installed.timings["offload_bookie_copies_deleted"] = time.monotonic() - t2
+        offloaded = [lg["ledgerId"] for lg in closed]
+        assert ledgers_in_metadata(installed, offloaded) == [], "bookie ledgers still exist"
+
+        # a fresh subscription from earliest: the closed ledgers can only come from MinIO now
+        t3 = time.monotonic()
+        consumer = client.subscribe(
+            topic, "from-earliest", initial_position=pulsar.InitialPosition.Earliest
+        )
+        got: list[bytes] = []
+        deadline = time.monotonic() + 180
+        while len(got) < len(data) and time.monotonic() < deadline:
+            try:
+                msg = consumer.receive(timeout_millis=5000)
+            except pulsar.Timeout:
+                continue
+            got.append(msg.data())
+            consumer.acknowledge(msg)
+        installed.timings["offload_read_back"] = time.monotonic() - t3
+        assert len(got) == len(data), f"received {len(got)} of {len(data)}"
+        bad = [i for i, (a, b) in enumerate(zip(got, data, strict=True)) if a != b]
+        assert not bad, f"{len(bad)} messages differ, the first at {bad[0]}"
+        print(
+            f"offload: {len(data)} x {OFFLOAD_MESSAGE // 1024} KiB over {len(closed)} offloaded "
+            f"ledgers; produce {installed.timings['offload_produce']:.1f}s, offload "
+            f"{installed.timings['offload']:.1f}s, bookie copies gone after "
+            f"{installed.timings['offload_bookie_copies_deleted']:.1f}s, read back "
+            f"{installed.timings['offload_read_back']:.1f}s"
+        )
+        consumer.close()
+        keep.close()
+    finally:
+        client.close()
 
 
 @full_only

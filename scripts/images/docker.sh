@@ -38,6 +38,16 @@ if ! command -v docker >/dev/null 2>&1; then
     echo "[images] docker.io installed but no docker client on PATH" >&2
     exit 1
 fi
+# A dockerd that died leaves its pid files behind; once a pid is reused by another process,
+# a new dockerd refuses to start ("pid file found") or waits for a containerd that is not
+# there. Remove each only when its pid is not the daemon it names.
+for stale in /var/run/docker.pid:dockerd /var/run/docker/containerd/containerd.pid:containerd; do
+    file=${stale%%:*} comm=${stale##*:}
+    if [ -f "$file" ] && [ "$(cat "/proc/$(cat "$file")/comm" 2>/dev/null)" != "$comm" ]; then
+        echo "[images] removing stale $file (pid $(cat "$file") is not a $comm)"
+        rm -f "$file"
+    fi
+done
 echo "[images] starting dockerd (log: $log)"
 # setsid: the daemon outlives this script and the make target that ran it.
 setsid dockerd >>"$log" 2>&1 < /dev/null &

@@ -33,7 +33,7 @@ SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
     net.bridge.bridge-nf-call-ip6tables net.netfilter.nf_conntrack_max
     net.netfilter.nf_conntrack_tcp_timeout_established
     net.netfilter.nf_conntrack_tcp_timeout_close_wait)
-PROJECT_IMAGES=(broker bookie operator)
+PROJECT_IMAGES=(broker bookie operator minio)  # minio: the chart's offload target (minio.enabled)
 
 clog() { printf '[cluster %s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { clog "ERROR: $*"; exit 1; }

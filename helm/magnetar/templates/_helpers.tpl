@@ -118,7 +118,7 @@ app.kubernetes.io/component: operator
 {{- fail (printf "cluster.spec.bookies: ensembleSize (%d) must not exceed replicas (%d)" $e $replicas) -}}
 {{- end -}}
 {{- $off := default dict .Values.cluster.spec.offload -}}
-{{- if and $off.enabled (not (and $off.bucket $off.credentialsSecret)) -}}
+{{- if and $off.enabled (not (include "magnetar.cluster.offloadToMinio" .)) (not (and $off.bucket $off.credentialsSecret)) -}}
 {{- fail "cluster.spec.offload: bucket and credentialsSecret are required when offload is enabled" -}}
 {{- end -}}
 {{- end -}}
@@ -142,6 +142,18 @@ app.kubernetes.io/component: minio
 {{- define "magnetar.minio.labels" -}}
 {{ include "magnetar.labels" . }}
 {{ include "magnetar.minio.selectorLabels" . }}
+{{- end -}}
+
+{{- /* "true" when the chart's PulsarCluster offloads to the chart's MinIO: minio.enabled and
+       cluster.spec.offload names no target of its own (endpoint, bucket, credentialsSecret)
+       and does not set enabled: false. Empty otherwise. */}}
+{{- define "magnetar.cluster.offloadToMinio" -}}
+{{- $off := default dict .Values.cluster.spec.offload -}}
+{{- $named := or (hasKey $off "endpoint") (hasKey $off "bucket") (hasKey $off "credentialsSecret") -}}
+{{- $turnedOff := and (hasKey $off "enabled") (not $off.enabled) -}}
+{{- if and .Values.cluster.enabled .Values.minio.enabled (not $named) (not $turnedOff) -}}
+true
+{{- end -}}
 {{- end -}}
 
 {{- define "magnetar.minio.endpoint" -}}

@@ -221,6 +221,40 @@ def test_minio_is_the_chart_clusters_offload_target(helm: str) -> None:
     assert "offload" not in plain["spec"]
 
 
+def test_minio_target_keeps_the_specs_thresholds_and_lag(helm: str) -> None:
+    """cluster.spec.offload without a target of its own (only thresholds, deletion lag,
+    region) still offloads to the chart's MinIO, with those keys kept; one that names its
+    own endpoint/bucket/credentialsSecret is left as written."""
+    values = ["-f", str(CHART / "ci/values-minio.yaml"), "--set", "cluster.enabled=true"]
+    tuned = render(
+        helm, *values,
+        "--set", "cluster.spec.offload.deletionLagSeconds=5",
+        "--set", "cluster.spec.offload.thresholdBytes=0",
+        "--set", "cluster.spec.offload.enabled=true",
+    )  # fmt: skip
+    (cluster,) = [d for d in tuned if d["kind"] == "PulsarCluster"]
+    assert cluster["spec"]["offload"] == {
+        "enabled": True,
+        "endpoint": "http://rel-magnetar-minio.magnetar.svc:9000",
+        "bucket": "offload",
+        "credentialsSecret": "rel-magnetar-minio",
+        "deletionLagSeconds": 5,
+        "thresholdBytes": 0,
+    }
+    own = render(
+        helm, *values,
+        "--set", "cluster.spec.offload.enabled=true",
+        "--set", "cluster.spec.offload.bucket=elsewhere",
+        "--set", "cluster.spec.offload.credentialsSecret=aws-keys",
+    )  # fmt: skip
+    (cluster,) = [d for d in own if d["kind"] == "PulsarCluster"]
+    assert cluster["spec"]["offload"] == {
+        "enabled": True,
+        "bucket": "elsewhere",
+        "credentialsSecret": "aws-keys",
+    }
+
+
 def test_uninstall_hook_deletes_the_cluster_before_the_operator_goes(helm: str) -> None:
     """With a PulsarCluster in the release, a pre-delete Job (operator image, its own
     ServiceAccount and a Role limited to the release's namespace) deletes it first."""
