@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.bookie.storage import api
+from magnetar.bookie.storage import api, compaction, entrylog
 from tests.integration.bookie_storage.conftest import Open, add, payload
 
 L = api.LedgerId
@@ -90,3 +90,48 @@ async def test_reads_during_compaction_still_succeed(open_storage: Open) -> None
 
     await asyncio.gather(s.compact(), reader(), reader())
     await reader()
+
+
+async def test_compaction_steps_over_garbage_from_headers_and_is_paced(
+    open_storage: Open, tmp_path: Path
+) -> None:
+    """The garbage of a rewritten log is skipped from its record headers (a damaged record of
+    a deleted ledger does not stop the log's compaction; before, its checksum was checked and
+    the log was left in place), live records are still checked, and the scan calls ``pace``
+    once per record it walks over."""
+    s = await open_storage(entry_log_max_bytes=600 * 1024)
+    await fill(s, [1, 2, 3], 100)
+    data = tmp_path / "data" / "entrylogs"
+    reader = entrylog.EntryLogReader(data)
+    first = entrylog.list_logs(data)[0]
+    records = list(reader.scan(first))
+    dead = next(r for r in records if r.ledger_id == 1)
+    calls: list[None] = []
+    kept = list(
+        reader.scan(first, keep=lambda lid, _e, _w: lid == 3, pace=lambda: calls.append(None))
+    )
+    assert [r.ledger_id for r in kept] == [r.ledger_id for r in records if r.ledger_id == 3]
+    assert [r.data for r in kept] == [r.data for r in records if r.ledger_id == 3]
+    assert len(calls) == len(records)
+    reader.close()
+
+    with open(data / entrylog.file_name(first), "r+b") as f:  # damage a ledger-1 entry
+        f.seek(dead.location.offset + entrylog.RECORD_HEAD.size + 10)
+        f.write(b"\xff" * 16)
+    await s.delete_ledger(L(1))
+    await s.delete_ledger(L(2))
+    await s.compact()
+    assert first not in entrylog.list_logs(data)  # rewritten despite the damaged garbage
+    got = await s.read_range(L(3), E(0), E(99), 1 << 30)
+    assert got == [(e, payload(3, e, SIZE)) for e in range(100)]
+
+
+def test_the_pacer_pauses_after_its_work_slice() -> None:
+    busy = compaction.Pacer(work_s=0.0, pause_s=0.0)
+    for _ in range(5):
+        busy()
+    assert busy.pauses == 5
+    idle = compaction.Pacer(work_s=3600.0)
+    for _ in range(5):
+        idle()
+    assert idle.pauses == 0

@@ -20,7 +20,7 @@ import contextlib
 import os
 import struct
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -287,9 +287,20 @@ class EntryLogReader:
             i = j
         return out
 
-    def scan(self, log_id: int) -> Iterator[ScannedRecord]:
+    def scan(
+        self,
+        log_id: int,
+        *,
+        keep: Callable[[int, int, Location], bool] | None = None,
+        pace: Callable[[], None] | None = None,
+    ) -> Iterator[ScannedRecord]:
         """Every record of a log in file order. A partial record at the very end (a flush cut
-        by a crash, never indexed) ends the scan; a bad record before the end raises."""
+        by a crash, never indexed) ends the scan; a bad record before the end raises.
+
+        ``keep(ledger, entry, location)``, when given, is asked from the record's header
+        alone: a record it refuses is stepped over without being copied or checksummed
+        (compaction skips the garbage it is collecting). ``pace()`` is called between
+        records, for the caller to share the interpreter with the threads serving clients."""
         path = self._dir / file_name(log_id)
         data = path.read_bytes()
         if data[: len(MAGIC)] != MAGIC:
@@ -297,17 +308,24 @@ class EntryLogReader:
         offset = len(MAGIC)
         size = len(data)
         while offset + RECORD_HEAD.size <= size:
+            if pace is not None:
+                pace()
             length, crc, lid, eid = RECORD_HEAD.unpack_from(data, offset)
             stop = offset + 8 + length
             if length < 16 or stop > size:
                 return  # torn tail of an interrupted flush
-            body = data[offset + 8 : stop]
+            where = Location(log_id, offset, stop - offset)
+            offset = stop
+            if keep is not None and not keep(lid, eid, where):
+                continue
+            body = data[where.offset + 8 : stop]
             if google_crc32c.value(body) != crc:
                 if stop == size:
                     return
-                raise api.StorageCorruptedError(f"entry log {path} @{offset}: checksum mismatch")
-            yield ScannedRecord(lid, eid, Location(log_id, offset, stop - offset), body[16:])
-            offset = stop
+                raise api.StorageCorruptedError(
+                    f"entry log {path} @{where.offset}: checksum mismatch"
+                )
+            yield ScannedRecord(lid, eid, where, body[16:])
 
     def forget(self, log_ids: list[int]) -> None:
         """Close the descriptors of logs that were deleted. Call with no read in flight."""
