@@ -154,8 +154,7 @@ class Columns:
         def per_row(values: list[Any], kind: Any) -> Any:
             return pa.array(values, kind).take(rows)
 
-        ledgers = pc.cast(per_row(self.ledgers, pa.int64()), pa.string())
-        entries = pc.cast(per_row(self.entries, pa.int64()), pa.string())
+        entries = per_row([f"{lg}:{e}" for lg, e in zip(self.ledgers, self.entries)], pa.string())
         batches = pc.cast(pa.array(self.batches, pa.int64()), pa.string())
         columns = [
             pa.array(self.keys, pa.string()),
@@ -163,7 +162,7 @@ class Columns:
             pa.repeat(pa.scalar(self.parent, pa.string()), n),
             pa.repeat(pa.scalar(self.index, pa.int32()), n),
             pa.array(self.ids, pa.binary()),
-            pc.binary_join_element_wise(ledgers, entries, batches, str(self.index), ":"),
+            pc.binary_join_element_wise(entries, batches, str(self.index), ":"),
             timestamps(per_row(self.published, pa.int64()), schema.field("publishTime").type),
             timestamps(pa.array(self.events, pa.int64()), schema.field("eventTime").type),
             pa.array(self.properties, schema.field("properties").type),
