@@ -1,7 +1,9 @@
 """Reading topics into Spark: the driver plans one input partition per topic partition (a
 range of message ids, from the admin API's last message id and ledger list), an executor reads
-its range with the official client's Reader. Batch reads (``spark.read``) and micro-batch
-streaming (``spark.readStream``) share the planning and the read loop.
+its range on the Pulsar protocol itself (``protocol_read``, option ``readPath=protocol``, the
+default) or with the official client's Reader (``read_range`` here: ``readPath=client``, and
+the protocol loop's fallback). Batch reads (``spark.read``) and micro-batch streaming
+(``spark.readStream``) share the planning and the read loops.
 
 A range is ``(after, until)``: every message whose position is greater than ``after`` and at
 most ``until`` (``options.Position`` ordering). Streaming offsets are, per topic partition,
