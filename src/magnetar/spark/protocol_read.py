@@ -494,9 +494,7 @@ class _RangeReader:
         keep = _unacked(ack_set) if ack_set else None
         rows = len(cols.values)
         try:
-            last = _split(
-                cols, data, start, lo, stop, md.event_time, prefix, self._suffix(n), keep
-            )
+            last = _split(cols, data, start, lo, stop, md.event_time, prefix, self._suffix(n), keep)
         except _Corrupt as exc:
             for column in (cols.keys, cols.values, cols.events, cols.properties):
                 del column[rows:]  # (ids and batch indexes are appended after the split)

@@ -154,7 +154,8 @@ class Columns:
         def per_row(values: list[Any], kind: Any) -> Any:
             return pa.array(values, kind).take(rows)
 
-        entries = per_row([f"{lg}:{e}" for lg, e in zip(self.ledgers, self.entries)], pa.string())
+        pairs = zip(self.ledgers, self.entries, strict=True)
+        entries = per_row([f"{lg}:{e}" for lg, e in pairs], pa.string())
         batches = pc.cast(pa.array(self.batches, pa.int64()), pa.string())
         columns = [
             pa.array(self.keys, pa.string()),

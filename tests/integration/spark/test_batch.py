@@ -85,6 +85,7 @@ def test_starting_and_ending_offsets(
     def read(**extra: str) -> list[str]:
         opts = source_options(standalone, topic=topic, **extra)
         rows = spark.read.format("magnetar").options(**opts).load().collect()
+
         def position(r: Any) -> list[int]:  # (numerically: ledger 10 after ledger 9)
             return [int(part) for part in r.messageIdString.split(":")]
 
