@@ -110,11 +110,10 @@ def _error_name(code: int) -> str:
 def _address(url: str) -> tuple[str, int]:
     """``pulsar://host:port[/]`` -> (host, port)."""
     rest = url.strip()
-    if not rest.startswith("pulsar://"):
-        raise _Refused(pb.ServiceNotReady, f"broker URL {url!r} is not pulsar://host:port")
     host, _, port = rest.removeprefix("pulsar://").rstrip("/").rpartition(":")
-    if not host or not port.isdigit():
-        raise _Refused(pb.ServiceNotReady, f"broker URL {url!r} is not pulsar://host:port")
+    if not rest.startswith("pulsar://") or not host or not port.isdigit():
+        # (a lookup answering with a TLS URL only: not retried, TLS is not there yet)
+        raise _Refused(pb.UnknownError, f"broker URL {url!r} is not pulsar://host:port")
     return host.strip("[]"), int(port)
 
 
@@ -406,7 +405,7 @@ class _RangeReader:
                     kind = frame.type
                     if kind != _C.MESSAGE:
                         if kind in (_C.CLOSE_CONSUMER, _C.TOPIC_MIGRATED):
-                            raise _Lost(f"the broker closed the consumer ({kind})")
+                            raise _Lost(f"the broker sent {commands.type_name(kind)}")
                         continue  # (SUCCESS, ACTIVE_CONSUMER_CHANGE, REACHED_END_OF_TOPIC...)
                     if frame.command.message.consumer_id != self.consumer_id:
                         continue

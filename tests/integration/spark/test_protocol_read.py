@@ -104,6 +104,24 @@ def _produce_mixed(client: pulsar.Client, topic: str, **producer_args: Any) -> l
     return ids
 
 
+def _new_topic(standalone: StandaloneProc, name: str, partitions: int = 0) -> str:
+    make_namespace(standalone, NS)
+    create_topic(standalone, f"{NS}/{name}", partitions)
+    return f"persistent://{NS}/{name}"
+
+
+def _mixed_topic(
+    standalone: StandaloneProc, client: pulsar.Client, name: str, **producer_args: Any
+) -> tuple[str, list[Any], Position]:
+    """A new topic of ``NS`` holding ``_produce_mixed``'s messages: its name, their ids and
+    its last message id."""
+    topic = _new_topic(standalone, name)
+    ids = _produce_mixed(client, topic, **producer_args)
+    last = Admin(standalone.http_url).state(topic).last
+    assert last is not None
+    return topic, ids, last
+
+
 def _at(mid: Any, shift: int = 0) -> Position:
     return Position(mid.ledger_id(), mid.entry_id(), mid.batch_index() + shift)
 
@@ -111,12 +129,7 @@ def _at(mid: Any, shift: int = 0) -> Position:
 def test_the_same_rows_as_the_client_for_batched_and_single_messages_and_ranges_inside_batches(
     standalone: StandaloneProc, client: pulsar.Client
 ) -> None:
-    make_namespace(standalone, NS)
-    topic = f"persistent://{NS}/mixed"
-    create_topic(standalone, f"{NS}/mixed")
-    ids = _produce_mixed(client, topic)
-    last = Admin(standalone.http_url).state(topic).last
-    assert last is not None
+    topic, ids, last = _mixed_topic(standalone, client, "mixed")
     url = standalone.service_url
 
     rows = _rows(_same(url, Range(topic, BEFORE_ALL, last)))
@@ -143,9 +156,7 @@ def test_the_same_rows_as_the_client_for_batched_and_single_messages_and_ranges_
 def test_message_ids_are_the_official_clients_bytes(
     standalone: StandaloneProc, client: pulsar.Client
 ) -> None:
-    make_namespace(standalone, NS)
-    topic = f"persistent://{NS}/ids"
-    create_topic(standalone, f"{NS}/ids", 2)
+    topic = _new_topic(standalone, "ids", 2)
     ids = _produce_mixed(client, topic)
     admin = Admin(standalone.http_url)
     seen = 0
@@ -178,12 +189,10 @@ def test_message_ids_are_the_official_clients_bytes(
 def test_compressed_topics_give_the_same_rows(
     standalone: StandaloneProc, client: pulsar.Client, codec: str
 ) -> None:
-    make_namespace(standalone, NS)
-    topic = f"persistent://{NS}/compressed-{codec.lower()}"
-    create_topic(standalone, f"{NS}/compressed-{codec.lower()}")
-    ids = _produce_mixed(client, topic, compression_type=getattr(pulsar.CompressionType, codec))
-    last = Admin(standalone.http_url).state(topic).last
-    assert last is not None
+    compression = getattr(pulsar.CompressionType, codec)
+    topic, ids, last = _mixed_topic(
+        standalone, client, f"compressed-{codec.lower()}", compression_type=compression
+    )
     assert len(_rows(_same(standalone.service_url, Range(topic, BEFORE_ALL, last)))) == len(ids)
     _same(standalone.service_url, Range(topic, _at(ids[5]), _at(ids[52])))
 
@@ -191,9 +200,7 @@ def test_compressed_topics_give_the_same_rows(
 def test_a_chunked_message_is_read_by_the_client_loop_from_there_on(
     standalone: StandaloneProc, client: pulsar.Client, caplog: pytest.LogCaptureFixture
 ) -> None:
-    make_namespace(standalone, NS)
-    topic = f"persistent://{NS}/chunked"
-    create_topic(standalone, f"{NS}/chunked")
+    topic = _new_topic(standalone, "chunked")
     plain = client.create_producer(topic, batching_enabled=False)
     for i in range(5):
         plain.send(f"before-{i}".encode(), properties={"i": str(i)})
@@ -235,12 +242,7 @@ def proxy(standalone: StandaloneProc, tmp_path_factory: pytest.TempPathFactory) 
 def test_reading_through_a_proxy(
     standalone: StandaloneProc, client: pulsar.Client, proxy: ProxyProc
 ) -> None:
-    make_namespace(standalone, NS)
-    topic = f"persistent://{NS}/proxied"
-    create_topic(standalone, f"{NS}/proxied")
-    ids = _produce_mixed(client, topic)
-    last = Admin(standalone.http_url).state(topic).last
-    assert last is not None
+    topic, ids, last = _mixed_topic(standalone, client, "proxied")
     # the protocol loop through the proxy, the client's loop straight to the broker
     rows = _rows(
         _same(proxy.service_url, Range(topic, BEFORE_ALL, last), reference=standalone.service_url)
@@ -251,9 +253,7 @@ def test_reading_through_a_proxy(
 def test_a_topic_unloaded_during_the_read_is_read_on_after_subscribing_again(
     standalone: StandaloneProc, client: pulsar.Client, caplog: pytest.LogCaptureFixture
 ) -> None:
-    make_namespace(standalone, NS)
-    topic = f"persistent://{NS}/unloaded"
-    create_topic(standalone, f"{NS}/unloaded")
+    topic = _new_topic(standalone, "unloaded")
     producer = client.create_producer(
         topic, batching_enabled=True, batching_max_messages=100, block_if_queue_full=True
     )
@@ -287,9 +287,7 @@ def test_a_refused_topic_and_an_incomplete_range_fail_naming_the_problem(
     with pytest.raises(MagnetarSourceError, match=r"reading persistent://no-such-tenant.*refused"):
         _protocol(standalone.service_url, Range(missing, BEFORE_ALL, Position(5, 5, -1)))
 
-    make_namespace(standalone, NS)
-    topic = f"persistent://{NS}/short"
-    create_topic(standalone, f"{NS}/short")
+    topic = _new_topic(standalone, "short")
     producer = client.create_producer(topic, batching_enabled=False)
     mid = producer.send(b"only")
     producer.close()
