@@ -5,6 +5,13 @@ never pass/fail; docs/benchmarks.md records them (issue 16's target: batch read 
 single-process client with 2 partitions).
 
     .venv/bin/python bench/spark_bench.py [--messages 100000] [--size 1024] [--partitions 2]
+        [--rounds 3] [--read-paths protocol,client] [--loops-only]
+
+First the executors' read loops alone, outside Spark (what a Spark Python worker runs: one
+process reading every partition into Arrow batches), for each read path: CPU microseconds
+per message of this process (the official client's receive threads included), next to the
+official client's ``read_next``-only loop. Then the Spark figures, the batch read once per
+read path (``--read-paths``); ``--loops-only`` stops after the loops.
 
 Spark runs in local mode with as many cores as the machine has; the session's start-up is
 not counted, each Spark figure is the best of ``--rounds`` runs (the first pays for the
@@ -74,6 +81,53 @@ def client_consume(service_url: str, partitions: list[str], n: int) -> Timed:
     return t
 
 
+def loop_read(service_url: str, admin_url: str, partitions: list[str], path: str, n: int) -> str:
+    """Every partition read by one executor read loop in this process, as a Spark task
+    would: wall time and this process's CPU per message."""
+    from magnetar.spark import protocol_read
+    from magnetar.spark.admin import Admin
+    from magnetar.spark.options import BEFORE_ALL, Position
+    from magnetar.spark.read import Range, read_range
+
+    admin = Admin(admin_url)
+    ranges = []
+    for partition in partitions:
+        last = admin.state(partition).last
+        assert last is not None
+        ranges.append(Range(partition, BEFORE_ALL, last))
+
+    def no_fallback(after: Position) -> Any:
+        raise AssertionError(f"the protocol loop handed over to the client after {after}")
+
+    rows = 0
+    cpu, wall = time.process_time(), time.perf_counter()
+    for r in ranges:
+        if path == "client":
+            batches = read_range(service_url, r, poll_timeout_ms=30_000)
+        else:
+            batches = protocol_read.read_range(
+                service_url, r, poll_timeout_ms=30_000, fallback=no_fallback
+            )
+        rows += sum(b.num_rows for b in batches)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    assert rows == n, (rows, n)
+    return (
+        f"{cpu / n * 1e6:.2f} us CPU per message, {n / wall:,.0f} rows/s, "
+        f"load {os.getloadavg()[0]:.1f}"
+    )
+
+
+def client_loop(service_url: str, partitions: list[str], n: int) -> str:
+    """The official client's ``read_next``-only loop: this process's CPU per message."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    client_consume(service_url, partitions, n)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    return (
+        f"{cpu / n * 1e6:.2f} us CPU per message, {n / wall:,.0f} rows/s, "
+        f"load {os.getloadavg()[0]:.1f}"
+    )
+
+
 def cpu_seconds() -> float:
     """CPU time of this process and every process under it, reaped ones included."""
     me = psutil.Process()
@@ -118,7 +172,10 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--read-paths", default="protocol,client")
+    ap.add_argument("--loops-only", action="store_true")
     args = ap.parse_args()
+    paths = [p.strip() for p in args.read_paths.split(",") if p.strip()]
     n = args.messages
     with tempfile.TemporaryDirectory(prefix="spark-bench-") as tmp:
         proc = StandaloneProc(Path(tmp) / "data").start()
@@ -133,6 +190,15 @@ def main() -> None:
             produce(proc.service_url, topic, n, args.size)
             say(f"produced {n} x {args.size} B in {time.perf_counter() - t0:.1f} s")
 
+            for r in range(args.rounds):
+                say(f"loop, official client read_next only (round {r + 1}): "
+                    + client_loop(proc.service_url, parts, n))  # fmt: skip
+                for path in paths:
+                    say(f"loop, readPath={path} (round {r + 1}): "
+                        + loop_read(proc.service_url, proc.http_url, parts, path, n))  # fmt: skip
+            if args.loops_only:
+                return
+
             client_rate, cost = best(
                 args.rounds, n, lambda: client_consume(proc.service_url, parts, n)
             )
@@ -141,18 +207,19 @@ def main() -> None:
             spark = local_session("magnetar-spark-bench", cores=os.cpu_count() or 2)
             options = {"serviceUrl": proc.service_url, "adminUrl": proc.http_url, "topic": topic}
 
-            def batch_read() -> Timed:
-                df = spark.read.format("magnetar").options(**options).load()
+            def batch_read(path: str) -> Timed:
+                df = spark.read.format("magnetar").options(**options, readPath=path).load()
                 with Timed() as t:
                     df.write.format("noop").mode("overwrite").save()  # every row, in the JVM
                 assert df.count() == n  # (outside the timing)
                 return t
 
-            batch_rate, cost = best(args.rounds, n, batch_read)
-            say(
-                f"spark batch read:  {batch_rate:,.0f} rows/s "
-                f"({batch_rate / client_rate:.2f}x the client; {cost})"
-            )
+            for path in paths:
+                batch_rate, cost = best(args.rounds, n, lambda p=path: batch_read(p))
+                say(
+                    f"spark batch read, readPath={path}: {batch_rate:,.0f} rows/s "
+                    f"({batch_rate / client_rate:.2f}x the client; {cost})"
+                )
 
             def stream_read() -> Timed:
                 with tempfile.TemporaryDirectory(prefix="ckpt-") as ckpt, Timed() as t:

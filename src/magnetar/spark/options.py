@@ -56,6 +56,7 @@ READ_OPTION_NAMES: Final = (
     "failOnDataLoss",
     "subscriptionName",
     "pollTimeoutMs",
+    "readPath",
 )
 WRITE_OPTION_NAMES: Final = ("serviceUrl", "topic")
 """Spark hands options over lower-cased."""
@@ -223,6 +224,23 @@ def check_known(options: Mapping[str, str], names: tuple[str, ...], *, what: str
         raise MagnetarSourceError(
             "magnetar takes no path: name topics with the option topic, topics or topicsPattern"
         )
+
+
+READ_PATH_PROTOCOL: Final = "protocol"
+"""Executors read with the Pulsar protocol themselves (``protocol_read``): the default."""
+READ_PATH_CLIENT: Final = "client"
+"""Executors read with the official client's Reader (``read.read_range``)."""
+
+
+def read_path(options: Mapping[str, str]) -> str:
+    raw = (options.get("readpath") or "").strip()
+    if not raw:
+        return READ_PATH_PROTOCOL
+    if raw.lower() in (READ_PATH_PROTOCOL, READ_PATH_CLIENT):
+        return raw.lower()
+    raise MagnetarSourceError(
+        f"option readPath must be {READ_PATH_PROTOCOL} or {READ_PATH_CLIENT}, not {raw!r}"
+    )
 
 
 def service_url(options: Mapping[str, str]) -> str:

@@ -1,7 +1,9 @@
 """Reading topics into Spark: the driver plans one input partition per topic partition (a
 range of message ids, from the admin API's last message id and ledger list), an executor reads
-its range with the official client's Reader. Batch reads (``spark.read``) and micro-batch
-streaming (``spark.readStream``) share the planning and the read loop.
+its range on the Pulsar protocol itself (``protocol_read``, option ``readPath=protocol``, the
+default) or with the official client's Reader (``read_range`` here: ``readPath=client``, and
+the protocol loop's fallback). Batch reads (``spark.read``) and micro-batch streaming
+(``spark.readStream``) share the planning and the read loops.
 
 A range is ``(after, until)``: every message whose position is greater than ``after`` and at
 most ``until`` (``options.Position`` ordering). Streaming offsets are, per topic partition,
@@ -13,9 +15,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain, repeat
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
@@ -26,62 +27,30 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
-from pyspark.sql.types import (
-    BinaryType,
-    IntegerType,
-    MapType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
 from magnetar.spark import options as opts
+from magnetar.spark import protocol_read
 from magnetar.spark.admin import Admin, PartitionState, TopicNotFound, check_reachable
 from magnetar.spark.options import BEFORE_ALL, MAX_BATCH, MagnetarSourceError, Position
+from magnetar.spark.rows import (
+    ARROW_BATCH_ROWS,
+    SCHEMA,
+    Columns,
+    Range,
+    arrow_schema,
+    parent_and_index,
+    poll_timeout_message,
+)
+
+__all__ = ["ARROW_BATCH_ROWS", "SCHEMA", "BatchReader", "Range", "StreamReader", "read_range"]
 
 log = logging.getLogger(__name__)
 
-SCHEMA = StructType(
-    [
-        StructField("key", StringType()),
-        StructField("value", BinaryType()),
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("messageId", BinaryType()),
-        StructField("messageIdString", StringType()),
-        StructField("publishTime", TimestampType()),
-        StructField("eventTime", TimestampType()),
-        StructField("properties", MapType(StringType(), StringType())),
-        StructField("producerName", StringType()),
-    ]
-)
-ARROW_BATCH_ROWS = 4096
-"""Rows per Arrow record batch handed to Spark (tuples would be converted one by one)."""
-
 DEFAULT_POLL_TIMEOUT_MS = 30_000
-_PARTITION_SUFFIX = "-partition-"
 
 
 class DataLossError(MagnetarSourceError):
     """Messages the checkpoint still had to read are no longer stored."""
-
-
-class Range(InputPartition):
-    """One Spark input partition: the messages of ``topic`` in ``(after, until]``."""
-
-    def __init__(self, topic: str, after: Position, until: Position) -> None:
-        super().__init__((topic, after.text(), until.text()))
-        self.topic = topic
-        self.after = after.text()
-        self.until = until.text()
-
-
-def parent_and_index(partition: str) -> tuple[str, int]:
-    base, sep, index = partition.rpartition(_PARTITION_SUFFIX)
-    if sep and index.isdigit():
-        return base, int(index)
-    return partition, -1
 
 
 @dataclass(frozen=True)
@@ -98,6 +67,7 @@ class Settings:
     subscription: str | None
     max_records: int | None
     max_bytes: int | None
+    read_path: str
 
     @classmethod
     def check(cls, options: Mapping[str, str]) -> None:
@@ -132,6 +102,7 @@ class Settings:
             subscription=(options.get("subscriptionname") or "").strip() or None,
             max_records=opts.positive_int(options, "maxRecordsPerTrigger"),
             max_bytes=opts.positive_int(options, "maxBytesPerTrigger"),
+            read_path=opts.read_path(options),
         )
         if settings.max_records and settings.max_bytes:
             raise MagnetarSourceError(
@@ -201,88 +172,6 @@ def end_until(spec: opts.OffsetSpec, state: PartitionState) -> Position | None:
 # --- executors ----------------------------------------------------------------------------------
 
 
-class _Columns:
-    """One Arrow record batch of ``SCHEMA`` being filled: a plain list per column that the
-    read loop appends to, converted column by column (no per-row tuples, no transpose).
-    What a stored entry's messages share (ledger, entry, publish time, producer) is kept once
-    per entry, with the row the entry starts at, and repeated per row by the conversion."""
-
-    def __init__(self, parent: str, index: int) -> None:
-        self.parent, self.index = parent, index
-        self.keys: list[str | None] = []
-        self.values: list[bytes] = []
-        self.ids: list[bytes] = []
-        self.batches: list[int] = []
-        self.events: list[int] = []
-        self.properties: list[Any] = []
-        self.starts: list[int] = []  # per entry: its first row, ledger, entry, time, producer
-        self.ledgers: list[int] = []
-        self.entries: list[int] = []
-        self.published: list[int] = []
-        self.producers: list[str] = []
-
-    def appenders(self) -> tuple[Callable[[Any], None], ...]:
-        """The per-row columns' ``append`` methods, for the read loop to hold."""
-        return (
-            self.keys.append,
-            self.values.append,
-            self.ids.append,
-            self.batches.append,
-            self.events.append,
-            self.properties.append,
-        )
-
-    def start_entry(self, ledger: int, entry: int, published: int, producer: str) -> None:
-        self.starts.append(len(self.values))
-        self.ledgers.append(ledger)
-        self.entries.append(entry)
-        self.published.append(published)
-        self.producers.append(producer)
-
-    def batch(self, schema: Any) -> Any:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        n = len(self.values)
-        ends = [*self.starts[1:], n]
-        rows = pa.array(  # per row: the entry it belongs to
-            chain.from_iterable(
-                repeat(i, end - start)
-                for i, (start, end) in enumerate(zip(self.starts, ends, strict=True))
-            ),
-            pa.int32(),
-        )
-
-        def per_row(values: list[Any], kind: Any) -> Any:
-            return pa.array(values, kind).take(rows)
-
-        ledgers = pc.cast(per_row(self.ledgers, pa.int64()), pa.string())
-        entries = pc.cast(per_row(self.entries, pa.int64()), pa.string())
-        batches = pc.cast(pa.array(self.batches, pa.int64()), pa.string())
-        columns = [
-            pa.array(self.keys, pa.string()),
-            pa.array(self.values, pa.binary()),
-            pa.repeat(pa.scalar(self.parent, pa.string()), n),
-            pa.repeat(pa.scalar(self.index, pa.int32()), n),
-            pa.array(self.ids, pa.binary()),
-            pc.binary_join_element_wise(ledgers, entries, batches, str(self.index), ":"),
-            _timestamps(per_row(self.published, pa.int64()), schema.field("publishTime").type),
-            _timestamps(pa.array(self.events, pa.int64()), schema.field("eventTime").type),
-            pa.array(self.properties, schema.field("properties").type),
-            per_row(self.producers, pa.string()),
-        ]
-        return pa.RecordBatch.from_arrays(columns, schema=schema)
-
-
-def _timestamps(ms: Any, kind: Any) -> Any:
-    """Client times (an int64 array of milliseconds, 0 for none) as a timestamp column
-    (microseconds, null for none)."""
-    import pyarrow.compute as pc
-
-    micros = pc.if_else(pc.greater(ms, 0), pc.multiply(ms, 1000), None)
-    return micros.cast(kind)
-
-
 def read_range(service_url: str, r: Range, *, poll_timeout_ms: int) -> Iterator[Any]:
     """Every message of ``r`` in order, as Arrow record batches of ``SCHEMA`` (at most
     ``ARROW_BATCH_ROWS`` rows each).
@@ -292,9 +181,8 @@ def read_range(service_url: str, r: Range, *, poll_timeout_ms: int) -> Iterator[
     producer name are read once per entry; the id string, the times and the constant columns
     are computed by Arrow per batch."""
     import pulsar  # the executors' dependency, imported where it runs
-    from pyspark.sql.pandas.types import to_arrow_schema
 
-    schema = to_arrow_schema(SCHEMA, timezone="UTC")  # what Spark's worker expects
+    schema = arrow_schema()
     after = tuple(Position.parse(r.after))
     until = tuple(Position.parse(r.until))
     if until <= after:
@@ -320,7 +208,7 @@ def read_range(service_url: str, r: Range, *, poll_timeout_ms: int) -> Iterator[
         # Python wrapper per message (the wrapper has the same methods, so either works)
         read_next = getattr(reader, "_reader", reader).read_next
         timeout = pulsar.Timeout
-        cols = _Columns(parent, index)
+        cols = Columns(parent, index)
         keys, values, ids, batches, events, properties = cols.appenders()
         last_entry: tuple[int, int] | None = None
         count = 0
@@ -329,9 +217,7 @@ def read_range(service_url: str, r: Range, *, poll_timeout_ms: int) -> Iterator[
                 msg = read_next(poll_timeout_ms)
             except timeout:
                 raise MagnetarSourceError(
-                    f"reading {r.topic} from after {Position(*after).text()} to "
-                    f"{r.until}: no message within pollTimeoutMs={poll_timeout_ms} "
-                    "(was the data removed?)"
+                    poll_timeout_message(r.topic, Position(*after), r.until, poll_timeout_ms)
                 ) from None
             mid = msg.message_id()
             ledger, entry, batch = pos = (mid.ledger_id(), mid.entry_id(), mid.batch_index())
@@ -355,7 +241,7 @@ def read_range(service_url: str, r: Range, *, poll_timeout_ms: int) -> Iterator[
             count += 1
             if count == ARROW_BATCH_ROWS:
                 yield cols.batch(schema)
-                cols = _Columns(parent, index)
+                cols = Columns(parent, index)
                 keys, values, ids, batches, events, properties = cols.appenders()
                 last_entry, count = None, 0
         if cols.values:
@@ -369,7 +255,19 @@ def read_partition(settings: Settings, partition: InputPartition) -> Iterator[An
     """An input partition's messages as Arrow batches (both readers' ``read``)."""
     if not isinstance(partition, Range):
         return  # nothing planned: Spark still runs one task without a partition
-    yield from read_range(settings.service_url, partition, poll_timeout_ms=settings.poll_timeout_ms)
+    service, poll = settings.service_url, settings.poll_timeout_ms
+    if settings.read_path == opts.READ_PATH_CLIENT:
+        yield from read_range(service, partition, poll_timeout_ms=poll)
+        return
+
+    def client_from(after: Position) -> Iterator[Any]:
+        """The rest of the range, read by the official client's loop."""
+        rest = Range(partition.topic, after, Position.parse(partition.until))
+        return read_range(service, rest, poll_timeout_ms=poll)
+
+    yield from protocol_read.read_range(
+        service, partition, poll_timeout_ms=poll, fallback=client_from
+    )
 
 
 # --- batch --------------------------------------------------------------------------------------

@@ -41,15 +41,17 @@ def _produce(client: pulsar.Client, topic: str, n: int, *, batching: bool) -> li
     return ids
 
 
+@pytest.mark.parametrize("read_path", ["protocol", "client"])
 def test_batch_read_of_a_partitioned_topic_returns_exactly_the_produced_rows(
-    standalone: StandaloneProc, spark: Any, client: pulsar.Client
+    standalone: StandaloneProc, spark: Any, client: pulsar.Client, read_path: str
 ) -> None:
     make_namespace(standalone, NS)
-    topic = f"persistent://{NS}/orders"
-    create_topic(standalone, f"{NS}/orders", 2)
+    topic = f"persistent://{NS}/orders-{read_path}"
+    create_topic(standalone, f"{NS}/orders-{read_path}", 2)
     _produce(client, topic, 60, batching=True)
 
-    df = spark.read.format("magnetar").options(**source_options(standalone, topic=topic)).load()
+    options = source_options(standalone, topic=topic, readPath=read_path)
+    df = spark.read.format("magnetar").options(**options).load()
     assert df.rdd.getNumPartitions() == 2  # one input partition per topic partition
     rows = df.collect()
     assert len(rows) == 60
@@ -83,7 +85,11 @@ def test_starting_and_ending_offsets(
     def read(**extra: str) -> list[str]:
         opts = source_options(standalone, topic=topic, **extra)
         rows = spark.read.format("magnetar").options(**opts).load().collect()
-        return [bytes(r.value).decode() for r in sorted(rows, key=lambda r: r.messageIdString)]
+
+        def position(r: Any) -> list[int]:  # (numerically: ledger 10 after ledger 9)
+            return [int(part) for part in r.messageIdString.split(":")]
+
+        return [bytes(r.value).decode() for r in sorted(rows, key=position)]
 
     def at(i: int) -> str:
         return (
@@ -111,6 +117,7 @@ def test_starting_and_ending_offsets(
         ({"topic": "x", "adminUrl": "http://127.0.0.1:1"}, "adminUrl http://127.0.0.1:1"),
         ({"topics": ""}, "exactly one of the options topic, topics, topicsPattern"),
         ({"topic": "x", "topicsPattern": "x.*"}, "exactly one of the options"),
+        ({"topic": "x", "readPath": "fast"}, "option readPath must be protocol or client"),
     ],
 )
 def test_bad_input_is_refused_at_load_naming_the_problem(

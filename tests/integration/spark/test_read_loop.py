@@ -1,14 +1,18 @@
-"""The executors' read loop (``magnetar.spark.read.read_range``) run directly against a real
+"""The executors' read loops (``magnetar.spark.read.read_range`` on the official client,
+``magnetar.spark.protocol_read.read_range`` on the protocol) run directly against a real
 standalone, without Spark: a range longer than one Arrow batch, whose batch boundary falls
 inside a stored entry and whose messages span several ledgers, comes back complete, in
 order, once each, with every column filled from its own message or entry."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pulsar
+import pytest
 
+from magnetar.spark import protocol_read
 from magnetar.spark.admin import Admin
 from magnetar.spark.options import BEFORE_ALL
 from magnetar.spark.read import ARROW_BATCH_ROWS, Range, read_range
@@ -20,12 +24,17 @@ PER_ENTRY = 100
 N = ARROW_BATCH_ROWS + 904  # the boundary at row 4,096 falls inside entry 40 (rows 4000-4099)
 
 
+def _no_fallback(after: Any) -> Iterator[Any]:
+    raise AssertionError(f"the protocol loop handed over to the client after {after}")
+
+
+@pytest.mark.parametrize("path", ["client", "protocol"])
 def test_a_range_longer_than_one_arrow_batch_reads_every_message_once_with_its_columns(
-    standalone: StandaloneProc, client: pulsar.Client
+    standalone: StandaloneProc, client: pulsar.Client, path: str
 ) -> None:
     make_namespace(standalone, NS)
-    topic = f"persistent://{NS}/long"
-    create_topic(standalone, f"{NS}/long")
+    topic = f"persistent://{NS}/long-{path}"
+    create_topic(standalone, f"{NS}/long-{path}")
     producer = client.create_producer(
         topic,
         batching_enabled=True,
@@ -50,9 +59,15 @@ def test_a_range_longer_than_one_arrow_batch_reads_every_message_once_with_its_c
 
     last = Admin(standalone.http_url).state(topic).last
     assert last is not None
-    batches = list(
-        read_range(standalone.service_url, Range(topic, BEFORE_ALL, last), poll_timeout_ms=30_000)
-    )
+    r = Range(topic, BEFORE_ALL, last)
+    if path == "client":
+        batches = list(read_range(standalone.service_url, r, poll_timeout_ms=30_000))
+    else:
+        batches = list(
+            protocol_read.read_range(
+                standalone.service_url, r, poll_timeout_ms=30_000, fallback=_no_fallback
+            )
+        )
     assert [b.num_rows for b in batches] == [ARROW_BATCH_ROWS, N - ARROW_BATCH_ROWS]
     rows = [row for b in batches for row in b.to_pylist()]
 
