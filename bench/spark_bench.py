@@ -5,7 +5,7 @@ never pass/fail; docs/benchmarks.md records them (issue 16's target: batch read 
 single-process client with 2 partitions).
 
     .venv/bin/python bench/spark_bench.py [--messages 100000] [--size 1024] [--partitions 2]
-        [--rounds 3] [--read-paths protocol,client] [--loops-only]
+        [--rounds 3] [--warmup 3] [--read-paths protocol,client] [--loops-only]
 
 First the executors' read loops alone, outside Spark (what a Spark Python worker runs: one
 process reading every partition into Arrow batches), for each read path: CPU microseconds
@@ -14,8 +14,12 @@ official client's ``read_next``-only loop. Then the Spark figures, the batch rea
 read path (``--read-paths``); ``--loops-only`` stops after the loops.
 
 Spark runs in local mode with as many cores as the machine has; the session's start-up is
-not counted, each Spark figure is the best of ``--rounds`` runs (the first pays for the
-Python workers' start). Next to each rate: the CPU time the whole process tree spent per
+not counted. Before the batch read is measured, ``--warmup`` queries read everything once
+each, their rates printed but not counted: a new SparkSession's JVM compiles its per-row
+code over its first queries (the JVM's CPU per row halves between the first and the fourth)
+and the first also starts the Python workers. Each Spark figure is then the best of
+``--rounds`` runs, with the median next to the batch read's (and to the client's). Next to
+each rate: the CPU time the whole process tree spent per
 100,000 rows (this process, the standalone, Spark's JVM and its Python workers) and the load
 average, since a shared machine skews wall-clock rates; the CPU figure does not depend on
 what else runs.
@@ -154,16 +158,18 @@ class Timed:
         self.cpu = cpu_seconds() - self.cpu
 
 
-def best(rounds: int, n: int, run: Any) -> tuple[float, str]:
-    """The best rate of ``rounds`` runs (each returns its ``Timed``), with that run's CPU
-    time per 100,000 rows and the load average."""
+def best(rounds: int, n: int, run: Any) -> tuple[float, float, str]:
+    """The best and the median rate of ``rounds`` runs (each returns its ``Timed``), with the
+    best run's CPU time per 100,000 rows and the load average."""
     results = []
     for _ in range(rounds):
         t = run()
         per = t.cpu / n * 100_000
         load = os.getloadavg()[0]
         results.append((n / t.wall, f"{per:.2f} CPU s per 100k rows, load {load:.1f}"))
-    return max(results)
+    results.sort()
+    rate, cost = results[-1]
+    return rate, results[len(results) // 2][0], cost
 
 
 def main() -> None:
@@ -172,6 +178,7 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--read-paths", default="protocol,client")
     ap.add_argument("--loops-only", action="store_true")
     args = ap.parse_args()
@@ -199,10 +206,13 @@ def main() -> None:
             if args.loops_only:
                 return
 
-            client_rate, cost = best(
+            client_rate, client_median, cost = best(
                 args.rounds, n, lambda: client_consume(proc.service_url, parts, n)
             )
-            say(f"official client, one process: {client_rate:,.0f} rows/s ({cost})")
+            say(
+                f"official client, one process: {client_rate:,.0f} rows/s, median "
+                f"{client_median:,.0f} ({cost})"
+            )
 
             spark = local_session("magnetar-spark-bench", cores=os.cpu_count() or 2)
             options = {"serviceUrl": proc.service_url, "adminUrl": proc.http_url, "topic": topic}
@@ -214,11 +224,16 @@ def main() -> None:
                 assert df.count() == n  # (outside the timing)
                 return t
 
+            for w in range(args.warmup):  # the JVM compiles its hot paths over a few queries
+                t = batch_read(paths[0])
+                say(f"spark batch read, readPath={paths[0]}, warm-up query {w + 1} of a new "
+                    f"SparkSession: {n / t.wall:,.0f} rows/s (not counted)")  # fmt: skip
             for path in paths:
-                batch_rate, cost = best(args.rounds, n, lambda p=path: batch_read(p))
+                batch_rate, median, cost = best(args.rounds, n, lambda p=path: batch_read(p))
                 say(
                     f"spark batch read, readPath={path}: {batch_rate:,.0f} rows/s "
-                    f"({batch_rate / client_rate:.2f}x the client; {cost})"
+                    f"({batch_rate / client_rate:.2f}x the client; median {median:,.0f}, "
+                    f"{median / client_median:.2f}x the client's median; {cost})"
                 )
 
             def stream_read() -> Timed:
@@ -238,7 +253,7 @@ def main() -> None:
                 assert rows == n, rows
                 return t
 
-            stream_rate, cost = best(args.rounds, n, stream_read)
+            stream_rate, _, cost = best(args.rounds, n, stream_read)
             say(
                 f"spark stream read: {stream_rate:,.0f} rows/s "
                 f"({stream_rate / client_rate:.2f}x the client; includes query start and "
@@ -258,7 +273,7 @@ def main() -> None:
                 df.unpersist()
                 return t
 
-            write_rate, cost = best(args.rounds, n, write)
+            write_rate, _, cost = best(args.rounds, n, write)
             say(f"spark batch write: {write_rate:,.0f} rows/s ({cost})")
             spark.stop()
         finally:
