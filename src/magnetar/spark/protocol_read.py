@@ -5,9 +5,12 @@ Why it exists: through the official client's Reader every message costs about 7 
 Python calls on an executor (``read_next``, then one call per column), more than the whole
 single-process client it is compared with, so a batch read of 2 partitions on 2 cores could
 not get past half the client's rate (docs/benchmarks.md). Here a task gets one MESSAGE frame
-per stored entry, parses the entry's metadata once, splits its batch in one pass (one
-SingleMessageMetadata parse and one slice per message) and hands the columns to Arrow in
-bulk; the message id bytes are built from a per-entry prefix and a per-index suffix.
+per stored entry and reads the entry (from its metadata size on) from the socket into a bytes
+object of its own, which is checksummed and split where it lies: the entry's metadata is
+parsed once, its batch split in one pass (one SingleMessageMetadata parse per message, into
+one reused object), and a message's value is recorded as where it starts and ends in the
+entry (``rows.Columns``), copied into the Arrow column once per record batch; the message id
+bytes are built from a per-entry prefix and a per-index suffix.
 
 It is the protocol any Pulsar broker speaks, as the official client speaks it for a reader:
 CONNECT; LOOKUP of the topic partition, following redirects and answering
@@ -34,8 +37,8 @@ import socket
 import struct
 import time
 import zlib
-from collections.abc import Callable, Iterator
-from typing import Any, Final
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Final, NamedTuple
 
 from google.protobuf.message import DecodeError
 
@@ -72,7 +75,9 @@ MAX_RECONNECTS: Final = 10
 MAX_FRAME_SIZE: Final = 128 * 1024 * 1024 + frames.FRAME_PADDING
 """The largest frame accepted: brokers announce their own limit (5 MiB by default), this
 only guards against a garbled size."""
-RECV_BYTES: Final = 1 << 20
+READ_BUFFER: Final = 256 * 1024
+"""The socket's read buffer: small frames are read from it, a large stored message mostly
+straight into its own bytes object."""
 
 _C = pb.BaseCommand
 _RETRIABLE: Final = frozenset({pb.ServiceNotReady, pb.TooManyRequests})
@@ -81,7 +86,8 @@ _ARROW_CODECS: Final = {pb.LZ4: "lz4_raw", pb.ZSTD: "zstd", pb.SNAPPY: "snappy"}
 """Pulsar's codecs as pyarrow names them: LZ4 and Snappy are the raw block formats, ZSTD
 the frame format."""
 _U32: Final = struct.Struct(">I")
-_SINGLE_METADATA: Final[Any] = pb.SingleMessageMetadata.FromString
+_SIZES: Final = struct.Struct(">II")
+_MAGIC_U32: Final = struct.Struct(">HI")
 
 
 class _Lost(Exception):
@@ -129,8 +135,8 @@ class _Link:
         except OSError as exc:
             raise _Lost(f"cannot connect to {self.where}: {exc}") from None
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        # the checksum is verified by the read loop on the copy it makes anyway (_stored)
-        self.decoder = frames.FrameDecoder(max_frame_size=MAX_FRAME_SIZE, verify_checksum=False)
+        self.stream = self.sock.makefile("rb", buffering=READ_BUFFER)
+        self.timed_out = False  # a read timed out mid-frame: the stream is unusable
         try:
             connect = commands.connect(
                 client_version=CLIENT_VERSION, protocol_version=PROTOCOL_VERSION
@@ -159,34 +165,72 @@ class _Link:
         except OSError as exc:
             raise _Lost(f"sending to {self.where}: {exc}") from None
 
-    def next(self, deadline: float) -> frames.Frame | None:
-        """The next frame, or None when ``deadline`` (``time.monotonic()``) passed first."""
-        decoder = self.decoder
+    def next(self, deadline: float) -> _Frame | None:
+        """The next frame, or None when ``deadline`` (``time.monotonic()``) passed first
+        (the link is unusable after that: a frame may have been cut)."""
         while True:
-            try:
-                frame = decoder.next_frame()
-            except WireError as exc:
-                if exc.fatal:
-                    raise _Lost(f"undecodable data from {self.where}: {exc}") from None
-                continue  # an unknown command type: skipped, as the clients do
-            if frame is not None:
-                if frame.type == _C.PING:
-                    self.send(commands.pong())
-                    continue
-                return frame
+            if self.timed_out:
+                raise _Lost(f"reading from {self.where}: an earlier read timed out")
             left = deadline - time.monotonic()
             if left <= 0:
                 return None
             try:
                 self.sock.settimeout(left)
-                data = self.sock.recv(RECV_BYTES)
+                frame = self._frame()
             except TimeoutError:
+                self.timed_out = True
                 return None
             except OSError as exc:
                 raise _Lost(f"reading from {self.where}: {exc}") from None
-            if not data:
-                raise _Lost(f"{self.where} closed the connection")
-            decoder.push(data)
+            if frame is None:
+                continue  # an unknown command type: skipped, as the clients do
+            if frame.type == _C.PING:
+                self.send(commands.pong())
+                continue
+            return frame
+
+    def _exactly(self, n: int) -> bytes:
+        data = self.stream.read(n)
+        if len(data) < n:
+            raise _Lost(f"{self.where} closed the connection")
+        return data  # type: ignore[no-any-return]
+
+    def _frame(self) -> _Frame | None:
+        """Read one frame (None: a command of a type unknown here, skipped). A MESSAGE's
+        stored message (from its metadata size on) is read into a bytes object of its own:
+        checksummed and split where it lies (see the module's docstring)."""
+        read = self._exactly
+        total, size = _SIZES.unpack(read(8))
+        if total > MAX_FRAME_SIZE or size > total - 4:
+            raise _Lost(f"undecodable data from {self.where}: frame {total}, command {size}")
+        cmd = pb.BaseCommand()
+        try:
+            cmd.ParseFromString(read(size))
+        except DecodeError as exc:
+            raise _Lost(f"undecodable command from {self.where}: {exc}") from None
+        left = total - 4 - size
+        known = cmd.HasField("type")
+        if not known or cmd.type != _C.MESSAGE:
+            if left:
+                read(left)  # (only SEND and MESSAGE carry a payload; a reader gets no SEND)
+            return _Frame(cmd, cmd.type, None, None) if known else None
+        crc = None
+        while left >= 6:  # the optional sections before the stored message
+            head = read(6)
+            left -= 6
+            magic, value = _MAGIC_U32.unpack(head)
+            if magic == frames.MAGIC_BROKER_ENTRY_METADATA and value <= left:
+                read(value)  # (not asked for in SUBSCRIBE; skipped when sent)
+                left -= value
+                continue
+            if magic == frames.MAGIC_CRC32C:
+                crc = value
+                break
+            return _Frame(cmd, cmd.type, head + read(left), None)  # no checksum section
+        stored = read(left)
+        if len(stored) < 4 or _U32.unpack_from(stored)[0] > left - 4:
+            raise _Lost(f"undecodable data from {self.where}: a MESSAGE without its metadata")
+        return _Frame(cmd, cmd.type, stored, crc)
 
     def request(self, cmd: pb.BaseCommand, deadline: float) -> pb.BaseCommand:
         """Send ``cmd`` and return the answer carrying its request id."""
@@ -205,7 +249,19 @@ class _Link:
                 return answer
 
     def close(self) -> None:
+        self.stream.close()
         self.sock.close()
+
+
+class _Frame(NamedTuple):
+    """A frame as the read loop needs it."""
+
+    command: pb.BaseCommand
+    type: int
+    stored: bytes | None
+    """A MESSAGE's stored message: [u32 metadata size][MessageMetadata][payload]."""
+    crc: int | None
+    """Its crc32c, when the broker sent one."""
 
 
 def _left(deadline: float) -> float:
@@ -255,6 +311,7 @@ class _RangeReader:
         self.consumer_id = 0
         self.granted = 0  # messages delivered since the last FLOW
         self._suffixes: dict[int, list[bytes]] = {}
+        self._single = pb.SingleMessageMetadata()  # parsed into for every batched message
 
     # --- connection -----------------------------------------------------------------------
 
@@ -418,14 +475,14 @@ class _RangeReader:
                             "reading %s: %s; the official client reads on from after %s",
                             self.topic, why, self.after.text(),
                         )  # fmt: skip
-                        if cols.values:
+                        if cols.rows:
                             yield cols.batch(schema)
                         self.close()
                         yield from fallback(self.after)
                         return
                     if self.after != before:
                         reconnects = 0
-                    while len(cols.values) >= ARROW_BATCH_ROWS:
+                    while cols.rows >= ARROW_BATCH_ROWS:
                         rest = cols.split(ARROW_BATCH_ROWS)
                         yield cols.batch(schema)
                         cols = rest
@@ -441,16 +498,20 @@ class _RangeReader:
                     ) from None
                 log.info("reading %s: %s; subscribing again after %s",
                          self.topic, lost, self.after.text())  # fmt: skip
-        if cols.values:
+        if cols.rows:
             yield cols.batch(schema)
 
-    def _entry(self, frame: frames.Frame, cols: Columns) -> bool:
+    def _entry(self, frame: _Frame, cols: Columns) -> bool:
         """Append the messages of one MESSAGE frame (a stored entry) that are in the range;
         True once the range is complete."""
         mid = frame.command.message.message_id
         ledger, entry = mid.ledgerId, mid.entryId
-        stored = _stored(frame, f"{ledger}:{entry}")
-        (size,) = _U32.unpack_from(stored)  # (the decoder checked the layout)
+        stored = frame.stored
+        assert stored is not None  # (a MESSAGE frame always has it)
+        if frame.crc is not None and frames.crc32c(stored) != frame.crc:
+            # (the official client's check: a mismatch is dropped and read again)
+            raise _Lost(f"checksum mismatch in entry {ledger}:{entry}")
+        (size,) = _U32.unpack_from(stored)  # (the link checked it fits)
         start = 4 + size  # of the payload
         try:
             md = frames.parse_message_metadata(stored[4:start])
@@ -479,27 +540,22 @@ class _RangeReader:
             raise _Unsupported(f"entry {ledger}:{entry} is a chunk of a larger message")
         data, start = _payload(md, stored, start, f"{ledger}:{entry}")
         prefix = _id_prefix(ledger, entry, self.index)
-        cols.start_entry(ledger, entry, md.publish_time, md.producer_name)
+        cols.start_entry(ledger, entry, md.publish_time, md.producer_name, md.event_time)
         if not batched:
-            cols.keys.append(md.partition_key or None)
-            cols.values.append(data[start:])
+            value = data[start:] if start else data
+            props = _pairs(md.properties) if md.properties else []
+            cols.add_row(md.partition_key or None, value, 0, props)
             cols.ids.append(prefix)
             cols.batches.append(-1)
-            cols.events.append(md.event_time)
-            cols.properties.append(_pairs(md.properties) if md.properties else ())
             self.after = Position(ledger, entry, -1)
             return finished
         ack_set = frame.command.message.ack_set
         keep = _unacked(ack_set) if ack_set else None
-        rows = len(cols.values)
+        rows = cols.rows
         try:
-            last = _split(cols, data, start, lo, stop, md.event_time, prefix, self._suffix(n), keep)
+            last = _split(cols, data, start, lo, stop, prefix, self._suffix(n), keep, self._single)
         except _Corrupt as exc:
-            for column in (cols.keys, cols.values, cols.events, cols.properties):
-                del column[rows:]  # (ids and batch indexes are appended after the split)
-            for record in (cols.starts, cols.ledgers, cols.entries, cols.published):
-                record.pop()
-            cols.producers.pop()
+            cols.split(rows)  # (the rows of this entry appended before the damage: dropped)
             raise _Unsupported(f"entry {ledger}:{entry}: {exc}") from None
         if last >= 0:
             self.after = Position(ledger, entry, last)
@@ -525,63 +581,61 @@ def _split(
     p: int,
     lo: int,
     stop: int,
-    entry_event: int,
     prefix: bytes,
     suffixes: list[bytes],
     keep: frozenset[int] | None,
+    smd: pb.SingleMessageMetadata,
 ) -> int:
     """Append messages ``lo`` to ``stop - 1`` of the batch payload that starts at ``p`` in
     ``data`` (``[u32 size][SingleMessageMetadata][payload]...``) to ``cols``, those in
-    ``keep`` only when given; the last batch index appended (-1: none). The hot loop of the
-    read path: a message costs one metadata parse, one slice and four appends."""
-    keys, values, events, properties = (
-        cols.keys.append,
-        cols.values.append,
-        cols.events.append,
-        cols.properties.append,
-    )
-    parse, unpack = _SINGLE_METADATA, _U32.unpack_from
+    ``keep`` only when given; the last batch index appended (-1: none). ``smd`` is parsed
+    into for each message (reused: no object per message). The hot loop of the read path:
+    a message costs one metadata parse and a few appends; its value stays in ``data``."""
+    cols.add_chunk(data)
+    keys, bounds = cols.keys.append, cols.bounds.append
+    parse, unpack, has = smd.ParseFromString, _U32.unpack_from, smd.HasField
     end = len(data)
-    taken: list[int] = []
     try:
         for i in range(min(lo, stop)):  # messages before the range: only their sizes
             (size,) = unpack(data, p)
             m = p + 4 + size
-            p = m + parse(data[p + 4 : m]).payload_size
+            parse(data[p + 4 : m])
+            p = m + smd.payload_size
             if p > end or p < m:
                 raise _Corrupt(f"message {i} ends at {p}, out of the payload's {end} bytes")
+        picked: list[int] = []
+        taken: Sequence[int] = range(lo, stop) if keep is None else picked
         for i in range(lo, stop):
             (size,) = unpack(data, p)
             m = p + 4 + size
             raw = data[p + 4 : m]
-            smd = parse(raw)
+            parse(raw)
             p = m + smd.payload_size
             if p > end or p < m:
                 raise _Corrupt(f"message {i} ends at {p}, out of the payload's {end} bytes")
-            if keep is not None and i not in keep:
-                continue
-            values(data[m:p])
-            keys(smd.partition_key or None)
-            event = smd.event_time
-            if not event and entry_event and not smd.HasField("event_time"):
-                event = entry_event  # as the client: the entry's event time unless overridden
-            events(event)
-            # properties (field 1) start with the tag byte 0x0a (0x8a if over-long): a
-            # metadata without either byte has none, known without the costly container
-            if (10 in raw or 138 in raw) and (pairs := smd.properties):
-                properties(_pairs(pairs))
-            else:
-                properties(())
             if keep is not None:
-                taken.append(i)
+                if i not in keep:
+                    continue
+                picked.append(i)
+            bounds(m)
+            bounds(p)
+            keys(smd.partition_key or None)
+            # a field's tag byte is in the metadata when the field is: without it, known
+            # absent without reading the field -- event_time (5, varint) is 0x28, properties
+            # (1) start with 0x0a (0x8a if over-long)
+            if 40 in raw and has("event_time"):  # its own event time, the entry's otherwise
+                cols.event_rows.append(len(cols.keys) - 1)
+                cols.event_times.append(smd.event_time)
+            if (10 in raw or 138 in raw) and (pairs := smd.properties):
+                cols.property_rows.append(len(cols.keys) - 1)
+                cols.properties.append(_pairs(pairs))
     except (struct.error, DecodeError) as exc:
         raise _Corrupt(f"the batch does not split: {exc}") from None
-    if keep is None:
-        cols.batches.extend(range(lo, stop))
-        cols.ids.extend(map(prefix.__add__, suffixes[lo:stop]))
-        return stop - 1
     cols.batches.extend(taken)
-    cols.ids.extend(prefix + suffixes[i] for i in taken)
+    if keep is None:
+        cols.ids.extend(map(prefix.__add__, suffixes[lo:stop]))
+    else:
+        cols.ids.extend([prefix + suffixes[i] for i in taken])
     return taken[-1] if taken else -1
 
 
@@ -607,20 +661,6 @@ def _unacked(words: Any) -> frozenset[int]:
             out.add(64 * k + low.bit_length() - 1)
             word ^= low
     return frozenset(out)
-
-
-def _stored(frame: frames.Frame, where: str) -> bytes:
-    """A MESSAGE frame's stored message from its metadata size on, copied out of the
-    receive buffer once, its crc32c verified (the official client's check: a mismatch is
-    dropped and read again)."""
-    hp = frame.headers_and_payload
-    assert hp is not None  # (a MESSAGE frame always has it)
-    if frame.checksum is frames.Checksum.ABSENT:
-        return bytes(hp)
-    stored = bytes(hp[6:])
-    if frames.crc32c(stored) != _U32.unpack_from(hp, 2)[0]:
-        raise _Lost(f"checksum mismatch in entry {where}")
-    return stored
 
 
 def _payload(md: pb.MessageMetadata, stored: bytes, start: int, where: str) -> tuple[bytes, int]:

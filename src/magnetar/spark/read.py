@@ -209,7 +209,7 @@ def read_range(service_url: str, r: Range, *, poll_timeout_ms: int) -> Iterator[
         read_next = getattr(reader, "_reader", reader).read_next
         timeout = pulsar.Timeout
         cols = Columns(parent, index)
-        keys, values, ids, batches, events, properties = cols.appenders()
+        add_row, ids, batches = cols.add_row, cols.ids.append, cols.batches.append
         last_entry: tuple[int, int] | None = None
         count = 0
         while True:
@@ -228,13 +228,15 @@ def read_range(service_url: str, r: Range, *, poll_timeout_ms: int) -> Iterator[
             if (ledger, entry) != last_entry:
                 last_entry = (ledger, entry)
                 cols.start_entry(ledger, entry, msg.publish_timestamp(), msg.producer_name())
-            keys(msg.partition_key() or None)
-            values(msg.data())
+            props = msg.properties()
+            add_row(
+                msg.partition_key() or None,
+                msg.data(),
+                msg.event_timestamp(),
+                list(props.items()) if props else [],
+            )
             ids(mid.serialize())
             batches(batch)
-            events(msg.event_timestamp())
-            props = msg.properties()
-            properties(list(props.items()) if props else ())
             after = pos  # strictly increasing: no message is yielded twice
             if pos == until:
                 break
@@ -242,9 +244,9 @@ def read_range(service_url: str, r: Range, *, poll_timeout_ms: int) -> Iterator[
             if count == ARROW_BATCH_ROWS:
                 yield cols.batch(schema)
                 cols = Columns(parent, index)
-                keys, values, ids, batches, events, properties = cols.appenders()
+                add_row, ids, batches = cols.add_row, cols.ids.append, cols.batches.append
                 last_entry, count = None, 0
-        if cols.values:
+        if cols.rows:
             yield cols.batch(schema)
         reader.close()
     finally:

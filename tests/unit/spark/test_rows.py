@@ -20,20 +20,53 @@ from magnetar.wire import pb
 
 
 def _filled(entries: list[int]) -> Columns:
-    """Rows of entries of the given sizes, each row's fields telling which it is."""
+    """Rows of entries of the given sizes, each row's fields telling which it is: the
+    values of an entry in one chunk (as a batch payload) or each in its own (a message
+    stored alone, or the official client's loop), some rows with an event time and
+    properties of their own."""
     cols = Columns("persistent://public/default/t", 3)
     row = 0
     for e, size in enumerate(entries):
-        cols.start_entry(7, e, 1_700_000_000_000 + e, f"producer-{e}")
-        for i in range(size):
-            cols.keys.append(f"k{row}" if row % 2 else None)
-            cols.values.append(b"v%d" % row)
+        cols.start_entry(7, e, 1_700_000_000_000 + e, f"producer-{e}", 1_600_000_000_000 + e)
+        values = [b"v%d" % (row + i) for i in range(size)]
+        if e % 2:
+            chunk = b"".join(b"<head>" + value for value in values) + b"<tail>"
+            cols.add_chunk(chunk)
+        for i, value in enumerate(values):
+            if e % 2:
+                end = chunk.index(value + b"<") + len(value)
+                cols.bounds += (end - len(value), end)
+                cols.keys.append(f"k{row}" if row % 2 else None)
+                if row % 4 == 1:
+                    cols.event_rows.append(row)
+                    cols.event_times.append(row)
+                if row % 3:
+                    cols.property_rows.append(row)
+                    cols.properties.append([("n", str(row))])
+            else:
+                props = [("n", str(row))] if row % 3 else []
+                key = f"k{row}" if row % 2 else None
+                cols.add_row(key, value, row if row % 4 == 1 else 0, props)
             cols.ids.append(b"id%d" % row)
             cols.batches.append(i)
-            cols.events.append(row)
-            cols.properties.append([("n", str(row))] if row % 3 else ())
             row += 1
     return cols
+
+
+def test_rows_carry_their_entry_and_their_own_fields() -> None:
+    table = pa.Table.from_batches([_filled([4, 1, 5, 2]).batch(arrow_schema())]).to_pylist()
+    assert [r["value"] for r in table] == [b"v%d" % i for i in range(12)]
+    assert [r["key"] for r in table] == [f"k{i}" if i % 2 else None for i in range(12)]
+    assert [r["properties"] for r in table] == [[("n", str(i))] if i % 3 else [] for i in range(12)]
+    entry_of = [0] * 4 + [1] + [2] * 5 + [3] * 2
+    assert [r["producerName"] for r in table] == [f"producer-{e}" for e in entry_of]
+    assert [r["messageIdString"] for r in table] == [
+        f"7:{e}:{i}:3" for e, i in zip(entry_of, [0, 1, 2, 3, 0, 0, 1, 2, 3, 4, 0, 1], strict=True)
+    ]
+    events = [int(r["eventTime"].timestamp() * 1000) for r in table]
+    assert events == [i if i % 4 == 1 else 1_600_000_000_000 + e for i, e in enumerate(entry_of)]
+    published = [int(r["publishTime"].timestamp() * 1000) for r in table]
+    assert published == [1_700_000_000_000 + e for e in entry_of]
 
 
 @pytest.mark.parametrize("at", [1, 3, 4, 5, 9, 10, 11])
@@ -43,7 +76,7 @@ def test_a_batch_split_anywhere_keeps_every_row_and_its_entry(at: int) -> None:
     whole = _filled(sizes).batch(schema)
     head = _filled(sizes)
     rest = head.split(at)
-    assert len(head.values) == at and len(rest.values) == sum(sizes) - at
+    assert head.rows == at and rest.rows == sum(sizes) - at
     assert pa.Table.from_batches([head.batch(schema), rest.batch(schema)]).equals(
         pa.Table.from_batches([whole])
     )
@@ -87,31 +120,40 @@ def _batch_payload() -> bytes:
     return wire_batch.build_batch(messages)
 
 
-def test_a_batch_payload_splits_into_its_rows() -> None:
-    cols = Columns("t", -1)
-    cols.start_entry(1, 2, 3, "p")
-    prefix = pr._id_prefix(1, 2, -1)
+def _split(cols: Columns, payload: bytes, lo: int, stop: int, keep: frozenset[int] | None) -> int:
     reader = pr._RangeReader.__new__(pr._RangeReader)
     reader._suffixes = {}
-    last = pr._split(cols, _batch_payload(), 0, 1, 5, 9, prefix, reader._suffix(5), None)
-    assert last == 4
-    assert cols.values == [b"x", b"xx", b"xxx", b"xxxx"]
-    assert cols.keys == ["k1", None, "k3", None]
-    assert cols.events == [9, 9, 42, 9]  # the entry's event time unless the message has one
-    assert cols.properties == [(), (), (), [("a", "aa"), ("b", "bb")]]
+    suffixes = reader._suffix(max(stop, 5))
+    single = pb.SingleMessageMetadata()
+    return pr._split(cols, payload, 0, lo, stop, pr._id_prefix(1, 2, -1), suffixes, keep, single)
+
+
+def test_a_batch_payload_splits_into_its_rows() -> None:
+    schema = arrow_schema()
+    cols = Columns("t", -1)
+    cols.start_entry(1, 2, 3, "p", 9)
+    assert _split(cols, _batch_payload(), 1, 5, None) == 4
+    rows = pa.Table.from_batches([cols.batch(schema)]).to_pylist()
+    assert [r["value"] for r in rows] == [b"x", b"xx", b"xxx", b"xxxx"]
+    assert [r["key"] for r in rows] == ["k1", None, "k3", None]
+    # the entry's event time unless the message has one
+    assert [int(r["eventTime"].timestamp() * 1000) for r in rows] == [9, 9, 42, 9]
+    assert [r["properties"] for r in rows] == [[], [], [], [("a", "aa"), ("b", "bb")]]
     assert cols.batches == [1, 2, 3, 4]
-    assert cols.ids[0] == prefix + b"\x20\x01\x30\x05"
+    assert cols.ids[0] == pr._id_prefix(1, 2, -1) + b"\x20\x01\x30\x05"
 
     keep = pr._unacked(wire_batch.ack_set_from_unacked([0, 3]))
     assert keep == {0, 3}
     cols = Columns("t", -1)
-    assert pr._split(cols, _batch_payload(), 0, 0, 5, 0, prefix, reader._suffix(5), keep) == 3
-    assert cols.values == [b"", b"xxx"] and cols.batches == [0, 3]
+    cols.start_entry(1, 2, 3, "p")
+    assert _split(cols, _batch_payload(), 0, 5, keep) == 3
+    assert cols.batch(schema).column("value").to_pylist() == [b"", b"xxx"]
+    assert cols.batches == [0, 3]
 
     with pytest.raises(pr._Corrupt, match="out of the payload"):
-        pr._split(Columns("t", -1), _batch_payload()[:-3], 0, 0, 5, 0, prefix, [b""] * 5, None)
+        _split(Columns("t", -1), _batch_payload()[:-3], 0, 5, None)
     with pytest.raises(pr._Corrupt):  # a batch announcing more messages than it holds
-        pr._split(Columns("t", -1), _batch_payload(), 0, 0, 6, 0, prefix, [b""] * 6, None)
+        _split(Columns("t", -1), _batch_payload(), 0, 6, None)
 
 
 def test_compressed_payloads_decompress_with_every_codec() -> None:
