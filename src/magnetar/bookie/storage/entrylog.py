@@ -66,20 +66,23 @@ def encode_record(ledger_id: int, entry_id: int, data: bytes) -> tuple[bytes, by
     return _PREFIX.pack(16 + len(data), crc) + key, data
 
 
-def decode_record(record: bytes, ledger_id: int, entry_id: int, where: str) -> bytes:
-    """Verify a whole record read back from a log; return its data."""
+def decode_record(record: bytes | memoryview, ledger_id: int, entry_id: int, where: str) -> bytes:
+    """Verify a whole record read back from a log (or a view of it in a larger read);
+    return its data, the one copy made of it (the checksum runs over the key and the data
+    apart, as ``encode_record`` computes it)."""
     if len(record) < RECORD_HEAD.size:
         raise api.StorageCorruptedError(f"{where}: short record ({len(record)} bytes)")
     length, crc, lid, eid = RECORD_HEAD.unpack_from(record, 0)
     if length != len(record) - 8:
         raise api.StorageCorruptedError(f"{where}: record length {length} != {len(record) - 8}")
-    if google_crc32c.value(record[8:]) != crc:
+    data = bytes(record[RECORD_HEAD.size :])
+    if google_crc32c.extend(google_crc32c.value(bytes(record[8 : RECORD_HEAD.size])), data) != crc:
         raise api.StorageCorruptedError(f"{where}: checksum mismatch")
     if lid != ledger_id or eid != entry_id:
         raise api.StorageCorruptedError(
             f"{where}: holds {lid}/{eid}, the index said {ledger_id}/{entry_id}"
         )
-    return record[RECORD_HEAD.size :]
+    return data
 
 
 class EntryLogWriter:
@@ -280,7 +283,7 @@ class EntryLogReader:
                     start = loc.offset - first.offset
                     out.append(
                         decode_record(
-                            bytes(view[start : start + loc.size]),
+                            view[start : start + loc.size],
                             ledger_id,
                             entry_id,
                             f"entry log {loc.log_id:08x} @{loc.offset}",
