@@ -17,21 +17,25 @@ Spark runs in local mode with as many cores as the machine has; the session's st
 not counted. Before the batch read is measured, ``--warmup`` queries read everything once
 each, their rates printed but not counted: a new SparkSession's JVM compiles its per-row
 code over its first queries (the JVM's CPU per row halves between the first and the fourth)
-and the first also starts the Python workers. Each Spark figure is then the best of
-``--rounds`` runs, with the median next to the batch read's (and to the client's). Next to
-each rate: the CPU time the whole process tree spent per
-100,000 rows (this process, the standalone, Spark's JVM and its Python workers) and the load
-average, since a shared machine skews wall-clock rates; the CPU figure does not depend on
-what else runs.
+and the first also starts the Python workers. Then ``--rounds`` rounds each run the official
+client's consume and the batch read of each read path, in turn, so that the machine's load
+(it moves by 10-20% over a minute on a shared machine) falls on both alike; the summary
+gives each one's best and median rate and, for the batch reads, the ratio of the medians and
+each round's ratio to the client. Streaming read and write: the best of ``--rounds`` runs.
+Next to each rate: the CPU time the whole process tree spent per 100,000 rows (this process,
+the standalone, Spark's JVM and its Python workers) and the load average; the CPU figure does
+not depend on what else runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -172,6 +176,47 @@ def best(rounds: int, n: int, run: Any) -> tuple[float, float, str]:
     return rate, results[len(results) // 2][0], cost
 
 
+def _load() -> str:
+    return f"{os.getloadavg()[0]:.1f}"
+
+
+def paired(rounds: int, n: int, runs: dict[str, Callable[[], Timed]]) -> dict[str, list[Timed]]:
+    """``rounds`` rounds, each running every one of ``runs`` once in turn, so that a change in
+    the machine's load falls on all of them alike; each run's figures are printed."""
+    out: dict[str, list[Timed]] = {name: [] for name in runs}
+    for r in range(rounds):
+        for name, run in runs.items():
+            t = run()
+            out[name].append(t)
+            cost = f"{t.cpu / n * 100_000:.2f} CPU s per 100k rows"
+            say(f"round {r + 1}, {name}: {n / t.wall:,.0f} rows/s ({cost}, load {_load()})")
+    return out
+
+
+def report(results: dict[str, list[Timed]], n: int) -> float:
+    """Per run kind: best and median rate, median CPU per 100k rows; against the first kind
+    (the reference): the ratio of the medians and the median of the rounds' ratios. Returns
+    the reference's median rate."""
+    names = list(results)
+    reference = [n / t.wall for t in results[names[0]]]
+    for name in names:
+        rates = [n / t.wall for t in results[name]]
+        cpu = statistics.median(t.cpu / n * 100_000 for t in results[name])
+        line = (
+            f"{name}: best {max(rates):,.0f} rows/s, median {statistics.median(rates):,.0f} "
+            f"({cpu:.2f} CPU s per 100k rows)"
+        )
+        if name != names[0]:
+            ratios = [a / b for a, b in zip(rates, reference, strict=True)]
+            line += (
+                f"; {statistics.median(rates) / statistics.median(reference):.2f}x the "
+                f"client's median, rounds {' '.join(f'{x:.2f}' for x in ratios)} "
+                f"(median {statistics.median(ratios):.2f}x)"
+            )
+        say(line)
+    return statistics.median(reference)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--messages", type=int, default=100_000)
@@ -206,14 +251,6 @@ def main() -> None:
             if args.loops_only:
                 return
 
-            client_rate, client_median, cost = best(
-                args.rounds, n, lambda: client_consume(proc.service_url, parts, n)
-            )
-            say(
-                f"official client, one process: {client_rate:,.0f} rows/s, median "
-                f"{client_median:,.0f} ({cost})"
-            )
-
             spark = local_session("magnetar-spark-bench", cores=os.cpu_count() or 2)
             options = {"serviceUrl": proc.service_url, "adminUrl": proc.http_url, "topic": topic}
 
@@ -228,13 +265,12 @@ def main() -> None:
                 t = batch_read(paths[0])
                 say(f"spark batch read, readPath={paths[0]}, warm-up query {w + 1} of a new "
                     f"SparkSession: {n / t.wall:,.0f} rows/s (not counted)")  # fmt: skip
+            runs: dict[str, Callable[[], Timed]] = {
+                "official client, one process": lambda: client_consume(proc.service_url, parts, n)
+            }
             for path in paths:
-                batch_rate, median, cost = best(args.rounds, n, lambda p=path: batch_read(p))
-                say(
-                    f"spark batch read, readPath={path}: {batch_rate:,.0f} rows/s "
-                    f"({batch_rate / client_rate:.2f}x the client; median {median:,.0f}, "
-                    f"{median / client_median:.2f}x the client's median; {cost})"
-                )
+                runs[f"spark batch read, readPath={path}"] = lambda p=path: batch_read(p)
+            client_rate = report(paired(args.rounds, n, runs), n)
 
             def stream_read() -> Timed:
                 with tempfile.TemporaryDirectory(prefix="ckpt-") as ckpt, Timed() as t:
@@ -256,7 +292,7 @@ def main() -> None:
             stream_rate, _, cost = best(args.rounds, n, stream_read)
             say(
                 f"spark stream read: {stream_rate:,.0f} rows/s "
-                f"({stream_rate / client_rate:.2f}x the client; includes query start and "
+                f"({stream_rate / client_rate:.2f}x the client's median; includes query start and "
                 f"commit; {cost})"
             )
 
