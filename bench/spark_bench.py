@@ -18,13 +18,13 @@ not counted. Before the batch read is measured, ``--warmup`` queries read everyt
 each, their rates printed but not counted: a new SparkSession's JVM compiles its per-row
 code over its first queries (the JVM's CPU per row halves between the first and the fourth)
 and the first also starts the Python workers. Then ``--rounds`` rounds each run the official
-client's consume and the batch read of each read path, in turn, so that the machine's load
-(it moves by 10-20% over a minute on a shared machine) falls on both alike; the summary
-gives each one's best and median rate and, for the batch reads, the ratio of the medians and
-each round's ratio to the client. Streaming read and write: the best of ``--rounds`` runs.
-Next to each rate: the CPU time the whole process tree spent per 100,000 rows (this process,
-the standalone, Spark's JVM and its Python workers) and the load average; the CPU figure does
-not depend on what else runs.
+client's consume and the batch read of each read path, in turn (after a 2 s pause each), so
+that the machine's load (it moves by 10-20% over a minute on a shared machine) falls on both
+alike; the summary gives each one's best and median rate and, for the batch reads, the ratio
+of the medians and each round's ratio to the client. Streaming read and write: the best of
+``--rounds`` runs. Next to each rate: the CPU time the whole process tree spent per 100,000
+rows (this process, the standalone, Spark's JVM and its Python workers) and the load
+average; the CPU figure does not depend on what else runs.
 """
 
 from __future__ import annotations
@@ -49,6 +49,9 @@ from tests.support.spark import local_session
 from tests.support.standalone import StandaloneProc
 
 NS = "public/bench"
+SETTLE_S = 2.0
+"""Pause before each paired run: what the previous one left running (Spark's JVM finishing
+its job, the broker its reads) settles first."""
 
 
 def say(text: str) -> None:
@@ -186,6 +189,7 @@ def paired(rounds: int, n: int, runs: dict[str, Callable[[], Timed]]) -> dict[st
     out: dict[str, list[Timed]] = {name: [] for name in runs}
     for r in range(rounds):
         for name, run in runs.items():
+            time.sleep(SETTLE_S)
             t = run()
             out[name].append(t)
             cost = f"{t.cpu / n * 100_000:.2f} CPU s per 100k rows"
