@@ -5,6 +5,7 @@ noticed), properties come ordered by key, and the ``readPath`` option is checked
 
 from __future__ import annotations
 
+import struct
 import zlib
 
 import pulsar
@@ -13,10 +14,11 @@ import pytest
 
 from magnetar.spark import options as opts
 from magnetar.spark import protocol_read as pr
-from magnetar.spark.options import MagnetarSourceError
+from magnetar.spark.options import MagnetarSourceError, Position
 from magnetar.spark.rows import Columns, arrow_schema
 from magnetar.wire import batch as wire_batch
-from magnetar.wire import pb
+from magnetar.wire import commands, pb
+from magnetar.wire.ids import MessageId
 
 
 def _filled(entries: list[int]) -> Columns:
@@ -179,3 +181,32 @@ def test_the_read_path_option() -> None:
     assert opts.read_path({"readpath": "Client"}) == opts.READ_PATH_CLIENT
     with pytest.raises(MagnetarSourceError, match="option readPath must be protocol or client"):
         opts.read_path({"readpath": "fast"})
+
+
+def _reader_for(index: int) -> pr._RangeReader:
+    """A range reader of everything, without a connection (its ``_entry`` is what is used)."""
+    reader = pr._RangeReader.__new__(pr._RangeReader)
+    reader.after, reader.until = Position(-1, -1, -1), Position(9, 9, 9)
+    reader.until_entry, reader.index, reader.granted = (9, 9), index, 0
+    reader._suffixes, reader._single = {}, pb.SingleMessageMetadata()
+    return reader
+
+
+def _entry_frame(entry: int, payload: bytes, n: int) -> pr._Frame:
+    meta = pb.MessageMetadata(
+        producer_name="p", sequence_id=1, publish_time=5, num_messages_in_batch=n
+    )
+    stored = struct.pack(">I", meta.ByteSize()) + meta.SerializeToString() + payload
+    command = commands.message(consumer_id=1, message_id=MessageId(1, entry))
+    return pr._Frame(command, command.type, stored, None)
+
+
+def test_an_entry_that_does_not_split_leaves_the_rows_before_it_alone() -> None:
+    schema = arrow_schema()
+    reader, cols = _reader_for(-1), Columns("t", -1)
+    assert not reader._entry(_entry_frame(0, _batch_payload(), 5), cols)
+    before = cols.batch(schema)
+    with pytest.raises(pr._Unsupported, match="entry 1:1"):
+        reader._entry(_entry_frame(1, _batch_payload()[:-3], 5), cols)
+    assert cols.rows == 5 and cols.batch(schema).equals(before)  # nothing of entry 1:1
+    assert reader.after == Position(1, 0, 4)  # the fallback reads on from there
