@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from magnetar.managed_ledger.api import ManagedLedgerConfig
 from magnetar.offload.config import S3Config
+from magnetar.security.config import SecurityConfig
 from magnetar.wire import frames
 
 PROTOCOL_VERSION = 21
@@ -21,10 +22,16 @@ PROTOCOL_VERSION = 21
 class BrokerConfig:
     cluster_name: str = "standalone"
     bind_address: str = "0.0.0.0"
-    port: int = 6650
-    """Pulsar binary protocol port."""
-    http_port: int = 8080
-    """Admin REST, lookup and /metrics."""
+    port: int | None = 6650
+    """Pulsar binary protocol port (brokerServicePort); None: no plaintext listener."""
+    http_port: int | None = 8080
+    """Admin REST, lookup and /metrics (webServicePort); None: no plaintext HTTP."""
+    tls_port: int | None = None
+    """brokerServicePortTls: ``pulsar+ssl://`` (security.tls holds the certificate)."""
+    https_port: int | None = None
+    """webServicePortTls: HTTPS for the admin REST API, lookup and /metrics."""
+    security: SecurityConfig = field(default_factory=SecurityConfig)
+    """TLS settings, authentication and authorization (docs/security.md)."""
     advertised_address: str = "127.0.0.1"
     """Host part of the URLs lookups hand out: the address clients reach this broker at."""
     advertised_listeners: tuple[tuple[str, str], ...] = ()
@@ -99,10 +106,24 @@ class BrokerConfig:
 
     @property
     def broker_id(self) -> str:
-        """Identity in the metadata store (registration, ownership): ``host:port``."""
-        return f"{self.advertised_address}:{self.port}"
+        """Identity in the metadata store (registration, ownership): ``host:port`` of the
+        plaintext port, or of the TLS port when plaintext is off."""
+        return f"{self.advertised_address}:{self.port if self.port is not None else self.tls_port}"
 
     def __post_init__(self) -> None:
+        if self.port is None and self.tls_port is None:
+            raise ValueError(
+                "no Pulsar protocol listener: set brokerServicePort or brokerServicePortTls"
+            )
+        if self.http_port is None and self.https_port is None:
+            raise ValueError("no HTTP listener: set webServicePort or webServicePortTls")
+        tls = self.security.tls
+        if (self.tls_port is not None or self.https_port is not None) and not (
+            tls.certificate and tls.key
+        ):
+            raise ValueError(
+                "a TLS port is set but tlsCertificateFilePath / tlsKeyFilePath are not"
+            )
         names = [name for name, _ in self.advertised_listeners]
         if len(set(names)) != len(names):
             raise ValueError(f"advertised listeners: a name is given twice in {names}")
@@ -120,16 +141,35 @@ class BrokerConfig:
 
     @property
     def service_url(self) -> str:
-        """The internal listener's URL, or ``pulsar://advertised_address:port``."""
+        """The internal listener's URL, or ``pulsar://advertised_address:port`` (the TLS
+        URL when plaintext is off)."""
         if self.advertised_listeners:
             listeners = dict(self.advertised_listeners)
             name = self.internal_listener_name or self.advertised_listeners[0][0]
             return listeners[name]
+        if self.port is None:
+            return self.service_url_tls
         return f"pulsar://{self.advertised_address}:{self.port}"
 
     @property
+    def service_url_tls(self) -> str:
+        """``pulsar+ssl://advertised_address:tls_port``, or "" without a TLS port."""
+        if self.tls_port is None:
+            return ""
+        return f"pulsar+ssl://{self.advertised_address}:{self.tls_port}"
+
+    @property
     def web_service_url(self) -> str:
+        """``http://advertised_address:http_port`` (the HTTPS URL when plaintext is off)."""
+        if self.http_port is None:
+            return self.web_service_url_tls
         return f"http://{self.advertised_address}:{self.http_port}"
+
+    @property
+    def web_service_url_tls(self) -> str:
+        if self.https_port is None:
+            return ""
+        return f"https://{self.advertised_address}:{self.https_port}"
 
     @property
     def max_frame_size(self) -> int:

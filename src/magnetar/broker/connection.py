@@ -15,7 +15,15 @@ Rules it enforces, after the reference broker:
   lie (all fatal to framing), an unknown command type (an ERROR first, then close), a SEND
   for a producer id that is not ready (close, as Pulsar's ServerCnx.handleSend);
 * a checksum mismatch answers SEND_ERROR(ChecksumError) for that message and keeps going;
-* keepalive and write coalescing are the transport's (:mod:`magnetar.broker.transport`).
+* keepalive and write coalescing are the transport's (:mod:`magnetar.broker.transport`);
+* with authentication on (docs/security.md), CONNECT must carry credentials one of the
+  providers accepts (or the anonymous role applies): otherwise ERROR(AuthenticationError)
+  and close. Credentials that expire (tokens with ``exp``) are checked every
+  ``authenticationRefreshCheckSeconds``: once expired, the client is sent AUTH_CHALLENGE and
+  must answer with fresh ones (AUTH_RESPONSE, same role) before the next check, or the
+  connection is closed. LOOKUP, PARTITIONED_METADATA, PRODUCER, SUBSCRIBE and the schema
+  and topic-list requests are authorized for the connection's role (or, for a proxy role,
+  the original principal it forwards).
 
 Lock/await ordering: handlers that need I/O run as tasks owned by the connection; creation
 of a producer is cancelled when the connection goes, creation of a consumer is not (the
@@ -32,7 +40,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Final
 
 from magnetar import __version__
-from magnetar.broker import requests, schemas, topic_list
+from magnetar.broker import access, requests, schemas, topic_list
 from magnetar.broker.config import PROTOCOL_VERSION
 from magnetar.broker.consumers import ConsumerCommands
 from magnetar.broker.contracts import BROKER_REQUEST_ID, PRODUCER_CLOSE_REQUEST_ID, BrokerError
@@ -41,6 +49,8 @@ from magnetar.broker.service import BrokerService
 from magnetar.broker.transactions import session as txn_session
 from magnetar.broker.transactions.ids import TxnId
 from magnetar.broker.transport import FrameTransport
+from magnetar.security import tls
+from magnetar.security.authn import AuthenticationError, Identity
 from magnetar.wire import commands, frames, pb
 from magnetar.wire.ids import MessageId
 
@@ -49,6 +59,10 @@ log = logging.getLogger(__name__)
 SERVER_VERSION: Final = f"Magnetar-{__version__}"
 _C = pb.BaseCommand
 _MISMATCH: Final = frames.Checksum.MISMATCH
+_NO_REQUEST: Final = 2**64 - 1
+"""The request id of an ERROR that answers no request (Pulsar's -1 on the wire)."""
+REFRESH_AUTH_DATA: Final = b"refresh"
+"""What AUTH_CHALLENGE carries when the broker asks for fresh credentials (Pulsar's)."""
 #: What CONNECTED announces: only features this broker implements (docs/compatibility.md).
 BROKER_FEATURES: Final = pb.FeatureFlags(
     supports_get_partitioned_metadata_without_auto_creation=True,
@@ -83,6 +97,12 @@ class ServerConnection:
         self._client_version = ""
         self._client_features = pb.FeatureFlags()
         self._protocol_version = 0
+        self.identity: Identity | None = None
+        """Who the client is (None with authentication off)."""
+        self.original_principal: str | None = None
+        """The client a proxy connects for (CONNECT's original_principal)."""
+        self._challenged = False
+        self._refresh: asyncio.TimerHandle | None = None
         # resources
         self._producers: dict[int, Producer] = {}
         self._producer_tasks: dict[int, asyncio.Task[None]] = {}
@@ -156,6 +176,8 @@ class ServerConnection:
 
     def on_lost(self) -> None:
         """The socket is gone: producers detach, consumers close, watchers stop."""
+        if self._refresh is not None:
+            self._refresh.cancel()
         for task in self._producer_tasks.values():
             task.cancel()
         for producer in list(self._producers.values()):
@@ -226,6 +248,18 @@ class ServerConnection:
         self._client_version = cmd.client_version
         self._client_features = cmd.feature_flags
         self._protocol_version = min(cmd.protocol_version, PROTOCOL_VERSION)
+        if cmd.HasField("original_principal") and cmd.original_principal:
+            self.original_principal = cmd.original_principal
+        authenticator = self.service.access.authenticator
+        if authenticator is not None:
+            try:
+                self.identity = authenticator.authenticate(
+                    cmd.auth_method_name or "none", cmd.auth_data, peer_cn=self._peer_cn()
+                )
+            except AuthenticationError as err:
+                self._refuse_credentials(str(err))
+                return
+            self._schedule_refresh()
         self.connected = True
         self._t.write(
             frames.encode_command(
@@ -236,6 +270,98 @@ class ServerConnection:
                     feature_flags=BROKER_FEATURES,
                 )
             )
+        )
+
+    def _peer_cn(self) -> str | None:
+        cert = self._t.extra_info("peercert")
+        return tls.peer_common_name(cert if isinstance(cert, dict) else None)
+
+    def _refuse_credentials(self, reason: str) -> None:
+        log.info("%s: authentication failed: %s; closing", self.remote_address, reason)
+        self.send_command(
+            commands.error(request_id=_NO_REQUEST, error=pb.AuthenticationError, message=reason)
+        )
+        self.close()
+
+    def _schedule_refresh(self) -> None:
+        identity = self.identity
+        if identity is None or identity.expires_at is None or self._t.closed:
+            return
+        interval = self.service.access.config.refresh_check_s
+        self._refresh = self._loop.call_later(interval, self._refresh_tick)
+
+    def _refresh_tick(self) -> None:
+        """Every authenticationRefreshCheckSeconds while the credentials can expire."""
+        identity = self.identity
+        if self._t.closed or identity is None:
+            return
+        if self._challenged:
+            self._refuse_credentials("the credentials expired and were not refreshed in time")
+            return
+        if identity.expired():
+            if not self._client_features.supports_auth_refresh:
+                self._refuse_credentials(
+                    "the credentials expired and the client cannot refresh them"
+                )
+                return
+            self._challenged = True
+            self.send_command(
+                commands.auth_challenge(
+                    server_version=SERVER_VERSION,
+                    protocol_version=self._protocol_version,
+                    method=identity.method,
+                    data=REFRESH_AUTH_DATA,
+                )
+            )
+        self._schedule_refresh()
+
+    def _on_auth_response(self, frame: frames.Frame) -> None:
+        authenticator = self.service.access.authenticator
+        if authenticator is None or self.identity is None:
+            return
+        answer = frame.command.authResponse.response
+        try:
+            identity = authenticator.authenticate(
+                answer.auth_method_name or self.identity.method,
+                answer.auth_data,
+                peer_cn=self._peer_cn(),
+            )
+        except AuthenticationError as err:
+            self._refuse_credentials(str(err))
+            return
+        if identity.role != self.identity.role:
+            self._refuse_credentials(
+                f"refreshed credentials are for role {identity.role!r}, not {self.identity.role!r}"
+            )
+            return
+        self.identity = identity
+        self._challenged = False
+
+    async def authorize(
+        self, op: access.TopicOp, topic: str, *, subscription: str | None = None
+    ) -> None:
+        """BrokerError(AuthorizationError) unless this connection may do ``op`` on
+        ``topic``, or on namespace ``tenant/namespace`` when ``topic`` names one (a no-op
+        with authorization off)."""
+        svc = self.service
+        if not svc.access.authorization_enabled:
+            return
+        if "://" not in topic and topic.count("/") == 1:
+            tenant, namespace = topic.split("/")
+            await svc.access.check_namespace(
+                self.identity,
+                op,
+                tenant,
+                namespace,
+                original_principal=self.original_principal,
+            )
+            return
+        await svc.access.check(
+            self.identity,
+            op,
+            svc.parse_topic(topic),
+            original_principal=self.original_principal,
+            subscription=subscription,
         )
 
     def _on_ping(self, frame: frames.Frame) -> None:
@@ -251,23 +377,29 @@ class ServerConnection:
 
     def _on_partitioned_metadata(self, frame: frames.Frame) -> None:
         cmd = frame.command.partitionMetadata
-        self._answer(requests.partitioned_metadata(self.service, cmd, self.remote_address))
+        self._answer(
+            requests.partitioned_metadata(self.service, cmd, self.remote_address, self.authorize)
+        )
 
     def _on_lookup(self, frame: frames.Frame) -> None:
         cmd = frame.command.lookupTopic
-        self._answer(requests.lookup(self.service, cmd, self.remote_address))
+        self._answer(requests.lookup(self.service, cmd, self.remote_address, self.authorize))
 
     def _on_topics_of_namespace(self, frame: frames.Frame) -> None:
         cmd = frame.command.getTopicsOfNamespace
-        self._answer(requests.topics_of_namespace(self.service, cmd, self.remote_address))
+        self._answer(
+            requests.topics_of_namespace(self.service, cmd, self.remote_address, self.authorize)
+        )
 
     def _on_get_schema(self, frame: frames.Frame) -> None:
         cmd = frame.command.getSchema
-        self._answer(requests.get_schema(self.service, cmd, self.remote_address))
+        self._answer(requests.get_schema(self.service, cmd, self.remote_address, self.authorize))
 
     def _on_get_or_create_schema(self, frame: frames.Frame) -> None:
         cmd = frame.command.getOrCreateSchema
-        self._answer(requests.get_or_create_schema(self.service, cmd, self.remote_address))
+        self._answer(
+            requests.get_or_create_schema(self.service, cmd, self.remote_address, self.authorize)
+        )
 
     def _answer(self, request: Coroutine[Any, Any, pb.BaseCommand]) -> None:
         """Run a request in the background and send its answer (a response or an error)."""
@@ -362,6 +494,7 @@ class ServerConnection:
         try:
             try:
                 topic_name = service.parse_topic(cmd.topic)
+                await self.authorize(access.TopicOp.PRODUCE, cmd.topic)
                 topic = await service.get_topic(topic_name)
                 schema_version = schemas.NO_VERSION
                 policy = await service.schema_policy(topic_name)
@@ -486,7 +619,7 @@ _HANDLERS: Final[dict[int, Callable[[ServerConnection, frames.Frame], None]]] = 
     _C.PING: ServerConnection._on_ping,
     _C.PONG: ServerConnection._on_pong,
     _C.CONNECT: ServerConnection._on_ignored,  # a second CONNECT: nothing to do
-    _C.AUTH_RESPONSE: ServerConnection._on_ignored,
+    _C.AUTH_RESPONSE: ServerConnection._on_auth_response,
     _C.PARTITIONED_METADATA: ServerConnection._on_partitioned_metadata,
     _C.LOOKUP: ServerConnection._on_lookup,
     _C.GET_TOPICS_OF_NAMESPACE: ServerConnection._on_topics_of_namespace,

@@ -17,6 +17,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Final, Protocol
 
 from magnetar.broker import requests, schemas
+from magnetar.broker.access import TopicOp
 from magnetar.broker.contracts import BrokerError, ConsumerHandle, ServerCnx
 from magnetar.broker.service import BrokerService
 from magnetar.wire import commands, frames, pb
@@ -35,6 +36,9 @@ class Session(ServerCnx, Protocol):
     def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]: ...
     def error(self, request_id: int, exc: BaseException) -> None: ...
     def log_failure(self, what: str, topic: str, exc: BaseException) -> None: ...
+    async def authorize(
+        self, op: TopicOp, topic: str, *, subscription: str | None = None
+    ) -> None: ...
 
 
 class ConsumerCommands:
@@ -74,6 +78,7 @@ class ConsumerCommands:
         try:
             try:
                 topic_name = service.parse_topic(cmd.topic)
+                await self._s.authorize(TopicOp.CONSUME, cmd.topic, subscription=cmd.subscription)
                 topic = await service.get_topic(topic_name, create=cmd.force_topic_creation)
                 if cmd.HasField("schema") and schemas.is_stored(cmd.schema):
                     await service.schemas.check_consumer(

@@ -71,13 +71,12 @@ async def _lookup(request: web.Request) -> web.Response:
         )
     except BrokerError as err:
         return error_response(err)
-    mine = answer.service_url == service.me.service_url
     return web.json_response(
         {
             "brokerUrl": answer.service_url,
-            "brokerUrlTls": "",
-            "httpUrl": service.me.web_service_url if mine else "",
-            "httpUrlTls": "",
+            "brokerUrlTls": answer.service_url_tls,
+            "httpUrl": answer.web_service_url,
+            "httpUrlTls": answer.web_service_url_tls,
             "nativeUrl": answer.service_url,
         }
     )

@@ -83,6 +83,9 @@ class BrokerInfo:
     listeners: tuple[tuple[str, str], ...] = ()
     """Pulsar's advertisedListeners: (name, pulsar:// URL) pairs; lookups naming a listener
     answer its URL (``service_url`` is the internal listener's)."""
+    service_url_tls: str = ""
+    """``pulsar+ssl://`` URL of the TLS listener ("" without one)."""
+    web_service_url_tls: str = ""
 
     def url_for(self, listener: str | None) -> str | None:
         """The service URL a client naming ``listener`` gets (None: no such listener)."""
@@ -100,9 +103,9 @@ class BrokerInfo:
                 "format": 1,
                 "brokerId": self.broker_id,
                 "pulsarServiceUrl": self.service_url,
-                "pulsarServiceUrlTls": "",
+                "pulsarServiceUrlTls": self.service_url_tls,
                 "webServiceUrl": self.web_service_url,
-                "webServiceUrlTls": "",
+                "webServiceUrlTls": self.web_service_url_tls,
                 "advertisedListeners": self.listeners_json(),
                 "version": __version__,
             }
@@ -116,6 +119,8 @@ class BrokerInfo:
             service_url=str(data.get("pulsarServiceUrl", "")),
             web_service_url=str(data.get("webServiceUrl", "")),
             listeners=parse_listeners(data.get("advertisedListeners")),
+            service_url_tls=str(data.get("pulsarServiceUrlTls") or ""),
+            web_service_url_tls=str(data.get("webServiceUrlTls") or ""),
         )
 
 
@@ -213,6 +218,8 @@ class Ownership:
             service_url=str(data.get("nativeUrl", "")),
             web_service_url=str(data.get("httpUrl", "")),
             listeners=parse_listeners(data.get("advertisedListeners")),
+            service_url_tls=str(data.get("nativeUrlTls") or ""),
+            web_service_url_tls=str(data.get("httpUrlTls") or ""),
         )
         if (
             broker_id == self.me.broker_id
@@ -234,9 +241,9 @@ class Ownership:
                 "format": 1,
                 "brokerId": self.me.broker_id,
                 "nativeUrl": self.me.service_url,
-                "nativeUrlTls": "",
+                "nativeUrlTls": self.me.service_url_tls,
                 "httpUrl": self.me.web_service_url,
-                "httpUrlTls": "",
+                "httpUrlTls": self.me.web_service_url_tls,
                 "advertisedListeners": self.me.listeners_json(),
                 "disabled": False,
             }

@@ -143,6 +143,21 @@ class PolicyCache:
     def __init__(self, store: api.MetadataStore) -> None:
         self._store = store
         self._ns: dict[str, tuple[float, NamespacePolicies | None]] = {}
+        self._tenants: dict[str, tuple[float, tuple[str, ...] | None]] = {}
+
+    async def tenant_admins(self, tenant: str) -> tuple[str, ...] | None:
+        """The tenant's ``adminRoles``, None when the tenant does not exist."""
+        now = time.monotonic()
+        hit = self._tenants.get(tenant)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        record = await self._store.get(keys.tenant(tenant))
+        roles: tuple[str, ...] | None = None
+        if record is not None:
+            data = json.loads(record.value) if record.value else {}
+            roles = tuple(str(r) for r in data.get("adminRoles") or ())
+        self._tenants[tenant] = (now + _CACHE_TTL_S, roles)
+        return roles
 
     async def namespace(self, tenant: str, namespace: str) -> NamespacePolicies | None:
         """The namespace's policies, None when the namespace does not exist."""
@@ -158,6 +173,7 @@ class PolicyCache:
 
     def invalidate(self) -> None:
         self._ns.clear()
+        self._tenants.clear()
 
     async def partitions(self, topic: TopicName) -> int | None:
         """Partitions of ``topic``'s base name, None when it is not a partitioned topic."""

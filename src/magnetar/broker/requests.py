@@ -11,9 +11,11 @@ warning with its traceback.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 from magnetar.broker import schemas
+from magnetar.broker.access import TopicOp
 from magnetar.broker.contracts import BrokerError
 from magnetar.broker.service import BrokerService
 from magnetar.wire import commands, pb
@@ -27,6 +29,16 @@ _DOMAINS_OF_MODE: Final = {
     pb.CommandGetTopicsOfNamespace.NON_PERSISTENT: (TopicDomain.NON_PERSISTENT,),
     pb.CommandGetTopicsOfNamespace.ALL: (TopicDomain.PERSISTENT, TopicDomain.NON_PERSISTENT),
 }
+
+
+Authorize = Callable[[TopicOp, str], Awaitable[None]]
+"""The asking connection's check: raises BrokerError(AuthorizationError) when the operation
+on the topic (or, for the topics of a namespace, on ``tenant/namespace``) is not allowed
+(:meth:`ServerConnection.authorize`)."""
+
+
+async def allow_all(op: TopicOp, topic: str) -> None:
+    """An :data:`Authorize` for callers that are not clients (in-process tests)."""
 
 
 def error_of(exc: BaseException) -> tuple[pb.ServerError.ValueType, str]:
@@ -46,11 +58,15 @@ def log_failure(remote: str, what: str, topic: str, exc: BaseException) -> None:
 
 
 async def partitioned_metadata(
-    service: BrokerService, cmd: pb.CommandPartitionedTopicMetadata, remote: str
+    service: BrokerService,
+    cmd: pb.CommandPartitionedTopicMetadata,
+    remote: str,
+    authorize: Authorize = allow_all,
 ) -> pb.BaseCommand:
     rid = cmd.request_id
     try:
         topic = service.parse_topic(cmd.topic)
+        await authorize(TopicOp.LOOKUP, cmd.topic)
         partitions = await service.partitioned_metadata(
             topic, auto_create=cmd.metadata_auto_creation_enabled
         )
@@ -61,10 +77,16 @@ async def partitioned_metadata(
     return commands.partitioned_metadata_response(request_id=rid, partitions=partitions)
 
 
-async def lookup(service: BrokerService, cmd: pb.CommandLookupTopic, remote: str) -> pb.BaseCommand:
+async def lookup(
+    service: BrokerService,
+    cmd: pb.CommandLookupTopic,
+    remote: str,
+    authorize: Authorize = allow_all,
+) -> pb.BaseCommand:
     rid = cmd.request_id
     try:
         topic = service.parse_topic(cmd.topic)
+        await authorize(TopicOp.LOOKUP, cmd.topic)
         answer = await service.lookup(
             topic, authoritative=cmd.authoritative, listener=cmd.advertised_listener_name
         )
@@ -75,19 +97,26 @@ async def lookup(service: BrokerService, cmd: pb.CommandLookupTopic, remote: str
     return commands.lookup_response(
         request_id=rid,
         broker_service_url=answer.service_url,
+        broker_service_url_tls=answer.service_url_tls or None,
         redirect=answer.redirect,
         authoritative=answer.authoritative,
     )
 
 
 async def topics_of_namespace(
-    service: BrokerService, cmd: pb.CommandGetTopicsOfNamespace, remote: str
+    service: BrokerService,
+    cmd: pb.CommandGetTopicsOfNamespace,
+    remote: str,
+    authorize: Authorize = allow_all,
 ) -> pb.BaseCommand:
     rid = cmd.request_id
     try:
         tenant, sep, namespace = cmd.namespace.partition("/")
         if not sep or "/" in namespace:
             raise BrokerError(pb.InvalidTopicName, f"bad namespace name {cmd.namespace!r}")
+        # Pulsar: listing a namespace's topics needs produce or consume granted on the
+        # namespace (a grant on one topic does not list the others)
+        await authorize(TopicOp.LOOKUP, cmd.namespace)
         topics = await service.topics_of_namespace(
             tenant, namespace, domains=_DOMAINS_OF_MODE.get(cmd.mode, (TopicDomain.PERSISTENT,))
         )
@@ -99,11 +128,12 @@ async def topics_of_namespace(
 
 
 async def get_schema(
-    service: BrokerService, cmd: pb.CommandGetSchema, remote: str
+    service: BrokerService, cmd: pb.CommandGetSchema, remote: str, authorize: Authorize = allow_all
 ) -> pb.BaseCommand:
     rid = cmd.request_id
     try:
         topic = service.parse_topic(cmd.topic)
+        await authorize(TopicOp.LOOKUP, cmd.topic)
         version = (
             schemas.decode_version(cmd.schema_version)
             if cmd.HasField("schema_version") and cmd.schema_version
@@ -126,11 +156,15 @@ async def get_schema(
 
 
 async def get_or_create_schema(
-    service: BrokerService, cmd: pb.CommandGetOrCreateSchema, remote: str
+    service: BrokerService,
+    cmd: pb.CommandGetOrCreateSchema,
+    remote: str,
+    authorize: Authorize = allow_all,
 ) -> pb.BaseCommand:
     rid = cmd.request_id
     try:
         topic = service.parse_topic(cmd.topic)
+        await authorize(TopicOp.PRODUCE, cmd.topic)
         if not cmd.HasField("schema") or not schemas.is_stored(cmd.schema):
             raise BrokerError(pb.IncompatibleSchema, "no schema to register")
         version = await service.schemas.get_or_create(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from aiohttp import web
 
@@ -32,6 +32,9 @@ from magnetar.managed_ledger.api import ManagedLedgerConfig, ManagedLedgerFactor
 from magnetar.metadata import api, open_store
 from magnetar.offload.config import S3Config
 from magnetar.offload.offloader import Offloader
+from magnetar.security import listener
+from magnetar.security import metrics as security_metrics
+from magnetar.security.tls import ServerTls
 
 log = logging.getLogger(__name__)
 
@@ -59,43 +62,81 @@ async def close_managed_ledgers(managed_ledgers: ManagedLedgerFactory) -> None:
 
 
 class BrokerServer:
+    """The listeners of a broker: the binary protocol on ``port`` (plaintext) and
+    ``tls_port`` (``pulsar+ssl``), HTTP on ``http_port`` and ``https_port``; a port that is
+    None has no listener. TLS listeners share one context whose certificate files are
+    re-read every ``tlsCertRefreshCheckDurationSec`` when they changed (established
+    connections keep theirs)."""
+
     def __init__(
         self, service: BrokerService, *, http_extensions: Iterable[http.Extension] = ()
     ) -> None:
         self.service = service
         self._http_extensions = list(http_extensions)
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
         self._http: web.AppRunner | None = None
+        self._http_servers: list[asyncio.Server] = []
+        self._listening = False
+        self._refresh_task: asyncio.Task[None] | None = None
         self.connections: set[ServerConnection] = set()
+        cfg = service.config
+        self.tls: ServerTls | None = (
+            ServerTls(cfg.security.tls)
+            if cfg.tls_port is not None or cfg.https_port is not None
+            else None
+        )
 
     @property
     def config(self) -> BrokerConfig:
         return self.service.config
 
-    async def listen(self) -> None:
-        """Bind the TCP port (and fix port 0 up to the bound port) before the service
-        starts, so its registration carries the real address."""
+    async def _bind(
+        self, factory: Callable[[], asyncio.BaseProtocol], port: int
+    ) -> tuple[asyncio.Server, int]:
         cfg = self.service.config
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            self._new_connection,
+        server = await asyncio.get_running_loop().create_server(
+            factory,
             host=cfg.bind_address,
-            port=cfg.port,
+            port=port,
             reuse_address=True,
             backlog=1024,
             start_serving=False,
         )
-        port = self._server.sockets[0].getsockname()[1]
-        if port != cfg.port:
-            self.service.reconfigure(dataclasses.replace(cfg, port=port))
+        return server, int(server.sockets[0].getsockname()[1])
+
+    async def listen(self) -> None:
+        """Bind the binary-protocol ports (and fix port 0 up to the bound port) before the
+        service starts, so its registration carries the real addresses."""
+        cfg = self.service.config
+        bound: dict[str, int] = {}
+        if cfg.port is not None:
+            server, bound["port"] = await self._bind(self._new_connection, cfg.port)
+            self._servers.append(server)
+        if cfg.tls_port is not None:
+            assert self.tls is not None
+            factory = listener.acceptor(
+                self._new_connection, self.tls.context, listener="brokerServicePortTls"
+            )
+            server, bound["tls_port"] = await self._bind(factory, cfg.tls_port)
+            self._servers.append(server)
+        self._listening = True
+        self._reconfigure(bound)
+
+    def _reconfigure(self, bound: dict[str, int]) -> None:
+        cfg = self.service.config
+        changed = {k: v for k, v in bound.items() if getattr(cfg, k) != v}
+        if changed:
+            self.service.reconfigure(dataclasses.replace(cfg, **changed))  # type: ignore[arg-type]
 
     async def start(self) -> None:
-        if self._server is None:
+        if not self._listening:
             await self.listen()
-        assert self._server is not None
         await self._start_http()
         await self.service.start()
-        await self._server.start_serving()
+        for server in self._servers:
+            await server.start_serving()
+        if self.tls is not None:
+            self._refresh_task = asyncio.get_running_loop().create_task(self._refresh_tls())
 
     def _new_connection(self) -> FrameTransport:
         cnx = ServerConnection(self.service, on_closed=self.connections.discard)
@@ -107,26 +148,48 @@ class BrokerServer:
         app = http.build_app(self.service, extensions=self._http_extensions)
         self._http = web.AppRunner(app, access_log=None)
         await self._http.setup()
-        site = web.TCPSite(self._http, cfg.bind_address, cfg.http_port, reuse_address=True)
-        await site.start()
-        if cfg.http_port == 0:
-            sockets = getattr(site._server, "sockets", None) or []  # the bound port
-            if sockets:
-                port = sockets[0].getsockname()[1]
-                self.service.reconfigure(dataclasses.replace(cfg, http_port=port))
+        handler = self._http.server
+        assert handler is not None
+        bound: dict[str, int] = {}
+        if cfg.http_port is not None:
+            server, bound["http_port"] = await self._bind(handler, cfg.http_port)
+            self._http_servers.append(server)
+        if cfg.https_port is not None:
+            assert self.tls is not None
+            factory = listener.acceptor(handler, self.tls.context, listener="webServicePortTls")
+            server, bound["https_port"] = await self._bind(factory, cfg.https_port)
+            self._http_servers.append(server)
+        for server in self._http_servers:
+            await server.start_serving()
+        self._reconfigure(bound)
+
+    async def _refresh_tls(self) -> None:
+        assert self.tls is not None
+        interval = self.service.config.security.tls_refresh_s
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                if self.tls.refresh():
+                    security_metrics.TLS_RELOADS.inc()
+            except Exception:
+                log.exception("TLS certificate refresh failed; keeping the current one")
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        if self._refresh_task is not None:
+            self._refresh_task.cancel()
+        for server in self._servers:
+            server.close()
         await self.service.close()
         for cnx in list(self.connections):
             cnx.close()
-        if self._server is not None:
+        for server in self._servers:
             try:
                 async with asyncio.timeout(5):
-                    await self._server.wait_closed()
+                    await server.wait_closed()
             except TimeoutError:
                 log.warning("connections still open after 5 s")
+        for server in self._http_servers:
+            server.close()
         if self._http is not None:
             await self._http.cleanup()
 
@@ -145,7 +208,17 @@ async def run(metadata_url: str, config: BrokerConfig) -> None:
     try:
         await server.start()
         cfg = service.config
-        print(f"broker {cfg.broker_id} ready: {cfg.service_url} {cfg.web_service_url}", flush=True)
+        urls = " ".join(
+            u
+            for u in (
+                cfg.service_url,
+                cfg.service_url_tls,
+                cfg.web_service_url,
+                cfg.web_service_url_tls,
+            )
+            if u
+        )
+        print(f"broker {cfg.broker_id} ready: {urls}", flush=True)
         aio.tune_gc_for_server()
         await wait_for_signal()
         log.info("shutting down")

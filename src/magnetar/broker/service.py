@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from magnetar.broker import policies, schemas
+from magnetar.broker import access, policies, schemas
 from magnetar.broker.compaction.service import TopicCompaction
 from magnetar.broker.compaction.view import CompactedTopic
 from magnetar.broker.config import BrokerConfig
@@ -55,6 +55,10 @@ class LookupAnswer:
     service_url: str
     redirect: bool = False
     authoritative: bool = False
+    service_url_tls: str = ""
+    """The owner's ``pulsar+ssl://`` URL (a TLS client connects there)."""
+    web_service_url: str = ""
+    web_service_url_tls: str = ""
 
 
 def _info(config: BrokerConfig) -> BrokerInfo:
@@ -63,6 +67,8 @@ def _info(config: BrokerConfig) -> BrokerInfo:
         config.service_url,
         config.web_service_url,
         listeners=config.advertised_listeners,
+        service_url_tls=config.service_url_tls,
+        web_service_url_tls=config.web_service_url_tls,
     )
 
 
@@ -74,7 +80,14 @@ def _answer(broker: BrokerInfo, listener: str | None, *, redirect: bool = False)
         raise BrokerError(
             pb.ServiceNotReady, f"the broker {broker.broker_id} does not have listener {listener!r}"
         )
-    return LookupAnswer(url, redirect=redirect, authoritative=redirect)
+    return LookupAnswer(
+        url,
+        redirect=redirect,
+        authoritative=redirect,
+        service_url_tls=broker.service_url_tls if not listener else "",
+        web_service_url=broker.web_service_url,
+        web_service_url_tls=broker.web_service_url_tls,
+    )
 
 
 _PERSISTENT = (TopicDomain.PERSISTENT,)
@@ -100,6 +113,8 @@ class BrokerService:
         self.managed_ledgers = managed_ledgers
         self.subscriptions_factory = subscriptions_factory or TopicSubscriptionsImpl
         self.policies = policies.PolicyCache(store)
+        self.access = access.Access(config.security, self.policies)
+        """Authentication and authorization (docs/security.md)."""
         self.policy_generation = 0
         """Policy changes made through this broker (the enforcer re-reads on a new one)."""
         self.schemas = schemas.SchemaRegistry(store)

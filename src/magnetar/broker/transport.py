@@ -94,6 +94,10 @@ class FrameTransport(asyncio.Protocol):
     def is_writable(self) -> bool:
         return self._writable.is_set()
 
+    def extra_info(self, name: str) -> object:
+        """The socket's ``get_extra_info(name)`` (``peercert``, ``sslcontext``...)."""
+        return None if self._transport is None else self._transport.get_extra_info(name)
+
     async def wait_writable(self) -> None:
         if self.closed:
             raise ConnectionError("connection closed")

@@ -1,0 +1,143 @@
+"""Who a connection or an HTTP request is, and what it may do (docs/security.md).
+
+Why this module exists: the binary protocol's session (:mod:`magnetar.broker.connection`),
+its service requests (:mod:`magnetar.broker.requests`) and the admin REST API all ask the
+same two questions -- who is this (the :class:`~magnetar.security.authn.Authenticator` of
+``authenticationProviders``) and may that role do this here (the rules of
+:mod:`magnetar.security.authz` over the tenant's admin roles and the namespace's
+``auth_policies``, read through the broker's policy cache). :class:`Access` answers both,
+once, for all of them.
+"""
+
+from __future__ import annotations
+
+from magnetar.broker import policies
+from magnetar.broker.contracts import BrokerError
+from magnetar.security import authz
+from magnetar.security.authn import Authenticator, Identity
+from magnetar.security.config import SecurityConfig
+from magnetar.wire import pb
+from magnetar.wire.topics import TopicName
+
+TopicOp = authz.TopicOp
+
+_WHAT: dict[TopicOp, str] = {
+    TopicOp.LOOKUP: "Lookup",
+    TopicOp.PRODUCE: "Produce",
+    TopicOp.CONSUME: "Consume",
+    TopicOp.ADMIN: "administer",
+}
+
+
+class Access:
+    def __init__(self, config: SecurityConfig, cache: policies.PolicyCache) -> None:
+        self.config = config
+        self.authenticator: Authenticator | None = config.authenticator()
+        """None when authentication is off (every client is anonymous and unchecked)."""
+        self.rules = config.rules()
+        self._cache = cache
+
+    @property
+    def authentication_enabled(self) -> bool:
+        return self.authenticator is not None
+
+    @property
+    def authorization_enabled(self) -> bool:
+        return self.rules.enabled
+
+    def acting_role(self, identity: Identity | None, original_principal: str | None) -> str | None:
+        if identity is None:
+            return None
+        return self.rules.acting_role(identity.role, original_principal)
+
+    def is_super_user(
+        self, identity: Identity | None, original_principal: str | None = None
+    ) -> bool:
+        """Authorization off, or the (acting) role is a super-user."""
+        if not self.rules.enabled:
+            return True
+        return self.rules.is_super_user(self.acting_role(identity, original_principal))
+
+    async def may_administer_tenant(
+        self, identity: Identity | None, tenant: str, original_principal: str | None = None
+    ) -> bool:
+        """Super-user, or one of the tenant's ``adminRoles``."""
+        if self.is_super_user(identity, original_principal):
+            return True
+        role = self.acting_role(identity, original_principal)
+        if role is None:
+            return False
+        return role in (await self._cache.tenant_admins(tenant) or ())
+
+    async def may(
+        self,
+        identity: Identity | None,
+        op: TopicOp,
+        topic: TopicName,
+        *,
+        original_principal: str | None = None,
+        subscription: str | None = None,
+    ) -> bool:
+        """Whether ``op`` on ``topic`` is allowed (always, with authorization off)."""
+        if self.is_super_user(identity, original_principal):
+            return True
+        role = self.acting_role(identity, original_principal)
+        if role is None:
+            return False
+        ns = await self._cache.namespace(topic.tenant, topic.namespace)
+        return authz.topic_allowed(
+            op,
+            role=role,
+            tenant_admins=await self._cache.tenant_admins(topic.tenant) or (),
+            auth_policies=ns.raw.get("auth_policies") if ns is not None else None,
+            topic=topic.full_name,
+            base_topic=topic.base_name.full_name if topic.is_partition else None,
+            subscription=subscription,
+        )
+
+    async def check_namespace(
+        self,
+        identity: Identity | None,
+        op: TopicOp,
+        tenant: str,
+        namespace: str,
+        *,
+        original_principal: str | None = None,
+    ) -> None:
+        """BrokerError(AuthorizationError) unless ``op`` is allowed on the namespace as a
+        whole (its own grants; a grant on one topic does not count)."""
+        if self.is_super_user(identity, original_principal):
+            return
+        role = self.acting_role(identity, original_principal)
+        if role is not None:
+            ns = await self._cache.namespace(tenant, namespace)
+            if authz.namespace_allowed(
+                op,
+                role=role,
+                tenant_admins=await self._cache.tenant_admins(tenant) or (),
+                auth_policies=ns.raw.get("auth_policies") if ns is not None else None,
+            ):
+                return
+        raise BrokerError(
+            pb.AuthorizationError,
+            f"Client with role {role!r} is not authorized to {_WHAT[op]} on {tenant}/{namespace}",
+        )
+
+    async def check(
+        self,
+        identity: Identity | None,
+        op: TopicOp,
+        topic: TopicName,
+        *,
+        original_principal: str | None = None,
+        subscription: str | None = None,
+    ) -> None:
+        """BrokerError(AuthorizationError) unless :meth:`may`."""
+        if not await self.may(
+            identity, op, topic, original_principal=original_principal, subscription=subscription
+        ):
+            role = self.acting_role(identity, original_principal)
+            raise BrokerError(
+                pb.AuthorizationError,
+                f"Client with role {role!r} is not authorized to {_WHAT[op]} on {topic}",
+            )

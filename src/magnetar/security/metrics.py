@@ -1,0 +1,42 @@
+"""Security counters, in Pulsar's names where Pulsar has them.
+
+``pulsar_authentication_success_total`` / ``pulsar_authentication_failures_total`` are
+Pulsar's AuthenticationMetrics (labels provider_name, auth_method, and reason on failures);
+``pulsar_tls_handshake_failures_total`` counts connections refused before any command was
+read (plaintext or garbage on a TLS port, an untrusted client certificate), by listener.
+One registry per process, rendered on its /metrics.
+"""
+
+from __future__ import annotations
+
+import prometheus_client
+
+REGISTRY = prometheus_client.CollectorRegistry(auto_describe=True)
+
+AUTH_SUCCESS = prometheus_client.Counter(
+    "pulsar_authentication_success",
+    "Successful authentications",
+    ["provider_name", "auth_method"],
+    registry=REGISTRY,
+)
+AUTH_FAILURES = prometheus_client.Counter(
+    "pulsar_authentication_failures",
+    "Failed authentications",
+    ["provider_name", "auth_method", "reason"],
+    registry=REGISTRY,
+)
+TLS_HANDSHAKE_FAILURES = prometheus_client.Counter(
+    "pulsar_tls_handshake_failures",
+    "TLS handshakes that failed (connection refused before any command)",
+    ["listener"],
+    registry=REGISTRY,
+)
+TLS_RELOADS = prometheus_client.Counter(
+    "pulsar_tls_certificate_reloads",
+    "Times a TLS listener re-read its certificate files after they changed",
+    registry=REGISTRY,
+)
+
+
+def render() -> str:
+    return prometheus_client.generate_latest(REGISTRY).decode()
