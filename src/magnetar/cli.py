@@ -15,6 +15,8 @@ from magnetar import __version__, conffile
 from magnetar.broker.config import BrokerConfig
 from magnetar.managed_ledger.api import ManagedLedgerConfig
 from magnetar.offload.config import S3Config
+from magnetar.security import tls
+from magnetar.security.config import SecurityConfig
 
 _BC = BrokerConfig()
 _ML = ManagedLedgerConfig()
@@ -55,6 +57,8 @@ _BROKER_FLAGS = {
     "bind_address": "bind_address",
     "port": "port",
     "http_port": "http_port",
+    "tls_port": "tls_port",
+    "https_port": "https_port",
     "advertised_address": "advertised_address",
     "advertised_listeners": "advertised_listeners",
     "internal_listener_name": "internal_listener_name",
@@ -104,6 +108,104 @@ def broker_config(args: argparse.Namespace) -> BrokerConfig:
         **fields(_BROKER_FLAGS),
         managed_ledger=ManagedLedgerConfig(**fields(_MANAGED_LEDGER_FLAGS)),
         offload=offload_config(args),
+        security=security_config(args),
+    )
+
+
+_SECURITY_FLAGS: tuple[tuple[str, str, Any, str], ...] = (
+    # (flag, its broker.conf key, parser, help); every default is SecurityConfig's
+    ("--tls-certificate-file", "tlsCertificateFilePath", str, "PEM certificate chain"),
+    ("--tls-key-file", "tlsKeyFilePath", str, "PEM private key"),
+    ("--tls-trust-certs-file", "tlsTrustCertsFilePath", str, "PEM CAs client certs chain to"),
+    ("--tls-allow-insecure-connection", "tlsAllowInsecureConnection", conffile.parse_bool, ""),
+    (
+        "--tls-require-trusted-client-cert-on-connect",
+        "tlsRequireTrustedClientCertOnConnect",
+        conffile.parse_bool,
+        "refuse TLS clients without a trusted certificate",
+    ),
+    ("--tls-protocols", "tlsProtocols", tls.parse_protocols, "e.g. TLSv1.3,TLSv1.2"),
+    ("--tls-ciphers", "tlsCiphers", tls.parse_ciphers, "OpenSSL cipher names"),
+    ("--tls-cert-refresh-check", "tlsCertRefreshCheckDurationSec", float, "seconds"),
+    ("--authentication-enabled", "authenticationEnabled", conffile.parse_bool, ""),
+    (
+        "--authentication-providers",
+        "authenticationProviders",
+        conffile.authentication_providers,
+        "Pulsar's provider class names or tls,token,basic",
+    ),
+    ("--authentication-refresh-check", "authenticationRefreshCheckSeconds", float, "seconds"),
+    ("--token-secret-key", "tokenSecretKey", str, "file:///path, data:..., path or base64"),
+    ("--token-public-key", "tokenPublicKey", str, "file:///path, data:..., path or base64"),
+    ("--token-auth-claim", "tokenAuthClaim", str, "the claim holding the role (sub)"),
+    ("--token-audience-claim", "tokenAudienceClaim", str, ""),
+    ("--token-audience", "tokenAudience", str, ""),
+    ("--token-allowed-clock-skew", "tokenAllowedClockSkewSeconds", float, "seconds"),
+    ("--basic-auth-conf", "basicAuthConf", str, "htpasswd file (file://, data:, path)"),
+    ("--anonymous-user-role", "anonymousUserRole", str, "role of clients without credentials"),
+    ("--authorization-enabled", "authorizationEnabled", conffile.parse_bool, ""),
+    ("--super-user-roles", "superUserRoles", conffile.csv, "comma-separated"),
+    ("--proxy-roles", "proxyRoles", conffile.csv, "comma-separated"),
+    (
+        "--authenticate-metrics-endpoint",
+        "authenticateMetricsEndpoint",
+        conffile.parse_bool,
+        "/metrics needs credentials too",
+    ),
+)
+
+
+def _security(p: argparse.ArgumentParser) -> None:
+    """TLS listeners, authentication and authorization (docs/security.md)."""
+    p.add_argument(
+        "--broker-service-port-tls",
+        dest="tls_port",
+        type=int,
+        default=None,
+        help="pulsar+ssl:// port (brokerServicePortTls)",
+    )
+    p.add_argument(
+        "--web-service-port-tls",
+        dest="https_port",
+        type=int,
+        default=None,
+        help="HTTPS port of the admin API, lookup and /metrics (webServicePortTls)",
+    )
+    for flag, key, parse, help_text in _SECURITY_FLAGS:
+        p.add_argument(flag, type=parse, default=None, help=f"{help_text} ({key})".lstrip())
+
+
+def security_config(args: argparse.Namespace) -> SecurityConfig:
+    """The SecurityConfig the security flags (or their broker.conf keys) give."""
+    given = {dest: value for dest, value in vars(args).items() if value is not None}
+    base = SecurityConfig()
+    tls_settings = tls.TlsSettings(
+        certificate=given.get("tls_certificate_file"),
+        key=given.get("tls_key_file"),
+        trust=given.get("tls_trust_certs_file"),
+        allow_insecure=given.get("tls_allow_insecure_connection", False),
+        require_client_cert=given.get("tls_require_trusted_client_cert_on_connect", False),
+        protocols=given.get("tls_protocols", ()),
+        ciphers=given.get("tls_ciphers", ()),
+    )
+    return SecurityConfig(
+        authentication_enabled=given.get("authentication_enabled", False),
+        providers=given.get("authentication_providers", ()),
+        token_secret_key=given.get("token_secret_key"),
+        token_public_key=given.get("token_public_key"),
+        token_auth_claim=given.get("token_auth_claim", base.token_auth_claim),
+        token_audience_claim=given.get("token_audience_claim"),
+        token_audience=given.get("token_audience"),
+        token_clock_skew_s=given.get("token_allowed_clock_skew", 0.0),
+        basic_auth_conf=given.get("basic_auth_conf"),
+        anonymous_role=given.get("anonymous_user_role"),
+        refresh_check_s=given.get("authentication_refresh_check", base.refresh_check_s),
+        authorization_enabled=given.get("authorization_enabled", False),
+        super_users=given.get("super_user_roles", ()),
+        proxy_roles=given.get("proxy_roles", ()),
+        authenticate_metrics=given.get("authenticate_metrics_endpoint", False),
+        tls=tls_settings,
+        tls_refresh_s=given.get("tls_cert_refresh_check", base.tls_refresh_s),
     )
 
 
@@ -171,6 +273,12 @@ def _admin(args: argparse.Namespace) -> int:
     from magnetar import admin_cli
 
     return admin_cli.run(args)
+
+
+def _tokens(args: argparse.Namespace) -> int:
+    from magnetar import tokens_cli
+
+    return tokens_cli.run(args)
 
 
 def _config(p: argparse.ArgumentParser, example: str) -> None:
@@ -324,8 +432,8 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     commands["standalone"] = p
     _config(p, "standalone.conf")
     p.add_argument("--data-dir", default="data/standalone")
-    p.add_argument("--port", type=int, default=6650)
-    p.add_argument("--http-port", type=int, default=8080)
+    p.add_argument("--port", type=conffile.optional_port, default=6650, help="off: none")
+    p.add_argument("--http-port", type=conffile.optional_port, default=8080, help="off: none")
     p.add_argument("--advertised-address", default="127.0.0.1")
     p.add_argument("--bind-address", default="0.0.0.0")
     p.add_argument("--bookie-port", type=int, help="loopback port of the in-process bookie")
@@ -347,6 +455,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     _deduplication(p)
     _force_delete(p)
     _offload(p)
+    _security(p)
     p.add_argument("--log-level", default=None)
     p.set_defaults(func=_standalone)
 
@@ -354,8 +463,15 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     commands["broker"] = p
     _config(p, "broker.conf")
     p.add_argument("--metadata-url", help="etcd://host:port[,host:port] (required)")
-    p.add_argument("--port", type=int, default=6650, help="Pulsar binary protocol port")
-    p.add_argument("--http-port", type=int, default=8080, help="admin REST, lookup, /metrics")
+    p.add_argument(
+        "--port", type=conffile.optional_port, default=6650, help="Pulsar protocol (off: none)"
+    )
+    p.add_argument(
+        "--http-port",
+        type=conffile.optional_port,
+        default=8080,
+        help="admin REST, lookup, /metrics (off: none)",
+    )
     p.add_argument("--bind-address", default="0.0.0.0")
     p.add_argument("--advertised-address", default="127.0.0.1", help="host clients reach")
     p.add_argument(
@@ -406,6 +522,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     )
     _non_persistent_inactive(p)
     _offload(p)
+    _security(p)
     p.add_argument("--log-level", default=None)
     p.set_defaults(func=_broker)
 
@@ -443,11 +560,14 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     p.add_argument("--log-level", default=None)
     p.set_defaults(func=_proxy)
 
-    from magnetar import admin_cli
+    from magnetar import admin_cli, tokens_cli
 
     p = sub.add_parser("admin", help="manage tenants, namespaces and topics (admin REST API)")
     admin_cli.build_parser(p)
     p.set_defaults(func=_admin)
+    p = sub.add_parser("tokens", help="keys and tokens for token authentication")
+    tokens_cli.build_parser(p)
+    p.set_defaults(func=_tokens)
     return parser, commands
 
 

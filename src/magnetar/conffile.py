@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from magnetar.security import authn, tls
+
 
 class ConfigError(ValueError):
     """A configuration file Magnetar refuses: the message names the file, key and line."""
@@ -26,10 +28,13 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Opt:
-    """A key that sets the command-line option ``dest`` (``parse`` converts text and unit)."""
+    """A key that sets the command-line option ``dest`` (``parse`` converts text and unit).
+    ``empty``: an empty value is passed to ``parse`` (Pulsar's ``brokerServicePort=``
+    switches the listener off) instead of meaning "unset"."""
 
     dest: str
     parse: Callable[[str], object] = str
+    empty: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +79,32 @@ def _port(text: str) -> int:
 
 def _float(text: str) -> float:
     return float(text)
+
+
+def optional_port(text: str) -> int | None:
+    """A port, or empty / ``off`` for no listener (Pulsar leaves the key empty)."""
+    if text.strip().lower() in ("", "off", "none"):
+        return None
+    return _port(text)
+
+
+def csv(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def authentication_providers(text: str) -> tuple[str, ...]:
+    """authenticationProviders: Pulsar's provider class names (or Magnetar's method names
+    tls / token / basic) as methods."""
+    methods = []
+    for name in csv(text):
+        method = authn.PROVIDER_CLASSES.get(
+            name, name if name in ("tls", "token", "basic") else None
+        )
+        if method is None:
+            known = ", ".join(authn.PROVIDER_CLASSES)
+            raise ValueError(f"unsupported authentication provider {name!r}: one of {known}")
+        methods.append(method)
+    return tuple(methods)
 
 
 def parse_bool(text: str) -> bool:
@@ -155,14 +186,49 @@ _NOT_IMPLEMENTED: dict[str, Opt | Fixed] = {
     "tlsEnabled": Fixed(frozenset({"false"}), "TLS is not implemented"),
 }
 
+_SECURITY: dict[str, Opt | Fixed] = {
+    "brokerServicePortTls": Opt("tls_port", _port),
+    "webServicePortTls": Opt("https_port", _port),
+    "tlsEnabled": Fixed(
+        frozenset({"true", "false"}), "deprecated in Pulsar: the TLS ports switch TLS on"
+    ),
+    "tlsCertificateFilePath": Opt("tls_certificate_file"),
+    "tlsKeyFilePath": Opt("tls_key_file"),
+    "tlsTrustCertsFilePath": Opt("tls_trust_certs_file"),
+    "tlsAllowInsecureConnection": Opt("tls_allow_insecure_connection", parse_bool),
+    "tlsRequireTrustedClientCertOnConnect": Opt(
+        "tls_require_trusted_client_cert_on_connect", parse_bool
+    ),
+    "tlsProtocols": Opt("tls_protocols", tls.parse_protocols),
+    "tlsCiphers": Opt("tls_ciphers", tls.parse_ciphers),
+    "tlsCertRefreshCheckDurationSec": Opt("tls_cert_refresh_check", _float),
+    "authenticationEnabled": Opt("authentication_enabled", parse_bool),
+    "authenticationProviders": Opt("authentication_providers", authentication_providers),
+    "authenticationRefreshCheckSeconds": Opt("authentication_refresh_check", _float),
+    "tokenSecretKey": Opt("token_secret_key"),
+    "tokenPublicKey": Opt("token_public_key"),
+    "tokenPublicAlg": Fixed(
+        frozenset(
+            {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"}
+        ),
+        "the algorithms a token may use follow from tokenPublicKey's key type",
+    ),
+    "tokenAuthClaim": Opt("token_auth_claim"),
+    "tokenAudienceClaim": Opt("token_audience_claim"),
+    "tokenAudience": Opt("token_audience"),
+    "tokenAllowedClockSkewSeconds": Opt("token_allowed_clock_skew", _float),
+    "basicAuthConf": Opt("basic_auth_conf"),
+    "anonymousUserRole": Opt("anonymous_user_role"),
+    "authorizationEnabled": Opt("authorization_enabled", parse_bool),
+    "superUserRoles": Opt("super_user_roles", csv),
+    "proxyRoles": Opt("proxy_roles", csv),
+    "authenticateMetricsEndpoint": Opt("authenticate_metrics_endpoint", parse_bool),
+}
+"""TLS listeners, authentication and authorization of a broker or standalone, with
+Pulsar's keys (docs/security.md)."""
+
 _BROKER_NOT_IMPLEMENTED: dict[str, Opt | Fixed] = {
-    **_NOT_IMPLEMENTED,
-    "brokerServicePortTls": Fixed(frozenset(), "TLS is not implemented"),
-    "webServicePortTls": Fixed(frozenset(), "TLS is not implemented"),
-    "tlsCertificateFilePath": Fixed(frozenset(), "TLS is not implemented"),
-    "tlsKeyFilePath": Fixed(frozenset(), "TLS is not implemented"),
-    "tlsTrustCertsFilePath": Fixed(frozenset(), "TLS is not implemented"),
-    "authenticationProviders": Fixed(frozenset(), "authentication is not implemented"),
+    **_SECURITY,
     # Magnetar's placement always spreads write sets over racks when bookies carry racks
     "bookkeeperClientRackawarePolicyEnabled": Fixed(
         frozenset({"true"}), "Magnetar's bookie placement is always rack-aware"
@@ -172,8 +238,8 @@ _BROKER_NOT_IMPLEMENTED: dict[str, Opt | Fixed] = {
 _SERVING: dict[str, Opt | Fixed] = {
     "advertisedAddress": Opt("advertised_address"),
     "bindAddress": Opt("bind_address"),
-    "brokerServicePort": Opt("port", _port),
-    "webServicePort": Opt("http_port", _port),
+    "brokerServicePort": Opt("port", optional_port, empty=True),
+    "webServicePort": Opt("http_port", optional_port, empty=True),
     "keepAliveIntervalSeconds": Opt("keepalive_interval", _float),
     "allowAutoTopicCreationType": Opt(
         "auto_topic_creation_type", _choice("non-partitioned", "partitioned")
@@ -299,7 +365,8 @@ TABLES: Mapping[str, Table] = {
 
 
 def parse_lines(text: str, *, name: str) -> dict[str, tuple[int, str]]:
-    """``key -> (line number, value)`` of the set keys (empty values are unset)."""
+    """``key -> (line number, value)`` of the keys (an empty value is kept as "": it means
+    "unset" except for keys whose :class:`Opt` takes ``empty``)."""
     out: dict[str, tuple[int, str]] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
@@ -309,10 +376,7 @@ def parse_lines(text: str, *, name: str) -> dict[str, tuple[int, str]]:
         key, value = key.strip(), value.strip()
         if not sep or not key:
             raise ConfigError(f"{name}:{number}: expected key=value, got {line!r}")
-        if value:
-            out[key] = (number, value)
-        else:
-            out.pop(key, None)
+        out[key] = (number, value)
     return out
 
 
@@ -323,6 +387,8 @@ def options(
     out: dict[str, object] = {}
     for key, (number, value) in entries.items():
         rule = table.get(key)
+        if not value and not (isinstance(rule, Opt) and rule.empty):
+            continue  # unset
         if rule is None:
             raise ConfigError(f"{name}: unsupported key {key!r} (line {number})")
         if isinstance(rule, Fixed):

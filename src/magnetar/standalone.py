@@ -126,13 +126,17 @@ async def run(options: StandaloneOptions) -> None:
         server = BrokerServer(service, http_extensions=[admin.extension])
         await server.start()
         cfg = service.config
-        print(
-            f"Magnetar standalone ready\n"
-            f"  service URL: {cfg.service_url}\n"
-            f"  HTTP URL:    {cfg.web_service_url}\n"
-            f"  data dir:    {data_dir}",
-            flush=True,
-        )
+        lines = [
+            "Magnetar standalone ready",
+            f"  service URL: {cfg.service_url}",
+            f"  HTTP URL:    {cfg.web_service_url}",
+        ]
+        if cfg.service_url_tls:
+            lines.append(f"  TLS service URL: {cfg.service_url_tls}")
+        if cfg.web_service_url_tls:
+            lines.append(f"  HTTPS URL:   {cfg.web_service_url_tls}")
+        lines.append(f"  data dir:    {data_dir}")
+        print("\n".join(lines), flush=True)
         aio.tune_gc_for_server()
         await wait_for_signal()
         log.info("shutting down")

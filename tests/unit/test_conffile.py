@@ -134,20 +134,20 @@ def test_bookie_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("command", "name", "text", "message"),
     [
-        ("broker", "broker.conf", "tlsEnabled=true\n", "unsupported value tlsEnabled=true"),
+        ("broker", "broker.conf", "tlsProtocols=SSLv3\n", "unsupported TLS protocol 'SSLv3'"),
         (
             "broker",
             "broker.conf",
             "zookeeperServers=zk:2181\n",
             "unsupported key 'zookeeperServers'",
         ),
-        ("broker", "broker.conf", "brokerServicePortTls=6651\n", "TLS is not implemented"),
         (
             "broker",
             "broker.conf",
-            "authenticationEnabled=true\n",
-            "authentication is not implemented",
+            "authenticationProviders=com.example.Mine\n",
+            "unsupported authentication provider 'com.example.Mine'",
         ),
+        ("broker", "broker.conf", "tokenPublicAlg=HS256\n", "tokenPublicKey's key type"),
         ("broker", "broker.conf", "brokerServicePort=abc\n", "brokerServicePort=abc (line 1)"),
         ("broker", "broker.conf", "justakey\n", "broker.conf:1: expected key=value"),
         ("bookie", "bookkeeper.conf", "ledgerDirectories=/a,/b\n", "one directory"),
@@ -286,9 +286,9 @@ def test_rendered_files_start_the_processes_options(tmp_path: Path) -> None:
 
 
 def test_a_user_key_the_broker_does_not_consume_is_caught_by_the_loader() -> None:
-    spec = ClusterSpec.parse({"brokers": {"config": {"tlsEnabled": "true"}}})
+    spec = ClusterSpec.parse({"brokers": {"config": {"zookeeperServers": "zk:2181"}}})
     data = broker.config_data(OWNER, spec)
-    with pytest.raises(conffile.ConfigError, match="tlsEnabled"):
+    with pytest.raises(conffile.ConfigError, match="zookeeperServers"):
         conffile.options(
             conffile.BROKER,
             conffile.parse_lines(

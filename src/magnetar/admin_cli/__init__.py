@@ -17,8 +17,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from magnetar.admin_cli import commands, render
-from magnetar.admin_cli.client import AdminCliError, Client
+from magnetar.admin_cli import commands, connection, render
+from magnetar.admin_cli.client import AdminCliError
 
 __all__ = ["build_parser", "main", "run"]
 
@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the parsed command: print the answer, return the exit status."""
     try:
         request = commands.request_for(args)
-        result = Client(args.admin_url).call(request)
+        result = connection.client(args).call(request)
     except AdminCliError as err:
         print(f"magnetar admin: {err}", file=sys.stderr)
         return err.status

@@ -9,9 +9,11 @@ body included, as pulsar-admin does; an HTTP error becomes :class:`AdminCliError
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -43,12 +45,26 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 class Client:
-    def __init__(self, url: str, *, timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 60.0,
+        headers: Callable[[], dict[str, str]] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        """``headers`` gives each call's extra headers (credentials: a token file is re-read
+        per call); ``ssl_context`` verifies an https:// broker (and presents a client
+        certificate when it holds one)."""
         if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
             raise AdminCliError(f"--admin-url must be an http:// or https:// URL, got {url!r}", 2)
         self.base = url.rstrip("/")
         self.timeout = timeout
-        self._opener = urllib.request.build_opener(_NoRedirect)
+        self._headers = headers
+        handlers: list[urllib.request.BaseHandler] = [_NoRedirect()]
+        if ssl_context is not None:
+            handlers.append(urllib.request.HTTPSHandler(context=ssl_context))
+        self._opener = urllib.request.build_opener(*handlers)
 
     def call(self, request: Request) -> Any:
         """Send ``request``; the decoded JSON answer (text when not JSON, None when empty)."""
@@ -57,6 +73,8 @@ class Client:
         for _ in range(MAX_REDIRECTS + 1):
             http_request = urllib.request.Request(url, data=data, method=request.method)  # noqa: S310 - scheme checked
             http_request.add_header("Accept", "application/json")
+            for name, value in (self._headers() if self._headers else {}).items():
+                http_request.add_header(name, value)
             if data is not None:
                 http_request.add_header("Content-Type", "application/json")
             try:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from magnetar.admin_cli import convert
+from magnetar.admin_cli import connection, convert
 from magnetar.admin_cli.client import NO_BODY, AdminCliError, Request
 from magnetar.admin_cli.convert import name_path, namespace_path, topic_path
 
@@ -223,6 +223,89 @@ def _ns_delete(a: argparse.Namespace) -> Request:
 @verb("namespaces", "policies", "all policies of a namespace", NAMESPACE)
 def _ns_policies(a: argparse.Namespace) -> Request:
     return Request("GET", _ns(a))
+
+
+# --- permissions (namespaces and topics) --------------------------------------------------------
+
+ROLE = arg("--role", required=True, help="the role (a token's subject, a certificate's CN...)")
+ACTIONS = arg(
+    "--actions",
+    required=True,
+    type=_csv,
+    help="comma-separated: produce, consume, functions, sources, sinks, packages",
+)
+
+
+def _role(a: argparse.Namespace) -> str:
+    return convert.path_part(a.role, "role")
+
+
+@verb(
+    "namespaces", "permissions", "the roles granted on a namespace, with their actions", NAMESPACE
+)
+def _ns_permissions(a: argparse.Namespace) -> Request:
+    return Request("GET", _ns(a, "/permissions"))
+
+
+@verb("namespaces", "grant-permission", "grant actions on a namespace", NAMESPACE, ROLE, ACTIONS)
+def _ns_grant(a: argparse.Namespace) -> Request:
+    return Request("POST", _ns(a, f"/permissions/{_role(a)}"), a.actions)
+
+
+@verb("namespaces", "revoke-permission", "revoke a role's actions on a namespace", NAMESPACE, ROLE)
+def _ns_revoke(a: argparse.Namespace) -> Request:
+    return Request("DELETE", _ns(a, f"/permissions/{_role(a)}"))
+
+
+@verb(
+    "namespaces",
+    "subscription-permission",
+    "the roles allowed on each restricted subscription of a namespace",
+    NAMESPACE,
+)
+def _ns_sub_permissions(a: argparse.Namespace) -> Request:
+    return Request("GET", _ns(a, "/permissions/subscription"))
+
+
+@verb(
+    "namespaces",
+    "grant-subscription-permission",
+    "restrict a subscription to these roles",
+    NAMESPACE,
+    SUBSCRIPTION,
+    arg("--roles", required=True, type=_csv, help="comma-separated roles"),
+)
+def _ns_grant_sub(a: argparse.Namespace) -> Request:
+    sub = convert.path_part(a.subscription, "subscription")
+    return Request("POST", _ns(a, f"/permissions/subscription/{sub}"), a.roles)
+
+
+@verb(
+    "namespaces",
+    "revoke-subscription-permission",
+    "remove a role from a subscription's allowed roles",
+    NAMESPACE,
+    SUBSCRIPTION,
+    ROLE,
+)
+def _ns_revoke_sub(a: argparse.Namespace) -> Request:
+    sub = convert.path_part(a.subscription, "subscription")
+    return Request("DELETE", _ns(a, f"/permissions/{sub}/{_role(a)}"))
+
+
+@verb("topics", "permissions", "the roles granted on a topic (namespace grants included)", TOPIC)
+def _topic_permissions(a: argparse.Namespace) -> Request:
+    return Request("GET", _topic(a, "/permissions"))
+
+
+@verb("topics", "grant-permission", "grant actions on a topic", TOPIC, ROLE, ACTIONS)
+def _topic_grant(a: argparse.Namespace) -> Request:
+    return Request("POST", _topic(a, f"/permissions/{_role(a)}"), a.actions)
+
+
+@verb("topics", "revoke-permission", "revoke a role's actions on a topic", TOPIC, ROLE)
+def _topic_revoke(a: argparse.Namespace) -> Request:
+    return Request("DELETE", _topic(a, f"/permissions/{_role(a)}"))
 
 
 def _retention(a: argparse.Namespace) -> dict[str, int]:
@@ -715,9 +798,11 @@ def build_parser(parser: argparse.ArgumentParser) -> None:
     """Add ``[--admin-url URL] [--output text|json] GROUP VERB ...`` to ``parser``."""
     parser.add_argument(
         "--admin-url",
-        default="http://127.0.0.1:8080",
-        help="the broker's HTTP URL (default %(default)s)",
+        default=None,
+        help="the broker's HTTP URL (default: webServiceUrl of the client.conf, else "
+        f"{connection.DEFAULT_URL})",
     )
+    connection.add_arguments(parser)
     parser.add_argument(
         "--output", "-o", choices=("text", "json"), default="text", help="text tables or JSON"
     )

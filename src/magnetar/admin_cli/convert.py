@@ -85,6 +85,13 @@ def namespace_path(name: str) -> str:
     return "/".join(_quote(p) for p in parts)
 
 
+def path_part(value: str, what: str) -> str:
+    """Any non-empty value (a role, a subscription) as one URL path segment."""
+    if not value:
+        raise AdminCliError(f"empty {what}", 2)
+    return _quote(value)
+
+
 def name_path(name: str, what: str) -> str:
     """A tenant or cluster name as one URL path segment."""
     if not name or "/" in name:

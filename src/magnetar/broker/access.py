@@ -11,6 +11,10 @@ once, for all of them.
 
 from __future__ import annotations
 
+import enum
+from dataclasses import dataclass
+from typing import Final
+
 from magnetar.broker import policies
 from magnetar.broker.contracts import BrokerError
 from magnetar.security import authz
@@ -141,3 +145,67 @@ class Access:
                 pb.AuthorizationError,
                 f"Client with role {role!r} is not authorized to {_WHAT[op]} on {topic}",
             )
+
+
+# --- the HTTP side -------------------------------------------------------------------------
+
+
+class Need(enum.Enum):
+    """What an HTTP route asks of the caller's role."""
+
+    NOTHING = "nothing"
+    """Open (``/metrics`` unless authenticateMetricsEndpoint)."""
+    AUTHENTICATED = "authenticated"
+    SUPER_USER = "super-user"
+    TENANT_ADMIN = "tenant admin"
+    NAMESPACE = "namespace lookup"
+    """Produce or consume granted on the namespace (listing its topics), or tenant admin."""
+    TOPIC = "topic"
+    """The route's topic operation (``op``), or tenant admin."""
+
+
+@dataclass(frozen=True, slots=True)
+class RouteRule:
+    need: Need
+    op: TopicOp = TopicOp.ADMIN
+
+
+_TOPIC_ROUTE: Final = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}"
+_SCHEMA_ROUTE: Final = "/admin/v2/schemas/{tenant}/{namespace}/{topic}"
+
+_LOOKUP_GETS: Final = frozenset(
+    {"", "/stats", "/internalStats", "/partitioned-stats", "/lastMessageId", "/partitions"}
+)
+"""Topic reads Pulsar allows a role that may look the topic up (GET_STATS, GET_METADATA)."""
+
+
+def route_rule(method: str, route: str, *, authenticate_metrics: bool) -> RouteRule:
+    """What ``method`` on the route whose pattern is ``route`` needs (Pulsar's rules: see
+    docs/security.md). A route this table does not know needs a super-user, so a new route
+    is closed until someone decides otherwise."""
+    if route == "/metrics":
+        return RouteRule(Need.AUTHENTICATED if authenticate_metrics else Need.NOTHING)
+    if route.startswith("/lookup/v2/topic/"):
+        return RouteRule(Need.TOPIC, TopicOp.LOOKUP)
+    if route.startswith("/admin/v2/tenants/{tenant}"):
+        return RouteRule(Need.TENANT_ADMIN if method == "GET" else Need.SUPER_USER)
+    if route.startswith("/admin/v2/namespaces/{tenant}"):
+        return RouteRule(Need.TENANT_ADMIN)
+    if route.startswith(_SCHEMA_ROUTE):
+        if method == "GET":
+            return RouteRule(Need.TOPIC, TopicOp.LOOKUP)
+        return RouteRule(Need.TOPIC, TopicOp.PRODUCE if method == "POST" else TopicOp.ADMIN)
+    if route in (
+        "/admin/v2/{domain}/{tenant}/{namespace}",
+        "/admin/v2/{domain}/{tenant}/{namespace}/{bundle}",
+        "/admin/v2/{domain}/{tenant}/{namespace}/partitioned",
+    ):
+        return RouteRule(Need.NAMESPACE if method == "GET" else Need.TENANT_ADMIN)
+    if route.startswith(_TOPIC_ROUTE):
+        rest = route[len(_TOPIC_ROUTE) :]
+        if method == "GET" and rest in _LOOKUP_GETS:
+            return RouteRule(Need.TOPIC, TopicOp.LOOKUP)
+        if rest == "/subscriptions" or rest.startswith(("/subscription/", "/all_subscription/")):
+            return RouteRule(Need.TOPIC, TopicOp.CONSUME)
+        return RouteRule(Need.TOPIC, TopicOp.ADMIN)
+    return RouteRule(Need.SUPER_USER)

@@ -9,19 +9,33 @@ answered as Pulsar does: JSON ``{"reason": ...}`` with a 4xx/5xx status.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import logging
+from collections.abc import Awaitable, Callable, Iterable
 
 import prometheus_client
 from aiohttp import web
 
-from magnetar.broker import metrics
+from magnetar.broker import access, metrics
 from magnetar.broker.contracts import BrokerError
 from magnetar.broker.service import BrokerService
 from magnetar.offload import metrics as offload_metrics
+from magnetar.security import metrics as security_metrics
+from magnetar.security import tls
+from magnetar.security.authn import AuthenticationError, Identity
 from magnetar.wire import pb
+from magnetar.wire.errors import InvalidTopicNameError
+from magnetar.wire.topics import TopicName
+
+log = logging.getLogger(__name__)
 
 SERVICE = web.AppKey("magnetar_broker_service", BrokerService)
 """``request.app[SERVICE]``: the broker service, for route handlers of extensions."""
+
+IDENTITY = web.RequestKey("magnetar_identity", Identity)
+"""``request[IDENTITY]``: who made the request (absent with authentication off)."""
+
+ORIGINAL_PRINCIPAL_HEADER = "X-Original-Principal"
+"""The client a proxy (a role in proxyRoles) forwards a request for, as Pulsar's proxy sets."""
 
 Extension = Callable[[web.Application], None]
 
@@ -48,6 +62,7 @@ async def _metrics(request: web.Request) -> web.Response:
     body = metrics.render(service.config.cluster_name, list(service.topics.values()))
     # the offload layer's series (Pulsar's brk_ledgeroffloader_* names; docs/offload.md)
     body += prometheus_client.generate_latest(offload_metrics.REGISTRY).decode()
+    body += security_metrics.render()
     return web.Response(body=body.encode(), headers={"Content-Type": metrics.CONTENT_TYPE})
 
 
@@ -82,8 +97,97 @@ async def _lookup(request: web.Request) -> web.Response:
     )
 
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _refused(status: int, reason: str) -> web.Response:
+    return web.json_response({"reason": reason}, status=status)
+
+
+@web.middleware
+async def access_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Authenticate every request (when authentication is on) and authorize it by its
+    route's rule (:func:`magnetar.broker.access.route_rule`, when authorization is on):
+    401 without valid credentials, 403 when the role may not."""
+    service = request.app[SERVICE]
+    acc = service.access
+    route = request.match_info.route.resource
+    pattern = route.canonical if route is not None else request.path
+    rule = access.route_rule(
+        request.method, pattern, authenticate_metrics=acc.config.authenticate_metrics
+    )
+    if rule.need is access.Need.NOTHING:
+        return await handler(request)
+    identity: Identity | None = None
+    if acc.authenticator is not None:
+        cert = request.transport.get_extra_info("peercert") if request.transport else None
+        try:
+            identity = acc.authenticator.authenticate_http(
+                request.headers.get("Authorization"),
+                peer_cn=tls.peer_common_name(cert if isinstance(cert, dict) else None),
+            )
+        except AuthenticationError as err:
+            log.info(
+                "%s %s %s: authentication failed: %s",
+                request.remote,
+                request.method,
+                request.path,
+                err,
+            )
+            return _refused(401, f"Authentication required: {err}")
+        request[IDENTITY] = identity
+    if not acc.authorization_enabled or rule.need is access.Need.AUTHENTICATED:
+        return await handler(request)
+    original = request.headers.get(ORIGINAL_PRINCIPAL_HEADER)
+    if not await _allowed(acc, identity, original, rule, request.match_info):
+        role = acc.acting_role(identity, original)
+        return _refused(
+            403, f"Role {role!r} is not authorized ({rule.need.value}) for this operation"
+        )
+    return await handler(request)
+
+
+async def _allowed(
+    acc: access.Access,
+    identity: Identity | None,
+    original: str | None,
+    rule: access.RouteRule,
+    match: web.UrlMappingMatchInfo,
+) -> bool:
+    need = rule.need
+    if acc.is_super_user(identity, original):
+        return True
+    if need is access.Need.SUPER_USER or "tenant" not in match:
+        return False
+    tenant = match["tenant"]
+    if need is access.Need.TENANT_ADMIN:
+        return await acc.may_administer_tenant(identity, tenant, original)
+    namespace = match.get("namespace", "")
+    if need is access.Need.NAMESPACE:
+        try:
+            await acc.check_namespace(
+                identity, access.TopicOp.LOOKUP, tenant, namespace, original_principal=original
+            )
+        except BrokerError:
+            return False
+        return True
+    domain = match.get("domain", "persistent")
+    name = f"{domain}://{tenant}/{namespace}/{match.get('topic', '')}"
+    try:
+        topic = TopicName.parse(name)
+    except InvalidTopicNameError:
+        return await acc.may_administer_tenant(identity, tenant, original)
+    return await acc.may(
+        identity,
+        rule.op,
+        topic,
+        original_principal=original,
+        subscription=match.get("subscription"),
+    )
+
+
 def build_app(service: BrokerService, *, extensions: Iterable[Extension] = ()) -> web.Application:
-    app = web.Application()
+    app = web.Application(middlewares=[access_middleware])
     app[SERVICE] = service
     app.router.add_get("/metrics", _metrics)
     app.router.add_get("/admin/v2/brokers/health", _health)

@@ -14,6 +14,7 @@ from magnetar.broker.admin import (
     common,
     namespaces,
     openapi,
+    permissions,
     schemas,
     tenants,
     topics,
@@ -26,6 +27,7 @@ def extension(app: web.Application) -> None:
     app.middlewares.append(common.error_middleware)
     clusters.register(app.router)
     tenants.register(app.router)
+    permissions.register(app.router)
     namespaces.register(app.router)
     topics.register(app.router)
     schemas.register(app.router)
