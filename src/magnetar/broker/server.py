@@ -91,9 +91,15 @@ class BrokerServer:
         return self.service.config
 
     async def _bind(
-        self, factory: Callable[[], asyncio.BaseProtocol], port: int
+        self, factory: Callable[[], asyncio.BaseProtocol], port: int, *, tls: str | None = None
     ) -> tuple[asyncio.Server, int]:
+        """A listener on ``port``; with ``tls`` (the listener's name), TLS with its own
+        context whose refused handshakes are logged and counted."""
         cfg = self.service.config
+        context = None
+        if tls is not None:
+            assert self.tls is not None
+            context = listener.observe(self.tls.context(), listener=tls)
         server = await asyncio.get_running_loop().create_server(
             factory,
             host=cfg.bind_address,
@@ -101,6 +107,8 @@ class BrokerServer:
             reuse_address=True,
             backlog=1024,
             start_serving=False,
+            ssl=context,
+            ssl_handshake_timeout=listener.HANDSHAKE_TIMEOUT_S if context else None,
         )
         return server, int(server.sockets[0].getsockname()[1])
 
@@ -113,11 +121,9 @@ class BrokerServer:
             server, bound["port"] = await self._bind(self._new_connection, cfg.port)
             self._servers.append(server)
         if cfg.tls_port is not None:
-            assert self.tls is not None
-            factory = listener.acceptor(
-                self._new_connection, self.tls.context, listener="brokerServicePortTls"
+            server, bound["tls_port"] = await self._bind(
+                self._new_connection, cfg.tls_port, tls="brokerServicePortTls"
             )
-            server, bound["tls_port"] = await self._bind(factory, cfg.tls_port)
             self._servers.append(server)
         self._listening = True
         self._reconfigure(bound)
@@ -155,9 +161,9 @@ class BrokerServer:
             server, bound["http_port"] = await self._bind(handler, cfg.http_port)
             self._http_servers.append(server)
         if cfg.https_port is not None:
-            assert self.tls is not None
-            factory = listener.acceptor(handler, self.tls.context, listener="webServicePortTls")
-            server, bound["https_port"] = await self._bind(factory, cfg.https_port)
+            server, bound["https_port"] = await self._bind(
+                handler, cfg.https_port, tls="webServicePortTls"
+            )
             self._http_servers.append(server)
         for server in self._http_servers:
             await server.start_serving()

@@ -1,94 +1,44 @@
 """TLS on a listening socket, with a log line and a counter for each refused handshake.
 
-Why not ``create_server(ssl=...)``: asyncio drops a failed server-side handshake (plaintext or
-garbage on a TLS port, an untrusted client certificate) with no more than a debug line and
-never tells the protocol, so nobody could see or count them. :func:`acceptor` wraps a
-protocol factory: each accepted TCP connection starts TLS itself (``loop.start_tls``), and
-only a completed handshake reaches the wrapped protocol's ``connection_made``. A refusal
-closes that socket only.
+Why this module exists: asyncio (and uvloop) drop a failed server-side handshake --
+plaintext or garbage on a TLS port, an untrusted client certificate -- with no more than a
+debug line and never tell the protocol, so nobody could see or count them. Both event loops
+drive the handshake through the context's ``sslobject_class`` (``SSLContext.wrap_bio``);
+:func:`observed` gives a listener its own context whose SSL objects log and count the
+handshake errors (``pulsar_tls_handshake_failures_total{listener=...}``) before the loop
+closes that socket. Nothing else on the process is touched by a refusal.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import ssl
-from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 from magnetar.security import metrics
 
 log = logging.getLogger(__name__)
 
 HANDSHAKE_TIMEOUT_S: Final = 10.0
+"""How long a TLS client may take to complete its handshake."""
 
 
-def acceptor(
-    factory: Callable[[], asyncio.BaseProtocol],
-    context: ssl.SSLContext,
-    *,
-    listener: str,
-    handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S,
-) -> Callable[[], asyncio.Protocol]:
-    """A protocol factory for ``loop.create_server`` that serves ``factory``'s protocols
-    over TLS with ``context``; ``listener`` names the port in logs and metrics."""
+class _ObservedSSLObject(ssl.SSLObject):
+    listener = "?"
 
-    def make() -> asyncio.Protocol:
-        return _Handshake(factory, context, listener, handshake_timeout_s)
-
-    return make
-
-
-class _Handshake(asyncio.Protocol):
-    def __init__(
-        self,
-        factory: Callable[[], asyncio.BaseProtocol],
-        context: ssl.SSLContext,
-        listener: str,
-        timeout_s: float,
-    ) -> None:
-        self._factory = factory
-        self._context = context
-        self._listener = listener
-        self._timeout = timeout_s
-        self._task: asyncio.Task[None] | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        transport.pause_reading()  # nothing is read before start_tls takes the socket over
-        self._task = asyncio.get_running_loop().create_task(self._start(transport))
-
-    async def _start(self, transport: asyncio.Transport) -> None:
-        loop = asyncio.get_running_loop()
-        peer = transport.get_extra_info("peername")
-        app = self._factory()
+    def do_handshake(self) -> None:
         try:
-            tls = await loop.start_tls(
-                transport,
-                app,
-                self._context,
-                server_side=True,
-                ssl_handshake_timeout=self._timeout,
-            )
-        except (ssl.SSLError, OSError, TimeoutError, ConnectionError) as err:
-            metrics.TLS_HANDSHAKE_FAILURES.labels(self._listener).inc()
-            log.warning("%s: TLS handshake refused on %s: %s", _addr(peer), self._listener, err)
-            transport.abort()
-            return
-        if tls is None:  # the peer went away during the handshake
-            transport.abort()
-            return
-        app.connection_made(tls)
-
-    def data_received(self, data: bytes) -> None:  # reading is paused until TLS takes over
-        pass
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
+            super().do_handshake()
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            raise  # the handshake goes on
+        except ssl.SSLError as err:
+            metrics.TLS_HANDSHAKE_FAILURES.labels(self.listener).inc()
+            log.warning("TLS handshake refused on %s: %s", self.listener, err)
+            raise
 
 
-def _addr(peer: object) -> str:
-    if isinstance(peer, tuple) and len(peer) >= 2:
-        return f"{peer[0]}:{peer[1]}"
-    return str(peer)
+def observe(context: ssl.SSLContext, *, listener: str) -> ssl.SSLContext:
+    """Make ``context``'s handshake failures logged and counted under ``listener``."""
+    cls: Any = type(f"ObservedSSLObject[{listener}]", (_ObservedSSLObject,), {"listener": listener})
+    context.sslobject_class = cls
+    return context

@@ -154,13 +154,21 @@ def fingerprint(paths: tuple[str, ...]) -> str:
 
 
 class ServerTls:
-    """One server context for a process's TLS listeners, refreshed in place."""
+    """The server contexts of a process's TLS listeners (one per listener, so each counts
+    its own refusals), refreshed in place together."""
 
     def __init__(self, settings: TlsSettings) -> None:
         self.settings = settings
-        self.context = server_context(settings)
+        self.contexts: list[ssl.SSLContext] = []
+        server_context(settings)  # fail at startup on bad settings, before any listener
         self._seen = fingerprint(settings.files())
         self.reloads = 0
+
+    def context(self) -> ssl.SSLContext:
+        """A new context from the current files, refreshed with the others from now on."""
+        ctx = server_context(self.settings)
+        self.contexts.append(ctx)
+        return ctx
 
     def refresh(self) -> bool:
         """Re-read the files into the context if their content changed; True when it did.
@@ -170,9 +178,10 @@ class ServerTls:
         if now == self._seen:
             return False
         try:
-            _load_chain(self.context, self.settings)
-            if self.settings.trust:
-                _load_trust(self.context, self.settings.trust)
+            for ctx in self.contexts:
+                _load_chain(ctx, self.settings)
+                if self.settings.trust:
+                    _load_trust(ctx, self.settings.trust)
         except TlsConfigError as err:
             log.warning("TLS files changed but cannot be loaded yet (%s); keeping the old", err)
             return False
