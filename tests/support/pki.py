@@ -50,10 +50,16 @@ class CertificateAuthority:
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .add_extension(
                 x509.KeyUsage(
-                    digital_signature=True, content_commitment=False, key_encipherment=False,
-                    data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                    crl_sign=True, encipher_only=False, decipher_only=False,
-                ),  # fmt: skip
+                    digital_signature=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
                 critical=True,
             )
             .sign(self.key, hashes.SHA256())
@@ -61,9 +67,7 @@ class CertificateAuthority:
         self.ca_file = self.dir / f"{name}.pem"
         self.ca_file.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
 
-    def issue(
-        self, cn: str, *, server: bool = False, file_stem: str | None = None
-    ) -> Pair:
+    def issue(self, cn: str, *, server: bool = False, file_stem: str | None = None) -> Pair:
         """A certificate for ``cn`` signed by this CA (a server certificate names localhost and
         127.0.0.1), written to ``<stem>.cert.pem`` / ``<stem>.key.pem`` (replacing them)."""
         key = ec.generate_private_key(ec.SECP256R1())

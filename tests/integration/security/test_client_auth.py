@@ -48,9 +48,7 @@ def _topic(namespace: str) -> str:
 
 
 def _roundtrip(client: pulsar.Client, topic: str, n: int = 5) -> list[bytes]:
-    consumer = client.subscribe(
-        topic, "sub", initial_position=pulsar.InitialPosition.Earliest
-    )
+    consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
     producer = client.create_producer(topic)
     sent = [f"m-{i}".encode() for i in range(n)]
     for payload in sent:
@@ -85,9 +83,7 @@ def test_anonymous_is_refused_on_private_auth(secured: Secured) -> None:
 
 def test_tls_client_certificate_authentication(secured: Secured) -> None:
     pair = secured.ca.issue("tls-principal")
-    client = secured.client(
-        authentication=pulsar.AuthenticationTLS(str(pair.cert), str(pair.key))
-    )
+    client = secured.client(authentication=pulsar.AuthenticationTLS(str(pair.cert), str(pair.key)))
     try:
         _roundtrip(client, _topic("private/auth"))
     finally:
