@@ -152,6 +152,23 @@ _SECURITY_FLAGS: tuple[tuple[str, str, Any, str], ...] = (
         conffile.parse_bool,
         "/metrics needs credentials too",
     ),
+    (
+        "--broker-client-authentication-plugin",
+        "brokerClientAuthenticationPlugin",
+        str,
+        "how this broker authenticates to the others",
+    ),
+    ("--broker-client-authentication-parameters", "brokerClientAuthenticationParameters", str, ""),
+    ("--broker-client-tls-enabled", "brokerClientTlsEnabled", conffile.parse_bool, ""),
+    ("--broker-client-trust-certs-file", "brokerClientTrustCertsFilePath", str, ""),
+    ("--broker-client-certificate-file", "brokerClientCertificateFilePath", str, ""),
+    ("--broker-client-key-file", "brokerClientKeyFilePath", str, ""),
+    (
+        "--tls-hostname-verification-enabled",
+        "tlsHostnameVerificationEnabled",
+        conffile.parse_bool,
+        "check other brokers' certificate names",
+    ),
 )
 
 
@@ -206,6 +223,13 @@ def security_config(args: argparse.Namespace) -> SecurityConfig:
         authenticate_metrics=given.get("authenticate_metrics_endpoint", False),
         tls=tls_settings,
         tls_refresh_s=given.get("tls_cert_refresh_check", base.tls_refresh_s),
+        broker_client_auth_plugin=given.get("broker_client_authentication_plugin"),
+        broker_client_auth_params=given.get("broker_client_authentication_parameters", ""),
+        broker_client_tls=given.get("broker_client_tls_enabled", False),
+        broker_client_trust_certs=given.get("broker_client_trust_certs_file"),
+        broker_client_certificate=given.get("broker_client_certificate_file"),
+        broker_client_key=given.get("broker_client_key_file"),
+        tls_hostname_verification=given.get("tls_hostname_verification_enabled", False),
     )
 
 

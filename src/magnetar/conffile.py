@@ -223,6 +223,13 @@ _SECURITY: dict[str, Opt | Fixed] = {
     "superUserRoles": Opt("super_user_roles", csv),
     "proxyRoles": Opt("proxy_roles", csv),
     "authenticateMetricsEndpoint": Opt("authenticate_metrics_endpoint", parse_bool),
+    "brokerClientAuthenticationPlugin": Opt("broker_client_authentication_plugin"),
+    "brokerClientAuthenticationParameters": Opt("broker_client_authentication_parameters"),
+    "brokerClientTlsEnabled": Opt("broker_client_tls_enabled", parse_bool),
+    "brokerClientTrustCertsFilePath": Opt("broker_client_trust_certs_file"),
+    "brokerClientCertificateFilePath": Opt("broker_client_certificate_file"),
+    "brokerClientKeyFilePath": Opt("broker_client_key_file"),
+    "tlsHostnameVerificationEnabled": Opt("tls_hostname_verification_enabled", parse_bool),
 }
 """TLS listeners, authentication and authorization of a broker or standalone, with
 Pulsar's keys (docs/security.md)."""

@@ -87,6 +87,11 @@ class BrokerInfo:
     """``pulsar+ssl://`` URL of the TLS listener ("" without one)."""
     web_service_url_tls: str = ""
 
+    def web_url(self, *, tls: bool) -> str:
+        """The HTTP URL to reach this broker at: its HTTPS one when ``tls`` and it has one."""
+        url = self.web_service_url_tls if tls and self.web_service_url_tls else self.web_service_url
+        return url.rstrip("/")
+
     def url_for(self, listener: str | None) -> str | None:
         """The service URL a client naming ``listener`` gets (None: no such listener)."""
         if not listener:

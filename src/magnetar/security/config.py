@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from magnetar.security import authn, authz, keys, tokens
+from magnetar.security import authn, authz, client_auth, keys, tokens
 from magnetar.security.tls import TlsSettings
 
 
@@ -52,6 +52,44 @@ class SecurityConfig:
     """The tls* keys of the TLS listeners."""
     tls_refresh_s: float = 300.0
     """tlsCertRefreshCheckDurationSec: how often the certificate files are checked."""
+    broker_client_auth_plugin: str | None = None
+    """brokerClientAuthenticationPlugin: how this broker authenticates to other brokers
+    (its role should be a super-user, as in Pulsar)."""
+    broker_client_auth_params: str = ""
+    """brokerClientAuthenticationParameters."""
+    broker_client_tls: bool = False
+    """brokerClientTlsEnabled: call other brokers on their TLS URLs."""
+    broker_client_trust_certs: str | None = None
+    """brokerClientTrustCertsFilePath (default: tlsTrustCertsFilePath)."""
+    broker_client_certificate: str | None = None
+    """brokerClientCertificateFilePath (a client certificate for the TLS provider)."""
+    broker_client_key: str | None = None
+    """brokerClientKeyFilePath."""
+    tls_hostname_verification: bool = False
+    """tlsHostnameVerificationEnabled: check other brokers' certificate names."""
+
+    def broker_client_credentials(self) -> client_auth.Credentials | None:
+        """The credentials of this broker's calls to other brokers (ValueError when the
+        plugin or its parameters cannot be used)."""
+        if not self.broker_client_auth_plugin:
+            return None
+        try:
+            return client_auth.Credentials.parse(
+                self.broker_client_auth_plugin, self.broker_client_auth_params
+            )
+        except client_auth.CredentialsError as err:
+            raise ValueError(f"brokerClientAuthenticationParameters: {err}") from None
+
+    def broker_client_tls_settings(self) -> TlsSettings:
+        creds = self.broker_client_credentials()
+        cert = self.broker_client_certificate or (creds.cert_file if creds else None)
+        key = self.broker_client_key or (creds.key_file if creds else None)
+        return TlsSettings(
+            trust=self.broker_client_trust_certs or self.tls.trust,
+            certificate=cert,
+            key=key,
+            verify_hostname=self.tls_hostname_verification,
+        )
 
     def authenticator(self) -> authn.Authenticator | None:
         """The providers, or None when authentication is off; ValueError naming the missing

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import jwt
 import pytest
@@ -36,10 +37,13 @@ _VALUES = {
 
 def _routes() -> list[tuple[str, str, str]]:
     """(method, concrete path) of every route the broker serves."""
-    from unittest import mock
+    from types import SimpleNamespace
 
-    # the broker's own app (the service is not called while routes are registered)
-    app = http.build_app(mock.Mock(), extensions=[admin.extension])
+    from magnetar.broker.config import BrokerConfig
+
+    # the broker's own app (only the service's config is read while routes are registered)
+    service: Any = SimpleNamespace(config=BrokerConfig())
+    app = http.build_app(service, extensions=[admin.extension])
     found = {(r.method, r.resource.canonical) for r in app.router.routes() if r.resource}
     out = []
     for method, pattern in sorted(found):

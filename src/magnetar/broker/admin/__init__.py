@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from magnetar.broker import http
 from magnetar.broker.admin import (
     clusters,
     common,
     namespaces,
     openapi,
     permissions,
+    remote,
     schemas,
     tenants,
     topics,
@@ -25,6 +27,8 @@ def extension(app: web.Application) -> None:
     """Register the admin API routes and its error middleware on ``app`` (the policy
     enforcer is the broker service's: :mod:`magnetar.broker.enforcement`)."""
     app.middlewares.append(common.error_middleware)
+    if http.SERVICE in app:  # (route-table tests build the app without a service)
+        app[remote.PEERS] = remote.HttpPeers.of(app[http.SERVICE].config)
     clusters.register(app.router)
     tenants.register(app.router)
     permissions.register(app.router)

@@ -49,7 +49,9 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except AdminError as err:
         return web.json_response({"reason": err.reason}, status=err.status)
     except errors.OwnedElsewhere as err:
-        raise redirect(request, err.web_service_url) from None
+        # an HTTPS client is sent to the owner's HTTPS URL, as Pulsar does
+        target = err.web_service_url_tls if request.secure and err.web_service_url_tls else ""
+        raise redirect(request, target or err.web_service_url) from None
     except errors.TopicAdminError as err:
         return web.json_response({"reason": err.reason}, status=status_of(err))
     except BrokerError as err:

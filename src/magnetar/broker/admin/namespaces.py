@@ -121,17 +121,17 @@ async def delete_namespace(request: web.Request) -> web.Response:
     topics = await svc.topics_of_namespace(tenant, ns, domains=ALL_DOMAINS)
     if topics and not force:
         raise AdminError(409, f"namespace {tenant}/{ns} is not empty: {len(topics)} topic(s)")
-    await delete_namespace_and_topics(svc, tenant, ns)
+    await delete_namespace_and_topics(svc, remote.peers(request), tenant, ns)
     return web.Response(status=204)
 
 
-async def delete_namespace_and_topics(svc: BrokerService, tenant: str, ns: str) -> None:
+async def delete_namespace_and_topics(
+    svc: BrokerService, peers: remote.HttpPeers, tenant: str, ns: str
+) -> None:
     """Unload and delete every topic of the namespace, then its partitioned-topic and
     topic-policy records, then the namespace record."""
     for name in await svc.topics_of_namespace(tenant, ns, domains=ALL_DOMAINS):
-        await topic_admin.delete_on_owner(
-            Scope(svc, remote.PEERS), svc.parse_topic(name), force=True
-        )
+        await topic_admin.delete_on_owner(Scope(svc, peers), svc.parse_topic(name), force=True)
     for root in (keys.PARTITIONED_TOPICS, keys.TOPIC_POLICIES):
         await svc.store.delete_prefix(f"{root}/{keys.segment(tenant)}/{keys.segment(ns)}")
     try:

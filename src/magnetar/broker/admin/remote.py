@@ -11,12 +11,17 @@ handled by this broker, which may take its bundle, as a lookup would.
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.parse
+from collections.abc import Callable
 from typing import Any, Final
 
 import aiohttp
+from aiohttp import web
 
+from magnetar.broker.config import BrokerConfig
 from magnetar.broker.topic_admin import errors
+from magnetar.security import tls
 from magnetar.wire.topics import TopicDomain, TopicName
 
 TIMEOUT_S: Final = 30.0
@@ -34,7 +39,14 @@ def topic_path(topic: TopicName) -> str:
     return f"{base}/{urllib.parse.quote(topic.local_name, safe='')}"
 
 
-async def call(base_url: str, method: str, path: str) -> tuple[int, Any]:
+async def call(
+    base_url: str,
+    method: str,
+    path: str,
+    *,
+    headers: dict[str, str] | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+) -> tuple[int, Any]:
     """``method path`` on another broker's admin API (authoritative: it owns the topic);
     (status, decoded JSON or None). Unavailable when it cannot be reached."""
     sep = "&" if "?" in path else "?"
@@ -42,7 +54,9 @@ async def call(base_url: str, method: str, path: str) -> tuple[int, Any]:
     try:
         async with (
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)) as session,
-            session.request(method, url) as response,
+            session.request(
+                method, url, headers=headers, ssl=ssl_context if ssl_context else True
+            ) as response,
         ):
             text = await response.text()
             return response.status, (json.loads(text) if text.strip() else None)
@@ -60,34 +74,66 @@ def raise_for(status: int, answer: Any, *, ok: tuple[int, ...] = (200, 204)) -> 
 
 
 class HttpPeers:
-    """:class:`magnetar.broker.topic_admin.scope.Peers` over the admin REST API."""
+    """:class:`magnetar.broker.topic_admin.scope.Peers` over the admin REST API, as this
+    broker: with its brokerClient* credentials and TLS trust (docs/security.md)."""
+
+    def __init__(
+        self,
+        *,
+        headers: Callable[[], dict[str, str]] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        self._headers = headers
+        self._ssl = ssl_context
+
+    @classmethod
+    def of(cls, config: BrokerConfig) -> HttpPeers:
+        """The peers client a broker with ``config`` uses (ValueError naming a bad key)."""
+        sec = config.security
+        creds = sec.broker_client_credentials()
+        context = None
+        if sec.broker_client_tls or config.http_port is None:
+            try:
+                context = tls.client_context(sec.broker_client_tls_settings())
+            except tls.TlsConfigError as err:
+                raise ValueError(f"brokerClient TLS: {err}") from None
+        return cls(headers=creds.http_headers if creds else None, ssl_context=context)
+
+    async def _call(self, web_url: str, method: str, path: str) -> tuple[int, Any]:
+        headers = self._headers() if self._headers else None
+        return await call(web_url, method, path, headers=headers, ssl_context=self._ssl)
 
     async def bundle_topics(
         self, web_url: str, *, domain: TopicDomain, tenant: str, namespace: str, bundle: str
     ) -> list[str]:
         path = f"{namespace_path(domain.value, tenant, namespace)}/{bundle}"
-        status, answer = await call(web_url, "GET", path)
+        status, answer = await self._call(web_url, "GET", path)
         raise_for(status, answer, ok=(200,))
         return list(answer)
 
     async def stats(self, web_url: str, topic: TopicName) -> dict[str, Any]:
-        status, answer = await call(web_url, "GET", f"{topic_path(topic)}/stats")
+        status, answer = await self._call(web_url, "GET", f"{topic_path(topic)}/stats")
         raise_for(status, answer, ok=(200,))
         return dict(answer)
 
     async def delete(self, web_url: str, topic: TopicName, *, force: bool) -> None:
         path = f"{topic_path(topic)}?force={'true' if force else 'false'}"
-        status, answer = await call(web_url, "DELETE", path)
+        status, answer = await self._call(web_url, "DELETE", path)
         raise_for(status, answer, ok=(204, 404))
 
     async def unload(self, web_url: str, topic: TopicName) -> None:
-        status, answer = await call(web_url, "PUT", f"{topic_path(topic)}/unload")
+        status, answer = await self._call(web_url, "PUT", f"{topic_path(topic)}/unload")
         raise_for(status, answer, ok=(204, 404))
 
     async def compact(self, web_url: str, topic: TopicName) -> None:
-        status, answer = await call(web_url, "PUT", f"{topic_path(topic)}/compaction")
+        status, answer = await self._call(web_url, "PUT", f"{topic_path(topic)}/compaction")
         raise_for(status, answer, ok=(204, 409))
 
 
-PEERS: Final = HttpPeers()
-"""The one instance the admin routes hand to the typed topic administration."""
+PEERS = web.AppKey("magnetar_admin_peers", HttpPeers)
+"""``request.app[PEERS]``: the broker's peers client, which the admin routes hand to the
+typed topic administration (set up by the admin extension from the broker's config)."""
+
+
+def peers(request: web.Request) -> HttpPeers:
+    return request.app[PEERS]

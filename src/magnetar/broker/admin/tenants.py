@@ -14,7 +14,7 @@ import json
 
 from aiohttp import web
 
-from magnetar.broker.admin import namespaces, validation
+from magnetar.broker.admin import namespaces, remote, validation
 from magnetar.broker.admin.common import (
     AdminError,
     accepts,
@@ -101,7 +101,9 @@ async def delete_tenant(request: web.Request) -> web.Response:
     if children and not svc.config.force_delete_namespace_allowed:
         raise AdminError(405, namespaces.FORCE_NOT_ALLOWED)
     for child in children:
-        await namespaces.delete_namespace_and_topics(svc, tenant, keys.unsegment(child))
+        await namespaces.delete_namespace_and_topics(
+            svc, remote.peers(request), tenant, keys.unsegment(child)
+        )
     record = await svc.store.get(keys.tenant(tenant))
     if record is None:
         raise not_found(f"tenant {tenant}")

@@ -54,9 +54,11 @@ class Unavailable(TopicAdminError):
 class OwnedElsewhere(TopicAdminError):
     """Another broker owns the topic: ask it, at ``web_service_url``."""
 
-    def __init__(self, web_service_url: str, reason: str = "") -> None:
+    def __init__(self, web_service_url: str, reason: str = "", *, tls_url: str = "") -> None:
         super().__init__(reason or f"owned by the broker at {web_service_url}")
         self.web_service_url = web_service_url
+        self.web_service_url_tls = tls_url
+        """The owner's HTTPS URL ("" without one): where an HTTPS client is sent."""
 
 
 class PeerRefused(TopicAdminError):

@@ -132,7 +132,7 @@ async def owner_elsewhere(svc: BrokerService, topic: TopicName) -> str | None:
         return None
     if not owner.broker.web_service_url:
         raise errors.Unavailable(f"topic {topic.full_name} is owned by a broker without a web URL")
-    return owner.broker.web_service_url.rstrip("/")
+    return owner.broker.web_url(tls=svc.config.security.broker_client_tls)
 
 
 async def served_elsewhere(svc: BrokerService, topic: TopicName) -> str | None:
@@ -154,7 +154,7 @@ async def redirect_to_owner(scope: Scope, topic: TopicName) -> None:
     brokers = await svc.ownership.live_brokers()
     for info in brokers.values():
         if info.service_url == answer.service_url and info.web_service_url:
-            raise errors.OwnedElsewhere(info.web_service_url)
+            raise errors.OwnedElsewhere(info.web_service_url, tls_url=info.web_service_url_tls)
     raise errors.Unavailable(f"topic {topic.full_name} is owned by a broker not reachable now")
 
 

@@ -42,7 +42,7 @@ async def list_topics(s: Scope, *, domain: TopicDomain, tenant: str, ns: str) ->
                 raise errors.Unavailable(f"bundle {bundle} is owned by a broker without a web URL")
             names.update(
                 await s.peers.bundle_topics(
-                    owner.broker.web_service_url.rstrip("/"),
+                    owner.broker.web_url(tls=svc.config.security.broker_client_tls),
                     domain=domain,
                     tenant=tenant,
                     namespace=ns,
@@ -67,7 +67,9 @@ async def list_bundle_topics(
         owner = await svc.ownership.owner_of(bundle)
         if owner is not None and owner.broker.broker_id != svc.me.broker_id:
             if not s.authoritative:
-                raise errors.OwnedElsewhere(owner.broker.web_service_url)
+                raise errors.OwnedElsewhere(
+                    owner.broker.web_service_url, tls_url=owner.broker.web_service_url_tls
+                )
         return []
     ns_name = f"{tenant}/{ns}"
     return sorted(

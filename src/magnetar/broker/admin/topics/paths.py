@@ -27,7 +27,7 @@ def scope(request: web.Request) -> Scope:
     """The typed call's scope: this broker, its peers over HTTP, and whether the request
     was sent here as to the owner (``authoritative=true``)."""
     authoritative = validation.query_flag(request.query.get("authoritative"), "authoritative")
-    return Scope(service(request), remote.PEERS, authoritative=authoritative)
+    return Scope(service(request), remote.peers(request), authoritative=authoritative)
 
 
 def domain(request: web.Request) -> TopicDomain:
