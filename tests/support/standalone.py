@@ -38,6 +38,9 @@ class BrokerHttpProc(ServerProc):
     stop_timeout_s = 20.0
     port: int
     http_port: int
+    auth_token: str | None = None
+    """Sent as ``Authorization: Bearer`` by the readiness check (a broker with
+    authentication on answers the health check to a super-user only)."""
 
     @property
     def service_url(self) -> str:
@@ -50,10 +53,11 @@ class BrokerHttpProc(ServerProc):
     def ready(self) -> bool:
         if not port_open(self.port):
             return False
+        request = urllib.request.Request(f"{self.http_url}/admin/v2/brokers/health")
+        if self.auth_token is not None:
+            request.add_header("Authorization", f"Bearer {self.auth_token}")
         try:
-            with urllib.request.urlopen(
-                f"{self.http_url}/admin/v2/brokers/health", timeout=0.5
-            ) as r:
+            with urllib.request.urlopen(request, timeout=0.5) as r:
                 return bool(r.status == 200)
         except (OSError, urllib.error.URLError):
             return False
@@ -103,7 +107,9 @@ class BrokerProc(BrokerHttpProc):
         session_ttl: float = 5.0,
         extra_args: Sequence[str] = (),
         ready_timeout: float = 60.0,
+        auth_token: str | None = None,
     ) -> None:
+        self.auth_token = auth_token
         self.port, self.http_port = free_ports(2)
         e, wq, aq = ensemble
         argv = [
