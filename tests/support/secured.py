@@ -7,10 +7,16 @@ TLS and basic principals) granted on private/auth -- built here with a CA made b
 The tenants, namespaces and grants are made with ``magnetar admin`` over HTTPS and a
 client.conf holding a super-user token, as the client's set-up script does with
 pulsar-admin.
+
+Two targets share everything but the process: :class:`Secured` (``magnetar standalone``)
+and :class:`SecuredPulsar` (Apache Pulsar standalone from the jars
+``scripts/bench/install_pulsar.sh`` assembles, configured with the same keys), so the security
+suites can check Magnetar's answers against Pulsar's (``MAGNETAR_SECURITY_AGAINST=pulsar``).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import ssl
 import subprocess
 import sys
@@ -33,11 +39,13 @@ PROVIDERS = ",".join(
     for kind in ("Tls", "Token", "Basic")
 )
 SUPER_USERS = ("localhost", "superUser", "admin")
+ROOT = Path(__file__).resolve().parents[2]
 BASIC_USERS = {"admin": "admin-secret", "basic-user": "basic-secret"}
 
 
 def magnetar(*argv: str, check: bool = True, env: dict[str, str] | None = None) -> str:
-    """Run ``magnetar ARGV`` (this interpreter's package); its stdout."""
+    """Run ``magnetar ARGV`` (this interpreter's package); its stdout (with ``check=False``,
+    its stdout and stderr: a refusal is read from there)."""
     out = subprocess.run(
         [sys.executable, "-m", "magnetar.cli", *argv],
         capture_output=True,
@@ -48,18 +56,24 @@ def magnetar(*argv: str, check: bool = True, env: dict[str, str] | None = None) 
     )
     if check and out.returncode != 0:
         raise AssertionError(f"magnetar {' '.join(argv)} -> {out.returncode}: {out.stderr}")
-    return out.stdout
+    return out.stdout if check else out.stdout + out.stderr
 
 
-@dataclass
-class Secured(BrokerHttpProc):
-    """``magnetar standalone`` secured as the module docstring says, on free ports."""
+class SecuredBase:
+    """What both secured targets share: the CA and certificates, keys and tokens, the
+    htpasswd file, the configuration keys, client.conf, and the clients."""
 
+    name = "?"
     base: Path
-    refresh_check_s: float = 1.0
-    extra_conf: dict[str, str] = field(default_factory=dict)
+    refresh_check_s: float
+    extra_conf: dict[str, str]
+    port: int
+    http_port: int
+    tls_port: int
+    https_port: int
 
-    def __post_init__(self) -> None:
+    def _prepare(self) -> dict[str, str]:
+        """Files and keys; the configuration (key -> value) both targets take."""
         self.base.mkdir(parents=True, exist_ok=True)
         self.port, self.http_port, self.tls_port, self.https_port = free_ports(4)
         self.ca = CertificateAuthority(self.base / "pki")
@@ -87,16 +101,19 @@ class Secured(BrokerHttpProc):
             "anonymousUserRole": "anonymous",
             "authenticationEnabled": "true",
             "authenticationProviders": PROVIDERS,
-            "authenticationRefreshCheckSeconds": str(self.refresh_check_s),
+            "authenticationRefreshCheckSeconds": str(int(self.refresh_check_s)),
             "authorizationEnabled": "true",
             "tokenSecretKey": f"file://{self.secret_key}",
             "basicAuthConf": f"file://{htpasswd}",
             "superUserRoles": ",".join(SUPER_USERS),
-            **self.extra_conf,
         }
-        self.conf_file = self.base / "standalone.conf"
-        self.conf_file.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
         self.super_token = self.token("superUser")
+        # the broker's own calls to itself or other brokers, as a super-user
+        conf["brokerClientAuthenticationPlugin"] = (
+            "org.apache.pulsar.client.impl.auth.AuthenticationToken"
+        )
+        conf["brokerClientAuthenticationParameters"] = f"token:{self.super_token}"
+        conf.update(self.extra_conf)
         self.client_conf = self.base / "client.conf"
         self.client_conf.write_text(
             f"webServiceUrl={self.https_url}\n"
@@ -106,12 +123,7 @@ class Secured(BrokerHttpProc):
             f"tlsTrustCertsFilePath={self.ca.ca_file}\n"
             "tlsEnableHostnameVerification=true\n"
         )
-        argv = [
-            sys.executable, "-m", "magnetar.cli", "standalone",
-            "--config", str(self.conf_file),
-            "--data-dir", str(self.base / "data"),
-        ]  # fmt: skip
-        self.proc = Proc(argv, log_path=self.base / "standalone.log", ready=self.ready)
+        return conf
 
     # --- addresses and credentials ------------------------------------------------------------
 
@@ -159,7 +171,7 @@ class Secured(BrokerHttpProc):
         except urllib.error.HTTPError as err:
             return err.code, err.read()
 
-    def ready(self) -> bool:
+    def secured_ready(self) -> bool:
         if not port_open(self.tls_port):
             return False
         try:
@@ -167,6 +179,10 @@ class Secured(BrokerHttpProc):
         except (OSError, urllib.error.URLError):
             return False
         return status == 200
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/metrics", timeout=10) as r:
+            return str(r.read().decode())
 
     def client(self, **options: Any) -> pulsar.Client:
         """An official client over TLS (hostname verified) with ``options``."""
@@ -198,3 +214,79 @@ class Secured(BrokerHttpProc):
                 "namespaces", "grant-permission", "private/auth",
                 "--actions", "produce,consume", "--role", role,
             )  # fmt: skip
+
+
+@dataclass
+class Secured(SecuredBase, BrokerHttpProc):
+    """``magnetar standalone`` secured as the module docstring says, on free ports."""
+
+    base: Path
+    refresh_check_s: float = 1.0
+    extra_conf: dict[str, str] = field(default_factory=dict)
+    name = "magnetar"
+
+    def __post_init__(self) -> None:
+        conf = self._prepare()
+        self.conf_file = self.base / "standalone.conf"
+        self.conf_file.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+        argv = [
+            sys.executable, "-m", "magnetar.cli", "standalone",
+            "--config", str(self.conf_file),
+            "--data-dir", str(self.base / "data"),
+        ]  # fmt: skip
+        self.proc = Proc(argv, log_path=self.base / "standalone.log", ready=self.ready)
+
+    def ready(self) -> bool:
+        return self.secured_ready()
+
+
+def _peer_systems() -> Any:
+    spec = importlib.util.spec_from_file_location("peer_systems", ROOT / "bench/peers/systems.py")
+    assert spec is not None and spec.loader is not None
+    systems = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(systems)
+    return systems
+
+
+class SecuredPulsar(SecuredBase):
+    """Apache Pulsar standalone with the same keys (its own TLS/auth implementation), for
+    checking Magnetar's answers against Pulsar's."""
+
+    name = "pulsar"
+
+    def __init__(self, base: Path, *, refresh_check_s: float = 1.0) -> None:
+        self.base = base
+        self.refresh_check_s = refresh_check_s
+        self.extra_conf = {"topicLevelPoliciesEnabled": "false"}  # as the client's conf
+        conf = self._prepare()
+        systems = _peer_systems()
+        outer = self
+
+        class _Pulsar(systems.PulsarStandalone):  # type: ignore[misc, name-defined]
+            def argv(self) -> tuple[list[str], dict[str, str], Path]:
+                argv, env, cwd = super().argv()
+                # the ports the base picked are replaced by ours (the conf's last word wins)
+                conf_path = self.data_dir / "standalone.conf"
+                conf_path.write_text(
+                    conf_path.read_text()
+                    + "".join(f"{k}={v}\n" for k, v in conf.items() if k not in ("bindAddress",))
+                )
+                i = argv.index("--advertised-address")
+                argv[i + 1] = "localhost"
+                return argv, env, cwd
+
+            def ready(self) -> bool:
+                return outer.secured_ready()
+
+        self.system = _Pulsar(base)
+
+    def start(self) -> SecuredPulsar:
+        self.system.install()
+        self.system.start()
+        return self
+
+    def stop(self) -> None:
+        self.system.stop()
+
+    def log(self) -> str:
+        return str(self.system.log_path.read_text(errors="replace"))

@@ -188,7 +188,11 @@ def route_rule(method: str, route: str, *, authenticate_metrics: bool) -> RouteR
     if route.startswith("/lookup/v2/topic/"):
         return RouteRule(Need.TOPIC, TopicOp.LOOKUP)
     if route.startswith("/admin/v2/tenants/{tenant}"):
-        return RouteRule(Need.TENANT_ADMIN if method == "GET" else Need.SUPER_USER)
+        # Pulsar (checked against 4.0.7 here): creating a tenant is a super-user's; reading,
+        # updating (UPDATE_TENANT) and deleting (DELETE_TENANT) it its admins' too
+        return RouteRule(Need.SUPER_USER if method == "PUT" else Need.TENANT_ADMIN)
+    if route == "/admin/v2/namespaces/{tenant}/{namespace}/topics" and method == "GET":
+        return RouteRule(Need.NAMESPACE)  # Pulsar's GET_TOPICS: produce or consume suffices
     if route.startswith("/admin/v2/namespaces/{tenant}"):
         return RouteRule(Need.TENANT_ADMIN)
     if route.startswith(_SCHEMA_ROUTE):

@@ -108,7 +108,9 @@ def _refused(status: int, reason: str) -> web.Response:
 async def access_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Authenticate every request (when authentication is on) and authorize it by its
     route's rule (:func:`magnetar.broker.access.route_rule`, when authorization is on):
-    401 without valid credentials, 403 when the role may not."""
+    401 without valid credentials, and 401 too when the role may not -- the status Apache
+    Pulsar 4 answers its authorization refusals with (checked against it here), which
+    pulsar-admin reports as "not authorized"."""
     service = request.app[SERVICE]
     acc = service.access
     route = request.match_info.route.resource
@@ -142,7 +144,7 @@ async def access_middleware(request: web.Request, handler: Handler) -> web.Strea
     if not await _allowed(acc, identity, original, rule, request.match_info):
         role = acc.acting_role(identity, original)
         return _refused(
-            403, f"Role {role!r} is not authorized ({rule.need.value}) for this operation"
+            401, f"Unauthorized: role {role!r} is not authorized ({rule.need.value}) here"
         )
     return await handler(request)
 

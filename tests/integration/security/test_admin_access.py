@@ -13,11 +13,16 @@ import jwt
 import pytest
 
 from magnetar.broker import admin, http
+from tests.integration.security.conftest import AGAINST, magnetar_only
 from tests.support.secured import Secured, magnetar
 
 OPEN_ROUTES = {("GET", "/metrics")}
 """Routes that answer without credentials by design (Pulsar's authenticateMetricsEndpoint
 defaults to false); tested below to need them once that key is on."""
+
+PULSAR_OPEN = {"GET /admin/v2/clusters"} if AGAINST == "pulsar" else set()
+"""What Apache Pulsar 4.0.7 answers with 2xx to any role here and Magnetar does not (the
+security issue asks for no 2xx at all; docs/security.md lists the difference)."""
 
 _VALUES = {
     "tenant": "private",
@@ -75,14 +80,19 @@ def test_no_route_answers_2xx_to_a_role_without_permission(secured: Secured, who
     and holds produce/consume on public/default, nothing on private/auth, where the walk
     points."""
     token = None if who == "anonymous" else secured.token(who)
-    assert _answered_2xx(secured, token) == []
+    assert set(_answered_2xx(secured, token)) == PULSAR_OPEN
 
 
+@magnetar_only(
+    "Pulsar's answers to these routes differ beyond security (a missing topic's partitions are "
+    "404 there, a subscription on a missing topic is created, clusters are open)"
+)
 def test_produce_and_consume_grants_open_only_the_lookup_reads(secured: Secured) -> None:
     """token-principal holds produce and consume on private/auth: what it may read is the
     lookup level (Pulsar's GET_TOPICS / LOOKUP / GET_METADATA), nothing administrative."""
     assert set(_answered_2xx(secured, secured.token("token-principal"))) == {
         "GET /admin/v2/{domain}/{tenant}/{namespace}",
+        "GET /admin/v2/namespaces/{tenant}/{namespace}/topics",
         "GET /admin/v2/{domain}/{tenant}/{namespace}/partitioned",
         "GET /admin/v2/{domain}/{tenant}/{namespace}/{bundle}",
         "GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitions",
@@ -90,6 +100,7 @@ def test_produce_and_consume_grants_open_only_the_lookup_reads(secured: Secured)
     }
 
 
+@magnetar_only("starts a second Magnetar standalone")
 def test_no_route_answers_2xx_without_credentials_when_anonymous_is_off(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
@@ -116,7 +127,10 @@ def test_bad_tokens_are_401(secured: Secured, kind: str) -> None:
     }[kind]
     status, answer = secured.https("GET", "/admin/v2/tenants", token=token)
     assert status == 401, answer
-    assert "Authentication required" in json.loads(answer)["reason"]
+    if AGAINST != "pulsar":
+        # Pulsar takes a request whose credentials fail as the anonymous role (then refuses
+        # it for that role); Magnetar refuses the credentials themselves (docs/security.md)
+        assert "Authentication required" in json.loads(answer)["reason"]
 
 
 def test_super_users_and_tenant_admins(secured: Secured) -> None:
@@ -136,26 +150,35 @@ def test_super_users_and_tenant_admins(secured: Secured) -> None:
     token = secured.token("team-a-admin")
     assert secured.https("PUT", "/admin/v2/namespaces/team-a/ns1", token=token)[0] == 204
     assert secured.https("GET", "/admin/v2/namespaces/team-a", token=token)[0] == 200
-    assert secured.https("GET", "/admin/v2/namespaces/private", token=token)[0] == 403
-    assert secured.https("DELETE", "/admin/v2/tenants/team-a", token=token)[0] == 403
-    assert secured.https("GET", "/admin/v2/tenants", token=token)[0] == 403
+    assert secured.https("GET", "/admin/v2/namespaces/private", token=token)[0] == 401
+    assert secured.https("GET", "/admin/v2/tenants", token=token)[0] == 401
+    info = json.dumps(
+        {"adminRoles": ["team-a-admin", "deputy"], "allowedClusters": ["standalone"]}
+    ).encode()
+    # Pulsar lets a tenant admin update its tenant (UPDATE_TENANT), not create one
+    assert secured.https("POST", "/admin/v2/tenants/team-a", token=token, body=info)[0] == 204
+    assert secured.https("PUT", "/admin/v2/tenants/team-b", token=token, body=info)[0] == 401
+    # Pulsar lets a tenant admin delete its own tenant (DELETE_TENANT): here it passes the
+    # authorization and is refused for the namespace it still has
+    assert secured.https("DELETE", "/admin/v2/tenants/team-a", token=token)[0] == 409
 
 
 def test_lookup_and_stats_need_a_grant_on_the_topic(secured: Secured) -> None:
     path = "/persistent/private/auth/looked-up"
+    secured.admin("topics", "create", "persistent://private/auth/looked-up")
     token = secured.token("token-principal")
     stranger = secured.token("stranger")
     assert secured.https("GET", f"/lookup/v2/topic{path}", token=token)[0] == 200
-    assert secured.https("GET", f"/lookup/v2/topic{path}", token=stranger)[0] == 403
+    assert secured.https("GET", f"/lookup/v2/topic{path}", token=stranger)[0] == 401
     assert secured.https("GET", f"/admin/v2{path}/partitions", token=token)[0] == 200
     # an admin operation needs the tenant admin even with produce and consume granted
-    assert secured.https("PUT", f"/admin/v2{path}/unload", token=token)[0] == 403
+    assert secured.https("PUT", f"/admin/v2{path}/unload", token=token)[0] == 401
 
 
 def test_magnetar_admin_with_flags_and_client_conf(secured: Secured) -> None:
     # client.conf (super-user token): the permissions of a namespace, as JSON
     out = secured.admin("--output", "json", "namespaces", "permissions", "private/auth")
-    assert json.loads(out)["token-principal"] == ["produce", "consume"]
+    assert sorted(json.loads(out)["token-principal"]) == ["consume", "produce"]
     # flags instead of a file
     common = [
         "admin", "--admin-url", secured.https_url,
@@ -165,7 +188,7 @@ def test_magnetar_admin_with_flags_and_client_conf(secured: Secured) -> None:
         *common, "--auth-plugin", "token", "--auth-params", f"token:{secured.super_token}",
         "tenants", "list",
     )  # fmt: skip
-    # a role without permission: the CLI prints the 403 and exits 1
+    # a role without permission: the CLI prints the 401 (Pulsar's status) and exits 1
     import sys
     from subprocess import run
 
@@ -176,13 +199,13 @@ def test_magnetar_admin_with_flags_and_client_conf(secured: Secured) -> None:
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert out.returncode == 1, out
-    assert out.stderr.startswith("magnetar admin: 403"), out.stderr
-    # no credentials at all: 401 (anonymous may not list tenants either: 403)
+    assert out.stderr.startswith("magnetar admin: 401"), out.stderr
+    # no credentials at all: anonymous, which may not list tenants either
     out = run(
         [sys.executable, "-m", "magnetar.cli", *common, "tenants", "list"],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
-    assert out.returncode == 1 and "403" in out.stderr, out.stderr
+    assert out.returncode == 1 and "401" in out.stderr, out.stderr
 
 
 def test_grant_and_revoke_round_trip(secured: Secured) -> None:
@@ -213,4 +236,5 @@ def test_grant_and_revoke_round_trip(secured: Secured) -> None:
         "POST", "/admin/v2/namespaces/private/grants/permissions/app",
         token=secured.super_token, body=b'["produce", "fly"]',
     )  # fmt: skip
-    assert bad[0] == 400 and b"unknown action 'fly'" in bad[1]
+    if AGAINST != "pulsar":  # Pulsar 4.0.7 answers 204 and drops the unknown action
+        assert bad[0] == 400 and b"unknown action 'fly'" in bad[1]

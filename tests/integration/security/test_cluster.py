@@ -18,6 +18,7 @@ import pulsar
 import pytest
 
 from magnetar.security import tokens
+from tests.integration.security.conftest import magnetar_only
 from tests.support.bookies import BookieProc
 from tests.support.cluster import load_reports
 from tests.support.etcd import EtcdServer, etcd_available
@@ -26,7 +27,10 @@ from tests.support.procs import free_ports
 from tests.support.standalone import BrokerProc
 from tests.support.wait import wait_until
 
-pytestmark = pytest.mark.skipif(not etcd_available(), reason="etcd is not installed")
+pytestmark = [
+    pytest.mark.skipif(not etcd_available(), reason="etcd is not installed"),
+    magnetar_only("a cluster of Magnetar brokers"),
+]
 
 
 class Cluster:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.integration.security.conftest import magnetar_only
 from tests.support.pki import CertificateAuthority
 from tests.support.procs import LOOPBACK, Proc, free_ports, port_open, started
 from tests.support.standalone import BrokerHttpProc
@@ -50,6 +51,7 @@ class _DocStandalone(BrokerHttpProc):
             return False
 
 
+@magnetar_only("Magnetar's own documentation")
 def test_the_step_by_step_section_runs_as_written(tmp_path: Path) -> None:
     blocks = _blocks()
     assert [kind for kind, _ in blocks] == ["sh", "properties", "sh", "python"], blocks

@@ -16,6 +16,7 @@ import time
 import pulsar
 import pytest
 
+from tests.integration.security.conftest import AGAINST
 from tests.support.pki import CertificateAuthority, serial_of
 from tests.support.procs import LOOPBACK
 from tests.support.secured import Secured
@@ -70,12 +71,13 @@ def test_plaintext_or_garbage_on_a_tls_port_is_refused_and_counted(
         except (ConnectionResetError, TimeoutError):
             answer = b""
     assert b"HTTP/1.1 2" not in answer and b"tenants" not in answer
-    wait_until(
-        lambda: _handshake_failures(secured, listener) > before,
-        timeout=10,
-        what="the refusal counted",
-    )
-    assert "TLS handshake refused on " + listener in secured.log()
+    if AGAINST != "pulsar":  # Magnetar's own counter and log line (Pulsar has neither)
+        wait_until(
+            lambda: _handshake_failures(secured, listener) > before,
+            timeout=10,
+            what="the refusal counted",
+        )
+        assert "TLS handshake refused on " + listener in secured.log()
     _roundtrip_ok(secured)
 
 
@@ -85,11 +87,12 @@ def test_an_untrusted_client_certificate_is_refused(secured: Secured) -> None:
     before = _handshake_failures(secured, "webServicePortTls")
     with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
         secured.https("GET", "/admin/v2/tenants", client_cert=pair)
-    wait_until(
-        lambda: _handshake_failures(secured, "webServicePortTls") > before,
-        timeout=10,
-        what="the untrusted certificate counted",
-    )
+    if AGAINST != "pulsar":
+        wait_until(
+            lambda: _handshake_failures(secured, "webServicePortTls") > before,
+            timeout=10,
+            what="the untrusted certificate counted",
+        )
     client = secured.client(
         authentication=pulsar.AuthenticationTLS(str(pair.cert), str(pair.key)),
         operation_timeout_seconds=3,
@@ -133,7 +136,10 @@ def test_a_rotated_certificate_reaches_new_connections_and_keeps_old_ones(
             producer.send(f"during-{sent}".encode())
             sent += 1
             time.sleep(0.2)
-        assert _served_serial(secured, secured.https_port) == new
+        if AGAINST != "pulsar":
+            # Pulsar 4.0.7's web port kept the old certificate past this test's window;
+            # Magnetar refreshes both listeners together (docs/security.md)
+            assert _served_serial(secured, secured.https_port) == new
         producer.send(b"after")
         assert connection() == since, "the producer's connection was replaced"
         consumer = client.subscribe(
@@ -149,7 +155,8 @@ def test_a_rotated_certificate_reaches_new_connections_and_keeps_old_ones(
         assert got[0] == b"before" and got[-1] == b"after" and len(got) == sent + 2
     finally:
         client.close()
-    assert "TLS certificate reloaded" in secured.log()
+    if AGAINST != "pulsar":
+        assert "TLS certificate reloaded" in secured.log()
 
 
 def test_an_expiring_token_is_refreshed_through_auth_challenge(secured: Secured) -> None:
@@ -170,7 +177,8 @@ def test_an_expiring_token_is_refreshed_through_auth_challenge(secured: Secured)
             time.sleep(0.1)
         # more tokens than connections: the broker challenged and the client answered
         assert len(issued) >= 3, issued
-        assert "credentials expired" not in secured.log()
+        if AGAINST != "pulsar":
+            assert "credentials expired" not in secured.log()
     finally:
         client.close()
 
@@ -185,12 +193,14 @@ def test_a_connection_whose_token_expires_unrefreshed_is_closed(secured: Secured
             "persistent://private/auth/expiring", send_timeout_millis=3000
         )
         producer.send(b"while valid")
-        wait_until(
-            lambda: "token has expired" in secured.log(),
-            timeout=20,
-            what="the broker refusing the expired token",
-        )
-        with pytest.raises((pulsar.Timeout, pulsar.ConnectError, pulsar.AuthenticationError)):
-            producer.send(b"after expiry")
+
+        def refused() -> bool:
+            try:
+                producer.send(b"after expiry")
+            except (pulsar.Timeout, pulsar.ConnectError, pulsar.AuthenticationError):
+                return True
+            return False
+
+        wait_until(refused, timeout=30, what="a send refused once the token expired")
     finally:
         client.close()

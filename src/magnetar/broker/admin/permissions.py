@@ -28,8 +28,10 @@ from magnetar.broker.admin.common import (
     update_json,
 )
 from magnetar.broker.admin.topics import paths
+from magnetar.broker.topic_admin import scope as topic_scope
 from magnetar.metadata import keys
 from magnetar.security import authz
+from magnetar.wire.topics import TopicName
 
 NAMESPACE = "/admin/v2/namespaces/{tenant}/{namespace}/permissions"
 TOPIC = f"{paths.TOPIC}/permissions"
@@ -148,6 +150,16 @@ async def revoke_subscription(request: web.Request) -> web.Response:
 # --- topic --------------------------------------------------------------------------------------
 
 
+async def _existing_topic(request: web.Request) -> TopicName:
+    """The path's topic; 404 as Pulsar answers when neither it nor a partitioned topic of
+    that name exists."""
+    topic = await paths.topic(request)
+    svc = service(request)
+    if not await topic_scope.exists(svc, topic) and not await svc.policies.partitions(topic):
+        raise AdminError(404, f"Topic {topic.full_name} not found")
+    return topic
+
+
 async def get_topic(request: web.Request) -> web.Response:
     topic = await paths.topic(request)
     auth = await _read(request, topic.tenant, topic.namespace)
@@ -163,7 +175,7 @@ async def get_topic(request: web.Request) -> web.Response:
 
 
 async def grant_topic(request: web.Request) -> web.Response:
-    topic = await paths.topic(request)
+    topic = await _existing_topic(request)
     role, actions = _role(request), await _actions(request)
 
     def change(auth: dict[str, Any]) -> None:
@@ -174,7 +186,7 @@ async def grant_topic(request: web.Request) -> web.Response:
 
 
 async def revoke_topic(request: web.Request) -> web.Response:
-    topic = await paths.topic(request)
+    topic = await _existing_topic(request)
     role = _role(request)
 
     def change(auth: dict[str, Any]) -> None:
