@@ -2,6 +2,12 @@
 
 It keeps one :class:`BookieClient` per bookie, learns the writable bookies from their leased
 registrations in the metadata store, and stores ledger metadata there by compare-and-set.
+
+Transport to bookies is one setting for the whole client (``tls``: the broker's
+bookkeeperTLS* keys): TLS with it, plaintext without. A bookie's registration says whether it
+serves TLS (``"tls": true``); a bookie whose transport differs from the client's cannot be
+reached, so it is left out of new ensembles with a warning naming it (ledgers already on it
+report the connection failure as any unreachable bookie does).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import secrets
 import time
 from collections.abc import Mapping
 
+from magnetar.common import grpctls
 from magnetar.ledger.bookie_client import BookieClient, LocalBookie, LocalBookieClient
 from magnetar.ledger.errors import BookieError, NoSuchEntryError, NoSuchLedgerError
 from magnetar.ledger.handle import LedgerHandle
@@ -35,8 +42,12 @@ class LedgerClient:
         add_timeout: float = 10.0,
         rpc_timeout: float = 10.0,
         local_bookies: Mapping[str, LocalBookie] | None = None,
+        tls: grpctls.ClientTls | None = None,
     ) -> None:
         self.store = store
+        self.tls = tls
+        """Credentials of the channels to bookies (None: plaintext)."""
+        self._transport_mismatch: set[str] = set()
         self._local_bookies = dict(local_bookies or {})
         """Bookies in this process (standalone): adds to them skip gRPC."""
         self.placement: PlacementPolicy = placement or RackAwarePlacement()
@@ -56,7 +67,10 @@ class LedgerClient:
                 )
             else:
                 client = BookieClient(
-                    bookie_id, add_timeout=self.add_timeout, rpc_timeout=self.rpc_timeout
+                    bookie_id,
+                    add_timeout=self.add_timeout,
+                    rpc_timeout=self.rpc_timeout,
+                    tls=self.tls,
                 )
             self._bookies[bookie_id] = client
         return client
@@ -70,6 +84,10 @@ class LedgerClient:
                 info = json.loads(record.value) if record.value else {}
             except ValueError:
                 info = {}
+            if bookie_id not in self._local_bookies and not self._transport_matches(
+                bookie_id, info
+            ):
+                continue
             found.append(
                 BookieInfo(
                     bookie_id=bookie_id,
@@ -78,6 +96,23 @@ class LedgerClient:
                 )
             )
         return found
+
+    def _transport_matches(self, bookie_id: str, info: object) -> bool:
+        """Whether the bookie serves the transport this client speaks (TLS or plaintext)."""
+        serves_tls = isinstance(info, dict) and bool(info.get("tls", False))
+        if serves_tls == (self.tls is not None):
+            self._transport_mismatch.discard(bookie_id)
+            return True
+        if bookie_id not in self._transport_mismatch:
+            self._transport_mismatch.add(bookie_id)
+            log.warning(
+                "bookie %s serves %s but this client is configured for %s: not placing "
+                "ledgers on it (set the bookkeeperTLS* keys to match the bookies)",
+                bookie_id,
+                "TLS" if serves_tls else "plaintext",
+                "TLS" if self.tls is not None else "plaintext",
+            )
+        return False
 
     # --- metadata --------------------------------------------------------------------------
 
