@@ -245,10 +245,28 @@ class EtcdStore:
         store = cls(endpoints, timeout=op_timeout, tls=tls)
         try:
             await store.revision()
+        except api.StoreUnavailableError as err:
+            why = await store._why_unreachable()
+            await store.close()
+            raise api.StoreUnavailableError(f"{err} ({why})" if why else str(err)) from err
         except BaseException:
             await store.close()
             raise
         return store
+
+    async def _why_unreachable(self) -> str:
+        """gRPC's reason each endpoint cannot be reached (a refused TLS handshake, a refused
+        connection): a call that does not wait for the channel fails with it at once."""
+        reasons = []
+        for index, endpoint in enumerate(self._endpoints):
+            stub = self._conn_at(index).kv
+            try:
+                await stub.Range(
+                    rpc.RangeRequest(key=b"/", count_only=True), timeout=1.0, wait_for_ready=False
+                )
+            except grpc.aio.AioRpcError as exc:
+                reasons.append(f"{endpoint}: {exc.details() or exc.code().name}")
+        return "; ".join(reasons)
 
     @property
     def timeout(self) -> float:
