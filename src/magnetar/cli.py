@@ -15,6 +15,7 @@ from magnetar import __version__, conffile
 from magnetar.broker.config import BrokerConfig
 from magnetar.common import grpctls, tlsfiles
 from magnetar.managed_ledger.api import ManagedLedgerConfig
+from magnetar.metadata import api as metadata_api
 from magnetar.offload.config import S3Config
 
 _BC = BrokerConfig()
@@ -48,6 +49,9 @@ def _broker(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as err:
         print(f"magnetar broker: {err}", file=sys.stderr)
         return 2
+    except metadata_api.StoreUnavailableError as err:
+        print(f"magnetar broker: cannot reach the metadata store: {err}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -287,6 +291,9 @@ def _bookie(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"magnetar bookie: {err}", file=sys.stderr)
         return 2
+    except metadata_api.StoreUnavailableError as err:
+        print(f"magnetar bookie: cannot reach the metadata store: {err}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -1,15 +1,19 @@
 """Processes -> etcd over TLS with client certificates (issue 21, "every other hop"): a real
 etcd with ``--client-cert-auth``; the store works with the trusted client certificate and is
 refused, with gRPC's reason in the error, without one, with a certificate from another CA,
-in plaintext, and when it does not trust etcd's own certificate."""
+in plaintext, and when it does not trust etcd's own certificate; a bookie etcd does not
+trust exits at startup saying why."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from magnetar.common import grpctls, tlsfiles
 from magnetar.metadata import api, open_store
 from tests.integration.internal_tls.conftest import Pki
+from tests.support.bookies import BookieProc
 from tests.support.etcd import EtcdServer
 
 pytestmark = pytest.mark.etcd
@@ -71,6 +75,22 @@ async def test_a_plaintext_client_is_refused(tls_etcd: EtcdServer) -> None:
         await open_store(f"etcd://{tls_etcd.endpoint}?{_SHORT}")
 
 
-async def test_tls_settings_for_an_embedded_store_are_refused(pki: Pki, tmp_path: object) -> None:
+async def test_tls_settings_for_an_embedded_store_are_refused(pki: Pki, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="embedded"):
         await open_store(f"embedded://{tmp_path}/meta", tls=pki.metadata_tls())
+
+
+def test_a_bookie_etcd_does_not_trust_refuses_to_start_naming_why(
+    pki: Pki, tls_etcd: EtcdServer, tmp_path: Path
+) -> None:
+    untrusted = [
+        f"--metadata-tls-trust-certs-file={pki.client.ca_file}",
+        f"--metadata-tls-cert-file={pki.untrusted.cert_file}",
+        f"--metadata-tls-key-file={pki.untrusted.key_file}",
+    ]
+    bookie = BookieProc(f"{tls_etcd.url}&timeout=2", tmp_path, extra_args=untrusted)
+    with pytest.raises(RuntimeError, match="exited with 1") as refused:
+        bookie.start()
+    bookie.stop()
+    assert "cannot reach the metadata store" in str(refused.value)
+    assert "last error" in str(refused.value)
