@@ -99,10 +99,10 @@ def main() -> None:
                 etcd.url,
                 base / "tls",
                 extra_args=[
-                    f"--tls-cert-file={bookie_secret.cert_file}",
+                    f"--tls-certificate-file={bookie_secret.cert_file}",
                     f"--tls-key-file={bookie_secret.key_file}",
                     f"--tls-trust-certs-file={bookie_secret.ca_file}",
-                    "--tls-client-auth=true",
+                    "--tls-client-authentication=true",
                 ],
             ).start()
             for size in (100, 1024):

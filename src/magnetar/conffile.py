@@ -76,13 +76,6 @@ def _float(text: str) -> float:
     return float(text)
 
 
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise ValueError("expected a positive number")
-    return value
-
-
 def parse_bool(text: str) -> bool:
     low = text.strip().lower()
     if low in ("true", "false"):
@@ -223,6 +216,14 @@ _FORCE_DELETE: dict[str, Opt | Fixed] = {
     "transactionCoordinatorEnabled": Opt("transaction_coordinator_enabled", parse_bool),
 }
 
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise ValueError("expected a positive number")
+    return value
+
+
 _PEM_ONLY = "Magnetar reads PEM files only (no JKS/PKCS12 key or trust stores)"
 _UNENCRYPTED_KEYS_ONLY = "Magnetar reads unencrypted PEM keys only (no key store password)"
 _TLS_CONTEXT_FACTORY = "org.apache.bookkeeper.tls.TLSContextFactory"
@@ -235,12 +236,12 @@ etcd settings file (useTls, tlsTrustCertsFilePath, tlsCertificateFilePath, tlsKe
 authority: :func:`metadata_store_config`)."""
 
 _BROKER_BOOKKEEPER_TLS: dict[str, Opt | Fixed] = {
-    "bookkeeperTLSClientAuthentication": Opt("bookkeeper_tls_client_auth", parse_bool),
+    "bookkeeperTLSClientAuthentication": Opt("bookkeeper_tls_client_authentication", parse_bool),
     "bookkeeperTLSTrustCertsFilePath": Opt("bookkeeper_tls_trust_certs_file"),
-    "bookkeeperTLSCertificateFilePath": Opt("bookkeeper_tls_cert_file"),
+    "bookkeeperTLSCertificateFilePath": Opt("bookkeeper_tls_certificate_file"),
     "bookkeeperTLSKeyFilePath": Opt("bookkeeper_tls_key_file"),
     "bookkeeperTLSCertFilesRefreshDurationSeconds": Opt(
-        "bookkeeper_tls_refresh_interval", _positive_float
+        "bookkeeper_tls_cert_refresh_check", _positive_float
     ),
     "bookkeeperTLSProviderFactoryClass": Fixed(
         frozenset({_TLS_CONTEXT_FACTORY}), "Magnetar's bookie client TLS is gRPC's"
@@ -257,11 +258,11 @@ _BOOKIE_TLS: dict[str, Opt | Fixed] = {
     "tlsProvider": Fixed(
         frozenset({"OpenSSL", "JDK"}), "Magnetar's bookie TLS is gRPC's, whatever the provider"
     ),
-    "tlsCertificatePath": Opt("tls_cert_file"),
+    "tlsCertificatePath": Opt("tls_certificate_file"),
     "tlsKeyStore": Opt("tls_key_file"),
     "tlsTrustStore": Opt("tls_trust_certs_file"),
-    "tlsClientAuthentication": Opt("tls_client_auth", parse_bool),
-    "tlsCertFilesRefreshDurationSeconds": Opt("tls_refresh_interval", _positive_float),
+    "tlsClientAuthentication": Opt("tls_client_authentication", parse_bool),
+    "tlsCertFilesRefreshDurationSeconds": Opt("tls_cert_refresh_check", _positive_float),
     "tlsKeyStoreType": Fixed(frozenset({"PEM"}), _PEM_ONLY),
     "tlsTrustStoreType": Fixed(frozenset({"PEM"}), _PEM_ONLY),
     "tlsKeyStorePasswordPath": Fixed(frozenset(), _UNENCRYPTED_KEYS_ONLY),

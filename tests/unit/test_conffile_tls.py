@@ -80,7 +80,7 @@ def test_bookkeeper_tls_values_magnetar_lacks_are_refused_by_name(
 
 def test_client_authentication_without_a_client_certificate_is_refused() -> None:
     args = cli.parse_args(
-        ["broker", "--metadata-url=etcd://e:2379", "--bookkeeper-tls-client-auth=true"]
+        ["broker", "--metadata-url=etcd://e:2379", "--bookkeeper-tls-client-authentication=true"]
     )
     with pytest.raises(ValueError, match="bookkeeperTLSCertificateFilePath"):
         cli.broker_config(args)
@@ -109,8 +109,8 @@ def test_bookkeeper_conf_tls_keys_configure_the_bookie_port(tmp_path: Path) -> N
         key_file=Path("/certs/tls.key"),
         trust_file=Path("/certs/ca.crt"),
     )
-    assert args.tls_client_auth is True
-    assert args.tls_refresh_interval == 30.0
+    assert args.tls_client_authentication is True
+    assert args.tls_cert_refresh_check == 30.0
 
 
 @pytest.mark.parametrize(
@@ -137,9 +137,12 @@ def test_bookie_tls_values_magnetar_lacks_are_refused_by_name(
 @pytest.mark.parametrize(
     ("flags", "named"),
     [
-        (["--tls-cert-file=/c"], "no private key file"),
-        (["--tls-client-auth=true"], "tlsCertificatePath"),
-        (["--tls-cert-file=/c", "--tls-key-file=/k", "--tls-client-auth=true"], "tlsTrustStore"),
+        (["--tls-certificate-file=/c"], "no private key file"),
+        (["--tls-client-authentication=true"], "tlsCertificatePath"),
+        (
+            ["--tls-certificate-file=/c", "--tls-key-file=/k", "--tls-client-authentication=true"],
+            "tlsTrustStore",
+        ),
     ],
 )
 def test_inconsistent_bookie_tls_settings_are_refused(flags: list[str], named: str) -> None:

@@ -8,7 +8,7 @@ state changes, and re-created under a new session if the old one is lost.
 
 With ``tls`` set the gRPC port serves TLS only (gRPC's dynamic server credentials: the
 certificate files are re-read when they change, connections already up keep theirs), and
-with ``tls_client_auth`` a client must present a certificate signed by the trusted CAs.
+with ``tls_client_authentication`` a client must present a certificate signed by the trusted CAs.
 The registration says ``"tls": true`` so brokers know how to reach the bookie. A plaintext
 client or an untrusted certificate fails its handshake: gRPC's TLS layer logs the failure
 (``Handshake failed with error ...``) and drops that connection only.
@@ -62,7 +62,7 @@ class BookieOptions:
     storage_overrides: dict[str, object] = field(default_factory=dict)
     tls: tlsfiles.TlsFiles | None = None
     """The gRPC port's certificate, key and trusted CAs (None: plaintext)."""
-    tls_client_auth: bool = False
+    tls_client_authentication: bool = False
     """Refuse clients without a certificate signed by ``tls.trust_file``."""
     tls_check_interval: float = tlsfiles.DEFAULT_CHECK_INTERVAL
     """Seconds between looks at the certificate files for a rotation."""
@@ -130,7 +130,7 @@ class BookieServer:
         if opts.tls is not None:
             credentials = grpctls.server_credentials(
                 opts.tls,
-                require_client_auth=opts.tls_client_auth,
+                require_client_auth=opts.tls_client_authentication,
                 check_interval=opts.tls_check_interval,
             )
             bound = self._grpc.add_secure_port(address, credentials)

@@ -94,7 +94,7 @@ def tls_etcd(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Etc
 def _metadata_flags(secret: MountedSecret) -> list[str]:
     return [
         f"--metadata-tls-trust-certs-file={secret.ca_file}",
-        f"--metadata-tls-cert-file={secret.cert_file}",
+        f"--metadata-tls-certificate-file={secret.cert_file}",
         f"--metadata-tls-key-file={secret.key_file}",
     ]
 
@@ -116,11 +116,11 @@ def tls_cluster(
     base = tmp_path_factory.mktemp("tls-cluster")
     secret = pki.bookie_secret
     bookie_flags = [
-        f"--tls-cert-file={secret.cert_file}",
+        f"--tls-certificate-file={secret.cert_file}",
         f"--tls-key-file={secret.key_file}",
         f"--tls-trust-certs-file={secret.ca_file}",
-        "--tls-client-auth=true",
-        f"--tls-refresh-interval={TLS_REFRESH_S}",
+        "--tls-client-authentication=true",
+        f"--tls-cert-refresh-check={TLS_REFRESH_S}",
         *_metadata_flags(pki.bookie_secret),
     ]
     broker_secret = pki.broker_secret
@@ -133,11 +133,11 @@ def tls_cluster(
     )
     broker_flags = [
         f"--metadata-config-path={etcd_settings}",
-        "--bookkeeper-tls-client-auth=true",
-        f"--bookkeeper-tls-cert-file={broker_secret.cert_file}",
+        "--bookkeeper-tls-client-authentication=true",
+        f"--bookkeeper-tls-certificate-file={broker_secret.cert_file}",
         f"--bookkeeper-tls-key-file={broker_secret.key_file}",
         f"--bookkeeper-tls-trust-certs-file={broker_secret.ca_file}",
-        f"--bookkeeper-tls-refresh-interval={TLS_REFRESH_S}",
+        f"--bookkeeper-tls-cert-refresh-check={TLS_REFRESH_S}",
     ]
     bookies = [BookieProc(tls_etcd.url, base, extra_args=bookie_flags) for _ in range(2)]
     broker: BrokerProc | None = None

@@ -85,7 +85,7 @@ def test_a_bookie_etcd_does_not_trust_refuses_to_start_naming_why(
 ) -> None:
     untrusted = [
         f"--metadata-tls-trust-certs-file={pki.client.ca_file}",
-        f"--metadata-tls-cert-file={pki.untrusted.cert_file}",
+        f"--metadata-tls-certificate-file={pki.untrusted.cert_file}",
         f"--metadata-tls-key-file={pki.untrusted.key_file}",
     ]
     bookie = BookieProc(f"{tls_etcd.url}&timeout=2", tmp_path, extra_args=untrusted)
