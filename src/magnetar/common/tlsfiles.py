@@ -9,7 +9,10 @@ handshake. One place reads them and says when they changed:
 * :class:`TlsFiles` names the files (certificate chain, private key, trusted CAs), with the
   checks that give a clear error at startup (a key without a certificate, a missing file, a
   file that holds no PEM block of the expected kind);
-* :func:`read` returns their bytes as a :class:`PemBundle` with a content fingerprint;
+* :func:`read` returns their bytes as a :class:`PemBundle` with a content fingerprint, after
+  checking with the standard library's TLS that the key belongs to the certificate and the
+  CA file parses (so a mismatched pair is refused at startup, and a rotation caught between
+  the certificate and the key is not taken);
 * :class:`Watched` keeps the current bundle and, at most every ``check_interval`` seconds,
   compares the files' (inode, size, mtime); only when those moved does it read them again, and
   only a different content fingerprint counts as a rotation (a touch is not one).
@@ -25,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -107,8 +111,7 @@ def _read_one(path: Path, what: str) -> bytes:
     return data
 
 
-def read(files: TlsFiles) -> PemBundle:
-    """The files' bytes now; raises TlsFileError naming a missing or unusable file."""
+def _read_bytes(files: TlsFiles) -> PemBundle:
     cert = _read_one(files.cert_file, "certificate") if files.cert_file else None
     key = _read_one(files.key_file, "private key") if files.key_file else None
     trust = _read_one(files.trust_file, "trusted CA certificates") if files.trust_file else None
@@ -117,6 +120,39 @@ def read(files: TlsFiles) -> PemBundle:
         digest.update(len(part or b"").to_bytes(8, "big"))
         digest.update(part or b"")
     return PemBundle(cert, key, trust, digest.hexdigest())
+
+
+def _check_usable(files: TlsFiles) -> None:
+    """Load the files into a throwaway TLS context: the key must belong to the certificate
+    and the CA file must parse."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    if files.cert_file is not None and files.key_file is not None:
+        try:
+            context.load_cert_chain(files.cert_file, files.key_file)
+        except ssl.SSLError as err:
+            raise TlsFileError(
+                f"TLS certificate {files.cert_file} and private key {files.key_file}: "
+                f"{err.reason or err} (the key must belong to the certificate)"
+            ) from None
+    if files.trust_file is not None:
+        try:
+            context.load_verify_locations(cafile=files.trust_file)
+        except ssl.SSLError as err:
+            raise TlsFileError(
+                f"TLS trusted CA certificates file {files.trust_file}: {err.reason or err}"
+            ) from None
+
+
+def read(files: TlsFiles) -> PemBundle:
+    """The files' bytes now, checked usable together; raises TlsFileError naming a missing
+    or unusable file (or a pair that does not match)."""
+    bundle = _read_bytes(files)
+    _check_usable(files)
+    if _read_bytes(files).fingerprint != bundle.fingerprint:  # changed while being checked
+        raise TlsFileError(
+            "TLS files " + ", ".join(str(p) for p in files.paths()) + " changed while read"
+        )
+    return bundle
 
 
 _Signature = tuple[tuple[int, int, int, int] | None, ...]

@@ -100,3 +100,29 @@ def test_unusable_files_are_refused_by_name(tmp_path: Path) -> None:
     encrypted.write_bytes(b"-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n")
     with pytest.raises(tlsfiles.TlsFileError, match="encrypted"):
         tlsfiles.read(tlsfiles.TlsFiles(cert_file=cert, key_file=encrypted))
+
+
+def test_a_key_that_does_not_belong_to_the_certificate_is_refused_and_not_rotated_to(
+    tmp_path: Path,
+) -> None:
+    ca = CA()
+    leaf, other = ca.issue("bookie"), ca.issue("bookie")
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    cert.write_bytes(leaf.cert_pem)
+    key.write_bytes(other.key_pem)
+    with pytest.raises(tlsfiles.TlsFileError, match="must belong to the certificate"):
+        tlsfiles.read(tlsfiles.TlsFiles(cert_file=cert, key_file=key))
+
+    key.write_bytes(leaf.key_pem)
+    clock = Clock()
+    watched = tlsfiles.Watched(
+        tlsfiles.TlsFiles(cert_file=cert, key_file=key), check_interval=1.0, clock=clock
+    )
+    cert.write_bytes(other.cert_pem)  # a rotation caught between the certificate and the key
+    clock.now += 1.0
+    assert watched.poll() is None
+    assert watched.current.cert == leaf.cert_pem
+    key.write_bytes(other.key_pem)
+    clock.now += 1.0
+    bundle = watched.poll()
+    assert bundle is not None and (bundle.cert, bundle.key) == (other.cert_pem, other.key_pem)
