@@ -21,7 +21,12 @@ from collections.abc import Mapping
 
 from magnetar.common import grpctls
 from magnetar.ledger.bookie_client import BookieClient, LocalBookie, LocalBookieClient
-from magnetar.ledger.errors import BookieError, NoSuchEntryError, NoSuchLedgerError
+from magnetar.ledger.errors import (
+    BookieError,
+    NoSuchEntryError,
+    NoSuchLedgerError,
+    NotEnoughBookiesError,
+)
 from magnetar.ledger.handle import LedgerHandle
 from magnetar.ledger.metadata import Fragment, LedgerMetadata, check_quorums
 from magnetar.ledger.placement import DEFAULT_RACK, BookieInfo, PlacementPolicy, RackAwarePlacement
@@ -140,7 +145,17 @@ class LedgerClient:
     ) -> LedgerHandle:
         """Create a ledger on a fresh ensemble and return its writer."""
         check_quorums(ensemble_size, write_quorum, ack_quorum)
-        ensemble = self.placement.new_ensemble(await self.bookies(), ensemble_size)
+        available = await self.bookies()
+        try:
+            ensemble = self.placement.new_ensemble(available, ensemble_size)
+        except NotEnoughBookiesError as err:
+            if not self._transport_mismatch:
+                raise
+            raise NotEnoughBookiesError(
+                f"{err}; left out: {', '.join(sorted(self._transport_mismatch))}, which serve "
+                f"{'plaintext' if self.tls is not None else 'TLS'} while this client speaks "
+                f"{'TLS' if self.tls is not None else 'plaintext'}"
+            ) from err
         ledger_id = await self.store.next_id(keys.LEDGER_COUNTER)
         meta = LedgerMetadata(
             ledger_id=ledger_id,

@@ -99,6 +99,19 @@ def _metadata_flags(secret: MountedSecret) -> list[str]:
     ]
 
 
+def bookie_args(pki: Pki) -> list[str]:
+    """A bookie serving TLS (client certificates required) that reaches etcd over TLS."""
+    secret = pki.bookie_secret
+    return [
+        f"--tls-certificate-file={secret.cert_file}",
+        f"--tls-key-file={secret.key_file}",
+        f"--tls-trust-certs-file={secret.ca_file}",
+        "--tls-client-authentication=true",
+        f"--tls-cert-refresh-check={TLS_REFRESH_S}",
+        *_metadata_flags(secret),
+    ]
+
+
 @dataclass
 class TlsCluster:
     etcd: EtcdServer
@@ -114,15 +127,7 @@ def tls_cluster(
     over TLS with its client certificate; every process reaches etcd over mutual TLS (the
     bookies with flags, the broker with Pulsar's https URL and etcd settings file)."""
     base = tmp_path_factory.mktemp("tls-cluster")
-    secret = pki.bookie_secret
-    bookie_flags = [
-        f"--tls-certificate-file={secret.cert_file}",
-        f"--tls-key-file={secret.key_file}",
-        f"--tls-trust-certs-file={secret.ca_file}",
-        "--tls-client-authentication=true",
-        f"--tls-cert-refresh-check={TLS_REFRESH_S}",
-        *_metadata_flags(pki.bookie_secret),
-    ]
+    bookie_flags = bookie_args(pki)
     broker_secret = pki.broker_secret
     etcd_settings = base / "etcd.yaml"
     etcd_settings.write_text(

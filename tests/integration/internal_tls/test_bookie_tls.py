@@ -9,7 +9,9 @@ etcd, two bookies and a broker, every hop over TLS with client certificates
 * the bookies' and the broker's certificate files rotated on disk while a producer runs:
   nothing receipted is lost, the broker's established connections to the bookies are still
   the same sockets afterwards, no add failed, a new handshake sees the new certificate, and
-  the broker's new channels (to bookies and etcd) carry its new client certificate.
+  the broker's new channels (to bookies and etcd) carry its new client certificate;
+* a broker configured for plaintext in front of TLS bookies places nothing on them and says
+  which bookies it left out and why.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import socket
 import ssl
 import threading
 import time
+from pathlib import Path
 
 import grpc
 import psutil
@@ -28,9 +31,12 @@ import pytest
 
 from magnetar.metadata import keys, open_store
 from magnetar.rpc import bookie_pb2, bookie_pb2_grpc
-from tests.integration.internal_tls.conftest import Pki, TlsCluster
+from tests.integration.internal_tls.conftest import Pki, TlsCluster, bookie_args
+from tests.support.bookies import BookieProc
 from tests.support.certs import MountedSecret, serial_of
-from tests.support.procs import LOOPBACK
+from tests.support.etcd import EtcdServer, EtcdTls
+from tests.support.procs import LOOPBACK, started
+from tests.support.standalone import BrokerProc
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.etcd
@@ -235,3 +241,51 @@ def test_rotating_certificates_while_producing_loses_nothing_and_keeps_connectio
     # a new topic after the rotation: ownership in etcd and a new ledger on the bookies, over
     # channels opened with the new client certificate
     _round_trip(tls_cluster, "tls-hops-after-rotation", 20)
+
+
+def test_a_broker_speaking_plaintext_to_tls_bookies_is_told_which_bookies_and_why(
+    pki: Pki, tmp_path: Path
+) -> None:
+    # a cluster of its own (another etcd): the module's TLS broker must not own the topic
+    etcd_tls = EtcdTls(
+        cert_file=pki.etcd_secret.cert_file,
+        key_file=pki.etcd_secret.key_file,
+        ca_file=pki.etcd_secret.ca_file,
+        client_cert_file=pki.client.cert_file,
+        client_key_file=pki.client.key_file,
+    )
+    with started(EtcdServer(tmp_path / "etcd", tls=etcd_tls)) as etcd:
+        bookies = [BookieProc(etcd.url, tmp_path, extra_args=bookie_args(pki)) for _ in range(2)]
+        secret = pki.broker_secret
+        broker = BrokerProc(
+            etcd.url,
+            tmp_path,
+            ensemble=(2, 2, 2),
+            extra_args=[  # TLS to etcd, plaintext to bookies
+                f"--metadata-tls-trust-certs-file={secret.ca_file}",
+                f"--metadata-tls-certificate-file={secret.cert_file}",
+                f"--metadata-tls-key-file={secret.key_file}",
+            ],
+        )
+        try:
+            for bookie in bookies:
+                bookie.start()
+            broker.start()
+            client = pulsar.Client(broker.service_url, operation_timeout_seconds=10)
+            try:
+                with pytest.raises(pulsar.PulsarException):  # the client times out retrying
+                    client.create_producer("persistent://public/default/tls-hops-plain-broker")
+            finally:
+                client.close()
+            log = broker.log()
+            for bookie in bookies:
+                assert (
+                    f"bookie {bookie.bookie_id} serves TLS but this client is configured for "
+                    "plaintext" in log
+                )
+            # the producer's failure names them too
+            assert "which serve TLS while this client speaks plaintext" in log
+        finally:
+            broker.stop()
+            for bookie in bookies:
+                bookie.stop()
