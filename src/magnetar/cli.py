@@ -13,7 +13,9 @@ from typing import Any
 
 from magnetar import __version__, conffile
 from magnetar.broker.config import BrokerConfig
+from magnetar.common import grpctls, tlsfiles
 from magnetar.managed_ledger.api import ManagedLedgerConfig
+from magnetar.metadata import api as metadata_api
 from magnetar.offload.config import S3Config
 from magnetar.security import tls
 from magnetar.security.config import SecurityConfig
@@ -49,6 +51,9 @@ def _broker(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as err:
         print(f"magnetar broker: {err}", file=sys.stderr)
         return 2
+    except metadata_api.StoreUnavailableError as err:
+        print(f"magnetar broker: cannot reach the metadata store: {err}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -105,6 +110,8 @@ def broker_config(args: argparse.Namespace) -> BrokerConfig:
         return {name: given[dest] for dest, name in flags.items() if dest in given}
 
     return BrokerConfig(
+        bookkeeper_tls=bookkeeper_tls(args),
+        metadata_tls=metadata_tls(args),
         **fields(_BROKER_FLAGS),
         managed_ledger=ManagedLedgerConfig(**fields(_MANAGED_LEDGER_FLAGS)),
         offload=offload_config(args),
@@ -248,18 +255,22 @@ def _bookie(args: argparse.Namespace) -> int:
     if args.disk_usage_threshold is not None:
         overrides["disk_usage_threshold"] = args.disk_usage_threshold
         overrides["disk_usage_lwm"] = min(args.disk_usage_threshold, 0.90)
-    options = server.BookieOptions(
-        data_dir=Path(args.data_dir),
-        journal_dir=Path(args.journal_dir) if args.journal_dir else None,
-        port=args.port,
-        http_port=args.http_port,
-        bind_address=args.bind_address,
-        advertised_address=args.advertised_address,
-        rack=args.rack,
-        session_ttl=args.session_ttl,
-        storage_overrides=overrides,
-    )
     try:
+        options = server.BookieOptions(
+            data_dir=Path(args.data_dir),
+            journal_dir=Path(args.journal_dir) if args.journal_dir else None,
+            port=args.port,
+            http_port=args.http_port,
+            bind_address=args.bind_address,
+            advertised_address=args.advertised_address,
+            rack=args.rack,
+            session_ttl=args.session_ttl,
+            storage_overrides=overrides,
+            tls=bookie_tls(args),
+            tls_client_authentication=args.tls_client_authentication,
+            tls_check_interval=args.tls_cert_refresh_check,
+            metadata_tls=metadata_tls(args),
+        )
         aio.run(server.run(args.metadata_url, options))
     except identity.IdentityError as err:
         print(f"magnetar bookie: refusing to start: {err}", file=sys.stderr)
@@ -267,6 +278,9 @@ def _bookie(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"magnetar bookie: {err}", file=sys.stderr)
         return 2
+    except metadata_api.StoreUnavailableError as err:
+        print(f"magnetar bookie: cannot reach the metadata store: {err}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -442,6 +456,155 @@ def _non_persistent_inactive(p: argparse.ArgumentParser) -> None:
     )
 
 
+# --- internal hops over TLS (docs/security.md, "Internal hops: bookies and etcd") -----------
+
+
+def _path(value: object) -> Path | None:
+    return Path(str(value)) if value not in (None, "") else None
+
+
+def _metadata_tls_flags(p: argparse.ArgumentParser) -> None:
+    """TLS to etcd: Pulsar's etcd settings file and flags that override its entries."""
+    p.add_argument(
+        "--metadata-config-path",
+        metavar="FILE",
+        help="Pulsar's etcd settings file (useTls, tlsTrustCertsFilePath, "
+        "tlsCertificateFilePath, tlsKeyFilePath, authority)",
+    )
+    p.add_argument("--metadata-tls-trust-certs-file", metavar="PEM", help="CAs etcd's cert is from")
+    p.add_argument(
+        "--metadata-tls-certificate-file", metavar="PEM", help="client certificate for etcd"
+    )
+    p.add_argument("--metadata-tls-key-file", metavar="PEM", help="its private key")
+    p.add_argument("--metadata-tls-authority", help="name etcd's certificate is checked against")
+
+
+def metadata_tls(args: argparse.Namespace) -> grpctls.ClientTlsConfig | None:
+    """TLS to etcd from ``--metadata-config-path`` (Pulsar's etcd settings file) and the
+    ``--metadata-tls-*`` flags (which override the file): None when neither asks for TLS
+    (``https://`` endpoints in the metadata URL still do). Raises ValueError naming a bad
+    setting."""
+    settings: dict[str, object] = {}
+    config_path = getattr(args, "metadata_config_path", None)
+    if config_path:
+        settings = conffile.metadata_store_config(Path(config_path))
+    for dest, flag in (
+        ("trust_certs_file", "metadata_tls_trust_certs_file"),
+        ("cert_file", "metadata_tls_certificate_file"),
+        ("key_file", "metadata_tls_key_file"),
+        ("authority", "metadata_tls_authority"),
+    ):
+        value = getattr(args, flag, None)
+        if value:
+            settings[dest] = value
+    files = tlsfiles.TlsFiles(
+        cert_file=_path(settings.get("cert_file")),
+        key_file=_path(settings.get("key_file")),
+        trust_file=_path(settings.get("trust_certs_file")),
+    )
+    use_tls = settings.get("use_tls")
+    if use_tls is False:
+        if files.paths():
+            raise ValueError(f"{config_path}: useTls is false but TLS files are set")
+        return None
+    if use_tls is None and not files.paths():
+        return None
+    authority = settings.get("authority")
+    return grpctls.ClientTlsConfig(files=files, authority=str(authority) if authority else None)
+
+
+def _bookkeeper_tls_flags(p: argparse.ArgumentParser) -> None:
+    """The broker's channels to bookies over TLS (broker.conf's bookkeeperTLS* keys)."""
+    p.add_argument("--bookkeeper-tls-trust-certs-file", metavar="PEM", help="CAs of bookie certs")
+    p.add_argument(
+        "--bookkeeper-tls-certificate-file", metavar="PEM", help="client cert for bookies"
+    )
+    p.add_argument("--bookkeeper-tls-key-file", metavar="PEM", help="its private key")
+    _bool_option(
+        p,
+        "--bookkeeper-tls-client-authentication",
+        False,
+        "speak TLS to bookies presenting the client certificate (bookies that require one)",
+    )
+    p.add_argument(
+        "--bookkeeper-tls-cert-refresh-check",
+        type=float,
+        default=tlsfiles.DEFAULT_CHECK_INTERVAL,
+        metavar="SECONDS",
+        help="how often the certificate files are checked for a rotation",
+    )
+
+
+def bookkeeper_tls(args: argparse.Namespace) -> grpctls.ClientTlsConfig | None:
+    """TLS to bookies: on when ``--bookkeeper-tls-client-authentication`` (which needs the client
+    certificate and key) or any bookkeeper TLS file is given; None (plaintext) otherwise."""
+    given = vars(args)
+    files = tlsfiles.TlsFiles(
+        cert_file=_path(given.get("bookkeeper_tls_certificate_file")),
+        key_file=_path(given.get("bookkeeper_tls_key_file")),
+        trust_file=_path(given.get("bookkeeper_tls_trust_certs_file")),
+    )
+    client_auth = bool(given.get("bookkeeper_tls_client_authentication", False))
+    if client_auth and not files.has_identity:
+        raise ValueError(
+            "bookkeeperTLSClientAuthentication (--bookkeeper-tls-client-authentication) needs "
+            "bookkeeperTLSCertificateFilePath and bookkeeperTLSKeyFilePath"
+        )
+    if not client_auth and not files.paths():
+        return None
+    interval = float(
+        given.get("bookkeeper_tls_cert_refresh_check", tlsfiles.DEFAULT_CHECK_INTERVAL)
+    )
+    if not interval > 0:
+        raise ValueError("--bookkeeper-tls-cert-refresh-check must be positive")
+    return grpctls.ClientTlsConfig(files=files, check_interval=interval)
+
+
+def _bookie_tls_flags(p: argparse.ArgumentParser) -> None:
+    """The bookie's gRPC port over TLS (bookkeeper.conf's tls* keys)."""
+    p.add_argument(
+        "--tls-certificate-file", metavar="PEM", help="the gRPC port's certificate chain"
+    )
+    p.add_argument("--tls-key-file", metavar="PEM", help="its private key (TLS on with both)")
+    p.add_argument("--tls-trust-certs-file", metavar="PEM", help="CAs of client certificates")
+    _bool_option(
+        p, "--tls-client-authentication", False, "refuse clients without a trusted certificate"
+    )
+    p.add_argument(
+        "--tls-cert-refresh-check",
+        type=float,
+        default=tlsfiles.DEFAULT_CHECK_INTERVAL,
+        metavar="SECONDS",
+        help="how often the certificate files are checked for a rotation",
+    )
+    p.add_argument("--tls-provider-factory", help=argparse.SUPPRESS)
+
+
+def bookie_tls(args: argparse.Namespace) -> tlsfiles.TlsFiles | None:
+    """The bookie's TLS files: None (plaintext) unless a certificate and key are given.
+    Raises ValueError naming an inconsistent setting."""
+    files = tlsfiles.TlsFiles(
+        cert_file=_path(args.tls_certificate_file),
+        key_file=_path(args.tls_key_file),
+        trust_file=_path(args.tls_trust_certs_file),
+    )
+    if not files.has_identity:
+        if args.tls_provider_factory or args.tls_client_authentication or files.paths():
+            raise ValueError(
+                "bookie TLS needs tlsCertificatePath and tlsKeyStore "
+                "(--tls-certificate-file, --tls-key-file)"
+            )
+        return None
+    if args.tls_client_authentication and files.trust_file is None:
+        raise ValueError(
+            "tlsClientAuthentication (--tls-client-authentication) needs tlsTrustStore "
+            "(--tls-trust-certs-file): the CAs client certificates must chain to"
+        )
+    if not args.tls_cert_refresh_check > 0:
+        raise ValueError("--tls-cert-refresh-check must be positive")
+    return files
+
+
 def build_parser() -> argparse.ArgumentParser:
     return _build()[0]
 
@@ -549,6 +712,8 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     _security(p)
     p.add_argument("--log-level", default=None)
     p.set_defaults(func=_broker)
+    _metadata_tls_flags(p)
+    _bookkeeper_tls_flags(p)
 
     p = sub.add_parser("bookie", help="a storage node: journal + entry logs + index, over gRPC")
     commands["bookie"] = p
@@ -568,6 +733,8 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     p.add_argument("--disk-usage-threshold", type=float, help="go read-only above this fraction")
     p.add_argument("--log-level", default=None)
     p.set_defaults(func=_bookie)
+    _metadata_tls_flags(p)
+    _bookie_tls_flags(p)
 
     p = sub.add_parser(
         "proxy", help="one entry point for clients and admin in front of the brokers"
@@ -622,7 +789,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     for dest, flag, key in _REQUIRED.get(args.command, ()):
         if not getattr(args, dest, None):
             commands[args.command].error(f"{flag} (or {key} in --config FILE) is required")
+    if args.command in _METADATA_URL_FORMS:
+        # Pulsar's etcd:https://... form from the command line too (the file's is converted)
+        try:
+            args.metadata_url = conffile.metadata_url(args.metadata_url)
+        except ValueError as err:
+            commands[args.command].error(f"--metadata-url {args.metadata_url}: {err}")
     return args
+
+
+_METADATA_URL_FORMS = ("broker", "bookie")
+"""Commands whose --metadata-url takes Pulsar's forms (etcd:http(s)://...) besides etcd://."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -162,19 +162,24 @@ def _one_dir(text: str) -> str:
 
 def metadata_url(text: str) -> str:
     """Pulsar's ``etcd:http://h:p,http://h2:p`` (optionally ``metadata-store:`` first, as
-    BookKeeper's metadataServiceUri has it) or Magnetar's ``etcd://h:p,h2:p``, as the latter."""
+    BookKeeper's metadataServiceUri has it) or Magnetar's ``etcd://h:p,h2:p``, as the latter;
+    ``https://`` endpoints (all of them, not a mix) give ``etcd://h:p,h2:p?tls=true``."""
     url = text.removeprefix("metadata-store:")
     if url.startswith("etcd://"):
         return url
     if url.startswith("etcd:"):
         hosts = []
+        schemes = set()
         for endpoint in url.removeprefix("etcd:").split(","):
             endpoint = endpoint.strip()
             scheme, sep, rest = endpoint.partition("://")
-            if sep and scheme != "http":
-                raise ValueError(f"etcd endpoint {endpoint!r}: only http:// is supported")
+            if sep and scheme not in ("http", "https"):
+                raise ValueError(f"etcd endpoint {endpoint!r}: expected http:// or https://")
+            schemes.add(scheme if sep else "http")
             hosts.append((rest if sep else endpoint).rstrip("/"))
-        return "etcd://" + ",".join(hosts)
+        if len(schemes) > 1:
+            raise ValueError("etcd endpoints mix http:// and https://: use one for all")
+        return "etcd://" + ",".join(hosts) + ("?tls=true" if schemes == {"https"} else "")
     raise ValueError("expected an etcd URL (etcd:http://host:port[,...] or etcd://host:port)")
 
 
@@ -284,6 +289,60 @@ _FORCE_DELETE: dict[str, Opt | Fixed] = {
     "transactionCoordinatorEnabled": Opt("transaction_coordinator_enabled", parse_bool),
 }
 
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise ValueError("expected a positive number")
+    return value
+
+
+_PEM_ONLY = "Magnetar reads PEM files only (no JKS/PKCS12 key or trust stores)"
+_UNENCRYPTED_KEYS_ONLY = "Magnetar reads unencrypted PEM keys only (no key store password)"
+_TLS_CONTEXT_FACTORY = "org.apache.bookkeeper.tls.TLSContextFactory"
+
+_METADATA_TLS: dict[str, Opt | Fixed] = {
+    "metadataStoreConfigPath": Opt("metadata_config_path"),
+}
+"""TLS to etcd (docs/security.md): ``https://`` endpoints in the metadata URL and Pulsar's
+etcd settings file (useTls, tlsTrustCertsFilePath, tlsCertificateFilePath, tlsKeyFilePath,
+authority: :func:`metadata_store_config`)."""
+
+_BROKER_BOOKKEEPER_TLS: dict[str, Opt | Fixed] = {
+    "bookkeeperTLSClientAuthentication": Opt("bookkeeper_tls_client_authentication", parse_bool),
+    "bookkeeperTLSTrustCertsFilePath": Opt("bookkeeper_tls_trust_certs_file"),
+    "bookkeeperTLSCertificateFilePath": Opt("bookkeeper_tls_certificate_file"),
+    "bookkeeperTLSKeyFilePath": Opt("bookkeeper_tls_key_file"),
+    "bookkeeperTLSCertFilesRefreshDurationSeconds": Opt(
+        "bookkeeper_tls_cert_refresh_check", _positive_float
+    ),
+    "bookkeeperTLSProviderFactoryClass": Fixed(
+        frozenset({_TLS_CONTEXT_FACTORY}), "Magnetar's bookie client TLS is gRPC's"
+    ),
+    "bookkeeperTLSKeyFileType": Fixed(frozenset({"PEM"}), _PEM_ONLY),
+    "bookkeeperTLSTrustCertTypes": Fixed(frozenset({"PEM"}), _PEM_ONLY),
+    "bookkeeperTLSKeyStorePasswordPath": Fixed(frozenset(), _UNENCRYPTED_KEYS_ONLY),
+    "bookkeeperTLSTrustStorePasswordPath": Fixed(frozenset(), _PEM_ONLY),
+}
+"""broker.conf: the broker's gRPC channels to bookies over (mutual) TLS (docs/security.md)."""
+
+_BOOKIE_TLS: dict[str, Opt | Fixed] = {
+    "tlsProviderFactoryClass": Opt("tls_provider_factory", _choice(_TLS_CONTEXT_FACTORY)),
+    "tlsProvider": Fixed(
+        frozenset({"OpenSSL", "JDK"}), "Magnetar's bookie TLS is gRPC's, whatever the provider"
+    ),
+    "tlsCertificatePath": Opt("tls_certificate_file"),
+    "tlsKeyStore": Opt("tls_key_file"),
+    "tlsTrustStore": Opt("tls_trust_certs_file"),
+    "tlsClientAuthentication": Opt("tls_client_authentication", parse_bool),
+    "tlsCertFilesRefreshDurationSeconds": Opt("tls_cert_refresh_check", _positive_float),
+    "tlsKeyStoreType": Fixed(frozenset({"PEM"}), _PEM_ONLY),
+    "tlsTrustStoreType": Fixed(frozenset({"PEM"}), _PEM_ONLY),
+    "tlsKeyStorePasswordPath": Fixed(frozenset(), _UNENCRYPTED_KEYS_ONLY),
+    "tlsTrustStorePasswordPath": Fixed(frozenset(), _PEM_ONLY),
+}
+"""bookkeeper.conf: the bookie's gRPC port over (mutual) TLS (docs/security.md)."""
+
 BROKER: Table = {
     **_SERVING,
     "clusterName": Opt("cluster_name"),
@@ -310,6 +369,8 @@ BROKER: Table = {
     **_FORCE_DELETE,
     **_OFFLOAD,
     **_BROKER_NOT_IMPLEMENTED,
+    **_METADATA_TLS,
+    **_BROKER_BOOKKEEPER_TLS,
 }
 """broker.conf keys of ``magnetar broker``."""
 
@@ -345,6 +406,8 @@ BOOKIE: Table = {
     "gcWaitTime": Opt("gc_interval", _millis_to_s),
     "diskUsageThreshold": Opt("disk_usage_threshold", _float),
     **_NOT_IMPLEMENTED,
+    **_METADATA_TLS,
+    **_BOOKIE_TLS,
 }
 """bookkeeper.conf keys of ``magnetar bookie``."""
 
@@ -420,3 +483,47 @@ def load(path: Path, table: Table) -> dict[str, object]:
     except OSError as err:
         raise ConfigError(f"{path}: {err.strerror or err}") from None
     return options(table, parse_lines(text, name=path.name), name=path.name)
+
+
+# --- Pulsar's etcd settings file (metadataStoreConfigPath) ---------------------------------------
+
+METADATA_STORE_CONFIG: Table = {
+    "useTls": Opt("use_tls", parse_bool),
+    "tlsProvider": Fixed(
+        frozenset({"JDK", "OpenSSL"}), "Magnetar's etcd TLS is gRPC's, whatever the provider"
+    ),
+    "tlsTrustCertsFilePath": Opt("trust_certs_file"),
+    "tlsCertificateFilePath": Opt("cert_file"),
+    "tlsKeyFilePath": Opt("key_file"),
+    "authority": Opt("authority"),
+}
+"""The keys of Pulsar's etcd settings file (the file ``metadataStoreConfigPath`` names)."""
+
+
+def metadata_store_config(path: Path) -> dict[str, object]:
+    """Read Pulsar's etcd settings file: flat ``key: value`` lines (the YAML Pulsar reads) or
+    ``key=value`` lines; ``#`` comments. Returns ``dest -> value`` of
+    :data:`METADATA_STORE_CONFIG`; ConfigError names a key or value it refuses."""
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise ConfigError(f"{path}: {err.strerror or err}") from None
+    lines = []  # as key=value, one per line of the file (line numbers kept for errors)
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#") or line == "---":
+            lines.append("")
+            continue
+        if raw[:1].isspace() or line.startswith("- "):
+            raise ConfigError(f"{path.name}:{number}: expected flat key: value lines")
+        colon, equals = line.find(":"), line.find("=")
+        if colon > 0 and (equals < 0 or colon < equals):
+            key, value = line[:colon].strip(), line[colon + 1 :].strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                value = value[1:-1]
+            elif value in ("null", "~"):
+                value = ""
+            line = f"{key}={value}"
+        lines.append(line)
+    entries = parse_lines("\n".join(lines), name=path.name)
+    return options(METADATA_STORE_CONFIG, entries, name=path.name)

@@ -5,6 +5,13 @@ directories; the gRPC port is listening before the bookie announces itself, so a
 that finds the registration can connect; the registration is an ephemeral key under the
 bookie's session, moved between ``available`` and ``readonly`` as the storage's read-only
 state changes, and re-created under a new session if the old one is lost.
+
+With ``tls`` set the gRPC port serves TLS only (gRPC's dynamic server credentials: the
+certificate files are re-read when they change, connections already up keep theirs), and
+with ``tls_client_authentication`` a client must present a certificate signed by the trusted CAs.
+The registration says ``"tls": true`` so brokers know how to reach the bookie. A plaintext
+client or an untrusted certificate fails its handshake: gRPC's TLS layer logs the failure
+(``Handshake failed with error ...``) and drops that connection only.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from magnetar.bookie.service import BookieService, generic_handler
 from magnetar.bookie.storage import api as storage_api
 from magnetar.bookie.storage import config as storage_config
 from magnetar.bookie.storage import open_storage
-from magnetar.common import aio
+from magnetar.common import aio, grpctls, tlsfiles
 from magnetar.metadata import api, keys, open_store
 
 log = logging.getLogger(__name__)
@@ -53,6 +60,14 @@ class BookieOptions:
     rack: str = "/default-rack"
     session_ttl: float = 10.0
     storage_overrides: dict[str, object] = field(default_factory=dict)
+    tls: tlsfiles.TlsFiles | None = None
+    """The gRPC port's certificate, key and trusted CAs (None: plaintext)."""
+    tls_client_authentication: bool = False
+    """Refuse clients without a certificate signed by ``tls.trust_file``."""
+    tls_check_interval: float = tlsfiles.DEFAULT_CHECK_INTERVAL
+    """Seconds between looks at the certificate files for a rotation."""
+    metadata_tls: grpctls.ClientTlsConfig | None = None
+    """TLS of the channels to etcd (None: as the metadata URL says)."""
 
     @property
     def bookie_id(self) -> str:
@@ -111,14 +126,29 @@ class BookieServer:
         )
         self._grpc = grpc.aio.server(options=GRPC_SERVER_OPTIONS)
         self._grpc.add_generic_rpc_handlers((generic_handler(service),))
-        bound = self._grpc.add_insecure_port(f"{opts.bind_address}:{opts.port}")
+        address = f"{opts.bind_address}:{opts.port}"
+        if opts.tls is not None:
+            credentials = grpctls.server_credentials(
+                opts.tls,
+                require_client_auth=opts.tls_client_authentication,
+                check_interval=opts.tls_check_interval,
+            )
+            bound = self._grpc.add_secure_port(address, credentials)
+        else:
+            bound = self._grpc.add_insecure_port(address)
         if bound == 0:
             raise OSError(f"cannot listen on {opts.bind_address}:{opts.port}")
         await self._grpc.start()
         await self._start_http()
         await self._register()
         self._monitor = asyncio.create_task(self._watch_state())
-        log.info("bookie %s ready (grpc :%d, http :%d)", self.bookie_id, opts.port, self.http_port)
+        log.info(
+            "bookie %s ready (grpc%s :%d, http :%d)",
+            self.bookie_id,
+            "+tls" if opts.tls is not None else "",
+            opts.port,
+            self.http_port,
+        )
 
     async def _start_http(self) -> None:
         app = web.Application()
@@ -147,6 +177,7 @@ class BookieServer:
             "readOnly": bool(self.storage and self.storage.is_read_only),
             "httpPort": self.http_port,
             "version": __version__,
+            "tls": self.options.tls is not None,
         }
 
     def _key_for_state(self) -> str:
@@ -219,7 +250,7 @@ async def run(
     metadata_url: str, options: BookieOptions, *, ready: asyncio.Event | None = None
 ) -> None:
     """Run a bookie until SIGTERM/SIGINT."""
-    store = await open_store(metadata_url)
+    store = await open_store(metadata_url, tls=options.metadata_tls)
     server = BookieServer(store, options)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from magnetar.common import grpctls
 from magnetar.managed_ledger.api import ManagedLedgerConfig
 from magnetar.offload.config import S3Config
 from magnetar.security.config import SecurityConfig
@@ -103,6 +104,13 @@ class BrokerConfig:
     offload: S3Config | None = None
     """Where closed ledgers are offloaded (managedLedgerOffloadDriver and the
     s3ManagedLedgerOffload* keys); None: offload is off (docs/offload.md)."""
+
+    # --- internal hops over TLS (docs/security.md, "Internal hops: bookies and etcd") -------
+    bookkeeper_tls: grpctls.ClientTlsConfig | None = None
+    """TLS of the gRPC channels to bookies (bookkeeperTLS* keys); None: plaintext."""
+    metadata_tls: grpctls.ClientTlsConfig | None = None
+    """TLS of the channels to etcd (https endpoints, metadataStoreConfigPath); None: as
+    the metadata URL says."""
 
     @property
     def broker_id(self) -> str:

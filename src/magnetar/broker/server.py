@@ -206,8 +206,9 @@ wait_for_signal = aio.wait_for_signal
 
 async def run(metadata_url: str, config: BrokerConfig) -> None:
     """``magnetar broker``: serve until SIGTERM/SIGINT."""
-    store = await open_store(metadata_url)
-    ledgers = LedgerClient(store)
+    bookie_tls = config.bookkeeper_tls.open() if config.bookkeeper_tls is not None else None
+    store = await open_store(metadata_url, tls=config.metadata_tls)
+    ledgers = LedgerClient(store, tls=bookie_tls)
     managed_ledgers = open_managed_ledgers(store, ledgers, config.managed_ledger, config.offload)
     service = BrokerService(config=config, store=store, managed_ledgers=managed_ledgers)
     server = BrokerServer(service, http_extensions=[admin.extension])

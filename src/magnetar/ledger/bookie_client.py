@@ -5,6 +5,11 @@ per entry; a sender task drains the queue and coalesces consecutive entries of o
 into one request, a reader task resolves futures as the bookie confirms durability. When the
 stream breaks or an add outlives its timeout, every pending future fails with a BookieError
 (the ledger handle then changes its ensemble) and the next add opens a fresh stream.
+
+Over TLS (``tls``, the broker's bookkeeperTLS* settings) the client follows certificate
+rotation: when its files changed, new streams and calls go on a new channel with the new
+credentials; the old channel stays open for the stream and calls still on it and is closed once
+they are over, so a rotation drops nothing established.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any, Protocol
 
 import grpc
 
+from magnetar.common import grpctls
 from magnetar.ledger.errors import BookieError, NoSuchEntryError
 from magnetar.rpc import bookie_pb2, bookie_pb2_grpc
 
@@ -73,17 +79,60 @@ def _code_of(err: grpc.aio.AioRpcError) -> int:
 class BookieClient:
     """Client of one bookie. ``add`` pipelines; reads and control calls are unary."""
 
-    def __init__(self, bookie_id: str, *, add_timeout: float = 10.0, rpc_timeout: float = 10.0):
+    def __init__(
+        self,
+        bookie_id: str,
+        *,
+        add_timeout: float = 10.0,
+        rpc_timeout: float = 10.0,
+        tls: grpctls.ClientTls | None = None,
+    ):
         self.bookie_id = bookie_id
         self.add_timeout = add_timeout
         self.rpc_timeout = rpc_timeout
-        self._channel = grpc.aio.insecure_channel(bookie_id, options=GRPC_OPTIONS)
-        self._stub = bookie_pb2_grpc.BookieStub(self._channel)
+        self._tls = tls
+        self._tls_generation = tls.refresh() if tls is not None else 0
+        self._channel = grpctls.open_channel(bookie_id, GRPC_OPTIONS, tls)
+        self._current_stub = bookie_pb2_grpc.BookieStub(self._channel)
+        self._stream_channel: grpc.aio.Channel | None = None
+        """The channel the add stream runs on (an older one after a rotation)."""
+        self._retired: set[grpc.aio.Channel] = set()
+        self._closers: set[asyncio.Task[None]] = set()
         self._queue: deque[_QueuedAdd] = deque()
         self._wakeup = asyncio.Event()
         self._pending: dict[tuple[int, int], _QueuedAdd] = {}
         self._stream_task: asyncio.Task[None] | None = None
         self._closed = False
+
+    # --- the channel -------------------------------------------------------------------------
+
+    @property
+    def _stub(self) -> Any:
+        """The stub for a new stream or call: on a new channel once the TLS files rotated."""
+        if self._tls is not None and not self._closed:
+            generation = self._tls.refresh()
+            if generation != self._tls_generation:
+                self._tls_generation = generation
+                old = self._channel
+                self._channel = self._tls.channel(self.bookie_id, GRPC_OPTIONS)
+                self._current_stub = bookie_pb2_grpc.BookieStub(self._channel)
+                self._retired.add(old)
+                log.info("bookie %s: TLS rotated; new calls on a new channel", self.bookie_id)
+                if old is not self._stream_channel:
+                    self._close_later(old)
+        return self._current_stub
+
+    def _close_later(self, channel: grpc.aio.Channel) -> None:
+        """Close a retired channel once the unary calls still on it had their time."""
+
+        async def close() -> None:
+            await asyncio.sleep(self.rpc_timeout)
+            self._retired.discard(channel)
+            await channel.close()
+
+        task = asyncio.create_task(close())
+        self._closers.add(task)
+        task.add_done_callback(self._closers.discard)
 
     # --- adds -----------------------------------------------------------------------------
 
@@ -147,6 +196,7 @@ class BookieClient:
 
     async def _run_stream(self) -> None:
         call = self._stub.AddEntries(wait_for_ready=False)
+        channel = self._stream_channel = self._channel
         reader = asyncio.create_task(self._read_responses(call))
         watchdog = asyncio.create_task(self._watch_timeouts())
         error: BookieError | None = None
@@ -187,6 +237,10 @@ class BookieClient:
             for task in (reader, watchdog):
                 task.cancel()
             call.cancel()
+            if self._stream_channel is channel:
+                self._stream_channel = None
+            if channel in self._retired and not self._closed:
+                self._close_later(channel)
             self._fail_all(error)
 
     def _drain_requests(self) -> list[Any]:
@@ -328,7 +382,11 @@ class BookieClient:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._stream_task
         self._fail_all(BookieError(self.bookie_id, UNAVAILABLE, "client closed"))
-        await self._channel.close()
+        for task in list(self._closers):
+            task.cancel()
+        for channel in (*self._retired, self._channel):
+            await channel.close()
+        self._retired.clear()
 
 
 class LocalBookie(Protocol):

@@ -2,6 +2,12 @@
 
 It keeps one :class:`BookieClient` per bookie, learns the writable bookies from their leased
 registrations in the metadata store, and stores ledger metadata there by compare-and-set.
+
+Transport to bookies is one setting for the whole client (``tls``: the broker's
+bookkeeperTLS* keys): TLS with it, plaintext without. A bookie's registration says whether it
+serves TLS (``"tls": true``); a bookie whose transport differs from the client's cannot be
+reached, so it is left out of new ensembles with a warning naming it (ledgers already on it
+report the connection failure as any unreachable bookie does).
 """
 
 from __future__ import annotations
@@ -13,8 +19,14 @@ import secrets
 import time
 from collections.abc import Mapping
 
+from magnetar.common import grpctls
 from magnetar.ledger.bookie_client import BookieClient, LocalBookie, LocalBookieClient
-from magnetar.ledger.errors import BookieError, NoSuchEntryError, NoSuchLedgerError
+from magnetar.ledger.errors import (
+    BookieError,
+    NoSuchEntryError,
+    NoSuchLedgerError,
+    NotEnoughBookiesError,
+)
 from magnetar.ledger.handle import LedgerHandle
 from magnetar.ledger.metadata import Fragment, LedgerMetadata, check_quorums
 from magnetar.ledger.placement import DEFAULT_RACK, BookieInfo, PlacementPolicy, RackAwarePlacement
@@ -35,8 +47,12 @@ class LedgerClient:
         add_timeout: float = 10.0,
         rpc_timeout: float = 10.0,
         local_bookies: Mapping[str, LocalBookie] | None = None,
+        tls: grpctls.ClientTls | None = None,
     ) -> None:
         self.store = store
+        self.tls = tls
+        """Credentials of the channels to bookies (None: plaintext)."""
+        self._transport_mismatch: set[str] = set()
         self._local_bookies = dict(local_bookies or {})
         """Bookies in this process (standalone): adds to them skip gRPC."""
         self.placement: PlacementPolicy = placement or RackAwarePlacement()
@@ -56,7 +72,10 @@ class LedgerClient:
                 )
             else:
                 client = BookieClient(
-                    bookie_id, add_timeout=self.add_timeout, rpc_timeout=self.rpc_timeout
+                    bookie_id,
+                    add_timeout=self.add_timeout,
+                    rpc_timeout=self.rpc_timeout,
+                    tls=self.tls,
                 )
             self._bookies[bookie_id] = client
         return client
@@ -70,6 +89,10 @@ class LedgerClient:
                 info = json.loads(record.value) if record.value else {}
             except ValueError:
                 info = {}
+            if bookie_id not in self._local_bookies and not self._transport_matches(
+                bookie_id, info
+            ):
+                continue
             found.append(
                 BookieInfo(
                     bookie_id=bookie_id,
@@ -78,6 +101,23 @@ class LedgerClient:
                 )
             )
         return found
+
+    def _transport_matches(self, bookie_id: str, info: object) -> bool:
+        """Whether the bookie serves the transport this client speaks (TLS or plaintext)."""
+        serves_tls = isinstance(info, dict) and bool(info.get("tls", False))
+        if serves_tls == (self.tls is not None):
+            self._transport_mismatch.discard(bookie_id)
+            return True
+        if bookie_id not in self._transport_mismatch:
+            self._transport_mismatch.add(bookie_id)
+            log.warning(
+                "bookie %s serves %s but this client is configured for %s: not placing "
+                "ledgers on it (set the bookkeeperTLS* keys to match the bookies)",
+                bookie_id,
+                "TLS" if serves_tls else "plaintext",
+                "TLS" if self.tls is not None else "plaintext",
+            )
+        return False
 
     # --- metadata --------------------------------------------------------------------------
 
@@ -105,7 +145,17 @@ class LedgerClient:
     ) -> LedgerHandle:
         """Create a ledger on a fresh ensemble and return its writer."""
         check_quorums(ensemble_size, write_quorum, ack_quorum)
-        ensemble = self.placement.new_ensemble(await self.bookies(), ensemble_size)
+        available = await self.bookies()
+        try:
+            ensemble = self.placement.new_ensemble(available, ensemble_size)
+        except NotEnoughBookiesError as err:
+            if not self._transport_mismatch:
+                raise
+            raise NotEnoughBookiesError(
+                f"{err}; left out: {', '.join(sorted(self._transport_mismatch))}, which serve "
+                f"{'plaintext' if self.tls is not None else 'TLS'} while this client speaks "
+                f"{'TLS' if self.tls is not None else 'plaintext'}"
+            ) from err
         ledger_id = await self.store.next_id(keys.LEDGER_COUNTER)
         meta = LedgerMetadata(
             ledger_id=ledger_id,

@@ -6,8 +6,11 @@ metadata lives is in :mod:`magnetar.metadata.keys` (and docs/metadata.md).
 
 URLs:
 
-``etcd://host:port[,host:port...][?timeout=SECONDS]``
-    etcd v3 over gRPC; ``timeout`` bounds every operation (default 5 s).
+``etcd://host:port[,host:port...][?timeout=SECONDS][&tls=true]``
+    etcd v3 over gRPC; ``timeout`` bounds every operation (default 5 s); ``tls=true``
+    connects over TLS (Pulsar's ``etcd:https://...`` becomes this), trusting the system's
+    roots unless ``open_store`` is given TLS settings (which imply TLS: trusted CAs, a client
+    certificate for etcd's ``--client-cert-auth``).
 ``embedded:///absolute/dir[?history=REVISIONS]`` or ``embedded:relative/dir``
     the in-process store kept in that directory; ``history`` is how many revisions of
     watch history are kept (default 100000).
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import urllib.parse
 
+from magnetar.common import grpctls
 from magnetar.metadata import api
 
 __all__ = ["api", "open_store"]
@@ -63,11 +67,13 @@ def parse_etcd_endpoints(url: str, hosts: str) -> list[tuple[str, int]]:
     return endpoints
 
 
-async def open_store(url: str) -> api.MetadataStore:
-    """Open the metadata store named by ``url`` (see the module docstring).
+async def open_store(url: str, *, tls: grpctls.ClientTlsConfig | None = None) -> api.MetadataStore:
+    """Open the metadata store named by ``url`` (see the module docstring); ``tls``: how to
+    speak TLS to etcd.
 
-    Raises ValueError naming the problem for a malformed URL, StoreUnavailableError when
-    etcd does not answer within the deadline.
+    Raises ValueError naming the problem for a malformed URL or unusable TLS files (TLS
+    settings for an embedded store included), StoreUnavailableError when etcd does not answer
+    within the deadline (a refused TLS handshake included).
     """
     if not isinstance(url, str) or ":" not in url:
         raise ValueError(f"metadata store URL {url!r}: expected etcd://host:port or embedded:<dir>")
@@ -81,13 +87,25 @@ async def open_store(url: str) -> api.MetadataStore:
             raise ValueError(f"metadata store URL {url!r}: an etcd URL takes no path")
         if not hosts:
             raise ValueError(f"metadata store URL {url!r}: no etcd endpoint given")
-        params = _query(url, query, {"timeout"})
+        params = _query(url, query, {"timeout", "tls"})
         from magnetar.metadata import etcd
 
         endpoints = [etcd.Endpoint(h, p) for h, p in parse_etcd_endpoints(url, hosts)]
         timeout = _positive(url, "timeout", params.get("timeout", str(etcd.DEFAULT_TIMEOUT)), float)
-        return await etcd.EtcdStore.open(endpoints, op_timeout=timeout)
+        use_tls = params.get("tls", "false")
+        if use_tls not in ("true", "false"):
+            raise ValueError(f"metadata store URL {url!r}: tls must be true or false")
+        if use_tls == "true" and tls is None:
+            tls = grpctls.ClientTlsConfig()
+        if use_tls == "false" and "tls" in params and tls is not None:
+            raise ValueError(f"metadata store URL {url!r} says tls=false but TLS files are set")
+        client_tls = tls.open() if tls is not None else None
+        return await etcd.EtcdStore.open(endpoints, op_timeout=timeout, tls=client_tls)
     if scheme == "embedded":
+        if tls is not None:
+            raise ValueError(
+                f"metadata store URL {url!r}: TLS settings apply to etcd, not an embedded store"
+            )
         if rest.startswith("//"):
             authority, slash, path = rest[2:].partition("/")
             if authority:

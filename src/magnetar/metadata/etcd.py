@@ -24,6 +24,14 @@ Failure behaviour:
   ``on_lost`` callbacks run once and the lease is revoked in the background as soon as
   etcd answers again (etcd extends leases when it restarts, so without that the stale
   ephemeral keys would linger for another TTL).
+
+TLS (``tls``: trusted CAs, and a client certificate when etcd runs with
+``--client-cert-auth``): every channel is a TLS channel; a server etcd does not trust us on,
+or one whose certificate does not chain to our CAs, fails the handshake and the call raises
+:class:`api.StoreUnavailableError` carrying gRPC's reason. When the files rotate, the next
+call opens new channels with the new credentials; the old ones are closed after
+``RETIRED_CHANNEL_GRACE`` (the calls on them are over by then; a watch or keep-alive still on
+one reconnects on the new channel and resumes as after any broken stream).
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ import grpc
 import grpc.aio
 from aetcd import rpc
 
+from magnetar.common import grpctls
 from magnetar.metadata import api, keys
 from magnetar.metadata.lease import LeaseState
 
@@ -58,6 +67,9 @@ _CHANNEL_OPTIONS: list[tuple[str, Any]] = [
     ("grpc.max_receive_message_length", 256 * 1024 * 1024),
     ("grpc.max_send_message_length", 8 * 1024 * 1024),
 ]
+
+RETIRED_CHANNEL_GRACE = 30.0
+"""Seconds a channel replaced after a TLS rotation stays open (at least 3 timeouts)."""
 
 _UNAVAILABLE_CODES = frozenset(
     {
@@ -80,9 +92,9 @@ class Endpoint:
 class _Conn:
     """One channel to one etcd endpoint, with its stubs."""
 
-    def __init__(self, endpoint: Endpoint) -> None:
+    def __init__(self, endpoint: Endpoint, tls: grpctls.ClientTls | None = None) -> None:
         self.endpoint = endpoint
-        self.channel = grpc.aio.insecure_channel(str(endpoint), options=_CHANNEL_OPTIONS)
+        self.channel = grpctls.open_channel(str(endpoint), _CHANNEL_OPTIONS, tls)
         self.kv = rpc.KVStub(self.channel)
         self.watch = rpc.WatchStub(self.channel)
         self.lease = rpc.LeaseStub(self.channel)
@@ -197,7 +209,13 @@ class EtcdSession(LeaseState):
 class EtcdStore:
     """The etcd backend of :class:`api.MetadataStore`. Open it with :meth:`open`."""
 
-    def __init__(self, endpoints: Sequence[Endpoint], *, timeout: float) -> None:
+    def __init__(
+        self,
+        endpoints: Sequence[Endpoint],
+        *,
+        timeout: float,
+        tls: grpctls.ClientTls | None = None,
+    ) -> None:
         if not endpoints:
             raise ValueError("at least one etcd endpoint is needed")
         if timeout <= 0:
@@ -210,19 +228,45 @@ class EtcdStore:
         self._sessions: set[EtcdSession] = set()
         self._watch_calls: set[Any] = set()
         self._background: set[asyncio.Task[None]] = set()
+        self._tls = tls
+        self._tls_generation = tls.refresh() if tls is not None else 0
+        self._retired: list[_Conn] = []
 
     @classmethod
     async def open(
-        cls, endpoints: Sequence[Endpoint], *, op_timeout: float = DEFAULT_TIMEOUT
+        cls,
+        endpoints: Sequence[Endpoint],
+        *,
+        op_timeout: float = DEFAULT_TIMEOUT,
+        tls: grpctls.ClientTls | None = None,
     ) -> EtcdStore:
-        """Connect to etcd; raises StoreUnavailableError when it does not answer in time."""
-        store = cls(endpoints, timeout=op_timeout)
+        """Connect to etcd (over TLS with ``tls``); raises StoreUnavailableError when it does
+        not answer in time (a refused TLS handshake included, with gRPC's reason)."""
+        store = cls(endpoints, timeout=op_timeout, tls=tls)
         try:
             await store.revision()
+        except api.StoreUnavailableError as err:
+            why = await store._why_unreachable()
+            await store.close()
+            raise api.StoreUnavailableError(f"{err} ({why})" if why else str(err)) from err
         except BaseException:
             await store.close()
             raise
         return store
+
+    async def _why_unreachable(self) -> str:
+        """gRPC's reason each endpoint cannot be reached (a refused TLS handshake, a refused
+        connection): a call that does not wait for the channel fails with it at once."""
+        reasons = []
+        for index, endpoint in enumerate(self._endpoints):
+            stub = self._conn_at(index).kv
+            try:
+                await stub.Range(
+                    rpc.RangeRequest(key=b"/", count_only=True), timeout=1.0, wait_for_ready=False
+                )
+            except grpc.aio.AioRpcError as exc:
+                reasons.append(f"{endpoint}: {exc.details() or exc.code().name}")
+        return "; ".join(reasons)
 
     @property
     def timeout(self) -> float:
@@ -233,13 +277,40 @@ class EtcdStore:
     def _conn_at(self, index: int) -> _Conn:
         conn = self._conns[index]
         if conn is None:
-            conn = self._conns[index] = _Conn(self._endpoints[index])
+            conn = self._conns[index] = _Conn(self._endpoints[index], self._tls)
         return conn
+
+    def _follow_rotation(self) -> None:
+        """After the TLS files rotated: new channels for new calls, the old ones closed
+        after a grace period."""
+        if self._tls is None:
+            return
+        generation = self._tls.refresh()
+        if generation == self._tls_generation:
+            return
+        self._tls_generation = generation
+        retired = [conn for conn in self._conns if conn is not None]
+        self._conns = [None] * len(self._endpoints)
+        log.info("etcd: TLS credentials rotated; new channels for new calls")
+        if not retired:
+            return
+        self._retired.extend(retired)
+
+        async def close_retired() -> None:
+            await asyncio.sleep(max(RETIRED_CHANNEL_GRACE, 3 * self._timeout))
+            for conn in retired:
+                self._retired.remove(conn)
+                await conn.channel.close()
+
+        task = asyncio.get_running_loop().create_task(close_retired(), name="etcd-retire")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def _pick(self) -> _Conn:
         """The current endpoint's connection, skipping endpoints known to be failing."""
         if self._closed:
             raise api.StoreClosedError("the etcd store is closed")
+        self._follow_rotation()
         for step in range(len(self._endpoints)):
             index = (self._current + step) % len(self._endpoints)
             conn = self._conn_at(index)
@@ -614,6 +685,7 @@ class EtcdStore:
             task.cancel()
         for call in list(self._watch_calls):
             call.cancel()
-        for conn in self._conns:
+        for conn in [*self._conns, *self._retired]:
             if conn is not None:
                 await conn.channel.close()
+        self._retired.clear()
