@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from magnetar.broker import policies
 from magnetar.broker.contracts import BrokerError
@@ -73,6 +73,18 @@ class Access:
             return False
         return role in (await self._cache.tenant_admins(tenant) or ())
 
+    async def _grants(
+        self, identity: Identity | None, original_principal: str | None, tenant: str, ns: str
+    ) -> tuple[str, tuple[str, ...], Any] | None:
+        """(acting role, the tenant's admins, the namespace's auth_policies) for a role that
+        is not a super-user; None when no role acts."""
+        role = self.acting_role(identity, original_principal)
+        if role is None:
+            return None
+        policies_ = await self._cache.namespace(tenant, ns)
+        admins = await self._cache.tenant_admins(tenant) or ()
+        return role, admins, policies_.raw.get("auth_policies") if policies_ else None
+
     async def may(
         self,
         identity: Identity | None,
@@ -85,15 +97,15 @@ class Access:
         """Whether ``op`` on ``topic`` is allowed (always, with authorization off)."""
         if self.is_super_user(identity, original_principal):
             return True
-        role = self.acting_role(identity, original_principal)
-        if role is None:
+        grants = await self._grants(identity, original_principal, topic.tenant, topic.namespace)
+        if grants is None:
             return False
-        ns = await self._cache.namespace(topic.tenant, topic.namespace)
+        role, admins, auth = grants
         return authz.topic_allowed(
             op,
             role=role,
-            tenant_admins=await self._cache.tenant_admins(topic.tenant) or (),
-            auth_policies=ns.raw.get("auth_policies") if ns is not None else None,
+            tenant_admins=admins,
+            auth_policies=auth,
             topic=topic.full_name,
             base_topic=topic.base_name.full_name if topic.is_partition else None,
             subscription=subscription,
@@ -112,20 +124,12 @@ class Access:
         whole (its own grants; a grant on one topic does not count)."""
         if self.is_super_user(identity, original_principal):
             return
-        role = self.acting_role(identity, original_principal)
-        if role is not None:
-            ns = await self._cache.namespace(tenant, namespace)
-            if authz.namespace_allowed(
-                op,
-                role=role,
-                tenant_admins=await self._cache.tenant_admins(tenant) or (),
-                auth_policies=ns.raw.get("auth_policies") if ns is not None else None,
-            ):
+        grants = await self._grants(identity, original_principal, tenant, namespace)
+        if grants is not None:
+            role, admins, auth = grants
+            if authz.namespace_allowed(op, role=role, tenant_admins=admins, auth_policies=auth):
                 return
-        raise BrokerError(
-            pb.AuthorizationError,
-            f"Client with role {role!r} is not authorized to {_WHAT[op]} on {tenant}/{namespace}",
-        )
+        self._refuse(identity, original_principal, op, f"{tenant}/{namespace}")
 
     async def check(
         self,
@@ -140,11 +144,16 @@ class Access:
         if not await self.may(
             identity, op, topic, original_principal=original_principal, subscription=subscription
         ):
-            role = self.acting_role(identity, original_principal)
-            raise BrokerError(
-                pb.AuthorizationError,
-                f"Client with role {role!r} is not authorized to {_WHAT[op]} on {topic}",
-            )
+            self._refuse(identity, original_principal, op, str(topic))
+
+    def _refuse(
+        self, identity: Identity | None, original_principal: str | None, op: TopicOp, what: str
+    ) -> None:
+        role = self.acting_role(identity, original_principal)
+        raise BrokerError(
+            pb.AuthorizationError,
+            f"Client with role {role!r} is not authorized to {_WHAT[op]} on {what}",
+        )
 
 
 # --- the HTTP side -------------------------------------------------------------------------
