@@ -6,9 +6,10 @@ after the other; a loop in a thread of its own would add a hand-over per frame).
 ``connection.py``'s twin for them: the same handshake, PING/PONG and AUTH_CHALLENGE
 (``wire.session``), request ids (``wire.matching``), lookup (``wire.lookup``), TLS through
 an ``ssl.SSLContext``; reading with a deadline instead of callbacks. How a frame is read is
-``read_frame``, which a caller may replace: the Spark reader reads a MESSAGE's stored entry
-into a bytes object of its own (``spark/protocol_read.py``); the default decodes frames with
-``wire.frames``, for tests and tools.
+``read_frame``, which a subclass may replace: the Spark reader reads a MESSAGE's stored entry
+from the socket's buffered stream into a bytes object of its own
+(``spark/protocol_read.py``); the default decodes what ``recv`` returns with ``wire.frames``
+(for tests and tools: a read timing out loses nothing).
 """
 
 from __future__ import annotations
@@ -38,9 +39,6 @@ class AnyFrame(Protocol):
 
     @property
     def type(self) -> int: ...
-
-
-F = TypeVar("F", bound=AnyFrame)
 
 
 class BlockingConnection:
@@ -82,7 +80,7 @@ class BlockingConnection:
                 raise ConnectionLostError(f"TLS with {self.where} failed: {exc}") from None
         self.sock = sock
         self.stream = sock.makefile("rb", buffering=READ_BUFFER)
-        self.timed_out = False  # a read timed out mid-frame: the stream is unusable
+        self.timed_out = False  # (set by a frame reader cut by a timeout mid-frame)
         self._decoder: frames.FrameDecoder | None = None
         if handshake:
             try:
@@ -96,8 +94,11 @@ class BlockingConnection:
         HandshakeRefusedError when refused, ConnectionLostError when not answered in time."""
         self.send(self.session.connect())
         while self.session.state is session.State.CONNECTING:
-            if self.next(deadline, self.read_frame) is None:
+            frame = self.read(deadline)
+            if frame is None:
                 raise ConnectionLostError(f"{self.where} did not answer CONNECT in time")
+            self.session.receive(frame.command)  # (raises on anything but the handshake's)
+            self._flush_session()
         assert self.session.connected is not None
         return self.session.connected
 
@@ -110,12 +111,9 @@ class BlockingConnection:
         except OSError as exc:
             raise ConnectionLostError(f"sending to {self.where}: {exc}") from None
 
-    def next(self, deadline: float, read_one: Callable[[], F | None]) -> F | None:
-        """The next frame that is not the session's (PINGs are answered), read by
-        ``read_one`` (``read_frame``, or a caller's own reader); None when ``deadline``
-        (``time.monotonic()``) passed first -- the connection is unusable after that: a
-        frame may have been cut."""
-        receive = self.session.receive
+    def read(self, deadline: float) -> AnyFrame | None:
+        """The next frame as it comes (nothing answered), or None when ``deadline``
+        (``time.monotonic()``) passed first."""
         while True:
             if self.timed_out:
                 raise ConnectionLostError(f"reading from {self.where}: an earlier read timed out")
@@ -124,48 +122,65 @@ class BlockingConnection:
                 return None
             try:
                 self.sock.settimeout(left)
-                frame = read_one()
+                frame = self.read_frame()
             except TimeoutError:
-                self.timed_out = True
                 return None
             except OSError as exc:
                 raise ConnectionLostError(f"reading from {self.where}: {exc}") from None
+            if frame is not None:  # (None: an unknown command type, skipped as clients do)
+                return frame
+
+    def next(self, deadline: float) -> AnyFrame | None:
+        """The next frame that is not the session's (PINGs are answered), or None when
+        ``deadline`` (``time.monotonic()``) passed first."""
+        receive = self.session.receive
+        while True:
+            frame = self.read(deadline)
             if frame is None:
-                continue  # an unknown command type: skipped, as the clients do
+                return None
             if frame.type != _C.MESSAGE and receive(frame.command):
-                for cmd in self.session.take_outgoing():
-                    self.send(cmd)
+                self._flush_session()
                 continue
             return frame
 
+    def _flush_session(self) -> None:
+        for cmd in self.session.take_outgoing():
+            self.send(cmd)
+
     def exactly(self, n: int) -> bytes:
-        """``n`` bytes from the socket (for frame readers); ConnectionLostError at EOF."""
+        """``n`` bytes from the socket's buffered stream (for a frame reader that reads
+        frames in place); ConnectionLostError at EOF."""
         data = self.stream.read(n)
         if len(data) < n:
             raise ConnectionLostError(f"{self.where} closed the connection")
         return data  # type: ignore[no-any-return]
 
-    def read_frame(self) -> frames.Frame | None:
-        """One frame decoded by ``wire.frames`` (None: a command type unknown here)."""
-        if self._decoder is None:
-            self._decoder = frames.FrameDecoder(max_frame_size=frames.DEFAULT_MAX_FRAME_SIZE)
-        head = self.exactly(_SIZE)
-        size = int.from_bytes(head, "big")
-        try:
-            return next(self._decoder.feed(head + self.exactly(size)))
-        except StopIteration:
-            raise ConnectionLostError(f"undecodable data from {self.where}") from None
-        except WireError as exc:
-            if exc.fatal:
-                raise ConnectionLostError(f"undecodable data from {self.where}: {exc}") from None
-            return None
+    def read_frame(self) -> AnyFrame | None:
+        """One frame, read with the socket's timeout (None: a command type unknown here).
+        This one decodes with ``wire.frames`` what ``recv`` returns, and a timeout loses
+        nothing; a subclass may read differently (all its frames, the handshake's too)."""
+        decoder = self._decoder
+        if decoder is None:
+            decoder = self._decoder = frames.FrameDecoder(
+                max_frame_size=frames.DEFAULT_MAX_FRAME_SIZE
+            )
+        while True:
+            try:
+                frame = decoder.next_frame()
+            except WireError as exc:
+                if exc.fatal:
+                    raise ConnectionLostError(
+                        f"undecodable data from {self.where}: {exc}"
+                    ) from None
+                return None
+            if frame is not None:
+                return frame
+            data = self.sock.recv(65536)
+            if not data:
+                raise ConnectionLostError(f"{self.where} closed the connection")
+            decoder.push(data)
 
-    def request(
-        self,
-        cmd: pb.BaseCommand,
-        deadline: float,
-        read_one: Callable[[], AnyFrame | None] | None = None,
-    ) -> pb.BaseCommand:
+    def request(self, cmd: pb.BaseCommand, deadline: float) -> pb.BaseCommand:
         """Send ``cmd`` under a request id of this connection and return the answer carrying
         it (frames read meanwhile that answer nothing are dropped)."""
         rid = self.requests.next_id()
@@ -174,7 +189,7 @@ class BlockingConnection:
         try:
             self.send(cmd)
             while True:
-                frame = self.next(deadline, read_one or self.read_frame)
+                frame = self.next(deadline)
                 if frame is None:
                     what = commands.type_name(cmd.type)
                     raise ConnectionLostError(f"{self.where} did not answer {what} in time")
