@@ -103,11 +103,33 @@ class _Handle:
         self._recreating: asyncio.Task[None] | None = None
         self.reconnects = 0
 
-    async def _create_on(self, conn: connection.Connection) -> None:
+    success: int = _C.SUCCESS
+    """The answer that creates the handle."""
+
+    def _request(self) -> pb.BaseCommand:
+        """The PRODUCER or SUBSCRIBE that creates the handle."""
+        raise NotImplementedError
+
+    def _attach(self, conn: connection.Connection) -> None:
         raise NotImplementedError
 
     def _detach(self, conn: connection.Connection) -> None:
         raise NotImplementedError
+
+    def _created(self, conn: connection.Connection, answer: pb.BaseCommand) -> None:
+        """The broker created the handle on ``conn``."""
+        raise NotImplementedError
+
+    async def _create_on(self, conn: connection.Connection) -> None:
+        self._attach(conn)  # (before the answer: frames may follow it at once)
+        answer = await conn.request(self._request())
+        if answer.type != self.success:
+            self._detach(conn)
+            if answer.type == _C.ERROR:
+                raise RefusedError(answer.error.error, answer.error.message)
+            what = commands.type_name(self._request().type)
+            raise RefusedError(pb.UnknownError, f"{what} answered with {answer.type}")
+        self._created(conn, answer)
 
     async def _create(self) -> None:
         """Look the topic up and create the handle there, retrying what is retriable."""
@@ -218,24 +240,22 @@ class Producer(_Handle):
         await producer._create()
         return producer
 
-    async def _create_on(self, conn: connection.Connection) -> None:
-        conn.attach_producer(self.producer_id, self)
-        answer = await conn.request(
-            commands.producer(
-                topic=self.topic,
-                producer_id=self.producer_id,
-                request_id=0,
-                producer_name=self.name,
-                epoch=self.epoch,
-            )
+    success = _C.PRODUCER_SUCCESS
+
+    def _request(self) -> pb.BaseCommand:
+        return commands.producer(
+            topic=self.topic,
+            producer_id=self.producer_id,
+            request_id=0,
+            producer_name=self.name,
+            epoch=self.epoch,
         )
+
+    def _attach(self, conn: connection.Connection) -> None:
+        conn.attach_producer(self.producer_id, self)
+
+    def _created(self, conn: connection.Connection, answer: pb.BaseCommand) -> None:
         self.epoch += 1
-        if answer.type == _C.ERROR:
-            conn.detach_producer(self.producer_id)
-            raise RefusedError(answer.error.error, answer.error.message)
-        if answer.type != _C.PRODUCER_SUCCESS:
-            conn.detach_producer(self.producer_id)
-            raise RefusedError(pb.UnknownError, f"PRODUCER answered with {answer.type}")
         ok = answer.producer_success
         self.name = ok.producer_name
         if self.last_sequence_id < 0:
@@ -364,23 +384,20 @@ class Consumer(_Handle):
         await consumer._create()
         return consumer
 
-    async def _create_on(self, conn: connection.Connection) -> None:
-        conn.attach_consumer(self.consumer_id, self)
-        answer = await conn.request(
-            commands.subscribe(
-                topic=self.topic,
-                subscription=self.subscription,
-                consumer_id=self.consumer_id,
-                request_id=0,
-                sub_type=self.sub_type,
-                initial_position=self.initial_position,
-            )
+    def _request(self) -> pb.BaseCommand:
+        return commands.subscribe(
+            topic=self.topic,
+            subscription=self.subscription,
+            consumer_id=self.consumer_id,
+            request_id=0,
+            sub_type=self.sub_type,
+            initial_position=self.initial_position,
         )
-        if answer.type != _C.SUCCESS:
-            conn.detach_consumer(self.consumer_id)
-            if answer.type == _C.ERROR:
-                raise RefusedError(answer.error.error, answer.error.message)
-            raise RefusedError(pb.UnknownError, f"SUBSCRIBE answered with {answer.type}")
+
+    def _attach(self, conn: connection.Connection) -> None:
+        conn.attach_consumer(self.consumer_id, self)
+
+    def _created(self, conn: connection.Connection, answer: pb.BaseCommand) -> None:
         # what was queued but not received is redelivered by the subscription
         while not self._queue.empty():
             self._queue.get_nowait()
