@@ -12,7 +12,9 @@ one reused object), and a message's value is recorded as where it starts and end
 entry (``rows.Columns``), copied into the Arrow column once per record batch; the message id
 bytes are built from a per-entry prefix and a per-index suffix.
 
-It is the protocol any Pulsar broker speaks, as the official client speaks it for a reader:
+It is the protocol any Pulsar broker speaks, as the official client speaks it for a reader,
+over a blocking connection of the client layer (``magnetar.client.blocking``: handshake,
+PING/PONG, request ids, the lookup's redirects) whose frame reader is this module's:
 CONNECT; LOOKUP of the topic partition, following redirects and answering
 ``proxy_through_service_url`` by connecting to the service URL with ``proxy_to_broker_url``
 (a Magnetar or Pulsar proxy); SUBSCRIBE of a non-durable exclusive subscription starting at
