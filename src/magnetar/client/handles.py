@@ -7,10 +7,10 @@ one cluster. Both need what the official clients do on a connection: a producer 
 sequence ids and gets a receipt per message, in order; a consumer subscribes, grants permits
 (FLOW), receives and acknowledges. When the broker closes the producer or consumer (an
 unload, a topic moving) or the connection is lost, the handle looks the topic up again and
-re-creates itself, after a backoff with jitter (``Backoff``) so that many clients do not come
-back at the same instant: a producer resends what had no receipt, under the same sequence ids
-(the broker's deduplication drops what it already stored); a consumer's subscription
-redelivers what was not acknowledged.
+re-creates itself, after a backoff with jitter (``backoff.Backoff``) so that many clients do
+not come back at the same instant: a producer resends what had no receipt, under the same
+sequence ids (the broker's deduplication drops what it already stored); a consumer's
+subscription redelivers what was not acknowledged.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import asyncio
 import collections
 import dataclasses
 import logging
-import random
 import time
 from typing import Final
 
 from magnetar.client import connection, pool
+from magnetar.client.backoff import Backoff
 from magnetar.wire import batch, commands, frames, lookup, pb, session
 from magnetar.wire.ids import MessageId
 
@@ -51,26 +51,6 @@ _RETRIABLE: Final = frozenset(
 )
 """Answers that mean "not now": the topic loading or moving, a previous incarnation of this
 producer or consumer not yet gone."""
-
-
-class Backoff:
-    """Delays between attempts: doubling from ``initial_s`` up to ``max_s``, each drawn at
-    random from its upper half (jitter) so that clients that lost the same broker spread."""
-
-    def __init__(
-        self, *, initial_s: float = 0.1, max_s: float = 30.0, rng: random.Random | None = None
-    ) -> None:
-        self.initial_s, self.max_s = initial_s, max_s
-        self._rng = rng or random.Random()  # noqa: S311 (jitter, not secrecy)
-        self._next = initial_s
-
-    def next(self) -> float:
-        ceiling = self._next
-        self._next = min(self._next * 2, self.max_s)
-        return self._rng.uniform(ceiling / 2, ceiling)
-
-    def reset(self) -> None:
-        self._next = self.initial_s
 
 
 @dataclasses.dataclass(frozen=True)

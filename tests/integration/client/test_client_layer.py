@@ -14,7 +14,7 @@ import pytest
 
 from magnetar.broker.contracts import BrokerError
 from magnetar.broker.transactions import remote
-from magnetar.client import blocking, connection, handles, pool
+from magnetar.client import backoff, blocking, connection, handles, pool
 from magnetar.wire import commands, lookup, pb, urls
 from tests.support import standalone as standalone_procs
 from tests.support.standalone import StandaloneProc, admin_call
@@ -105,7 +105,7 @@ async def test_handles_come_back_after_an_unload(
     standalone: StandaloneProc, clients: pool.ConnectionPool
 ) -> None:
     topic = f"{NS}/unloaded"
-    fast = handles.Backoff(initial_s=0.05, max_s=0.5)
+    fast = backoff.Backoff(initial_s=0.05, max_s=0.5)
     consumer = await handles.Consumer.subscribe(clients, topic, "sub", backoff=fast)
     producer = await handles.Producer.create(clients, topic, backoff=fast)
     first = await producer.send(b"before")
