@@ -43,7 +43,7 @@ from typing import Any, Final, NamedTuple, cast
 from google.protobuf.message import DecodeError
 
 from magnetar import __version__
-from magnetar.client import blocking
+from magnetar.client import backoff, blocking
 from magnetar.client.connection import ConnectionLostError
 from magnetar.spark.options import MagnetarSourceError, Position
 from magnetar.spark.rows import (
@@ -238,7 +238,7 @@ class _RangeReader:
         retriable for ``OPERATION_TIMEOUT_S``."""
         self._drop_link()
         deadline = time.monotonic() + OPERATION_TIMEOUT_S
-        delay = 0.1
+        delays = backoff.Backoff(initial_s=0.1, max_s=2.0)
         while True:
             try:
                 link = self._owner(deadline)
@@ -257,6 +257,7 @@ class _RangeReader:
                 problem = str(exc)
             except _Lost as exc:
                 problem = str(exc)
+            delay = delays.next()
             if time.monotonic() + delay >= deadline:
                 raise MagnetarSourceError(
                     f"reading {self.topic}: could not subscribe within "
@@ -264,7 +265,6 @@ class _RangeReader:
                 )
             log.info("reading %s: %s; retrying in %.1f s", self.topic, problem, delay)
             time.sleep(delay)
-            delay = min(delay * 2, 2.0)
 
     def _subscribe_on(self, link: _Link, deadline: float) -> None:
         a = self.after
