@@ -9,15 +9,17 @@ state machine: the connection hands each received command to ``receive`` and wri
 ``outgoing`` holds; what ``receive`` does not take is the caller's (answers to requests,
 MESSAGE, SEND_RECEIPT...).
 
-Authentication plugs in here and only here: an ``AuthProvider`` gives CONNECT its method and
-data and answers each AUTH_CHALLENGE (the broker's refresh of expiring credentials, or a
-multi-step method such as SASL). No provider is implemented in this module.
+Authentication plugs in here and only here: an ``AuthProvider`` (anything with a ``method``
+and ``auth_data()``, as the security package's client credentials have) gives CONNECT its
+method and data and answers each AUTH_CHALLENGE (the broker's refresh of expiring
+credentials; a ``ChallengeAnswerer`` for a multi-step method such as SASL). No provider is
+implemented in this module.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from magnetar.wire import commands, pb
 
@@ -25,21 +27,26 @@ _C = pb.BaseCommand
 
 
 class AuthProvider(Protocol):
-    """Credentials of a client connection (Pulsar's ``Authentication`` /
-    ``AuthenticationDataProvider``)."""
+    """Credentials of a client connection (Pulsar's ``Authentication``): the method name
+    and data CONNECT carries; an AUTH_CHALLENGE (the broker refreshing expiring credentials)
+    is answered with ``auth_data()`` again, read afresh (a rotated token is picked up)."""
 
     @property
     def method(self) -> str:
-        """The method name put in CONNECT (``token``, ``tls``, ``sasl``...)."""
+        """The method name put in CONNECT (``token``, ``basic``, ``tls``...)."""
         ...
 
-    def initial_data(self) -> bytes:
-        """The data CONNECT carries."""
+    def auth_data(self) -> bytes:
+        """The data CONNECT (and each answer to a challenge) carries."""
         ...
 
-    def challenge(self, data: bytes) -> bytes:
-        """The answer to an AUTH_CHALLENGE carrying ``data``."""
-        ...
+
+@runtime_checkable
+class ChallengeAnswerer(Protocol):
+    """A provider whose answer depends on the challenge's data (a multi-step method such as
+    SASL); others answer with ``auth_data()``."""
+
+    def answer_challenge(self, data: bytes) -> bytes: ...
 
 
 class HandshakeRefusedError(Exception):
@@ -87,7 +94,7 @@ class ClientSession:
             client_version=self.client_version,
             protocol_version=self.protocol_version,
             auth_method_name=self.auth.method if self.auth is not None else None,
-            auth_data=self.auth.initial_data() if self.auth is not None else None,
+            auth_data=self.auth.auth_data() if self.auth is not None else None,
         )
         if self.proxy_to:
             cmd.connect.proxy_to_broker_url = self.proxy_to
@@ -138,7 +145,12 @@ class ClientSession:
         r.client_version = self.client_version
         r.protocol_version = self.protocol_version
         r.response.auth_method_name = self.auth.method
-        r.response.auth_data = self.auth.challenge(challenge.challenge.auth_data)
+        data = challenge.challenge.auth_data
+        auth = self.auth
+        answer = (
+            auth.answer_challenge(data) if isinstance(auth, ChallengeAnswerer) else auth.auth_data()
+        )
+        r.response.auth_data = answer
         self.outgoing.append(response)
 
     def take_outgoing(self) -> list[pb.BaseCommand]:

@@ -22,13 +22,15 @@ Serve = Callable[[Script], Awaitable[urls.Address]]
 
 @dataclasses.dataclass
 class _Token:
+    """A token that was rotated between CONNECT and the broker's challenge."""
+
     method: str = "token"
+    tokens: tuple[bytes, ...] = (b"first", b"rotated")
+    reads: int = 0
 
-    def initial_data(self) -> bytes:
-        return b"first"
-
-    def challenge(self, data: bytes) -> bytes:
-        return b"answer-to-" + data
+    def auth_data(self) -> bytes:
+        self.reads += 1
+        return self.tokens[min(self.reads, len(self.tokens)) - 1]
 
 
 async def _frame(reader: asyncio.StreamReader) -> frames.Frame:
@@ -75,7 +77,7 @@ async def test_credentials_answer_the_challenge_then_requests_flow(peer: Serve) 
     conn = await connection.connect(address, options=connection.Options(auth=_Token()))
     connect, response = seen
     assert (connect.connect.auth_method_name, connect.connect.auth_data) == ("token", b"first")
-    assert response.authResponse.response.auth_data == b"answer-to-refresh"
+    assert response.authResponse.response.auth_data == b"rotated"
     subscribe = commands.subscribe(topic="t", subscription="s", consumer_id=1, request_id=0)
     assert (await conn.request(subscribe)).type == _C.SUCCESS
     conn.close()

@@ -12,17 +12,27 @@ from magnetar.wire import commands, pb, session
 
 @dataclasses.dataclass
 class _Token:
-    """Credentials that change on every challenge (as a refreshed token does)."""
+    """A token read afresh at every use (as a rotated token file is)."""
 
     method: str = "token"
-    refreshed: int = 0
+    reads: int = 0
 
-    def initial_data(self) -> bytes:
-        return b"token-0"
+    def auth_data(self) -> bytes:
+        self.reads += 1
+        return b"token-%d" % self.reads
 
-    def challenge(self, data: bytes) -> bytes:
-        self.refreshed += 1
-        return b"token-%d-for-" % self.refreshed + data
+
+@dataclasses.dataclass
+class _Sasl:
+    """A method whose answer depends on the challenge."""
+
+    method: str = "sasl"
+
+    def auth_data(self) -> bytes:
+        return b"hello"
+
+    def answer_challenge(self, data: bytes) -> bytes:
+        return b"answer-to-" + data
 
 
 def test_connect_then_connected_then_ping_answered() -> None:
@@ -49,10 +59,9 @@ def test_an_error_refuses_the_handshake() -> None:
 
 
 def test_credentials_go_in_connect_and_answer_each_challenge() -> None:
-    auth = _Token()
-    s = session.ClientSession(client_version="c", auth=auth)
+    s = session.ClientSession(client_version="c", auth=_Token())
     connect = s.connect().connect
-    assert (connect.auth_method_name, connect.auth_data) == ("token", b"token-0")
+    assert (connect.auth_method_name, connect.auth_data) == ("token", b"token-1")
     challenge = commands.auth_challenge(
         server_version="m", protocol_version=21, method="token", data=b"refresh"
     )
@@ -60,8 +69,18 @@ def test_credentials_go_in_connect_and_answer_each_challenge() -> None:
     (answer,) = s.take_outgoing()
     assert answer.type == pb.BaseCommand.AUTH_RESPONSE
     r = answer.authResponse.response
-    assert (r.auth_method_name, r.auth_data) == ("token", b"token-1-for-refresh")
+    assert (r.auth_method_name, r.auth_data) == ("token", b"token-2")  # read afresh
     assert s.state is session.State.CONNECTING  # CONNECTED still to come
+
+
+def test_a_multi_step_method_answers_with_the_challenge() -> None:
+    s = session.ClientSession(client_version="c", auth=_Sasl())
+    assert s.connect().connect.auth_data == b"hello"
+    s.receive(
+        commands.auth_challenge(server_version="m", protocol_version=21, method="sasl", data=b"x")
+    )
+    (answer,) = s.take_outgoing()
+    assert answer.authResponse.response.auth_data == b"answer-to-x"
 
 
 def test_a_challenge_without_credentials_is_refused_clearly() -> None:
