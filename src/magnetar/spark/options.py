@@ -255,6 +255,11 @@ def service_url(options: Mapping[str, str]) -> str:
         raise MagnetarSourceError(f"option serviceUrl: {exc}") from None
     if parsed.tls:
         raise MagnetarSourceError(f"option serviceUrl {url!r}: TLS is not supported here yet")
+    if len(parsed.addresses) > 1:
+        raise MagnetarSourceError(
+            f"option serviceUrl {url!r}: name one host (a proxy or a Service in front of the "
+            "brokers); the executors' read path connects to one"
+        )
     return url
 
 
