@@ -26,7 +26,7 @@ from magnetar.broker.service import BrokerService
 from magnetar.managed_ledger.memory import MemoryManagedLedgerFactory
 from magnetar.metadata import api as md
 from magnetar.metadata import open_store
-from magnetar.wire import commands, frames, pb
+from magnetar.wire import commands, frames, matching, pb, session
 from magnetar.wire.ids import MessageId
 from tests.support.procs import LOOPBACK, free_port
 from tests.support.wait import eventually
@@ -140,11 +140,11 @@ class Client:
         self._decoder = frames.FrameDecoder()
         self._read = 0
         self.frames: list[frames.Frame] = []
-        self._rid = 0
+        self.session = session.ClientSession(client_version="inproc")
+        self._requests: matching.Pending[None] = matching.Pending()
 
     def rid(self) -> int:
-        self._rid += 1
-        return self._rid
+        return self._requests.next_id()
 
     def send(self, cmd: pb.BaseCommand, payload: bytes | None = None) -> None:
         data = (
@@ -178,8 +178,9 @@ class Client:
         return found
 
     async def connect(self) -> None:
-        self.send(commands.connect(client_version="inproc", protocol_version=20))
-        await self.expect(_C.CONNECTED)
+        self.send(self.session.connect())
+        connected = await self.expect(_C.CONNECTED)
+        assert self.session.receive(connected.command)
 
     async def producer(self, producer_id: int, topic: str = TOPIC) -> str:
         self.send(commands.producer(topic=topic, producer_id=producer_id, request_id=self.rid()))

@@ -15,9 +15,6 @@ from magnetar.offload.config import S3Config
 from magnetar.security.config import SecurityConfig
 from magnetar.wire import frames
 
-PROTOCOL_VERSION = 21
-"""Highest Pulsar protocol version this broker speaks (CONNECTED announces min(client, ours))."""
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerConfig:

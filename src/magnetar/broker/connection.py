@@ -41,7 +41,6 @@ from typing import Any, Final
 
 from magnetar import __version__
 from magnetar.broker import access, requests, schemas, topic_list
-from magnetar.broker.config import PROTOCOL_VERSION
 from magnetar.broker.consumers import ConsumerCommands
 from magnetar.broker.contracts import BROKER_REQUEST_ID, PRODUCER_CLOSE_REQUEST_ID, BrokerError
 from magnetar.broker.producer import AccessMode, Producer
@@ -247,7 +246,7 @@ class ServerConnection:
     def _on_connect(self, cmd: pb.CommandConnect) -> None:
         self._client_version = cmd.client_version
         self._client_features = cmd.feature_flags
-        self._protocol_version = min(cmd.protocol_version, PROTOCOL_VERSION)
+        self._protocol_version = min(cmd.protocol_version, commands.PROTOCOL_VERSION)
         if cmd.HasField("original_principal") and cmd.original_principal:
             self.original_principal = cmd.original_principal
         authenticator = self.service.access.authenticator

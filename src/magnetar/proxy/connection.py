@@ -22,15 +22,9 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Final, cast
 
 from magnetar import __version__
-from magnetar.proxy.brokers import (
-    PROTOCOL_VERSION,
-    BrokerLinks,
-    Brokers,
-    BrokerUnavailableError,
-    host_port,
-)
+from magnetar.proxy.brokers import BrokerLinks, Brokers, BrokerUnavailableError
 from magnetar.proxy.config import ProxyConfig
-from magnetar.wire import commands, frames, pb
+from magnetar.wire import commands, frames, lookup, matching, pb, urls
 from magnetar.wire.errors import WireError
 
 log = logging.getLogger(__name__)
@@ -199,7 +193,7 @@ class ProxyConnection(asyncio.Protocol):
         self.send(
             commands.connected(
                 server_version=SERVER_VERSION,
-                protocol_version=min(connect.protocol_version, PROTOCOL_VERSION),
+                protocol_version=min(connect.protocol_version, commands.PROTOCOL_VERSION),
                 max_message_size=self.config.max_message_size,
                 feature_flags=pb.FeatureFlags(
                     supports_get_partitioned_metadata_without_auto_creation=True
@@ -213,7 +207,7 @@ class ProxyConnection(asyncio.Protocol):
         try:
             if not await self.brokers.is_broker(url):
                 raise BrokerUnavailableError(f"{url} is not a broker of this cluster")
-            host, port = host_port(url)
+            host, port = urls.broker_address(url, bare=True)
             loop = asyncio.get_running_loop()
             async with asyncio.timeout(self.config.request_timeout_s):
                 transport, side = await loop.create_connection(
@@ -263,9 +257,7 @@ class ProxyConnection(asyncio.Protocol):
         elif t in _FORWARDED:
             self._spawn(self._forward(cmd))
         else:
-            rid = (
-                getattr(commands.body(cmd), "request_id", None) if commands.has_body(cmd) else None
-            )
+            rid = matching.request_id_of(cmd)
             if rid is None:
                 log.info(
                     "%s: %s on a lookup connection; closing", self._remote, commands.type_name(t)
@@ -295,17 +287,20 @@ class ProxyConnection(asyncio.Protocol):
         raise AssertionError("unreachable")
 
     async def _forward(self, cmd: pb.BaseCommand) -> None:
-        rid = commands.body(cmd).request_id  # type: ignore[attr-defined]
+        rid = matching.request_id_of(cmd) or 0
         try:
             _, answer = await self._ask_any(cmd)
         except BrokerUnavailableError as exc:
             self._fail(cmd, rid, str(exc))
             return
-        commands.body(answer).request_id = rid  # type: ignore[attr-defined]
+        matching.set_request_id(answer, rid)
         self.send(answer)
 
     async def _lookup(self, cmd: pb.BaseCommand) -> None:
+        """Follow the lookup's redirects (``wire.lookup``) from any broker to the owner, and
+        answer the client: Connect, through this proxy."""
         rid = cmd.lookupTopic.request_id
+        chain = lookup.Redirects(max_redirects=self.config.max_redirects)
 
         def ask(authoritative: bool) -> pb.BaseCommand:
             out = pb.BaseCommand()
@@ -317,33 +312,33 @@ class ProxyConnection(asyncio.Protocol):
 
         try:
             _, answer = await self._ask_any(ask(False))
-            for _ in range(self.config.max_redirects + 1):
-                if answer.type != _C.LOOKUP_RESPONSE:
-                    commands.body(answer).request_id = rid  # type: ignore[attr-defined]
-                    self.send(answer)
-                    return
-                r = answer.lookupTopicResponse
-                if r.response == pb.CommandLookupTopicResponse.Failed:
-                    self.send(
-                        commands.lookup_response(request_id=rid, error=r.error, message=r.message)
-                    )
-                    return
-                self.brokers.learn(r.brokerServiceUrl)
-                if r.response == pb.CommandLookupTopicResponse.Redirect:
-                    answer = await self.links.request(r.brokerServiceUrl, ask(r.authoritative))
-                    continue
+            while isinstance(step := chain.answer(answer), lookup.Ask):
+                broker = step.target.broker
+                assert broker is not None  # (a redirect names a broker)
+                self.brokers.learn(broker)
+                answer = await self.links.request(broker, ask(step.authoritative))
+            owner = step.target.broker
+            assert owner is not None
+            self.brokers.learn(owner)
+        except lookup.LookupFailedError as exc:
+            if isinstance(exc, lookup.TooManyRedirectsError):
+                self._fail(cmd, rid, exc.message)
+            else:
                 self.send(
-                    commands.lookup_response(
-                        request_id=rid,
-                        broker_service_url=r.brokerServiceUrl,
-                        authoritative=True,
-                        proxy_through_service_url=True,
-                    )
+                    commands.lookup_response(request_id=rid, error=exc.code, message=exc.message)
                 )
-                return
-            self._fail(cmd, rid, f"more than {self.config.max_redirects} lookup redirects")
+            return
         except BrokerUnavailableError as exc:
             self._fail(cmd, rid, str(exc))
+            return
+        self.send(
+            commands.lookup_response(
+                request_id=rid,
+                broker_service_url=owner,
+                authoritative=True,
+                proxy_through_service_url=True,
+            )
+        )
 
     def _fail(self, cmd: pb.BaseCommand, rid: int, message: str) -> None:
         log.info("%s: %s failed: %s", self._remote, commands.type_name(cmd.type), message)

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from magnetar.spark.options import MagnetarSourceError, Position, rest_path
+from magnetar.wire import urls
 
 TIMEOUT_S = 10.0
 
@@ -52,10 +53,14 @@ class PartitionState:
 
 def check_reachable(url: str, *, what: str) -> None:
     """Fail fast, naming the URL, when nothing listens there (pulsar:// or http(s)://)."""
-    parts = urlsplit(url.replace("pulsar://", "tcp://", 1))
-    host, port = parts.hostname or "", parts.port
-    if port is None:
-        port = 443 if parts.scheme == "https" else 80
+    if "://" in url and not url.startswith("http"):
+        try:
+            host, port = urls.parse_service_url(url).first
+        except urls.BadUrlError as exc:
+            raise MagnetarSourceError(f"{what}: {exc}") from None
+    else:
+        parts = urlsplit(url)
+        host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
     try:
         with socket.create_connection((host, port), timeout=3.0):
             return

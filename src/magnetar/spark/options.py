@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
+from magnetar.wire import urls
+
 MAX_BATCH: Final = 2**31 - 1
 """A batch index after every real one: ``(L, E, MAX_BATCH)`` is the end of entry ``E``."""
 
@@ -245,11 +247,18 @@ def read_path(options: Mapping[str, str]) -> str:
 
 def service_url(options: Mapping[str, str]) -> str:
     url = options.get("serviceurl", "").strip()
-    if not re.match(r"^pulsar://[^/:]+:\d+/?$", url):
+    if not url:
+        raise MagnetarSourceError("option serviceUrl (pulsar://host:port) is required")
+    try:
+        parsed = urls.parse_service_url(url)
+    except urls.BadUrlError as exc:
+        raise MagnetarSourceError(f"option serviceUrl: {exc}") from None
+    if parsed.tls:
+        raise MagnetarSourceError(f"option serviceUrl {url!r}: TLS is not supported here yet")
+    if len(parsed.addresses) > 1:
         raise MagnetarSourceError(
-            f"option serviceUrl must be pulsar://host:port, not {url!r}"
-            if url
-            else "option serviceUrl (pulsar://host:port) is required"
+            f"option serviceUrl {url!r}: name one host (a proxy or a Service in front of the "
+            "brokers); the executors' read path connects to one"
         )
     return url
 

@@ -12,7 +12,9 @@ one reused object), and a message's value is recorded as where it starts and end
 entry (``rows.Columns``), copied into the Arrow column once per record batch; the message id
 bytes are built from a per-entry prefix and a per-index suffix.
 
-It is the protocol any Pulsar broker speaks, as the official client speaks it for a reader:
+It is the protocol any Pulsar broker speaks, as the official client speaks it for a reader,
+over a blocking connection of the client layer (``magnetar.client.blocking``: handshake,
+PING/PONG, request ids, the lookup's redirects) whose frame reader is this module's:
 CONNECT; LOOKUP of the topic partition, following redirects and answering
 ``proxy_through_service_url`` by connecting to the service URL with ``proxy_to_broker_url``
 (a Magnetar or Pulsar proxy); SUBSCRIBE of a non-durable exclusive subscription starting at
@@ -30,19 +32,19 @@ does not split -- is read by that loop instead, from the last message read on (`
 
 from __future__ import annotations
 
-import itertools
+import functools
 import logging
 import secrets
-import socket
 import struct
 import time
-import zlib
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Final, NamedTuple
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Final, NamedTuple, cast
 
 from google.protobuf.message import DecodeError
 
 from magnetar import __version__
+from magnetar.client import backoff, blocking
+from magnetar.client.connection import ConnectionLostError
 from magnetar.spark.options import MagnetarSourceError, Position
 from magnetar.spark.rows import (
     ARROW_BATCH_ROWS,
@@ -52,14 +54,12 @@ from magnetar.spark.rows import (
     parent_and_index,
     poll_timeout_message,
 )
-from magnetar.wire import commands, frames, pb
-from magnetar.wire.errors import WireError
+from magnetar.wire import batch, commands, frames, lookup, pb, session, urls
+from magnetar.wire.errors import CorruptBatchError, UnsupportedCompressionError, WireError
 from magnetar.wire.ids import EARLIEST, MessageId
 
 log = logging.getLogger(__name__)
 
-PROTOCOL_VERSION: Final = 20
-"""What the official clients (pulsar-client 3.x, C++ 4.x) announce in CONNECT."""
 CLIENT_VERSION: Final = f"magnetar-spark-{__version__}"
 PERMITS: Final = 10_000
 """Messages the broker may send ahead of the loop (the official reader had a receiver queue
@@ -68,16 +68,11 @@ OPERATION_TIMEOUT_S: Final = 30.0
 """How long looking the topic up and subscribing may take, retries included (the official
 client's operation timeout in ``read.read_range``)."""
 CLOSE_TIMEOUT_S: Final = 5.0
-MAX_REDIRECTS: Final = 20
-"""Lookup redirects followed (the official clients' default)."""
 MAX_RECONNECTS: Final = 10
 """Reconnections in a row without a message read in between before the task fails."""
 MAX_FRAME_SIZE: Final = 128 * 1024 * 1024 + frames.FRAME_PADDING
 """The largest frame accepted: brokers announce their own limit (5 MiB by default), this
 only guards against a garbled size."""
-READ_BUFFER: Final = 256 * 1024
-"""The socket's read buffer: small frames are read from it, a large stored message mostly
-straight into its own bytes object."""
 
 _C = pb.BaseCommand
 _RETRIABLE: Final = frozenset({pb.ServiceNotReady, pb.TooManyRequests})
@@ -89,16 +84,15 @@ _U32: Final = struct.Struct(">I")
 _SIZES: Final = struct.Struct(">II")
 _MAGIC_U32: Final = struct.Struct(">HI")
 
-
-class _Lost(Exception):
-    """The connection is gone or unusable: connect and subscribe again."""
+_Lost = ConnectionLostError
+"""The connection is gone or unusable: connect and subscribe again."""
 
 
 class _Refused(Exception):
     """A broker (or proxy) answered with a ServerError."""
 
     def __init__(self, code: int, message: str) -> None:
-        super().__init__(f"{_error_name(code)}: {message}")
+        super().__init__(f"{commands.error_name(code)}: {message}")
         self.code = code
 
 
@@ -106,100 +100,28 @@ class _Unsupported(Exception):
     """An entry this loop does not decode: the official client's loop reads on from here."""
 
 
-def _error_name(code: int) -> str:
-    try:
-        return pb.ServerError.Name(code)  # type: ignore[arg-type]
-    except ValueError:
-        return f"ServerError({code})"
+class _Link(blocking.BlockingConnection):
+    """One blocking connection of the client layer to a broker, directly or piped by a proxy
+    to the broker named in ``proxy_to``, whose MESSAGE frames are read by ``_frame``."""
 
+    def next_entry(self, deadline: float) -> _Frame | None:
+        """The next frame (MESSAGE ones as ``read_frame`` reads them), or None when
+        ``deadline`` passed first (the link is unusable after that: a frame may have been
+        cut)."""
+        return cast(_Frame | None, self.next(deadline))
 
-def _address(url: str) -> tuple[str, int]:
-    """``pulsar://host:port[/]`` -> (host, port)."""
-    rest = url.strip()
-    host, _, port = rest.removeprefix("pulsar://").rstrip("/").rpartition(":")
-    if not rest.startswith("pulsar://") or not host or not port.isdigit():
-        # (a lookup answering with a TLS URL only: not retried, TLS is not there yet)
-        raise _Refused(pb.UnknownError, f"broker URL {url!r} is not pulsar://host:port")
-    return host.strip("[]"), int(port)
-
-
-class _Link:
-    """One blocking connection to a broker, directly or piped by a proxy to the broker
-    named in ``proxy_to``: CONNECT on opening, PONG to the broker's PINGs while reading."""
-
-    def __init__(self, address: tuple[str, int], *, proxy_to: str | None, deadline: float) -> None:
-        self.address, self.proxy_to = address, proxy_to
-        self.where = f"{address[0]}:{address[1]}" + (f" (proxy to {proxy_to})" if proxy_to else "")
-        try:
-            self.sock = socket.create_connection(address, timeout=_left(deadline))
-        except OSError as exc:
-            raise _Lost(f"cannot connect to {self.where}: {exc}") from None
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.stream = self.sock.makefile("rb", buffering=READ_BUFFER)
-        self.timed_out = False  # a read timed out mid-frame: the stream is unusable
-        try:
-            connect = commands.connect(
-                client_version=CLIENT_VERSION, protocol_version=PROTOCOL_VERSION
-            )
-            if proxy_to:
-                connect.connect.proxy_to_broker_url = proxy_to
-            self.send(connect)
-            frame = self.next(deadline)
-            if frame is None:
-                raise _Lost(f"{self.where} did not answer CONNECT in time")
-            if frame.type == _C.ERROR:
-                raise _Refused(frame.command.error.error, frame.command.error.message)
-            if frame.type != _C.CONNECTED:
-                raise _Refused(
-                    pb.UnknownError,
-                    f"{self.where} answered CONNECT with {commands.type_name(frame.type)} "
-                    "(authentication is not supported by the source)",
-                )
-        except BaseException:
-            self.close()
-            raise
-
-    def send(self, cmd: pb.BaseCommand) -> None:
-        try:
-            self.sock.sendall(frames.encode_command(cmd))
-        except OSError as exc:
-            raise _Lost(f"sending to {self.where}: {exc}") from None
-
-    def next(self, deadline: float) -> _Frame | None:
-        """The next frame, or None when ``deadline`` (``time.monotonic()``) passed first
-        (the link is unusable after that: a frame may have been cut)."""
-        while True:
-            if self.timed_out:
-                raise _Lost(f"reading from {self.where}: an earlier read timed out")
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            try:
-                self.sock.settimeout(left)
-                frame = self._frame()
-            except TimeoutError:
-                self.timed_out = True
-                return None
-            except OSError as exc:
-                raise _Lost(f"reading from {self.where}: {exc}") from None
-            if frame is None:
-                continue  # an unknown command type: skipped, as the clients do
-            if frame.type == _C.PING:
-                self.send(commands.pong())
-                continue
-            return frame
-
-    def _exactly(self, n: int) -> bytes:
-        data = self.stream.read(n)
-        if len(data) < n:
-            raise _Lost(f"{self.where} closed the connection")
-        return data  # type: ignore[no-any-return]
-
-    def _frame(self) -> _Frame | None:
+    def read_frame(self) -> _Frame | None:
         """Read one frame (None: a command of a type unknown here, skipped). A MESSAGE's
         stored message (from its metadata size on) is read into a bytes object of its own:
         checksummed and split where it lies (see the module's docstring)."""
-        read = self._exactly
+        try:
+            return self._frame()
+        except TimeoutError:
+            self.timed_out = True  # (the stream may hold part of a frame)
+            raise
+
+    def _frame(self) -> _Frame | None:
+        read = self.exactly
         total, size = _SIZES.unpack(read(8))
         if total > MAX_FRAME_SIZE or size > total - 4:
             raise _Lost(f"undecodable data from {self.where}: frame {total}, command {size}")
@@ -232,26 +154,6 @@ class _Link:
             raise _Lost(f"undecodable data from {self.where}: a MESSAGE without its metadata")
         return _Frame(cmd, cmd.type, stored, crc)
 
-    def request(self, cmd: pb.BaseCommand, deadline: float) -> pb.BaseCommand:
-        """Send ``cmd`` and return the answer carrying its request id."""
-        rid = getattr(commands.body(cmd), "request_id")  # noqa: B009 (requests have one)
-        self.send(cmd)
-        while True:
-            frame = self.next(deadline)
-            if frame is None:
-                raise _Lost(f"{self.where} did not answer {commands.type_name(cmd.type)} in time")
-            answer = frame.command
-            if (
-                frame.type != _C.MESSAGE
-                and commands.has_body(answer)
-                and getattr(commands.body(answer), "request_id", None) == rid
-            ):
-                return answer
-
-    def close(self) -> None:
-        self.stream.close()
-        self.sock.close()
-
 
 class _Frame(NamedTuple):
     """A frame as the read loop needs it."""
@@ -262,10 +164,6 @@ class _Frame(NamedTuple):
     """A MESSAGE's stored message: [u32 metadata size][MessageMetadata][payload]."""
     crc: int | None
     """Its crc32c, when the broker sent one."""
-
-
-def _left(deadline: float) -> float:
-    return max(0.001, deadline - time.monotonic())
 
 
 def read_range(
@@ -296,7 +194,10 @@ class _RangeReader:
     def __init__(
         self, service_url: str, topic: str, after: Position, until: Position, poll_ms: int
     ) -> None:
-        self.service = _address(service_url)
+        try:
+            self.service = urls.parse_service_url(service_url)
+        except urls.BadUrlError as exc:
+            raise MagnetarSourceError(f"reading {topic}: {exc}") from None
         self.topic = topic
         self.after = after  # the last message appended to the rows (or the range's start)
         self.until = until
@@ -305,8 +206,7 @@ class _RangeReader:
         self.parent, self.index = parent_and_index(topic)
         self.subscription = f"reader-{secrets.token_hex(5)}"
         self.consumer_name = f"magnetar-spark-{secrets.token_hex(5)}"
-        self._request_ids = itertools.count(1)
-        self._consumer_ids = itertools.count(1)
+        self._consumer_ids = 0
         self.link: _Link | None = None
         self.consumer_id = 0
         self.granted = 0  # messages delivered since the last FLOW
@@ -317,51 +217,28 @@ class _RangeReader:
 
     def _owner(self, deadline: float) -> _Link:
         """A connection to the broker serving the topic (LOOKUP, redirects followed)."""
-        link = _Link(self.service, proxy_to=None, deadline=deadline)
-        authoritative = False
-        try:
-            for _ in range(MAX_REDIRECTS + 1):
-                ask = commands.lookup(
-                    topic=self.topic,
-                    request_id=next(self._request_ids),
-                    authoritative=authoritative,
-                )
-                answer = link.request(ask, deadline)
-                if answer.type == _C.ERROR:
-                    raise _Refused(answer.error.error, answer.error.message)
-                if answer.type != _C.LOOKUP_RESPONSE:
-                    raise _Lost(f"{link.where} answered LOOKUP with {answer.type}")
-                r = answer.lookupTopicResponse
-                if r.response == pb.CommandLookupTopicResponse.Failed:
-                    raise _Refused(r.error, r.message)
-                url = r.brokerServiceUrl
-                proxied = r.proxy_through_service_url
-                if r.response == pb.CommandLookupTopicResponse.Redirect:
-                    following = self._link_to(url, proxied, deadline)
-                    link.close()
-                    link, authoritative = following, r.authoritative
-                    continue
-                if not proxied and link.proxy_to is None and _address(url) == link.address:
-                    return link  # the broker asked serves the topic itself
-                owner = self._link_to(url, proxied, deadline)
-                link.close()
-                return owner
-            raise _Refused(pb.ServiceNotReady, f"more than {MAX_REDIRECTS} lookup redirects")
-        except BaseException:
-            link.close()
-            raise
 
-    def _link_to(self, url: str, proxied: bool, deadline: float) -> _Link:
-        if proxied:
-            return _Link(self.service, proxy_to=url, deadline=deadline)
-        return _Link(_address(url), proxy_to=None, deadline=deadline)
+        def connect(address: urls.Address, proxy_to: str | None) -> _Link:
+            return _Link(
+                address, proxy_to=proxy_to, deadline=deadline, client_version=CLIENT_VERSION
+            )
+
+        try:
+            return blocking.find_owner(
+                topic=self.topic, service=self.service, connect=connect, deadline=deadline
+            )
+        except (lookup.LookupFailedError, session.HandshakeRefusedError) as exc:
+            raise _Refused(exc.code, exc.message) from None
+        except urls.BadUrlError as exc:
+            # (a lookup answering with a URL this loop cannot use: not retried)
+            raise _Refused(pb.UnknownError, str(exc)) from None
 
     def _subscribe(self) -> None:
         """Look the topic up and subscribe at the entry of ``after``, retrying what is
         retriable for ``OPERATION_TIMEOUT_S``."""
         self._drop_link()
         deadline = time.monotonic() + OPERATION_TIMEOUT_S
-        delay = 0.1
+        delays = backoff.Backoff(initial_s=0.1, max_s=2.0)
         while True:
             try:
                 link = self._owner(deadline)
@@ -380,6 +257,7 @@ class _RangeReader:
                 problem = str(exc)
             except _Lost as exc:
                 problem = str(exc)
+            delay = delays.next()
             if time.monotonic() + delay >= deadline:
                 raise MagnetarSourceError(
                     f"reading {self.topic}: could not subscribe within "
@@ -387,18 +265,18 @@ class _RangeReader:
                 )
             log.info("reading %s: %s; retrying in %.1f s", self.topic, problem, delay)
             time.sleep(delay)
-            delay = min(delay * 2, 2.0)
 
     def _subscribe_on(self, link: _Link, deadline: float) -> None:
         a = self.after
         start = EARLIEST if a.ledger < 0 or a.entry < 0 else MessageId(a.ledger, a.entry)
-        cid = next(self._consumer_ids)
+        self._consumer_ids += 1
+        cid = self._consumer_ids
         answer = link.request(
             commands.subscribe(
                 topic=self.topic,
                 subscription=self.subscription,
                 consumer_id=cid,
-                request_id=next(self._request_ids),
+                request_id=0,  # (the connection's own)
                 sub_type=pb.CommandSubscribe.Exclusive,
                 consumer_name=self.consumer_name,
                 durable=False,
@@ -427,9 +305,7 @@ class _RangeReader:
             return
         try:
             link.request(
-                commands.close_consumer(
-                    consumer_id=self.consumer_id, request_id=next(self._request_ids)
-                ),
+                commands.close_consumer(consumer_id=self.consumer_id, request_id=0),
                 time.monotonic() + CLOSE_TIMEOUT_S,
             )
         except (_Lost, _Refused):
@@ -452,7 +328,7 @@ class _RangeReader:
             deadline = time.monotonic() + poll_s
             try:
                 while not finished:
-                    frame = link.next(deadline)
+                    frame = link.next_entry(deadline)
                     if frame is None:
                         raise MagnetarSourceError(
                             poll_timeout_message(
@@ -653,39 +529,46 @@ def _pairs(kvs: Any) -> list[tuple[str, str]]:
 
 def _unacked(words: Any) -> frozenset[int]:
     """The batch indexes a MESSAGE's ack_set leaves to deliver (bit set: not acknowledged)."""
-    out = set()
-    for k, word in enumerate(words):
-        word &= (1 << 64) - 1
-        while word:
-            low = word & -word
-            out.add(64 * k + low.bit_length() - 1)
-            word ^= low
-    return frozenset(out)
+    return frozenset(batch.unacked_from_ack_set(words))
+
+
+@functools.cache
+def _arrow_codecs() -> Mapping[int, batch.Decompressor]:
+    """The codecs besides ZLIB, from pyarrow (imported on the first compressed entry):
+    those this pyarrow has."""
+    import pyarrow as pa
+
+    def codec(name: str) -> batch.Decompressor:
+        def run(payload: Any, size: int) -> bytes:
+            out: bytes = pa.decompress(payload, decompressed_size=size, codec=name, asbytes=True)
+            return out
+
+        return run
+
+    return {
+        code: codec(name) for code, name in _ARROW_CODECS.items() if pa.Codec.is_available(name)
+    }
 
 
 def _payload(md: pb.MessageMetadata, stored: bytes, start: int, where: str) -> tuple[bytes, int]:
-    """An entry's payload, decompressed: the bytes holding it and where it starts there."""
+    """An entry's payload, decompressed (``wire.batch.decompress``): the bytes holding it
+    and where it starts there."""
     codec = md.compression
     if codec == pb.NONE:
         return stored, start
-    payload = memoryview(stored)[start:]
-    size = md.uncompressed_size
     try:
-        if codec == pb.ZLIB:
-            out = zlib.decompress(payload, bufsize=max(size, 1))
-        elif codec in _ARROW_CODECS:
-            import pyarrow as pa
-
-            name = _ARROW_CODECS[codec]
-            if not pa.Codec.is_available(name):
-                raise _Unsupported(f"entry {where} is {name}-compressed; pyarrow lacks {name}")
-            out = pa.decompress(payload, decompressed_size=size, codec=name, asbytes=True)
-        else:
-            raise _Unsupported(f"entry {where} has compression {codec}, unknown here")
-    except (zlib.error, ValueError, OSError) as exc:  # (pyarrow's errors are ValueError/OSError)
+        out = batch.decompress(
+            memoryview(stored)[start:], codec, md.uncompressed_size, codecs=_arrow_codecs()
+        )
+    except UnsupportedCompressionError:
+        lacking = _ARROW_CODECS.get(codec)
+        if lacking is not None:
+            raise _Unsupported(
+                f"entry {where} is {lacking}-compressed; pyarrow lacks {lacking}"
+            ) from None
+        raise _Unsupported(f"entry {where} has compression {codec}, unknown here") from None
+    except CorruptBatchError as exc:
         raise _Unsupported(f"entry {where} does not decompress: {exc}") from None
-    if len(out) != size:
-        raise _Unsupported(f"entry {where} decompressed to {len(out)} bytes, not {size}")
     return bytes(out), 0
 
 

@@ -19,8 +19,8 @@ import base64
 import binascii
 import struct
 import zlib
-from collections.abc import Iterable, Iterator
-from typing import Final, NamedTuple
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Final, NamedTuple, TypeAlias
 
 from google.protobuf.message import DecodeError
 
@@ -130,25 +130,40 @@ def build_batch(messages: Iterable[tuple[pb.SingleMessageMetadata, Buffer]]) -> 
     return b"".join(parts)
 
 
-def decompress(payload: Buffer, compression: int, uncompressed_size: int) -> bytes | Buffer:
-    """Undo an entry's compression (NONE returns the input unchanged)."""
+Decompressor: TypeAlias = Callable[[Buffer, int], bytes]
+"""``(payload, uncompressed size) -> bytes`` of one codec; raises ValueError or OSError on
+a payload that does not decompress."""
+
+
+def decompress(
+    payload: Buffer,
+    compression: int,
+    uncompressed_size: int,
+    *,
+    codecs: Mapping[int, Decompressor] | None = None,
+) -> bytes | Buffer:
+    """Undo an entry's compression (NONE returns the input unchanged). ZLIB is built in;
+    ``codecs`` adds others (the Spark reader's, from pyarrow). CorruptBatchError when the
+    payload does not decompress to the size its metadata announces,
+    UnsupportedCompressionError for a codec not available."""
     if compression == pb.NONE:
         return payload
-    if compression == pb.ZLIB:
-        try:
-            out = zlib.decompress(payload, bufsize=max(uncompressed_size, 1))
-        except zlib.error as exc:
-            raise CorruptBatchError(f"zlib payload does not decompress: {exc}") from None
-        if len(out) != uncompressed_size:
-            raise CorruptBatchError(
-                f"decompressed {len(out)} bytes, metadata says {uncompressed_size}"
-            )
-        return out
     known = compression in _KNOWN_CODECS
     name = (
         pb.CompressionType.Name(pb.CompressionType.ValueType(compression)) if known else compression
     )
-    raise UnsupportedCompressionError(f"compression {name} is not available")
+    try:
+        if compression == pb.ZLIB:
+            out = zlib.decompress(payload, bufsize=max(uncompressed_size, 1))
+        elif codecs is not None and compression in codecs:
+            out = codecs[compression](payload, uncompressed_size)
+        else:
+            raise UnsupportedCompressionError(f"compression {name} is not available")
+    except (zlib.error, ValueError, OSError) as exc:
+        raise CorruptBatchError(f"{name} payload does not decompress: {exc}") from None
+    if len(out) != uncompressed_size:
+        raise CorruptBatchError(f"decompressed {len(out)} bytes, metadata says {uncompressed_size}")
+    return out
 
 
 _KNOWN_CODECS: Final = frozenset(pb.CompressionType.values())

@@ -26,6 +26,11 @@ ServerError: TypeAlias = pb.ServerError.ValueType
 
 _C = pb.BaseCommand
 
+PROTOCOL_VERSION: Final = 21
+"""The highest protocol version Magnetar speaks, as a server (CONNECTED answers the lower of
+the client's and this) and as a client (what its own connections announce in CONNECT). The
+only definition: tests/unit/structure/test_client_layer.py fails on a second one."""
+
 #: BaseCommand field name of each command type's sub-command (its field number == the type).
 FIELD_BY_TYPE: Final[Mapping[int, str]] = {
     value: pb.BaseCommand.DESCRIPTOR.fields_by_number[value].name
@@ -47,6 +52,14 @@ def type_name(command_type: int) -> str:
         return pb.BaseCommand.Type.Name(command_type)  # type: ignore[arg-type]
     except ValueError:
         return f"UNKNOWN({command_type})"
+
+
+def error_name(code: int) -> str:
+    """``5`` -> ``"ServiceNotReady"``; unknown codes give ``"ServerError(n)"``."""
+    try:
+        return pb.ServerError.Name(code)  # type: ignore[arg-type]
+    except ValueError:
+        return f"ServerError({code})"
 
 
 def body(cmd: pb.BaseCommand) -> Message:
@@ -462,7 +475,7 @@ def topic_migrated(
 def connect(
     *,
     client_version: str = "magnetar-wire",
-    protocol_version: int = 20,
+    protocol_version: int = PROTOCOL_VERSION,
     auth_method_name: str | None = None,
     auth_data: bytes | None = None,
     feature_flags: pb.FeatureFlags | None = None,

@@ -88,13 +88,18 @@ def _send_frame(producer_id: int, sequence_id: int, name: str, payload: bytes) -
     )
 
 
-def test_handshake_announces_version_and_size(raw: RawClient) -> None:
+def test_handshake_announces_version_and_size(standalone: StandaloneProc, raw: RawClient) -> None:
     connected = raw.handshake()
     assert connected.server_version
-    assert connected.protocol_version == 20  # min(client's 20, ours)
+    assert connected.protocol_version == commands.PROTOCOL_VERSION
     assert connected.max_message_size == 5 * 1024 * 1024
     raw.command(commands.ping())
     assert raw.read().type == pb.BaseCommand.PONG
+    older = RawClient(standalone.port, protocol_version=20)
+    try:
+        assert older.handshake().protocol_version == 20  # min(client's 20, ours)
+    finally:
+        older.close()
 
 
 def test_random_bytes_close_the_connection(raw: RawClient) -> None:

@@ -1,4 +1,5 @@
-"""The protocol read loop's frame reader (``protocol_read._Link``) on a socket pair: a
+"""The protocol read loop's frame reader (``protocol_read._Link``, a blocking connection of
+the client layer) on a socket pair: a
 MESSAGE's stored message comes out as its own bytes with or without a checksum section and
 after a broker entry metadata section, PINGs are answered, commands of unknown types are
 skipped, and garbage or a cut frame loses the connection."""
@@ -13,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from magnetar.spark import protocol_read as pr
-from magnetar.wire import commands, frames, pb
+from magnetar.wire import commands, frames, pb, session, urls
 from magnetar.wire.ids import MessageId
 
 _C = pb.BaseCommand
@@ -23,7 +24,8 @@ _C = pb.BaseCommand
 def pair() -> Iterator[tuple[pr._Link, socket.socket]]:
     ours, theirs = socket.socketpair()
     link = pr._Link.__new__(pr._Link)
-    link.address, link.proxy_to, link.where = ("test", 0), None, "test"
+    link.address, link.proxy_to, link.where = urls.Address("test", 0), None, "test"
+    link.session = session.ClientSession(client_version="test")  # (PINGs answered)
     link.sock, link.stream, link.timed_out = ours, ours.makefile("rb"), False
     try:
         yield link, theirs
@@ -42,7 +44,7 @@ def _message(consumer_id: int = 1) -> pb.BaseCommand:
 
 
 def _next(link: pr._Link) -> pr._Frame | None:
-    return link.next(time.monotonic() + 5)
+    return link.next_entry(time.monotonic() + 5)
 
 
 def test_a_message_with_a_checksum(pair: tuple[pr._Link, socket.socket]) -> None:
@@ -105,7 +107,7 @@ def test_garbage_a_cut_frame_and_a_timeout_lose_the_link(
     ours, theirs = socket.socketpair()
     link.sock, link.stream = ours, ours.makefile("rb")
     theirs.sendall(frames.encode_command(commands.success(5))[:-2])
-    assert link.next(time.monotonic() + 0.2) is None  # the frame never completes
+    assert link.next_entry(time.monotonic() + 0.2) is None  # the frame never completes
     with pytest.raises(pr._Lost, match="timed out"):
         _next(link)  # its start was consumed: the link is not used again
     theirs.close()

@@ -5,6 +5,7 @@ noticed), properties come ordered by key, and the ``readPath`` option is checked
 
 from __future__ import annotations
 
+import re
 import struct
 import zlib
 
@@ -210,3 +211,17 @@ def test_an_entry_that_does_not_split_leaves_the_rows_before_it_alone() -> None:
         reader._entry(_entry_frame(1, _batch_payload()[:-3], 5), cols)
     assert cols.rows == 5 and cols.batch(schema).equals(before)  # nothing of entry 1:1
     assert reader.after == Position(1, 0, 4)  # the fallback reads on from there
+
+
+def test_the_service_url_option() -> None:
+    assert opts.service_url({"serviceurl": " pulsar://b:6650/ "}) == "pulsar://b:6650/"
+    assert opts.service_url({"serviceurl": "pulsar://b"}) == "pulsar://b"  # (port 6650)
+    for url, says in [
+        ("", "option serviceUrl (pulsar://host:port) is required"),
+        ("b:6650", "expected pulsar://host:port"),
+        ("pulsar://b:x", "port 'x' is not a number"),
+        ("pulsar+ssl://b:6651", "TLS is not supported here yet"),
+        ("pulsar://a:6650,b:6650", "name one host"),
+    ]:
+        with pytest.raises(MagnetarSourceError, match=re.escape(says)):
+            opts.service_url({"serviceurl": url})

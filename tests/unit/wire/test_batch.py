@@ -99,6 +99,23 @@ def test_split_entry_batched_plain_and_compressed() -> None:
         batch.decompress(zlib.compress(b"abc"), pb.ZLIB, 10)
 
 
+def test_decompress_with_a_codec_given_by_the_caller() -> None:
+    def reverse(payload: object, size: int) -> bytes:  # (a codec only this test knows)
+        data = bytes(payload)  # type: ignore[call-overload]
+        if not data.startswith(b"!"):
+            raise ValueError("not reversed")
+        return data[:0:-1]
+
+    codecs = {pb.LZ4: reverse}
+    assert batch.decompress(b"!cba", pb.LZ4, 3, codecs=codecs) == b"abc"
+    with pytest.raises(CorruptBatchError, match="LZ4 payload does not decompress: not reversed"):
+        batch.decompress(b"abc", pb.LZ4, 3, codecs=codecs)
+    with pytest.raises(CorruptBatchError, match="decompressed 2 bytes, metadata says 3"):
+        batch.decompress(b"!ba", pb.LZ4, 3, codecs=codecs)
+    with pytest.raises(UnsupportedCompressionError, match="ZSTD is not available"):
+        batch.decompress(b"x", pb.ZSTD, 1, codecs=codecs)
+
+
 def test_routing_key() -> None:
     assert batch.routing_key(pb.SingleMessageMetadata(payload_size=0)) is None
     assert batch.routing_key(pb.SingleMessageMetadata(partition_key="k")) == b"k"

@@ -7,14 +7,14 @@ import pulsar
 
 from magnetar.wire import commands, pb
 from tests.integration.broker.subscriptions.helpers import publish
-from tests.integration.broker.subscriptions.rawclient import RawClient
+from tests.support.raw_client import FrameLog
 from tests.support.standalone import StandaloneProc
 
 
 def test_priority_and_active_consumer_change_events(
     standalone: StandaloneProc, client: pulsar.Client, topic: str
 ) -> None:
-    raw = RawClient(standalone.port)
+    raw = FrameLog(standalone.port)
     try:
         assert raw.subscribe(topic, "fo", 1, name="a", priority=2).type == pb.BaseCommand.SUCCESS
         assert raw.active_events() == [(1, True)]
@@ -25,7 +25,7 @@ def test_priority_and_active_consumer_change_events(
         assert raw.subscribe(topic, "fo", 3, name="b", priority=2).type == pb.BaseCommand.SUCCESS
         assert raw.active_events() == [(3, False)]
         for cid in (1, 2, 3):
-            raw.send(commands.flow(consumer_id=cid, permits=100))
+            raw.command(commands.flow(consumer_id=cid, permits=100))
         publish(client, topic, ["m0", "m1"])
         raw.wait_for(lambda f: f.type == pb.BaseCommand.MESSAGE, timeout=5)
         raw.pump(0.3)
@@ -34,7 +34,7 @@ def test_priority_and_active_consumer_change_events(
         close = pb.BaseCommand(type=pb.BaseCommand.CLOSE_CONSUMER)
         close.close_consumer.consumer_id = 2
         close.close_consumer.request_id = raw.request_id()
-        raw.send(close)
+        raw.command(close)
         raw.wait_for(lambda f: f.type == pb.BaseCommand.SUCCESS)
         assert sorted(raw.active_events()) == [(1, True), (3, False)]
         got = []

@@ -6,7 +6,7 @@ import pulsar
 
 from magnetar.wire import commands, pb
 from tests.integration.broker.subscriptions.helpers import drain, publish, texts
-from tests.integration.broker.subscriptions.rawclient import RawClient
+from tests.support.raw_client import FrameLog
 from tests.support.standalone import StandaloneProc
 
 SharedT = pulsar.ConsumerType.Shared
@@ -62,11 +62,11 @@ def test_connection_drop_redelivers_to_the_others(
     client: pulsar.Client, topic: str, standalone: StandaloneProc
 ) -> None:
     """A consumer whose connection dies (no CLOSE_CONSUMER) gives its messages back too."""
-    raw = RawClient(standalone.port)
+    raw = FrameLog(standalone.port)
     try:
         ok = raw.subscribe(topic, "sh", 1, sub_type=pb.CommandSubscribe.Shared, name="raw")
         assert ok.type == pb.BaseCommand.SUCCESS
-        raw.send(commands.flow(consumer_id=1, permits=5))
+        raw.command(commands.flow(consumer_id=1, permits=5))
         publish(client, topic, [f"m{i}" for i in range(5)])
         got = []
         while len(got) < 5:
