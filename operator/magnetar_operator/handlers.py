@@ -274,7 +274,8 @@ async def _delete(body: kopf.Body, memo: kopf.Memo, kind: str, retry: int) -> No
         post("Warning", "ClusterGone", f"{e}: nothing to delete in Pulsar")
     except AdminError as e:
         if e.status == 409:
-            await _delete_blocked(state.kube, body, kind, e)  # raises: retried
+            delay = resources.backoff(retry, first=FIRST_RETRY_DELAY, cap=RETRY_DELAY)
+            await _delete_blocked(state.kube, body, kind, e, delay)  # raises: retried
         elif e.retryable:
             _retry_or_give_up(post, e, retry)
         else:
@@ -284,16 +285,19 @@ async def _delete(body: kopf.Body, memo: kopf.Memo, kind: str, retry: int) -> No
     state.forget(body)
 
 
-async def _delete_blocked(kube: Kube, body: kopf.Body, kind: str, e: AdminError) -> None:
+async def _delete_blocked(
+    kube: Kube, body: kopf.Body, kind: str, e: AdminError, delay: float
+) -> None:
     """The tenant/namespace still holds what this resource did not create: say so and retry
-    (never forced) until its owner removes it."""
+    (never forced) until its owner removes it -- soon at first: a Topic deleted in the same
+    command is usually gone within a second."""
     cond = conditions.Condition(conditions.READY, False, "DeleteBlocked", str(e))
     if not conditions.holds(body.get("status", {}).get("conditions"), cond):
         # One event when the deletion becomes blocked (or blocked for another reason), not
         # one per retry: the Ready condition says it is still blocked.
         _events(body)("Warning", "DeleteBlocked", f"{e}: retrying, never forced")
     await _write_status(kube, body, kind, cond, {})
-    raise kopf.TemporaryError(str(e), delay=RETRY_DELAY) from e
+    raise kopf.TemporaryError(str(e), delay=delay) from e
 
 
 def _retry_or_give_up(post: cluster.EventFn, e: Exception, retry: int) -> None:
