@@ -40,18 +40,19 @@ seed=$(date +%s)  # new payments on every run
 cat <<MSG
 
 [demo] ready in $(( $(date +%s) - t0 ))s. From this machine:
-  eval "\$(scripts/k8s/cluster.sh env)"         # kubectl and helm for this cluster
-  pulsar://$proxy:6650                       # clients (through the proxy)
-  http://$proxy:8080                         # admin API: .venv/bin/magnetar admin --admin-url http://$proxy:8080 tenants list
+  eval "\$(scripts/k8s/cluster.sh env)"    # kubectl and helm for this cluster
   kubectl -n $NS get mgc,mgt,mgtp,pods
+  clients (through the proxy): pulsar://$proxy:6650
+  admin API (through the proxy): http://$proxy:8080, e.g.
+    .venv/bin/magnetar admin --admin-url http://$proxy:8080 tenants list
 
 Grafana dashboards: not available yet. Monitoring is not part of the local cluster: the
 chart can ship its dashboards as ConfigMaps for a Grafana with the dashboard sidecar
 (monitoring.grafanaDashboards.enabled) and a ServiceMonitor for the Prometheus Operator,
 but neither Prometheus nor Grafana runs here, so there is no dashboard to open.
-Brokers and bookies serve Prometheus metrics on /metrics (port 8080 of the broker pods).
+Brokers and bookies serve Prometheus metrics on /metrics (ports 8080 and 8000 of their pods).
 
 Remove it:
-  helm uninstall magnetar --namespace $NS        # the cluster, tenant and topic go first
+  helm uninstall magnetar --namespace $NS    # the cluster, tenant and topic go first
   make cluster-down
 MSG
