@@ -17,9 +17,10 @@ run: setup
 GO := $(shell command -v go 2>/dev/null || ls /usr/local/go/bin/go 2>/dev/null)
 
 # As root (the project's machines), the images are built (scripts/images/build.sh installs and
-# starts Docker; cached) so tests/images run, and the reduced PulsarCluster suite runs on the
-# local cluster (brought up and torn down by it): install, an offload to the chart's MinIO,
-# one bookie kill, one version roll.
+# starts Docker; cached) so tests/images run, then on the local cluster (each brings it up and
+# tears it down): docs/kubernetes.md's quick start run literally (e2e/test_docs.py, reduced form:
+# without `make demo`), and the reduced PulsarCluster suite: install, an offload to the chart's
+# MinIO, one bookie kill, one version roll.
 # Without root or Go they skip with a message naming what is missing.
 test: setup lint
 	@if [ -n "$(GO)" ]; then PATH="$$(dirname $(GO)):$$PATH" bash scripts/k8s/install-all.sh; fi
@@ -27,7 +28,7 @@ test: setup lint
 	@if [ "$$(id -u)" = 0 ]; then BASE_IMAGE="$(BASE_IMAGE)" bash scripts/images/build.sh; \
 	else echo "[test] not root: images not built (tests/images and e2e skip)"; fi
 	@MAGNETAR_K8S_TESTS=$(if $(GO),1,) $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
-	@MAGNETAR_E2E_REDUCED=1 $(PY) -m pytest e2e/test_pulsarcluster.py -rs $(PYTEST_ARGS)
+	@MAGNETAR_E2E_REDUCED=1 $(PY) -m pytest e2e/test_docs.py e2e/test_pulsarcluster.py -rs $(PYTEST_ARGS)
 
 test-fast: setup
 	@$(PY) -m pytest tests/unit $(PYTEST_ARGS)
@@ -70,7 +71,8 @@ test-k8s: setup k8s-tools
 	@MAGNETAR_K8S_TESTS=1 $(PY) -m pytest tests/unit/operator tests/k8s $(PYTEST_ARGS)
 
 # e2e on the local cluster (scripts/k8s/cluster.sh, brought up if none runs, torn down after):
-# the smoke test, then the PulsarCluster suite (3 etcd, 3 bookies, 2 brokers, a proxy and the
+# the docs' commands run literally (e2e/test_docs.py: docs/kubernetes.md's quick start, then the
+# README's `make demo`; the reduced form leaves the demo out), the smoke test, then the PulsarCluster suite (3 etcd, 3 bookies, 2 brokers, a proxy and the
 # chart's MinIO; an offload to it read back, 10,000 messages, bookie and broker pods deleted
 # mid-publish, a version roll, uninstall). test-e2e-full is the same; test-e2e-reduced:
 # install, the offload, one bookie kill, one roll, uninstall. Both build MinIO first (cached)
@@ -78,10 +80,16 @@ test-k8s: setup k8s-tools
 # test-e2e-kind: e2e/test_kind.py (needs a kind that runs here: docs/kubernetes.md).
 .PHONY: test-e2e-full test-e2e-reduced test-e2e-kind
 test-e2e test-e2e-full: setup minio images
-	@$(PY) -m pytest e2e/test_local_cluster.py e2e/test_pulsarcluster.py -rs $(PYTEST_ARGS)
+	@$(PY) -m pytest e2e/test_docs.py e2e/test_local_cluster.py e2e/test_pulsarcluster.py -rs $(PYTEST_ARGS)
 
 test-e2e-reduced: setup minio images
-	@MAGNETAR_E2E_REDUCED=1 $(PY) -m pytest e2e/test_pulsarcluster.py -rs $(PYTEST_ARGS)
+	@MAGNETAR_E2E_REDUCED=1 $(PY) -m pytest e2e/test_docs.py e2e/test_pulsarcluster.py -rs $(PYTEST_ARGS)
+
+# test-e2e-docs: e2e/test_docs.py alone (docs/kubernetes.md's quick start and the README's
+# `make demo`, run literally on the local cluster; starts with no cluster running).
+.PHONY: test-e2e-docs
+test-e2e-docs: setup images
+	@$(PY) -m pytest e2e/test_docs.py -rs $(PYTEST_ARGS)
 
 test-e2e-kind: setup
 	@$(PY) -m pytest e2e/test_kind.py -rs $(PYTEST_ARGS)
@@ -161,3 +169,11 @@ cluster-status:
 
 test-e2e-cluster: setup
 	@$(PY) -m pytest e2e/test_local_cluster.py -rs $(PYTEST_ARGS)
+
+# demo: the local cluster (brought up, or the running one), the chart with a small PulsarCluster
+# and its proxy (helm/magnetar/ci/values-demo.yaml), the example Tenant and Topic, and payments
+# produced and consumed through the proxy (scripts/k8s/demo.sh); leaves it running and prints
+# how to reach it and how to remove it. docs/kubernetes.md, "Quick start".
+.PHONY: demo
+demo: setup images
+	@bash scripts/k8s/demo.sh

@@ -9,7 +9,6 @@ cd "$(dirname "$0")/.."
 source scripts/k8s/lib.sh
 CLUSTER=${KIND_CLUSTER:-magnetar-e2e}
 NS=${NAMESPACE:-magnetar}
-TAG=e2e
 
 runtime() {
     if docker info >/dev/null 2>&1; then echo docker
@@ -29,16 +28,18 @@ up() {
     if ! "$kind" get clusters | grep -qx "$CLUSTER"; then
         "$kind" create cluster --name "$CLUSTER" --image "$KIND_NODE_IMAGE" --wait 120s
     fi
+    # the newcomer's path of docs/kubernetes.md: the images under the chart's default names
+    # (kind users have registry access: the official Python base), loaded into the node, and
+    # the chart with no --set
+    BASE_IMAGE="${BASE_IMAGE:-python:3.11-slim}" bash scripts/images/build.sh broker bookie operator etcd
+    local version
+    version=$(sed -nE 's/^__version__ = "(.*)"/\1/p' src/magnetar/__init__.py)
     for image in broker bookie operator; do
-        # kind users have registry access: the official Python base (make images builds a local one)
-        "$rt" build --build-arg BASE_IMAGE="${BASE_IMAGE:-python:3.11-slim}" \
-            -f "images/$image/Dockerfile" -t "ghcr.io/magnetar/$image:$TAG" .
-        "$kind" load docker-image --name "$CLUSTER" "ghcr.io/magnetar/$image:$TAG"
+        "$kind" load docker-image --name "$CLUSTER" "magnetar/$image:$version"
     done
+    "$kind" load docker-image --name "$CLUSTER" "magnetar/etcd:$ETCD_VERSION"
     "$helm" upgrade --install magnetar helm/magnetar --namespace "$NS" --create-namespace \
-        -f helm/magnetar/ci/values-cluster-minimal.yaml \
-        --set operator.image.tag="$TAG" --set operator.image.pullPolicy=Never \
-        --set cluster.spec.version="$TAG" --set cluster.spec.image.pullPolicy=Never --wait
+        -f helm/magnetar/ci/values-cluster-minimal.yaml --wait
     "$kubectl" -n "$NS" wait pulsarcluster/dev --for=condition=Ready --timeout=10m
     log "ready: pulsar://dev-broker.$NS.svc:6650 (kubectl -n $NS port-forward svc/dev-broker 6650 8080)"
 }

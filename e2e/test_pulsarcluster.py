@@ -139,24 +139,12 @@ def installed(cluster: Cluster) -> Iterator[Installed]:
     # a running cluster may predate the image (cluster.sh up loads it when built)
     subprocess.run(["bash", str(SCRIPT), "load", MINIO_IMAGE], check=True, capture_output=True,
                    timeout=600)  # fmt: skip
-    sets = {
-        "operator.image.repository": "magnetar/operator",
-        "operator.image.tag": __version__,
-        "operator.image.pullPolicy": "Never",
-        "minio.image.tag": __version__,
-        "minio.image.pullPolicy": "Never",
-        "cluster.spec.version": __version__,
-        "cluster.spec.image.registry": "magnetar",
-        "cluster.spec.image.etcd": f"magnetar/etcd:{env['ETCD_VERSION']}-local",
-        "cluster.spec.image.pullPolicy": "Never",
-    }
+    # no --set: the default image names are the ones `make images` builds (issue 29)
     cmd = [
         str(helm), "--kubeconfig", str(c.kubeconfig), "install", "magnetar",
         str(ROOT / "helm/magnetar"), "-n", NS, "--create-namespace", "-f", str(VALUES),
         "--wait", "--timeout", "300s",
     ]  # fmt: skip
-    for key, value in sets.items():
-        cmd += ["--set", f"{key}={value}"]
     t0 = time.monotonic()
     subprocess.run(cmd, check=True, capture_output=True, timeout=360)
     inst = Installed(

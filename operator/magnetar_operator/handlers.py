@@ -11,7 +11,10 @@ tenant still holds what the resource did not create (409), the finalizer reports
 Settings from the environment (read at import):
 ``MAGNETAR_OPERATOR_CLUSTER_RESYNC`` (s, default 10), ``MAGNETAR_OPERATOR_RESOURCE_RESYNC``
 (s, default 60), ``MAGNETAR_OPERATOR_RETRY_DELAY`` (s, default 10),
-``MAGNETAR_OPERATOR_DELETE_RETRIES`` (attempts before a finalizer gives up, default 5).
+``MAGNETAR_OPERATOR_DELETE_RETRIES`` (attempts before a finalizer gives up, default 5),
+``MAGNETAR_OPERATOR_FIRST_RETRY_DELAY`` (s, default 1: a Tenant/Topic waiting for its
+cluster or namespace retries after 1, 2, 4 ... s, at most the retry delay, so a Tenant and
+its Topics applied in one command are Ready within seconds).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ CLUSTER_RESYNC = float(os.environ.get("MAGNETAR_OPERATOR_CLUSTER_RESYNC", "10"))
 RESOURCE_RESYNC = float(os.environ.get("MAGNETAR_OPERATOR_RESOURCE_RESYNC", "60"))
 RETRY_DELAY = float(os.environ.get("MAGNETAR_OPERATOR_RETRY_DELAY", "10"))
 DELETE_RETRIES = int(os.environ.get("MAGNETAR_OPERATOR_DELETE_RETRIES", "5"))
+FIRST_RETRY_DELAY = float(os.environ.get("MAGNETAR_OPERATOR_FIRST_RETRY_DELAY", "1"))
 ADMIN_URL_ANNOTATION = f"{GROUP}/admin-url"
 
 log = logging.getLogger("magnetar_operator")
@@ -127,6 +131,18 @@ class Target:
     url: str
     cluster_name: str
     token: str | None = None
+    not_ready: str | None = None
+    """Why the referenced PulsarCluster is not Ready yet (None when it is, or for an
+    adminUrl): what a Tenant/Topic waits for while the admin API does not answer."""
+
+
+def _not_ready(pc: Mapping[str, Any]) -> str | None:
+    for cond in (pc.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == conditions.READY:
+            if cond.get("status") == "True":
+                return None
+            return f"{cond.get('reason')}: {cond.get('message')}"
+    return "not reconciled yet"
 
 
 async def _target(kube: Kube, namespace: str, ref: Mapping[str, Any]) -> Target:
@@ -149,7 +165,7 @@ async def _target(kube: Kube, namespace: str, ref: Mapping[str, Any]) -> Target:
         secret = await kube.get("v1", "Secret", namespace, spec.auth.secret_name)
         raw = ((secret or {}).get("data") or {}).get("admin.token")
         token = base64.b64decode(raw).decode().strip() if raw else None
-    return Target(str(url), str(ref.get("clusterName") or name), token)
+    return Target(str(url), str(ref.get("clusterName") or name), token, _not_ready(pc))
 
 
 async def _write_status(
@@ -171,13 +187,18 @@ async def _write_status(
     )
 
 
-async def _sync(body: kopf.Body, memo: kopf.Memo, kind: str) -> None:
-    """Reconcile one Tenant or Topic; errors go to status, then to kopf as retry/permanent."""
+async def _sync(body: kopf.Body, memo: kopf.Memo, kind: str, retry: int) -> None:
+    """Reconcile one Tenant or Topic; errors go to status, then to kopf as retry/permanent.
+    What usually arrives within seconds (the cluster turning Ready, the namespace a Tenant
+    applied alongside creates) is retried after 1, 2, 4 ... s (``resources.backoff``), the
+    Ready condition saying what it waits for."""
     state = _state(memo)
     if body.metadata.get("deletionTimestamp"):
         return
     spec = body.spec
     extra: Json = {}
+    delay = resources.backoff(retry, first=FIRST_RETRY_DELAY, cap=RETRY_DELAY)
+    target: Target | None = None
     async with state.lock(body):
         try:
             target = await _target(state.kube, str(body.metadata.namespace), spec["clusterRef"])
@@ -192,16 +213,24 @@ async def _sync(body: kopf.Body, memo: kopf.Memo, kind: str) -> None:
                 else:
                     changes = await resources.reconcile_topic(admin, spec)
                     extra["topicName"] = str(resources.topic_name(spec))
-        except (ClusterGone, AdminUnavailable) as e:
-            reason = "ClusterNotFound" if isinstance(e, ClusterGone) else "AdminUnavailable"
+        except (ClusterGone, AdminUnavailable, resources.Waiting) as e:
+            reason, message = "AdminUnavailable", str(e)
+            if isinstance(e, ClusterGone):
+                reason = "ClusterNotFound"
+            elif isinstance(e, resources.Waiting):
+                reason = "WaitingForNamespace"
+            elif target is not None and target.not_ready is not None:
+                reason = "WaitingForCluster"
+                name = spec["clusterRef"].get("name")
+                message = f"waiting for PulsarCluster {name} to be Ready ({target.not_ready})"
             await _write_status(
                 state.kube,
                 body,
                 kind,
-                conditions.Condition(conditions.READY, False, reason, str(e)),
+                conditions.Condition(conditions.READY, False, reason, message),
                 extra,
             )
-            raise kopf.TemporaryError(str(e), delay=RETRY_DELAY) from e
+            raise kopf.TemporaryError(f"{message}; retrying in {delay:g}s", delay=delay) from e
         except (AdminError, resources.TopicConflict) as e:
             await _write_status(
                 state.kube,
@@ -211,7 +240,7 @@ async def _sync(body: kopf.Body, memo: kopf.Memo, kind: str) -> None:
                 extra,
             )
             if isinstance(e, AdminError) and e.retryable:
-                raise kopf.TemporaryError(str(e), delay=RETRY_DELAY) from e
+                raise kopf.TemporaryError(str(e), delay=delay) from e
             raise kopf.PermanentError(str(e)) from e
         post = _events(body)
         for change in changes:
@@ -245,7 +274,8 @@ async def _delete(body: kopf.Body, memo: kopf.Memo, kind: str, retry: int) -> No
         post("Warning", "ClusterGone", f"{e}: nothing to delete in Pulsar")
     except AdminError as e:
         if e.status == 409:
-            await _delete_blocked(state.kube, body, kind, e)  # raises: retried
+            delay = resources.backoff(retry, first=FIRST_RETRY_DELAY, cap=RETRY_DELAY)
+            await _delete_blocked(state.kube, body, kind, e, delay)  # raises: retried
         elif e.retryable:
             _retry_or_give_up(post, e, retry)
         else:
@@ -255,16 +285,19 @@ async def _delete(body: kopf.Body, memo: kopf.Memo, kind: str, retry: int) -> No
     state.forget(body)
 
 
-async def _delete_blocked(kube: Kube, body: kopf.Body, kind: str, e: AdminError) -> None:
+async def _delete_blocked(
+    kube: Kube, body: kopf.Body, kind: str, e: AdminError, delay: float
+) -> None:
     """The tenant/namespace still holds what this resource did not create: say so and retry
-    (never forced) until its owner removes it."""
+    (never forced) until its owner removes it -- soon at first: a Topic deleted in the same
+    command is usually gone within a second."""
     cond = conditions.Condition(conditions.READY, False, "DeleteBlocked", str(e))
     if not conditions.holds(body.get("status", {}).get("conditions"), cond):
         # One event when the deletion becomes blocked (or blocked for another reason), not
         # one per retry: the Ready condition says it is still blocked.
         _events(body)("Warning", "DeleteBlocked", f"{e}: retrying, never forced")
     await _write_status(kube, body, kind, cond, {})
-    raise kopf.TemporaryError(str(e), delay=RETRY_DELAY) from e
+    raise kopf.TemporaryError(str(e), delay=delay) from e
 
 
 def _retry_or_give_up(post: cluster.EventFn, e: Exception, retry: int) -> None:
@@ -278,13 +311,13 @@ def _retry_or_give_up(post: cluster.EventFn, e: Exception, retry: int) -> None:
 @kopf.on.create(GROUP, "tenants")
 @kopf.on.update(GROUP, "tenants")
 @kopf.on.resume(GROUP, "tenants")
-async def tenant_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    await _sync(body, memo, "Tenant")
+async def tenant_changed(body: kopf.Body, memo: kopf.Memo, retry: int, **_: Any) -> None:
+    await _sync(body, memo, "Tenant", retry)
 
 
 @kopf.timer(GROUP, "tenants", interval=RESOURCE_RESYNC, initial_delay=RESOURCE_RESYNC)
-async def tenant_resync(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    await _sync(body, memo, "Tenant")
+async def tenant_resync(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
+    await _sync(body, memo, "Tenant", int(kwargs.get("retry", 0)))
 
 
 @kopf.on.delete(GROUP, "tenants")
@@ -295,13 +328,13 @@ async def tenant_deleted(body: kopf.Body, memo: kopf.Memo, retry: int, **_: Any)
 @kopf.on.create(GROUP, "topics")
 @kopf.on.update(GROUP, "topics")
 @kopf.on.resume(GROUP, "topics")
-async def topic_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    await _sync(body, memo, "Topic")
+async def topic_changed(body: kopf.Body, memo: kopf.Memo, retry: int, **_: Any) -> None:
+    await _sync(body, memo, "Topic", retry)
 
 
 @kopf.timer(GROUP, "topics", interval=RESOURCE_RESYNC, initial_delay=RESOURCE_RESYNC)
-async def topic_resync(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    await _sync(body, memo, "Topic")
+async def topic_resync(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
+    await _sync(body, memo, "Topic", int(kwargs.get("retry", 0)))
 
 
 @kopf.on.delete(GROUP, "topics")

@@ -15,6 +15,18 @@ from magnetar_operator.pulsar import Admin, AdminError, TopicName
 from magnetar_operator.spec import Json
 
 
+class Waiting(Exception):
+    """What the resource needs does not exist yet (its namespace, before the Tenant made
+    it): not an error, retried soon (``backoff``)."""
+
+
+def backoff(retry: int, *, first: float, cap: float) -> float:
+    """Seconds before retry number ``retry`` (0-based) of something that usually arrives
+    within seconds (a namespace its Tenant is creating, a cluster turning Ready): ``first``,
+    doubling, at most ``cap``."""
+    return float(min(cap, first * 2 ** min(retry, 30)))
+
+
 def tenant_info(spec: Mapping[str, Any], *, default_cluster: str) -> Json:
     return {
         "adminRoles": sorted(str(r) for r in spec.get("adminRoles") or ()),
@@ -129,9 +141,16 @@ TOPIC_POLICIES = {
 
 
 async def reconcile_topic(admin: Admin, spec: Mapping[str, Any]) -> list[str]:
+    """Raises ``Waiting`` while the topic's namespace does not exist (a Tenant applied in
+    the same command creates it a moment later)."""
     topic = topic_name(spec)
     partitions = int(spec.get("partitions", 0))
     changes: list[str] = []
+    if topic.namespace not in await admin.list_namespaces(topic.tenant):
+        raise Waiting(
+            f"waiting for namespace {topic.tenant}/{topic.namespace}: it does not exist yet "
+            "(a Tenant resource or the admin API creates it)"
+        )
     if partitions == 0:
         if str(topic) not in await admin.list_topics(topic):
             await admin.create_topic(topic)

@@ -3,10 +3,17 @@
 The API server applies the CRD's structural defaults, but builders must not depend on that
 (unit tests and older stored objects pass partial specs), so ``ClusterSpec.parse`` fills the
 same defaults. A unit test checks these against crds/pulsarcluster.yaml.
+
+The image defaults are the exception: the CRD declares none for ``spec.image.registry`` and
+``spec.image.etcd``, so that one operator setting, ``MAGNETAR_OPERATOR_IMAGE_REGISTRY`` (the
+chart's ``global.imageRegistry``, read at import), moves every cluster that names no
+images of its own to a private registry. Without it the images are ``magnetar/<name>``,
+the names ``make images`` builds and loads into local clusters.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,8 +21,19 @@ from typing import Any
 Json = dict[str, Any]
 
 DEFAULT_VERSION = "0.1.0"
-DEFAULT_REGISTRY = "ghcr.io/magnetar"
-DEFAULT_ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.21"
+ETCD_VERSION = "v3.5.21"
+"""The tag of the default etcd image (``make images`` builds ``magnetar/etcd:<it>``)."""
+IMAGE_REGISTRY_ENV = "MAGNETAR_OPERATOR_IMAGE_REGISTRY"
+
+
+def image_prefix(registry: str) -> str:
+    """Where the default images live: ``magnetar`` (``magnetar/broker:<version>`` ...), or
+    ``<registry>/magnetar`` under a private registry."""
+    registry = registry.strip().rstrip("/")
+    return f"{registry}/magnetar" if registry else "magnetar"
+
+
+DEFAULT_REGISTRY = image_prefix(os.environ.get(IMAGE_REGISTRY_ENV, ""))
 
 
 def _sub(raw: Mapping[str, Any], key: str) -> Mapping[str, Any]:
@@ -71,11 +89,13 @@ class Images:
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any], *, version: str) -> Images:
-        registry = str(raw.get("registry", DEFAULT_REGISTRY)).rstrip("/")
+        """``registry`` (a prefix: ``reg.example.com/magnetar``) defaults to the operator's
+        (``DEFAULT_REGISTRY``); broker, bookie and etcd default to images under it."""
+        registry = str(raw.get("registry") or DEFAULT_REGISTRY).rstrip("/")
         return cls(
             broker=str(raw.get("broker") or f"{registry}/broker:{version}"),
             bookie=str(raw.get("bookie") or f"{registry}/bookie:{version}"),
-            etcd=str(raw.get("etcd", DEFAULT_ETCD_IMAGE)),
+            etcd=str(raw.get("etcd") or f"{registry}/etcd:{ETCD_VERSION}"),
             pull_policy=str(raw.get("pullPolicy", "IfNotPresent")),
             pull_secrets=tuple(str(s) for s in raw.get("pullSecrets", ())),
         )

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# `make images`: builds magnetar/{broker,bookie,operator,spark,minio}:<version> from images/*/Dockerfile.
+# `make images`: builds magnetar/{broker,bookie,operator,spark,minio}:<version> from images/*/Dockerfile,
+# and magnetar/etcd:<pinned etcd version> (scripts/images/etcd.sh) -- the names the chart and
+# the PulsarCluster CRD use by default, so nothing needs overriding on a local cluster.
 #   * Docker: scripts/images/docker.sh (installs Debian's docker.io / starts dockerd if needed).
 #   * Base: BASE_IMAGE if set (e.g. python:3.11-slim, for a user with registry access), else
 #     the Debian bookworm base scripts/images/base.sh builds locally (cached by tag).
@@ -7,7 +9,7 @@
 #     the generated protobuf modules, operator/, images/, spark-on-k8s/) in .cache/images/context, so the
 #     build works with the classic builder and BuildKit alike and sends megabytes, not the
 #     repository's caches. Python dependencies come from PyPI inside the build.
-# Args: the images to build (default: broker bookie operator spark, and minio once built). Env: MAGNETAR_IMAGE_PREFIX
+# Args: the images to build (default: broker bookie operator spark etcd, and minio once built). Env: MAGNETAR_IMAGE_PREFIX
 # (default magnetar), MAGNETAR_IMAGE_TAG (default the package version).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,7 +18,7 @@ images=("$@")
 # has built the binary (make test builds it before the images).
 minio_bin=$(ls -d .cache/k8s-bin/minio-*/minio 2>/dev/null | tail -1 || true)
 if [ ${#images[@]} -eq 0 ]; then
-    images=(broker bookie operator spark)
+    images=(broker bookie operator spark etcd)
     if [ -n "$minio_bin" ]; then images+=(minio); else echo "[images] magnetar/minio skipped: run make minio first"; fi
 fi
 bash scripts/images/docker.sh
@@ -46,6 +48,16 @@ if [ -z "${DOCKER_BUILDKIT:-}" ]; then
     if docker buildx version >/dev/null 2>&1; then export DOCKER_BUILDKIT=1; else export DOCKER_BUILDKIT=0; fi
 fi
 for name in "${images[@]}"; do
+    if [ "$name" = etcd ]; then
+        # the pinned etcd binary, not a Dockerfile: needs Go the first time (or the cached binary)
+        if command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] \
+            || ls .cache/k8s-bin/etcd-*/etcd >/dev/null 2>&1; then
+            echo "[images] $(bash scripts/images/etcd.sh) ready"
+        else
+            echo "[images] $prefix/etcd skipped: Go is needed to build etcd (or set a PulsarCluster's spec.image.etcd)"
+        fi
+        continue
+    fi
     start=$(date +%s)
     echo "[images] building $prefix/$name:$tag on $base"
     docker build --force-rm --build-arg BASE_IMAGE="$base" -f "$ctx/images/$name/Dockerfile" \

@@ -4,8 +4,8 @@
 #                            with gcc, `docker import`ed with ENTRYPOINT /pause
 #   * magnetar/coredns:<v> - the CoreDNS binary scripts/k8s/install-node.sh built, alone in a
 #                            rootfs, `docker import`ed
-#   * magnetar/etcd:<v>    - the pinned etcd (install-etcd.sh) as /usr/local/bin/etcd, for a
-#                            PulsarCluster's metadata pods (spec.image.etcd)
+#   * magnetar/etcd:<v>    - the pinned etcd as /usr/local/bin/etcd, a PulsarCluster's default
+#                            etcd image (scripts/images/etcd.sh, also part of `make images`)
 # Cached: an image is rebuilt only when its tag is missing from docker. Prints the tags.
 source "$(dirname "$0")/lib.sh"
 PAUSE_TAG=magnetar/pause:3.10-local
@@ -27,17 +27,7 @@ if ! docker image inspect "$COREDNS_TAG" >/dev/null 2>&1; then
     rm -rf "$work"
     log "built $COREDNS_TAG"
 fi
-ETCD_TAG=magnetar/etcd:${ETCD_VERSION}-local
-if ! docker image inspect "$ETCD_TAG" >/dev/null 2>&1; then
-    work=$(mktemp -d)
-    mkdir -p "$work/usr/local/bin" "$work/tmp" "$work/var/lib/etcd"
-    chmod 1777 "$work/tmp"
-    cp "$(cached_bin etcd "$ETCD_VERSION")" "$work/usr/local/bin/etcd"
-    tar -C "$work" -c . | docker import --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin' \
-        --change 'ENTRYPOINT ["/usr/local/bin/etcd"]' - "$ETCD_TAG" >/dev/null
-    rm -rf "$work"
-    log "built $ETCD_TAG"
-fi
+ETCD_TAG=$(bash "$ROOT/scripts/images/etcd.sh")
 echo "$PAUSE_TAG"
 echo "$COREDNS_TAG"
 echo "$ETCD_TAG"

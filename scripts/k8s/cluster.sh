@@ -5,6 +5,8 @@
 #   cluster.sh up      start it (idempotent: a running cluster is left as it is)
 #   cluster.sh down    stop everything it started, by pid, and remove what it created
 #   cluster.sh status  print what runs
+#   cluster.sh env     print the shell lines that point kubectl and helm at it:
+#                      eval "$(scripts/k8s/cluster.sh env)"
 #
 # What runs (all host processes, pids in $STATE/pids, logs in $STATE/logs):
 #   etcd (127.0.0.1), kube-apiserver + kubelet (on the bridge address), kube-controller-manager,
@@ -540,6 +542,14 @@ status() {
     K get nodes,pods -A -o wide 2>/dev/null || true
 }
 
+# env: `export` lines for a shell: KUBECONFIG, and kubectl and helm (built in .cache/k8s-bin)
+# first on PATH. Prints nothing else, so `eval "$(scripts/k8s/cluster.sh env)"` works.
+env_lines() {
+    printf 'export KUBECONFIG=%q\n' "$KC"
+    printf 'export PATH=%q:%q:"$PATH"\n' "$(dirname "$(bin kubectl "$KUBERNETES_VERSION")")" \
+        "$(dirname "$(cached_bin helm "$HELM_VERSION")")"
+}
+
 # load TAG...: import images from Docker into the running cluster's containerd (as
 # `kind load docker-image`), e.g. a retagged build for a rollout.
 load() {
@@ -552,6 +562,7 @@ case "${1:-}" in
 up) up ;;
 down) down ;;
 status) status ;;
+env) env_lines ;;
 load) shift; load "$@" ;;
-*) echo "usage: $0 up|down|status|load TAG..." >&2; exit 2 ;;
+*) echo "usage: $0 up|down|status|env|load TAG..." >&2; exit 2 ;;
 esac

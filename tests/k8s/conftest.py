@@ -66,16 +66,24 @@ def crds(api: client.ApiClient, control_plane: ControlPlane) -> list[str]:
     return names
 
 
-def start_operator(kubeconfig: Path, log: Path, *, scope: list[str]) -> Proc:
-    """`kopf run` of magnetar_operator in a subprocess, with short resync/retry intervals;
-    ``scope`` is kopf's namespace arguments. Ready when kopf's liveness endpoint answers."""
+FAST_SETTINGS = {
+    "MAGNETAR_OPERATOR_CLUSTER_RESYNC": "1",
+    "MAGNETAR_OPERATOR_RESOURCE_RESYNC": "2",
+    "MAGNETAR_OPERATOR_RETRY_DELAY": "1",
+    "MAGNETAR_OPERATOR_DELETE_RETRIES": "3",
+}
+
+
+def start_operator(
+    kubeconfig: Path, log: Path, *, scope: list[str], settings: dict[str, str] | None = None
+) -> Proc:
+    """`kopf run` of magnetar_operator in a subprocess, with ``settings`` (default: short
+    resync/retry intervals; ``{}`` for the operator's own defaults); ``scope`` is kopf's
+    namespace arguments. Ready when kopf's liveness endpoint answers."""
     port = free_port()
     env = {
         "KUBECONFIG": str(kubeconfig),
-        "MAGNETAR_OPERATOR_CLUSTER_RESYNC": "1",
-        "MAGNETAR_OPERATOR_RESOURCE_RESYNC": "2",
-        "MAGNETAR_OPERATOR_RETRY_DELAY": "1",
-        "MAGNETAR_OPERATOR_DELETE_RETRIES": "3",
+        **(FAST_SETTINGS if settings is None else settings),
         "PYTHONPATH": os.pathsep.join([str(ROOT / "operator"), os.environ.get("PYTHONPATH", "")]),
     }
     argv = [sys.executable, "-m", "kopf", "run", "--standalone", *scope]

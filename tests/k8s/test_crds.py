@@ -7,9 +7,11 @@ import json
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from tests.k8s.controlplane import ROOT
 from tests.k8s.helpers import CR
 
 pytestmark = pytest.mark.k8s
@@ -23,8 +25,67 @@ def test_crds_established_with_short_names(api: client.ApiClient, crds: list[str
     ]
     resources = client.CustomObjectsApi(api).get_api_resources("magnetar.dev", "v1alpha1")
     short = {r.name: set(r.short_names or []) for r in resources.resources}
-    assert short["pulsarclusters"] == {"pc", "mgc"}
-    assert "pulsarclusters/status" in short  # status subresource served
+    assert short == {
+        "pulsarclusters": {"mgc"},
+        "pulsarclusters/status": set(),  # status subresource served
+        "tenants": {"mgt"},
+        "tenants/status": set(),
+        "topics": {"mgtp"},
+        "topics/status": set(),
+    }
+
+
+def served_names(api: client.ApiClient) -> dict[str, str]:
+    """Every name kubectl resolves a resource by (plural, singular, short names), from the
+    API server's discovery of every group and version but ours, -> the resource it names."""
+    names: dict[str, str] = {}
+    custom = client.CustomObjectsApi(api)
+    listings = [("", client.CoreV1Api(api).get_api_resources())]
+    for group in client.ApisApi(api).get_api_versions().groups:
+        if group.name == "magnetar.dev":
+            continue
+        listings += [
+            (group.name, custom.get_api_resources(group.name, v.version)) for v in group.versions
+        ]
+    for group_name, listing in listings:
+        for r in listing.resources:
+            if "/" in r.name:
+                continue  # subresources have no names of their own
+            full = f"{r.name}.{group_name}" if group_name else r.name
+            for name in (r.name, r.singular_name, *(r.short_names or ())):
+                if name:
+                    names.setdefault(name, full)
+    return names
+
+
+def short_name_collisions(ours: dict[str, list[str]], served: dict[str, str]) -> list[str]:
+    """A short name of ours that names another resource on the server: kubectl would pick
+    the built-in one (with a warning) and `kubectl get <short>` would list the wrong kind."""
+    return [
+        f"{name} (of {plural}) already names {served[name]}"
+        for plural, shorts in ours.items()
+        for name in shorts
+        if name in served
+    ]
+
+
+def test_short_names_collide_with_nothing_the_server_serves(
+    api: client.ApiClient, crds: list[str]
+) -> None:
+    served = served_names(api)
+    # discovery really lists the built-in resources (PriorityClass's short name included)
+    assert served["pc"] == "priorityclasses.scheduling.k8s.io"
+    assert served["po"] == "pods" and served["deploy"] == "deployments.apps"
+    ours = {
+        crd["spec"]["names"]["plural"]: crd["spec"]["names"].get("shortNames", [])
+        for crd in (yaml.safe_load(p.read_text()) for p in sorted((ROOT / "crds").glob("*.yaml")))
+    }
+    assert ours == {"pulsarclusters": ["mgc"], "tenants": ["mgt"], "topics": ["mgtp"]}
+    assert short_name_collisions(ours, served) == []
+    # the check catches what issue 29 found: `pc` was PriorityClass's before it was ours
+    assert short_name_collisions({"pulsarclusters": ["pc", "mgc"]}, served) == [
+        "pc (of pulsarclusters) already names priorityclasses.scheduling.k8s.io"
+    ]
 
 
 def _rejected(fn: Any) -> str:

@@ -10,13 +10,18 @@ that completes when the cluster is gone.
 from __future__ import annotations
 
 import json
+import time
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
 from tests.k8s.admin_backends import AdminView, Backend, StandaloneBackend
+from tests.k8s.conftest import start_operator
+from tests.k8s.controlplane import ControlPlane
 from tests.k8s.helpers import CR, condition, eventually
 from tests.support.procs import Proc
 
@@ -182,18 +187,86 @@ def test_errors_reported_in_status(
     api: client.ApiClient, operator: Proc, namespace: str, backend: Backend
 ) -> None:
     cr = CR(api, namespace)
-    # The tenant/namespace does not exist in Pulsar: the admin API says 404, the status says so.
+    view = AdminView(backend.url)
+    # The tenant/namespace does not exist in Pulsar: the status says what it waits for.
     cr.create("topics", topic("orphan", {"adminUrl": backend.url}))
 
-    def failing() -> dict[str, Any]:
+    def waiting() -> dict[str, Any]:
         cond = condition(cr.get("topics", "orphan"), "Ready")
+        assert cond and cond["status"] == "False", cond
+        assert cond["reason"] == "WaitingForNamespace", cond
+        return cond
+
+    cond = eventually(waiting)
+    assert "waiting for namespace acme/orders" in cond["message"], cond
+    cr.delete("topics", "orphan")
+    eventually(lambda: not cr.exists("topics", "orphan"))
+
+    # A topic the spec cannot reach (more partitions than it asks for): AdminError, said.
+    info = {"adminRoles": [], "allowedClusters": [backend.cluster_name]}
+    view.call("PUT", "/admin/v2/tenants/acme", info)
+    view.call("PUT", "/admin/v2/namespaces/acme/orders")
+    view.call("PUT", "/admin/v2/persistent/acme/orders/wide/partitions", 4)
+    cr.create("topics", topic("wide", {"adminUrl": backend.url}, partitions=2))
+
+    def failing() -> dict[str, Any]:
+        cond = condition(cr.get("topics", "wide"), "Ready")
         assert cond and cond["status"] == "False" and cond["reason"] == "AdminError", cond
         return cond
 
     cond = eventually(failing)
-    assert "404" in cond["message"] and "does not exist" in cond["message"], cond
-    cr.delete("topics", "orphan")
-    eventually(lambda: not cr.exists("topics", "orphan"))
+    assert "has 4 partitions, more than the spec's 2" in cond["message"], cond
+    cr.patch("topics", "wide", {"spec": {"deletionPolicy": "Orphan"}})
+    cr.delete("topics", "wide")
+    eventually(lambda: not cr.exists("topics", "wide"))
+
+
+def test_tenant_and_topic_applied_together_converge_within_seconds(
+    api: client.ApiClient,
+    control_plane: ControlPlane,
+    crds: list[str],
+    backend: Backend,
+    tmp_path: Path,
+) -> None:
+    """Issue 29: a Topic applied in the same command as its Tenant (here even before it)
+    finds no namespace at first; it retries after 1, 2, 4 ... s, not after the resource
+    resync (60 s) or the retry delay (10 s), so both are Ready within seconds -- with the
+    operator's own default settings, in a namespace only that operator watches."""
+    name = f"conv-{uuid.uuid4().hex[:8]}"
+    core = client.CoreV1Api(api)
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    proc = start_operator(
+        control_plane.kubeconfig, tmp_path / "operator.log", scope=[f"--namespace={name}"],
+        settings={},
+    )  # fmt: skip
+    try:
+        cr = CR(api, name)
+        t0 = time.monotonic()
+        cr.create("topics", topic("created", {"adminUrl": backend.url}, partitions=2))
+
+        def waiting() -> dict[str, Any]:
+            cond = condition(cr.get("topics", "created"), "Ready")
+            assert cond and cond["reason"] == "WaitingForNamespace", cond
+            return cond
+
+        cond = eventually(waiting, what="the Topic waiting for its namespace")
+        assert "waiting for namespace acme/orders" in cond["message"], cond
+        cr.create("tenants", tenant("acme", backend.url, [{"name": "orders"}]))
+        # bounded well below the resync (60 s) the Topic used to wait for
+        eventually(
+            lambda: ready(cr, "tenants", "acme") and ready(cr, "topics", "created"),
+            timeout=30,
+            what="Tenant and Topic Ready",
+        )
+        print(f"Tenant and Topic Ready {time.monotonic() - t0:.1f}s after the Topic was applied")
+        view = AdminView(backend.url)
+        assert view.partitioned("acme", "orders") == ["persistent://acme/orders/created"]
+        for plural, obj in (("topics", "created"), ("tenants", "acme")):
+            cr.delete(plural, obj)
+            eventually(lambda p=plural, o=obj: not cr.exists(p, o), what=f"{obj} deleted")
+    finally:
+        proc.stop(timeout=15)
+        core.delete_namespace(name)
 
 
 def test_deletion_completes_when_cluster_is_gone(

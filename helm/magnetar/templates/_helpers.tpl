@@ -52,13 +52,34 @@ app.kubernetes.io/component: operator
 {{ include "magnetar.operator.selectorLabels" . }}
 {{- end -}}
 
+{{/* Images: repository names as `make images` builds them (magnetar/<name>), under
+     global.imageRegistry when it is set ------------------------------------------- */}}
+{{- define "magnetar.imageRegistry" -}}
+{{- (default dict .Values.global).imageRegistry | default "" | trimSuffix "/" -}}
+{{- end -}}
+
+{{- define "magnetar.repository" -}}
+{{- $registry := include "magnetar.imageRegistry" .root -}}
+{{- if $registry -}}
+{{- printf "%s/%s" $registry .repository -}}
+{{- else -}}
+{{- .repository -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "magnetar.operator.image" -}}
 {{- $img := .Values.operator.image -}}
+{{- $repo := include "magnetar.repository" (dict "root" . "repository" $img.repository) -}}
 {{- if $img.digest -}}
-{{- printf "%s@%s" $img.repository $img.digest -}}
+{{- printf "%s@%s" $repo $img.digest -}}
 {{- else -}}
-{{- printf "%s:%s" $img.repository (default .Chart.AppVersion $img.tag) -}}
+{{- printf "%s:%s" $repo (default .Chart.AppVersion $img.tag) -}}
 {{- end -}}
+{{- end -}}
+
+{{- define "magnetar.minio.image" -}}
+{{- $repo := include "magnetar.repository" (dict "root" . "repository" .Values.minio.image.repository) -}}
+{{- printf "%s:%s" $repo (default .Chart.AppVersion .Values.minio.image.tag) -}}
 {{- end -}}
 
 {{/* RBAC: what the operator needs inside each namespace it manages ------------------ */}}

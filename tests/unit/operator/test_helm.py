@@ -60,7 +60,10 @@ def test_defaults_cluster_wide_rbac(helm: str) -> None:
     docs = {(d["kind"], d["metadata"]["name"]): d for d in render(helm)}
     dep = docs[("Deployment", "rel-magnetar-operator")]
     c = dep["spec"]["template"]["spec"]["containers"][0]
-    assert c["image"] == "ghcr.io/magnetar/operator:0.1.0"
+    # the name `make images` builds and loads into local clusters; no registry by default
+    assert c["image"] == "magnetar/operator:0.1.0"
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["MAGNETAR_OPERATOR_IMAGE_REGISTRY"] == ""
     assert "--all-namespaces" in c["args"]
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
     role = docs[("ClusterRole", "rel-magnetar-operator")]
@@ -70,6 +73,42 @@ def test_defaults_cluster_wide_rbac(helm: str) -> None:
     secrets = [r for r in role["rules"] if "secrets" in r["resources"]]
     assert secrets == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
     assert ("PulsarCluster", "rel") not in docs and ("ServiceMonitor", "rel-magnetar") not in docs
+
+
+def test_global_image_registry_moves_every_image(helm: str) -> None:
+    """global.imageRegistry: one value puts every image the release runs under a private
+    registry -- the operator, its hook Jobs, MinIO -- and tells the operator, whose default
+    broker, bookie and etcd images of every PulsarCluster follow it."""
+    docs = render(
+        helm,
+        "-f", str(CHART / "ci/values-cluster-proxy.yaml"),
+        "--set", "global.imageRegistry=registry.example.com:5000/",
+    )  # fmt: skip
+    images = {
+        (d["kind"], d["metadata"]["name"]): [
+            c["image"] for c in d["spec"]["template"]["spec"]["containers"]
+        ]
+        for d in docs
+        if d["kind"] in ("Deployment", "Job")
+    }
+    reg = "registry.example.com:5000/magnetar"
+    assert images == {
+        ("Deployment", "rel-magnetar-operator"): [f"{reg}/operator:0.1.0"],
+        ("Deployment", "rel-magnetar-minio"): [f"{reg}/minio:0.1.0"],
+        ("Job", "rel-magnetar-minio-bucket"): [f"{reg}/operator:0.1.0"],
+        ("Job", "rel-magnetar-uninstall"): [f"{reg}/operator:0.1.0"],
+    }
+    operator = next(
+        d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("operator")
+    )
+    (container,) = operator["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["MAGNETAR_OPERATOR_IMAGE_REGISTRY"] == "registry.example.com:5000"
+    # the chart's PulsarCluster names no image: the operator's default applies
+    pc = next(d for d in docs if d["kind"] == "PulsarCluster")
+    assert "image" not in pc["spec"]
+    out = run(helm, "template", "rel", str(CHART), "--set", "global.imageRegistry=not a host")
+    assert out.returncode != 0 and "imageRegistry" in out.stderr, out.stderr
 
 
 def test_production_values(helm: str) -> None:
