@@ -125,6 +125,9 @@ def _secured(tmp: Path) -> Iterator[Target]:
     # http:// has nowhere to go.
     off = {"brokerServicePort": "", "webServicePort": ""}
     with started(Secured(tmp, extra_conf=off)) as proc:
+        # without their token the suites' own set-up (clusters, tenants) is refused: the
+        # caller is then the anonymous role, no super-user
+        assert proc.https("GET", "/admin/v2/clusters")[0] == 403
         yield Target(
             "secured",
             proc.tls_service_url,
