@@ -3,6 +3,9 @@
 #   scripts/clients/go-suite.sh SERVICE_URL ADMIN_URL [go test args...]
 # apache/pulsar-client-go and its dependencies come from the Go module proxy into the repo's
 # .cache/go-mod (build cache .cache/go-build), pinned by tests/clients/go/go.sum.
+# Against a secured broker (pulsar+ssl:// and https:// URLs), MAGNETAR_TLS_TRUST_CERTS (the CA's
+# PEM file, hostnames verified) and MAGNETAR_AUTH_TOKEN (a super-user's token) are read by the
+# suite from the environment; unset, the clients are plain ones.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)

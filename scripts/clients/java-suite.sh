@@ -7,6 +7,9 @@
 # that the pom's dependencies for that client version are complete.
 # JAVA_SUITE_BUILD_DIR (default tests/clients/java/target) is Maven's build directory: classes
 # and surefire-reports; the pytest wrapper gives each run its own.
+# Against a secured broker (pulsar+ssl:// and https:// URLs), MAGNETAR_TLS_TRUST_CERTS (the CA's
+# PEM file, hostnames verified) and MAGNETAR_AUTH_TOKEN (a super-user's token) reach the suite as
+# -Dmagnetar.tlsTrustCertsFile / -Dmagnetar.authToken; unset, the clients are plain ones.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
@@ -24,7 +27,10 @@ stamp="$ROOT/.cache/java-suite.$want.stamp"
 BUILD_DIR=${JAVA_SUITE_BUILD_DIR:-$ROOT/tests/clients/java/target}
 offline=()
 [ -f "$stamp" ] && offline=(-o)
-mvn -B -q "${offline[@]}" -s "$SETTINGS" -Dmaven.repo.local="$ROOT/.cache/m2" -f "$POM" \
+secured=()
+[ -n "${MAGNETAR_TLS_TRUST_CERTS:-}" ] && secured+=(-Dmagnetar.tlsTrustCertsFile="$MAGNETAR_TLS_TRUST_CERTS")
+[ -n "${MAGNETAR_AUTH_TOKEN:-}" ] && secured+=(-Dmagnetar.authToken="$MAGNETAR_AUTH_TOKEN")
+mvn -B -q "${offline[@]}" "${secured[@]}" -s "$SETTINGS" -Dmaven.repo.local="$ROOT/.cache/m2" -f "$POM" \
     -Dmagnetar.serviceUrl="$SERVICE_URL" -Dmagnetar.adminUrl="$ADMIN_URL" -Dmagnetar.buildDir="$BUILD_DIR" \
     -Dsurefire.failIfNoSpecifiedTests=false "$@" test && rc=0 || rc=$?
 # Dependencies resolved once are enough to go offline next time, whatever the tests said.

@@ -1,9 +1,14 @@
 """Targets of the official-client conformance suites (Java, Go): the suites are programs of
 their own, run against a broker given by its service and admin URLs.
 
-By default (``make test``) every suite runs against a ``magnetar standalone`` and against a
+By default (``make test``) every suite runs against a ``magnetar standalone``, against a
 two-broker etcd cluster (one bookie; the suites create their namespaces with several
-bundles, so topics land on both brokers and lookups redirect). With
+bundles, so topics land on both brokers and lookups redirect) and against a ``secured``
+standalone (:mod:`tests.support.secured`: TLS with a CA made by the test, token, TLS and
+basic authentication, authorization on) whose plaintext ports are off: the suites' clients
+and admin clients go over ``pulsar+ssl://`` and ``https://``, verify the broker's hostname
+against that CA and authenticate with a super-user's token (``Target.env``: the
+``MAGNETAR_TLS_TRUST_CERTS`` and ``MAGNETAR_AUTH_TOKEN`` the suite scripts pass on). With
 ``MAGNETAR_CLIENTS_AGAINST=pulsar`` (``make test-clients-pulsar``) they run against Apache
 Pulsar standalone instead (installed from Maven Central by ``scripts/bench/install_pulsar.sh``),
 to tell a Magnetar gap from a client quirk. Each target is started once per session and
@@ -24,12 +29,14 @@ import pytest
 from tests.support import standalone as standalone_procs
 from tests.support.bookies import BookieProc
 from tests.support.etcd import EtcdServer, etcd_available
+from tests.support.procs import started
+from tests.support.secured import Secured
 from tests.support.standalone import BrokerProc
 from tests.support.wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 AGAINST = os.environ.get("MAGNETAR_CLIENTS_AGAINST", "magnetar")
-TARGETS = ["pulsar"] if AGAINST == "pulsar" else ["standalone", "cluster"]
+TARGETS = ["pulsar"] if AGAINST == "pulsar" else ["standalone", "cluster", "secured"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,24 @@ class Target:
     admin_url: str
     broker_http_urls: tuple[str, ...] = ()
     """Every broker of a Magnetar target (the clients are given the first one's URLs)."""
+    tls_trust_certs: Path | None = None
+    """The CA's PEM file of a TLS target (the clients verify the broker's hostname)."""
+    auth_token: str | None = None
+    """A super-user's token the clients authenticate with."""
+
+    def env(self) -> dict[str, str]:
+        """The environment of the suite scripts: this one, with the TLS trust and the token
+        of a secured target (and without any inherited from elsewhere otherwise)."""
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("MAGNETAR_TLS_TRUST_CERTS", "MAGNETAR_AUTH_TOKEN")
+        }
+        if self.tls_trust_certs is not None:
+            env["MAGNETAR_TLS_TRUST_CERTS"] = str(self.tls_trust_certs)
+        if self.auth_token is not None:
+            env["MAGNETAR_AUTH_TOKEN"] = self.auth_token
+        return env
 
     def check_spread(self, tenant_prefix: str) -> None:
         """On a cluster, every broker served topics of the suite (whose tenants start with
@@ -95,6 +120,23 @@ def _cluster(tmp: Path) -> Iterator[Target]:
         etcd.stop()
 
 
+def _secured(tmp: Path) -> Iterator[Target]:
+    # No plaintext listener at all: a client or a lookup answer falling back to pulsar:// or
+    # http:// has nowhere to go.
+    off = {"brokerServicePort": "", "webServicePort": ""}
+    with started(Secured(tmp, extra_conf=off)) as proc:
+        # without their token the suites' own set-up (clusters, tenants) is refused: the
+        # caller is then the anonymous role, no super-user
+        assert proc.https("GET", "/admin/v2/clusters")[0] == 403
+        yield Target(
+            "secured",
+            proc.tls_service_url,
+            proc.https_url,
+            tls_trust_certs=proc.ca.ca_file,
+            auth_token=proc.super_token,
+        )
+
+
 def _pulsar(tmp: Path) -> Iterator[Target]:
     spec = importlib.util.spec_from_file_location("peer_systems", ROOT / "bench/peers/systems.py")
     assert spec is not None and spec.loader is not None
@@ -112,7 +154,12 @@ def _pulsar(tmp: Path) -> Iterator[Target]:
         pulsar.stop()
 
 
-_STARTERS = {"standalone": _standalone, "cluster": _cluster, "pulsar": _pulsar}
+_STARTERS = {
+    "standalone": _standalone,
+    "cluster": _cluster,
+    "secured": _secured,
+    "pulsar": _pulsar,
+}
 
 
 @pytest.fixture(scope="session", params=TARGETS)

@@ -90,6 +90,7 @@ def test_go_client_suite(client_target: Target, tmp_path: Path) -> None:
             client_target.admin_url,
             "-json",
         ],
+        env=client_target.env(),
         capture_output=True,
         timeout=600,
         check=False,

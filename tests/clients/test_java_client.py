@@ -1,12 +1,12 @@
 """The official Java client's conformance suite (tests/clients/java, JUnit 5 through Maven)
 against each target of ``conftest.py``, with the current client (4.0) and the 3.0 LTS client
-(protocol version negotiation with an older client; on a standalone, and on Apache Pulsar in
+(protocol version negotiation with an older client; on a standalone, on the secured
+standalone -- TLS and token authentication of the older client -- and on Apache Pulsar in
 its mode); a scenario failing anywhere fails this test, with the failed scenarios and their
 messages in the report."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
@@ -51,7 +51,7 @@ def test_java_client_suite(client_target: Target, client_version: str, tmp_path:
                 client_target.admin_url,
                 f"-Dpulsar.client.version={client_version}",
             ],
-            env={**os.environ, "JAVA_SUITE_BUILD_DIR": str(build)},
+            env={**client_target.env(), "JAVA_SUITE_BUILD_DIR": str(build)},
             stdout=out,
             stderr=subprocess.STDOUT,
             timeout=900,

@@ -1,12 +1,17 @@
 // Package clients is the official Go client's conformance suite (issue 11): the scenarios of
 // the Java and Python suites, run with `go test` against the broker named by
-// MAGNETAR_SERVICE_URL and MAGNETAR_ADMIN_URL (scripts/clients/go-suite.sh).
+// MAGNETAR_SERVICE_URL and MAGNETAR_ADMIN_URL (scripts/clients/go-suite.sh). Against a secured
+// broker (pulsar+ssl:// and https:// URLs), MAGNETAR_TLS_TRUST_CERTS names the CA's PEM file
+// (hostnames are verified) and MAGNETAR_AUTH_TOKEN holds a super-user's token: every client and
+// admin call of the suite then goes over TLS with that token; unset, they are plain.
 package clients
 
 import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -31,8 +36,37 @@ func quietLogger() log.Logger {
 var (
 	serviceURL = envOr("MAGNETAR_SERVICE_URL", "pulsar://127.0.0.1:6650")
 	adminURL   = envOr("MAGNETAR_ADMIN_URL", "http://127.0.0.1:8080")
+	trustCerts = os.Getenv("MAGNETAR_TLS_TRUST_CERTS")
+	authToken  = os.Getenv("MAGNETAR_AUTH_TOKEN")
+	httpClient = http.DefaultClient
 	namespace  string
 )
+
+// adminHTTPClient is the admin calls' HTTP client: the default one, or one trusting only the
+// CA of MAGNETAR_TLS_TRUST_CERTS (and verifying hostnames, as Go always does).
+func adminHTTPClient() (*http.Client, error) {
+	if trustCerts == "" {
+		return http.DefaultClient, nil
+	}
+	pem, err := os.ReadFile(trustCerts)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("no certificate in %s", trustCerts)
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: transport}, nil
+}
+
+// authorize adds the token of MAGNETAR_AUTH_TOKEN to an admin request, if there is one.
+func authorize(req *http.Request) {
+	if authToken != "" {
+		req.Header.Set("Authorization", "Bearer "+authToken)
+	}
+}
 
 func envOr(name, fallback string) string {
 	if v := os.Getenv(name); v != "" {
@@ -63,7 +97,8 @@ func admin(t *testing.T, method, path string, body any) []byte {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	authorize(req)
+	resp, err := httpClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -77,6 +112,11 @@ func admin(t *testing.T, method, path string, body any) []byte {
 
 // TestMain creates one tenant and namespace (8 bundles) for the whole run.
 func TestMain(m *testing.M) {
+	var err error
+	if httpClient, err = adminHTTPClient(); err != nil {
+		fmt.Fprintln(os.Stderr, "MAGNETAR_TLS_TRUST_CERTS:", err)
+		os.Exit(2)
+	}
 	var clusters []string
 	if err := json.Unmarshal(adminOnce("GET", "/clusters", nil), &clusters); err != nil {
 		fmt.Fprintln(os.Stderr, "clusters:", err)
@@ -97,7 +137,8 @@ func adminOnce(method, path string, body any) []byte {
 	}
 	req, _ := http.NewRequest(method, adminURL+"/admin/v2"+path, reader)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	authorize(req)
+	resp, err := httpClient.Do(req)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, method, path, err)
 		os.Exit(2)
@@ -119,13 +160,27 @@ func restPath(topic string) string {
 	return "/persistent/" + strings.TrimPrefix(topic, "persistent://")
 }
 
-func newClient(t *testing.T) pulsar.Client {
-	t.Helper()
-	c, err := pulsar.NewClient(pulsar.ClientOptions{
+// clientOptions are every client's options: the service URL, and TLS and a token if set.
+func clientOptions() pulsar.ClientOptions {
+	opts := pulsar.ClientOptions{
 		URL:              serviceURL,
 		OperationTimeout: 30 * time.Second,
 		Logger:           quietLogger(),
-	})
+	}
+	if trustCerts != "" {
+		opts.TLSTrustCertsFilePath = trustCerts
+		opts.TLSValidateHostname = true
+		opts.TLSAllowInsecureConnection = false
+	}
+	if authToken != "" {
+		opts.Authentication = pulsar.NewAuthenticationToken(authToken)
+	}
+	return opts
+}
+
+func newClient(t *testing.T) pulsar.Client {
+	t.Helper()
+	c, err := pulsar.NewClient(clientOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

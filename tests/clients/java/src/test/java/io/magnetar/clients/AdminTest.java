@@ -152,7 +152,7 @@ class AdminTest extends Target {
         try (Consumer<byte[]> c = client.newConsumer().topic(topic).subscriptionName("s").subscribe();
              Producer<byte[]> p = client.newProducer().topic(topic).enableBatching(false).create()) {
             p.send("before".getBytes());
-            assertTrue(admin.lookups().lookupTopic(topic).startsWith("pulsar://"));
+            assertTrue(admin.lookups().lookupTopic(topic).startsWith(brokerScheme()));
             admin.topics().unload(topic);
             p.send("after".getBytes());  // the client reconnects on its own
             assertEquals("before", new String(c.receive(10, TimeUnit.SECONDS).getValue()));

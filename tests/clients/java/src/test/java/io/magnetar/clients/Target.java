@@ -8,6 +8,9 @@ import java.util.concurrent.TimeUnit;
 import com.google.protobuf.CodedInputStream;
 import com.google.protobuf.WireFormat;
 import org.apache.pulsar.client.admin.PulsarAdmin;
+import org.apache.pulsar.client.admin.PulsarAdminBuilder;
+import org.apache.pulsar.client.api.AuthenticationFactory;
+import org.apache.pulsar.client.api.ClientBuilder;
 import org.apache.pulsar.client.api.MessageId;
 import org.apache.pulsar.client.api.PulsarClient;
 import org.apache.pulsar.common.policies.data.TenantInfo;
@@ -20,6 +23,12 @@ import org.junit.jupiter.api.Timeout;
  * What every scenario class shares: a client and an admin client for the broker under test
  * (system properties {@code magnetar.serviceUrl} and {@code magnetar.adminUrl}), and a tenant
  * and namespace of its own, so the classes are independent of each other and of earlier runs.
+ *
+ * <p>Against a secured broker ({@code pulsar+ssl://} and {@code https://} URLs) the system
+ * properties {@code magnetar.tlsTrustCertsFile} (the CA's PEM file; hostnames are verified)
+ * and {@code magnetar.authToken} (a super-user's token) are set, and every client and admin
+ * client of the suite is built with them by {@link #clientBuilder()} and {@link #adminBuilder()};
+ * absent, the builders are the plain ones.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
@@ -37,13 +46,47 @@ public abstract class Target {
         return System.getProperty("magnetar.adminUrl", "http://127.0.0.1:8080");
     }
 
+    /** The scheme of the broker URLs a lookup answers with for this suite's clients. */
+    static String brokerScheme() {
+        return serviceUrl().startsWith("pulsar+ssl://") ? "pulsar+ssl://" : "pulsar://";
+    }
+
+    /** A client builder for the broker under test: its URL, and TLS and a token if set. */
+    static ClientBuilder clientBuilder() {
+        ClientBuilder builder = PulsarClient.builder().serviceUrl(serviceUrl());
+        String trust = System.getProperty("magnetar.tlsTrustCertsFile", "");
+        if (!trust.isEmpty()) {
+            builder.tlsTrustCertsFilePath(trust).enableTlsHostnameVerification(true)
+                    .allowTlsInsecureConnection(false);
+        }
+        String token = System.getProperty("magnetar.authToken", "");
+        if (!token.isEmpty()) {
+            builder.authentication(AuthenticationFactory.token(token));
+        }
+        return builder;
+    }
+
+    /** An admin client builder for the broker under test, as {@link #clientBuilder()}. */
+    static PulsarAdminBuilder adminBuilder() {
+        PulsarAdminBuilder builder = PulsarAdmin.builder().serviceHttpUrl(adminUrl());
+        String trust = System.getProperty("magnetar.tlsTrustCertsFile", "");
+        if (!trust.isEmpty()) {
+            builder.tlsTrustCertsFilePath(trust).enableTlsHostnameVerification(true)
+                    .allowTlsInsecureConnection(false);
+        }
+        String token = System.getProperty("magnetar.authToken", "");
+        if (!token.isEmpty()) {
+            builder.authentication(AuthenticationFactory.token(token));
+        }
+        return builder;
+    }
+
     @BeforeAll
     void connect() throws Exception {
-        client = PulsarClient.builder()
-                .serviceUrl(serviceUrl())
+        client = clientBuilder()
                 .operationTimeout(30, TimeUnit.SECONDS)
                 .build();
-        admin = PulsarAdmin.builder().serviceHttpUrl(adminUrl()).build();
+        admin = adminBuilder().build();
         List<String> clusters = admin.clusters().getClusters();
         tenant = "jt-" + getClass().getSimpleName().toLowerCase() + "-" + shortId();
         admin.tenants().createTenant(tenant, TenantInfo.builder()

@@ -40,7 +40,7 @@ public class TransactionKillTest {
     }
 
     static PulsarClient client() throws Exception {
-        return PulsarClient.builder().serviceUrl(Target.serviceUrl()).enableTransaction(true)
+        return Target.clientBuilder().enableTransaction(true)
                 .operationTimeout(30, TimeUnit.SECONDS).build();
     }
 

@@ -34,8 +34,7 @@ public class TransactionTest extends Target {
 
     @BeforeAll
     void connectTransactional() throws Exception {
-        txnClient = PulsarClient.builder()
-                .serviceUrl(serviceUrl())
+        txnClient = clientBuilder()
                 .enableTransaction(true)
                 .operationTimeout(30, TimeUnit.SECONDS)
                 .build();
