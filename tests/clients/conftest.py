@@ -126,7 +126,7 @@ def _secured(tmp: Path) -> Iterator[Target]:
     off = {"brokerServicePort": "", "webServicePort": ""}
     with started(Secured(tmp, extra_conf=off)) as proc:
         # without their token the suites' own set-up (clusters, tenants) is refused: the
-        # caller is then the anonymous role, no super-user (401: Pulsar 4 answers authorization refusals so)
+        # caller is then the anonymous role, no super-user (401, as Pulsar 4 answers it)
         assert proc.https("GET", "/admin/v2/clusters")[0] == 401
         yield Target(
             "secured",
