@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -43,6 +44,25 @@ def counter(metrics: str, name: str) -> float:
     return float(m.group(1)) if m else 0.0
 
 
+async def pipelined_adds(handle: Any, *, size: int, seconds: float) -> tuple[float, int]:
+    """(adds/s, adds) of ``size``-byte adds pipelined into ``handle`` (WINDOW in flight) for
+    ``seconds``; bench/bookie_tls_bench.py measures with it too."""
+    payload = os.urandom(size)
+    inflight: set[asyncio.Future[int]] = set()
+    count = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+    while time.perf_counter() < deadline:
+        while len(inflight) < WINDOW:
+            inflight.add(handle.append(payload))
+        done, inflight = await asyncio.wait(inflight, return_when=asyncio.FIRST_COMPLETED)
+        count += len(done)
+    for f in inflight:
+        await f
+    count += len(inflight)
+    return count / (time.perf_counter() - start), count
+
+
 async def run_writer(url: str, *, quorum: tuple[int, int, int], size: int, seconds: float):
     store = await open_store(url)
     client = LedgerClient(store)
@@ -50,22 +70,9 @@ async def run_writer(url: str, *, quorum: tuple[int, int, int], size: int, secon
         handle = await client.create(
             ensemble_size=quorum[0], write_quorum=quorum[1], ack_quorum=quorum[2]
         )
-        payload = os.urandom(size)
-        inflight: set[asyncio.Future[int]] = set()
-        done_count = 0
-        start = time.perf_counter()
-        deadline = start + seconds
-        while time.perf_counter() < deadline:
-            while len(inflight) < WINDOW:
-                inflight.add(handle.append(payload))
-            done, inflight = await asyncio.wait(inflight, return_when=asyncio.FIRST_COMPLETED)
-            done_count += len(done)
-        for f in inflight:
-            await f
-        done_count += len(inflight)
-        elapsed = time.perf_counter() - start
+        rate, _ = await pipelined_adds(handle, size=size, seconds=seconds)
         await handle.close()
-        return done_count / elapsed
+        return rate
     finally:
         await client.close()
         await store.close()

@@ -20,7 +20,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -29,11 +28,11 @@ from tests.support.bookies import BookieProc
 from tests.support.certs import CA, MountedSecret
 from tests.support.etcd import EtcdServer
 
+import bookie_bench  # bench/ is the script's directory
 from magnetar.common import grpctls, tlsfiles
 from magnetar.ledger.client import LedgerClient
 from magnetar.metadata import open_store
 
-WINDOW = 2000
 
 
 def cpu_seconds(pid: int) -> float:
@@ -50,22 +49,9 @@ async def run_writer(
     client = LedgerClient(store, tls=tls.open() if tls is not None else None)
     try:
         handle = await client.create(ensemble_size=1, write_quorum=1, ack_quorum=1)
-        payload = os.urandom(size)
-        inflight: set[asyncio.Future[int]] = set()
-        count = 0
-        start = time.perf_counter()
-        deadline = start + seconds
-        while time.perf_counter() < deadline:
-            while len(inflight) < WINDOW:
-                inflight.add(handle.append(payload))
-            done, inflight = await asyncio.wait(inflight, return_when=asyncio.FIRST_COMPLETED)
-            count += len(done)
-        for f in inflight:
-            await f
-        count += len(inflight)
-        elapsed = time.perf_counter() - start
+        result = await bookie_bench.pipelined_adds(handle, size=size, seconds=seconds)
         await handle.close()
-        return count / elapsed, count
+        return result
     finally:
         await client.close()
         await store.close()
