@@ -34,7 +34,6 @@ from magnetar.ledger.client import LedgerClient
 from magnetar.metadata import open_store
 
 
-
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of process ``pid`` (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
