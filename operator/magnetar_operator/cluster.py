@@ -1,12 +1,12 @@
 """PulsarCluster reconciliation: ordered, idempotent steps, status written once at the end.
 
-metadata -> bookies (apply, scale one step, roll one pod) -> brokers -> proxy -> services
--> monitoring -> offload check -> status. A change of the brokers' (or the proxy's) pod
-template waits until the bookies are settled (every bookie on the current revision and
-Ready): an image or version change rolls bookies first, one at a time, then brokers. Each
-step applies its objects with server-side apply (so re-running is a no-op and drift is
-reverted) and returns a condition; ``Ready`` summarises them, and ``observedGeneration``
-is written together with them in one patch.
+certificates -> tokens -> metadata -> bookies (apply, scale one step, roll one pod) ->
+brokers -> proxy -> services -> monitoring -> offload check -> status. A change of the
+brokers' (or the proxy's) pod template waits until the bookies are settled (every bookie
+on the current revision and Ready): an image or version change rolls bookies first, one
+at a time, then brokers. Each step applies its objects with server-side apply (so
+re-running is a no-op and drift is reverted) and returns a condition; ``Ready`` summarises
+them, and ``observedGeneration`` is written together with them in one patch.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from magnetar_operator import conditions, offload_probe, rollout
+from magnetar_operator import conditions, credentials, offload_probe, rollout, tokens
 from magnetar_operator.builders import bookie, broker, common, etcd, monitoring, proxy
 from magnetar_operator.builders.common import Owner
 from magnetar_operator.conditions import Condition
@@ -39,6 +39,8 @@ class Run:
     status: Json = field(default_factory=dict)
     bookies_settled: bool = True
     """False while bookies scale or roll: broker and proxy template changes wait."""
+    verify_key: str = tokens.SECRET_KEY
+    """With ``spec.auth``: the signing Secret's key brokers verify tokens with."""
 
     def __post_init__(self) -> None:
         self.owner = Owner.from_body(self.body)
@@ -58,6 +60,21 @@ def _counts(obj: Mapping[str, Any] | None, desired: int, *, ready_key: str) -> J
         "updatedReplicas": int(st.get("updatedReplicas", 0) or 0),
         "summary": f"{ready}/{desired}",
     }
+
+
+def _secrets_target(run: Run) -> credentials.Target:
+    return credentials.Target(run.kube, run.owner, run.spec, run.event)
+
+
+async def step_tls(run: Run) -> Condition | None:
+    """``spec.tls``: the certificates every component mounts (``credentials``)."""
+    return await credentials.step_tls(_secrets_target(run))
+
+
+async def step_auth(run: Run) -> Condition | None:
+    """``spec.auth``: the token signing key and the super-user tokens (``credentials``)."""
+    cond, run.verify_key = await credentials.step_auth(_secrets_target(run))
+    return cond
 
 
 async def step_metadata(run: Run) -> Condition:
@@ -202,7 +219,9 @@ def _deployment_condition(
 
 async def step_brokers(run: Run) -> Condition:
     dep, held = await _apply_deployment(
-        run, broker.build_workload(run.owner, run.spec), run.owner.name_of(broker.COMPONENT)
+        run,
+        broker.build_workload(run.owner, run.spec, verify_key=run.verify_key),
+        run.owner.name_of(broker.COMPONENT),
     )
     cond, counts = _deployment_condition(
         conditions.BROKERS_READY, "brokers", dep, run.spec.brokers.replicas, held
@@ -289,6 +308,8 @@ async def step_offload(run: Run) -> Condition:
 
 
 STEPS: tuple[Step, ...] = (
+    step_tls,
+    step_auth,
     step_metadata,
     step_bookies,
     step_brokers,
@@ -303,12 +324,15 @@ def unsupported(spec: ClusterSpec) -> list[str]:
     """What the spec asks for that Magnetar does not implement (empty: nothing).
 
     Such a cluster is refused as a whole rather than built without the feature: a cluster
-    reported Ready without the TLS or authentication it asked for would be a lie."""
+    reported Ready without the TLS or authentication it asked for would be a lie. The proxy
+    has no TLS listener, no client certificate for etcd and no credentials of its own for
+    the brokers yet, so it cannot run in a secured cluster."""
     out = []
-    if spec.tls.enabled:
-        out.append("spec.tls.enabled: TLS is not implemented")
-    if spec.auth.enabled:
-        out.append("spec.auth.enabled: authentication and authorization are not implemented")
+    if spec.proxy.enabled and (spec.tls.enabled or spec.auth.enabled):
+        out.append(
+            "spec.proxy.enabled with spec.tls or spec.auth: the proxy has no TLS listener, "
+            "etcd client certificate or broker credentials yet (docs/security.md)"
+        )
     return out
 
 

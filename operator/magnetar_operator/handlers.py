@@ -30,7 +30,7 @@ from typing import Any
 import kopf
 
 from magnetar_operator import cluster, conditions, resources
-from magnetar_operator.builders import broker
+from magnetar_operator.builders import broker, security
 from magnetar_operator.builders.common import API_VERSION, GROUP, Owner
 from magnetar_operator.kube import Kube
 from magnetar_operator.pulsar import Admin, AdminError, AdminUnavailable
@@ -131,6 +131,7 @@ class Target:
     url: str
     cluster_name: str
     token: str | None = None
+    ca: bytes | None = None
     not_ready: str | None = None
     """Why the referenced PulsarCluster is not Ready yet (None when it is, or for an
     adminUrl): what a Tenant/Topic waits for while the admin API does not answer."""
@@ -160,12 +161,28 @@ async def _target(kube: Kube, namespace: str, ref: Mapping[str, Any]) -> Target:
         or (pc.get("status") or {}).get("adminUrl")
         or broker.admin_url(owner, spec)
     )
-    token = None
-    if spec.auth.enabled and spec.auth.secret_name:
-        secret = await kube.get("v1", "Secret", namespace, spec.auth.secret_name)
-        raw = ((secret or {}).get("data") or {}).get("admin.token")
-        token = base64.b64decode(raw).decode().strip() if raw else None
-    return Target(str(url), str(ref.get("clusterName") or name), token, _not_ready(pc))
+    token = ca = None
+    if spec.auth.enabled:  # the super-user token the operator minted for itself
+        token = await _secret_item(
+            kube, namespace, security.tokens_secret_name(owner), security.OPERATOR_TOKEN
+        )
+    if spec.tls.enabled:  # the cluster's CA, as the brokers' Secret carries it
+        ca = await _secret_item(
+            kube, namespace, security.tls_secret_name(owner, broker.COMPONENT), security.CA_CERT
+        )
+    return Target(
+        str(url),
+        str(ref.get("clusterName") or name),
+        token.decode().strip() if token else None,
+        ca,
+        _not_ready(pc),
+    )
+
+
+async def _secret_item(kube: Kube, namespace: str, name: str, key: str) -> bytes | None:
+    secret = await kube.get("v1", "Secret", namespace, name)
+    raw = ((secret or {}).get("data") or {}).get(key)
+    return base64.b64decode(raw) if raw else None
 
 
 async def _write_status(
@@ -203,7 +220,7 @@ async def _sync(body: kopf.Body, memo: kopf.Memo, kind: str, retry: int) -> None
         try:
             target = await _target(state.kube, str(body.metadata.namespace), spec["clusterRef"])
             extra["adminUrl"] = target.url
-            async with Admin(target.url, token=target.token) as admin:
+            async with Admin(target.url, token=target.token, ca=target.ca) as admin:
                 if kind == "Tenant":
                     managed = list((body.get("status") or {}).get("namespaces") or ())
                     changes, managed = await resources.reconcile_tenant(
@@ -264,7 +281,7 @@ async def _delete(body: kopf.Body, memo: kopf.Memo, kind: str, retry: int) -> No
         return
     try:
         target = await _target(state.kube, str(body.metadata.namespace), spec["clusterRef"])
-        async with Admin(target.url, token=target.token) as admin:
+        async with Admin(target.url, token=target.token, ca=target.ca) as admin:
             if kind == "Tenant":
                 managed = list((body.get("status") or {}).get("namespaces") or ())
                 await resources.delete_tenant(admin, spec, managed=managed)

@@ -23,6 +23,7 @@ FIELD_MANAGER = "magnetar-operator"
 
 # kind -> (plural, namespaced)
 KINDS: dict[str, tuple[str, bool]] = {
+    "Certificate": ("certificates", True),
     "ConfigMap": ("configmaps", True),
     "Deployment": ("deployments", True),
     "Event": ("events", True),

@@ -11,6 +11,7 @@ reacts: ``AdminUnavailable`` (cannot reach it: retry, or give up on deletion) an
 from __future__ import annotations
 
 import json
+import ssl
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -69,10 +70,24 @@ def ns_path(tenant: str, namespace: str) -> str:
 
 
 class Admin:
-    """One admin endpoint (``http(s)://host:port``); use as an async context manager."""
+    """One admin endpoint (``http(s)://host:port``); use as an async context manager.
 
-    def __init__(self, url: str, *, token: str | None = None, timeout: float = 10.0) -> None:
+    ``token``: a bearer token (the operator's super-user token of a cluster with
+    ``spec.auth``); ``ca``: PEM CA certificates an ``https://`` endpoint's certificate must
+    chain to (the cluster's CA, with ``spec.tls``), the host name checked as usual."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        ca: bytes | None = None,
+        timeout: float = 10.0,
+    ) -> None:
         self.url = url.rstrip("/")
+        self._ssl: ssl.SSLContext | None = None
+        if ca:
+            self._ssl = ssl.create_default_context(cadata=ca.decode())
         headers = {"Accept": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -81,7 +96,11 @@ class Admin:
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> Admin:
-        self._session = aiohttp.ClientSession(headers=self._headers, timeout=self._timeout)
+        self._session = aiohttp.ClientSession(
+            headers=self._headers,
+            timeout=self._timeout,
+            connector=aiohttp.TCPConnector(ssl=self._ssl) if self._ssl else None,
+        )
         return self
 
     async def __aexit__(self, *exc: object) -> None:

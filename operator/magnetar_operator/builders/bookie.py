@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from magnetar_operator.builders import common, etcd
+from magnetar_operator.builders import common, etcd, security
 from magnetar_operator.builders.common import BOOKIE_HTTP_PORT, BOOKIE_PORT, Owner
 from magnetar_operator.spec import ClusterSpec, Json
 
@@ -20,6 +20,8 @@ CONFIG_DIR = "/etc/magnetar"
 JOURNAL_DIR = "/var/lib/magnetar/journal"
 LEDGERS_DIR = "/var/lib/magnetar/ledgers"
 RACKS_DIR = "/etc/magnetar-racks"
+TLS_DIR = "/etc/magnetar-tls"
+ETCD_SETTINGS = "etcd.yaml"
 
 
 def service_name(owner: Owner) -> str:
@@ -37,12 +39,31 @@ def config_data(owner: Owner, spec: ClusterSpec) -> dict[str, str]:
         "journalDirectories": JOURNAL_DIR,
         "ledgerDirectories": LEDGERS_DIR,
     }
+    data.update(tls_config(spec))
     data.update(spec.bookies.config)
     return data
 
 
+def tls_config(spec: ClusterSpec) -> dict[str, str]:
+    """bookkeeper.conf keys of ``spec.tls``: the gRPC port serves TLS and requires a client
+    certificate from the cluster's CA; etcd is reached with the bookie's own certificate."""
+    if not spec.tls.enabled:
+        return {}
+    return {
+        "tlsProviderFactoryClass": "org.apache.bookkeeper.tls.TLSContextFactory",
+        "tlsCertificatePath": f"{TLS_DIR}/{security.TLS_CERT}",
+        "tlsKeyStore": f"{TLS_DIR}/{security.TLS_KEY}",
+        "tlsTrustStore": f"{TLS_DIR}/{security.CA_CERT}",
+        "tlsClientAuthentication": "true",
+        "metadataStoreConfigPath": f"{CONFIG_DIR}/{ETCD_SETTINGS}",
+    }
+
+
 def config_map(owner: Owner, spec: ClusterSpec) -> Json:
-    return common.config_map(owner, COMPONENT, filename=CONFIG_FILE, data=config_data(owner, spec))
+    files = {ETCD_SETTINGS: security.etcd_client_settings(TLS_DIR)} if spec.tls.enabled else None
+    return common.config_map(
+        owner, COMPONENT, filename=CONFIG_FILE, data=config_data(owner, spec), files=files
+    )
 
 
 def service(owner: Owner) -> Json:
@@ -93,6 +114,9 @@ def statefulset(owner: Owner, spec: ClusterSpec, *, replicas: int | None = None)
         {"name": "config", "configMap": {"name": owner.name_of(COMPONENT)}},
         {"name": "tmp", "emptyDir": {}},
     ]
+    if spec.tls.enabled:
+        mounts.append({"name": "tls", "mountPath": TLS_DIR, "readOnly": True})
+        volumes.append(security.tls_volume(owner, COMPONENT))
     if bk.rack.enabled:
         # The image's entrypoint waits for racks/$POD_NAME (written by the operator once
         # the pod is on a node) and passes it as --rack.

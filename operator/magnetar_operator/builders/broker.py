@@ -6,7 +6,8 @@ right for them: a new broker is Ready before an old one goes, and topics move by
 
 from __future__ import annotations
 
-from magnetar_operator.builders import common, etcd
+from magnetar_operator import tokens
+from magnetar_operator.builders import common, etcd, security
 from magnetar_operator.builders.common import (
     BROKER_PORT,
     BROKER_TLS_PORT,
@@ -21,7 +22,10 @@ CONFIG_FILE = "broker.conf"
 CONFIG_DIR = "/etc/magnetar/conf"
 TLS_DIR = "/etc/magnetar/tls"
 AUTH_DIR = "/etc/magnetar/auth"
-READINESS_PATH = "/admin/v2/brokers/health"
+ETCD_SETTINGS = "etcd.yaml"
+READINESS_PATH = "/status.html"
+"""200 while the broker holds its metadata session; needs no credentials (Pulsar's
+status page), so the probe works with ``spec.auth`` too."""
 
 
 def service_name(owner: Owner) -> str:
@@ -42,12 +46,15 @@ def admin_url(owner: Owner, spec: ClusterSpec) -> str:
     return f"http://{host}:{HTTP_PORT}"
 
 
-def config_data(owner: Owner, spec: ClusterSpec) -> dict[str, str]:
+def config_data(
+    owner: Owner, spec: ClusterSpec, *, verify_key: str = tokens.SECRET_KEY
+) -> dict[str, str]:
     """broker.conf properties (Pulsar's key names); the user's overrides win.
 
     Only keys ``magnetar broker --config`` consumes (a unit test feeds every rendered key
-    through its loader); TLS and authentication are refused before anything is rendered
-    (``cluster.unsupported``). ``spec.offload`` becomes the managedLedgerOffload* /
+    through its loader). ``spec.tls`` and ``spec.auth`` add :func:`tls_config` and
+    :func:`security.auth_config` (``verify_key``: the signing Secret's key brokers verify
+    tokens with). ``spec.offload`` becomes the managedLedgerOffload* /
     s3ManagedLedgerOffload* keys (docs/offload.md); its credentials Secret reaches the
     brokers as AWS environment variables (:func:`deployment`)."""
     bk = spec.bookies
@@ -61,9 +68,42 @@ def config_data(owner: Owner, spec: ClusterSpec) -> dict[str, str]:
         "managedLedgerDefaultWriteQuorum": str(bk.write_quorum),
         "managedLedgerDefaultAckQuorum": str(bk.ack_quorum),
     }
+    data.update(tls_config(spec))
+    if spec.auth.enabled:
+        data.update(security.auth_config(spec, auth_dir=AUTH_DIR, verify_key=verify_key))
     data.update(offload_config(spec))
     data.update(spec.brokers.config)
     return data
+
+
+def tls_config(spec: ClusterSpec) -> dict[str, str]:
+    """broker.conf keys of ``spec.tls``: TLS listeners only (the plaintext ports are off),
+    the broker's certificate re-read every minute, and TLS with the same certificate as a
+    client of the bookies (mutual), of etcd and of other brokers."""
+    if not spec.tls.enabled:
+        return {}
+    crt, key, ca = (
+        f"{TLS_DIR}/{f}" for f in (security.TLS_CERT, security.TLS_KEY, security.CA_CERT)
+    )
+    return {
+        "brokerServicePort": "",
+        "webServicePort": "",
+        "brokerServicePortTls": str(BROKER_TLS_PORT),
+        "webServicePortTls": str(HTTPS_PORT),
+        "tlsCertificateFilePath": crt,
+        "tlsKeyFilePath": key,
+        "tlsTrustCertsFilePath": ca,
+        "tlsCertRefreshCheckDurationSec": "60",
+        "brokerClientTlsEnabled": "true",
+        "brokerClientTrustCertsFilePath": ca,
+        "brokerClientCertificateFilePath": crt,
+        "brokerClientKeyFilePath": key,
+        "bookkeeperTLSClientAuthentication": "true",
+        "bookkeeperTLSCertificateFilePath": crt,
+        "bookkeeperTLSKeyFilePath": key,
+        "bookkeeperTLSTrustCertsFilePath": ca,
+        "metadataStoreConfigPath": f"{CONFIG_DIR}/{ETCD_SETTINGS}",
+    }
 
 
 def offload_config(spec: ClusterSpec) -> dict[str, str]:
@@ -97,18 +137,28 @@ def args(owner: Owner, spec: ClusterSpec) -> list[str]:
     ]
 
 
-def config_map(owner: Owner, spec: ClusterSpec) -> Json:
-    return common.config_map(owner, COMPONENT, filename=CONFIG_FILE, data=config_data(owner, spec))
+def config_map(owner: Owner, spec: ClusterSpec, *, verify_key: str = tokens.SECRET_KEY) -> Json:
+    files = {ETCD_SETTINGS: security.etcd_client_settings(TLS_DIR)} if spec.tls.enabled else None
+    return common.config_map(
+        owner,
+        COMPONENT,
+        filename=CONFIG_FILE,
+        data=config_data(owner, spec, verify_key=verify_key),
+        files=files,
+    )
 
 
 def _ports(spec: ClusterSpec) -> list[tuple[str, int]]:
-    ports = [("pulsar", BROKER_PORT), ("http", HTTP_PORT)]
     if spec.tls.enabled:
-        ports += [("pulsar-tls", BROKER_TLS_PORT), ("https", HTTPS_PORT)]
-    return ports
+        return [("pulsar-tls", BROKER_TLS_PORT), ("https", HTTPS_PORT)]
+    return [("pulsar", BROKER_PORT), ("http", HTTP_PORT)]
 
 
-def deployment(owner: Owner, spec: ClusterSpec) -> Json:
+def _web_port(spec: ClusterSpec) -> str:
+    return "https" if spec.tls.enabled else "http"
+
+
+def deployment(owner: Owner, spec: ClusterSpec, *, verify_key: str = tokens.SECRET_KEY) -> Json:
     pod_sc, container_sc = common.security_context()
     mounts: list[Json] = [
         {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
@@ -120,10 +170,12 @@ def deployment(owner: Owner, spec: ClusterSpec) -> Json:
     ]
     if spec.tls.enabled:
         mounts.append({"name": "tls", "mountPath": TLS_DIR, "readOnly": True})
-        volumes.append({"name": "tls", "secret": {"secretName": spec.tls.secret_name}})
+        volumes.append(security.tls_volume(owner, COMPONENT))
     if spec.auth.enabled:
         mounts.append({"name": "auth", "mountPath": AUTH_DIR, "readOnly": True})
-        volumes.append({"name": "auth", "secret": {"secretName": spec.auth.secret_name}})
+        volumes.append(
+            security.auth_volume(owner, spec, verify_key=verify_key, token=security.BROKER_TOKEN)
+        )
     container: Json = {
         "name": "broker",
         "image": spec.images.broker,
@@ -135,8 +187,10 @@ def deployment(owner: Owner, spec: ClusterSpec) -> Json:
         ],
         "ports": [{"name": n, "containerPort": p} for n, p in _ports(spec)],
         # Ready = serving: a metadata session (the bookies are reached per ledger)
-        "readinessProbe": common.http_probe(READINESS_PATH, "http", period=5),
-        "livenessProbe": common.http_probe("/metrics", "http", period=10, failures=6, initial=30),
+        "readinessProbe": common.http_probe(READINESS_PATH, _web_port(spec), period=5),
+        "livenessProbe": common.http_probe(
+            "/metrics", _web_port(spec), period=10, failures=6, initial=30
+        ),
         "volumeMounts": mounts,
         "securityContext": container_sc,
     }
@@ -158,7 +212,7 @@ def deployment(owner: Owner, spec: ClusterSpec) -> Json:
         COMPONENT,
         version=spec.version,
         replicas=spec.brokers.replicas,
-        config=config_data(owner, spec),
+        config=config_data(owner, spec, verify_key=verify_key),
         pod_spec=pod_spec,
         pull_secrets=spec.images.pull_secrets,
     )
@@ -177,8 +231,14 @@ def service(owner: Owner, spec: ClusterSpec) -> Json:
     }
 
 
-def build_workload(owner: Owner, spec: ClusterSpec) -> list[Json]:
-    return [config_map(owner, spec), deployment(owner, spec), common.pdb(owner, COMPONENT)]
+def build_workload(
+    owner: Owner, spec: ClusterSpec, *, verify_key: str = tokens.SECRET_KEY
+) -> list[Json]:
+    return [
+        config_map(owner, spec, verify_key=verify_key),
+        deployment(owner, spec, verify_key=verify_key),
+        common.pdb(owner, COMPONENT),
+    ]
 
 
 def build_services(owner: Owner, spec: ClusterSpec) -> list[Json]:

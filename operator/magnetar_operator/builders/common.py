@@ -98,12 +98,21 @@ def render_properties(data: Mapping[str, str]) -> str:
     return "".join(f"{k}={v}\n" for k, v in sorted(data.items()))
 
 
-def config_map(owner: Owner, component: str, *, filename: str, data: Mapping[str, str]) -> Json:
+def config_map(
+    owner: Owner,
+    component: str,
+    *,
+    filename: str,
+    data: Mapping[str, str],
+    files: Mapping[str, str] | None = None,
+) -> Json:
+    """The component's properties file (``filename``), plus other ``files`` verbatim (the
+    etcd settings file of ``spec.tls``)."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": metadata(owner, component),
-        "data": {filename: render_properties(data)},
+        "data": {filename: render_properties(data), **(files or {})},
     }
 
 
@@ -192,7 +201,7 @@ def http_probe(
     path: str, port: str, *, period: int = 10, failures: int = 3, initial: int = 0
 ) -> Json:
     probe: Json = {
-        "httpGet": {"path": path, "port": port},
+        "httpGet": {"path": path, "port": port, **({"scheme": "HTTPS"} if port == "https" else {})},
         "periodSeconds": period,
         "failureThreshold": failures,
         "timeoutSeconds": 5,

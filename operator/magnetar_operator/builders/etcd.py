@@ -7,12 +7,13 @@ CRD makes immutable: etcd membership changes are not a StatefulSet scale).
 
 from __future__ import annotations
 
-from magnetar_operator.builders import common
+from magnetar_operator.builders import common, security
 from magnetar_operator.builders.common import ETCD_CLIENT_PORT, ETCD_PEER_PORT, Owner
 from magnetar_operator.spec import ClusterSpec, Json
 
 COMPONENT = "etcd"
 METRICS_PORT = 2381
+TLS_DIR = "/etc/etcd/tls"
 
 
 def peer_service_name(owner: Owner) -> str:
@@ -24,21 +25,51 @@ def client_service_name(owner: Owner) -> str:
 
 
 def metadata_store_url(owner: Owner, spec: ClusterSpec) -> str:
-    """What brokers and bookies get as ``--metadata-url``: ``etcd://host:port[,host:port]``."""
+    """What brokers and bookies get as their metadata URL: ``etcd://host:port[,host:port]``,
+    or with ``spec.tls`` Pulsar's ``etcd:https://host:port[,...]`` (the client certificate
+    and CA come from the etcd settings file, :func:`security.etcd_client_settings`)."""
     if not spec.metadata.managed:
         hosts = [e.split("://", 1)[-1].rstrip("/") for e in spec.metadata.external_endpoints]
-        return "etcd://" + ",".join(hosts)
-    return f"etcd://{client_service_name(owner)}.{owner.namespace}.svc:{ETCD_CLIENT_PORT}"
+    else:
+        hosts = [f"{client_service_name(owner)}.{owner.namespace}.svc:{ETCD_CLIENT_PORT}"]
+    if spec.tls.enabled:
+        return "etcd:" + ",".join(f"https://{h}" for h in hosts)
+    return "etcd://" + ",".join(hosts)
 
 
-def _member_url(owner: Owner, ordinal: int, port: int) -> str:
+def _scheme(spec: ClusterSpec) -> str:
+    return "https" if spec.tls.enabled else "http"
+
+
+def _member_url(owner: Owner, ordinal: int, port: int, scheme: str = "http") -> str:
     sts = owner.name_of(COMPONENT)
-    return f"http://{sts}-{ordinal}.{peer_service_name(owner)}.{owner.namespace}.svc:{port}"
+    return f"{scheme}://{sts}-{ordinal}.{peer_service_name(owner)}.{owner.namespace}.svc:{port}"
 
 
-def initial_cluster(owner: Owner, replicas: int) -> str:
+def initial_cluster(owner: Owner, replicas: int, scheme: str = "http") -> str:
     sts = owner.name_of(COMPONENT)
-    return ",".join(f"{sts}-{i}={_member_url(owner, i, ETCD_PEER_PORT)}" for i in range(replicas))
+    return ",".join(
+        f"{sts}-{i}={_member_url(owner, i, ETCD_PEER_PORT, scheme)}" for i in range(replicas)
+    )
+
+
+def tls_flags() -> list[str]:
+    """etcd's flags for ``spec.tls``: clients and peers need a certificate from the cluster's
+    CA; etcd re-reads its certificate files at each new handshake, so a renewal needs no
+    restart."""
+    crt, key, ca = (
+        f"{TLS_DIR}/{f}" for f in (security.TLS_CERT, security.TLS_KEY, security.CA_CERT)
+    )
+    return [
+        f"--cert-file={crt}",
+        f"--key-file={key}",
+        f"--trusted-ca-file={ca}",
+        "--client-cert-auth",
+        f"--peer-cert-file={crt}",
+        f"--peer-key-file={key}",
+        f"--peer-trusted-ca-file={ca}",
+        "--peer-client-cert-auth",
+    ]
 
 
 def peer_service(owner: Owner) -> Json:
@@ -76,21 +107,27 @@ def statefulset(owner: Owner, spec: ClusterSpec) -> Json:
     md = spec.metadata
     pod_sc, container_sc = common.security_context()
     domain = f"{peer_service_name(owner)}.{owner.namespace}.svc"
+    s = _scheme(spec)
     command = [
         "etcd",
         "--name=$(POD_NAME)",
         "--data-dir=/var/lib/etcd/data",
-        f"--listen-client-urls=http://0.0.0.0:{ETCD_CLIENT_PORT}",
-        f"--advertise-client-urls=http://$(POD_NAME).{domain}:{ETCD_CLIENT_PORT}",
-        f"--listen-peer-urls=http://0.0.0.0:{ETCD_PEER_PORT}",
-        f"--initial-advertise-peer-urls=http://$(POD_NAME).{domain}:{ETCD_PEER_PORT}",
+        f"--listen-client-urls={s}://0.0.0.0:{ETCD_CLIENT_PORT}",
+        f"--advertise-client-urls={s}://$(POD_NAME).{domain}:{ETCD_CLIENT_PORT}",
+        f"--listen-peer-urls={s}://0.0.0.0:{ETCD_PEER_PORT}",
+        f"--initial-advertise-peer-urls={s}://$(POD_NAME).{domain}:{ETCD_PEER_PORT}",
+        # the probes' port: plaintext, /health and /metrics only
         f"--listen-metrics-urls=http://0.0.0.0:{METRICS_PORT}",
-        f"--initial-cluster={initial_cluster(owner, md.etcd_replicas)}",
+        f"--initial-cluster={initial_cluster(owner, md.etcd_replicas, s)}",
         "--initial-cluster-state=new",
         f"--initial-cluster-token={owner.name}-{owner.uid[:8]}",
         "--auto-compaction-mode=periodic",
         "--auto-compaction-retention=1h",
     ]
+    mounts: list[Json] = [{"name": "data", "mountPath": "/var/lib/etcd"}]
+    if spec.tls.enabled:
+        command += tls_flags()
+        mounts.append({"name": "tls", "mountPath": TLS_DIR, "readOnly": True})
     container: Json = {
         "name": "etcd",
         "image": spec.images.etcd,
@@ -104,7 +141,7 @@ def statefulset(owner: Owner, spec: ClusterSpec) -> Json:
         ],
         "readinessProbe": common.http_probe("/health", "metrics", period=5),
         "livenessProbe": common.http_probe("/health", "metrics", period=10, failures=6, initial=15),
-        "volumeMounts": [{"name": "data", "mountPath": "/var/lib/etcd"}],
+        "volumeMounts": mounts,
         "securityContext": container_sc,
     }
     if md.etcd_resources.to_k8s():
@@ -114,6 +151,8 @@ def statefulset(owner: Owner, spec: ClusterSpec) -> Json:
         "containers": [container],
         **common.spread(owner, COMPONENT, topology_key="kubernetes.io/hostname", hard=False),
     }
+    if spec.tls.enabled:
+        pod_spec["volumes"] = [security.tls_volume(owner, COMPONENT)]
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",

@@ -194,6 +194,8 @@ def route_rule(method: str, route: str, *, authenticate_metrics: bool) -> RouteR
     is closed until someone decides otherwise."""
     if route == "/metrics":
         return RouteRule(Need.AUTHENTICATED if authenticate_metrics else Need.NOTHING)
+    if route == "/status.html":
+        return RouteRule(Need.NOTHING)  # Pulsar's status page: for probes and load balancers
     if route.startswith("/lookup/v2/topic/"):
         return RouteRule(Need.TOPIC, TopicOp.LOOKUP)
     if route.startswith("/admin/v2/tenants/{tenant}"):

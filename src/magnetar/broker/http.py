@@ -74,6 +74,15 @@ async def _health(request: web.Request) -> web.Response:
     return web.Response(text="ok")
 
 
+async def _status(request: web.Request) -> web.Response:
+    """Pulsar's ``/status.html``: 200 ``OK`` while the broker serves (holds its metadata
+    session), 503 otherwise; no credentials needed, so probes work on a secured broker."""
+    session = request.app[SERVICE].ownership.session
+    if session is None or session.lost:
+        return web.Response(text="not serving", status=503)
+    return web.Response(text="OK")
+
+
 async def _lookup(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     m = request.match_info
@@ -193,6 +202,7 @@ def build_app(service: BrokerService, *, extensions: Iterable[Extension] = ()) -
     app[SERVICE] = service
     app.router.add_get("/metrics", _metrics)
     app.router.add_get("/admin/v2/brokers/health", _health)
+    app.router.add_get("/status.html", _status)
     app.router.add_get("/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}", _lookup)
     for extend in extensions:
         extend(app)

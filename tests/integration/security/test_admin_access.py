@@ -16,9 +16,10 @@ from magnetar.broker import admin, http
 from tests.integration.security.conftest import AGAINST, magnetar_only
 from tests.support.secured import Secured, magnetar
 
-OPEN_ROUTES = {("GET", "/metrics")}
-"""Routes that answer without credentials by design (Pulsar's authenticateMetricsEndpoint
-defaults to false); tested below to need them once that key is on."""
+OPEN_ROUTES = {("GET", "/metrics"), ("GET", "/status.html")}
+"""Routes that answer without credentials by design: /metrics (Pulsar's
+authenticateMetricsEndpoint defaults to false; tested below to need them once that key is
+on) and Pulsar's status page, which says only whether the broker serves (for probes)."""
 
 PULSAR_OPEN = {"GET /admin/v2/clusters"} if AGAINST == "pulsar" else set()
 """What Apache Pulsar 4.0.7 answers with 2xx to any role here and Magnetar does not (the

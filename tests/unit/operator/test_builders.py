@@ -35,6 +35,13 @@ SPECS = {
     "proxy-nodeport": {
         "proxy": {"enabled": True, "service": {"type": "NodePort", "nodePorts": {"pulsar": 30650}}}
     },
+    "secured": example("pulsarcluster-secured.yaml")["spec"],
+    "secured-3": {
+        **example("pulsarcluster-production.yaml")["spec"],
+        "tls": {"enabled": True},
+        "auth": {"enabled": True, "secretName": "keys"},
+        "proxy": {"enabled": False},
+    },
 }
 
 
@@ -150,7 +157,7 @@ def test_probes_ask_whether_the_process_serves() -> None:
         c = objs[(kind, name)]["spec"]["template"]["spec"]["containers"][0]
         return str(c["readinessProbe"]["httpGet"]["path"])
 
-    assert probe("dev-broker") == "/admin/v2/brokers/health"
+    assert probe("dev-broker") == "/status.html"  # no credentials needed (spec.auth)
     assert probe("dev-bookie", "StatefulSet") == "/health"
     assert probe("dev-proxy") == "/status.html"
 
