@@ -1,7 +1,8 @@
 """The chart's RBAC is enough, and only as much as needed: the operator runs with the
 token of the ServiceAccount the chart creates (namespaced mode: a Role in the watched
-namespace plus the small ClusterRole) and reconciles a PulsarCluster and a Topic; it
-cannot read what the chart does not grant."""
+namespace plus the small ClusterRole) and reconciles a PulsarCluster (with TLS and
+authentication: Secrets it writes) and a Topic; it cannot read what the chart does not
+grant."""
 
 from __future__ import annotations
 
@@ -134,6 +135,9 @@ def test_operator_works_with_the_charts_least_privilege_rbac(
                     "brokers": {"replicas": 1},
                     "bookies": {"replicas": 2},
                     "monitoring": {"enabled": True},
+                    # certificates and tokens: Secrets the operator writes
+                    "tls": {"enabled": True},
+                    "auth": {"enabled": True},
                 },
             },
         )

@@ -104,7 +104,10 @@ app.kubernetes.io/component: operator
   verbs: [list, delete, deletecollection]
 - apiGroups: [""]
   resources: [secrets]
-  verbs: [get]
+  verbs: [get, create, patch, update]
+- apiGroups: [cert-manager.io]
+  resources: [certificates]
+  verbs: [get, create, patch, update]
 - apiGroups: ["", events.k8s.io]
   resources: [events]
   verbs: [create, patch]
@@ -141,6 +144,12 @@ app.kubernetes.io/component: operator
 {{- $off := default dict .Values.cluster.spec.offload -}}
 {{- if and $off.enabled (not (include "magnetar.cluster.offloadToMinio" .)) (not (and $off.bucket $off.credentialsSecret)) -}}
 {{- fail "cluster.spec.offload: bucket and credentialsSecret are required when offload is enabled" -}}
+{{- end -}}
+{{- $proxy := default dict .Values.cluster.spec.proxy -}}
+{{- $tls := default dict .Values.cluster.spec.tls -}}
+{{- $auth := default dict .Values.cluster.spec.auth -}}
+{{- if and $proxy.enabled (or $tls.enabled $auth.enabled) -}}
+{{- fail "cluster.spec.proxy.enabled cannot be combined with cluster.spec.tls or cluster.spec.auth yet: the proxy has no TLS listener, etcd client certificate or broker credentials (the operator would refuse the cluster as Unsupported)" -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

@@ -71,7 +71,11 @@ def test_defaults_cluster_wide_rbac(helm: str) -> None:
     for rule in role["rules"]:
         assert "*" not in rule["verbs"] and "*" not in rule["resources"], rule
     secrets = [r for r in role["rules"] if "secrets" in r["resources"]]
-    assert secrets == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
+    # get (offload credentials, certificates, tokens) and write (what spec.tls/spec.auth
+    # issue); never list or watch: the operator reads only the Secrets it names
+    assert secrets == [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create", "patch", "update"]}
+    ]
     assert ("PulsarCluster", "rel") not in docs and ("ServiceMonitor", "rel-magnetar") not in docs
 
 
@@ -159,6 +163,17 @@ BAD = [
     (
         ["--set", "cluster.enabled=true", "--set", "cluster.spec.offload.enabled=true"],
         "bucket and credentialsSecret are required",
+    ),
+    (
+        [
+            "--set",
+            "cluster.enabled=true",
+            "--set",
+            "cluster.spec.proxy.enabled=true",
+            "--set",
+            "cluster.spec.tls.enabled=true",
+        ],
+        "cluster.spec.proxy.enabled cannot be combined with cluster.spec.tls",
     ),
     (["--set", "operator.watchNamespaces={team-*}"], "is not a valid namespace name"),
     (["--set", "operator.logLevel=loud"], "value must be one of"),
