@@ -20,12 +20,17 @@ are on the cluster bridge's address):
 * the owning broker's pod deleted mid-publish loses none, and the client reconnects;
 * a version (image) change rolls the bookies one at a time, then the brokers, with a
   producer running, and loses nothing receipted;
+* a second PulsarCluster with spec.tls and spec.auth (e2e/secured.py) turns Ready, its
+  processes serve the certificates of their Secrets, a client on the host produces and
+  consumes over TLS with a token, and a Tenant and a Topic reconcile through the
+  operator's authenticated admin API;
 * `helm uninstall` alone (its pre-delete hook deletes the Tenants/Topics and the
   PulsarCluster while the operator runs; reclaimPolicy Delete) leaves no claim, no volume
   directory and no object; `cluster.sh down` leaves nothing on the machine.
 
 Run: `make test-e2e` (root, Go, Docker with `make images` built). ``MAGNETAR_E2E_REDUCED=1``
-runs the reduced form (install, the offload, one bookie kill, one roll, uninstall).
+runs the reduced form (install, the offload, one bookie kill, one roll, the secured cluster,
+uninstall).
 """
 
 from __future__ import annotations
@@ -52,7 +57,7 @@ import pytest
 import yaml
 from tests.support.wait import wait_until
 
-from e2e import spark_k8s
+from e2e import secured, spark_k8s
 from e2e.localcluster import (
     ROOT,
     SCRIPT,
@@ -122,7 +127,8 @@ def bookie_disk_threshold() -> float:
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     with local_cluster(
-        cleanup_namespaces=(NS, spark_k8s.NAMESPACE), disk_threshold=bookie_disk_threshold()
+        cleanup_namespaces=(NS, spark_k8s.NAMESPACE, secured.NS),
+        disk_threshold=bookie_disk_threshold(),
     ) as c:
         yield c
 
@@ -632,6 +638,14 @@ def test_spark_pipeline_as_a_spark_on_k8s_job(installed: Installed) -> None:
         )
     finally:
         spark_k8s.cleanup(installed.c)
+
+
+def test_secured_cluster_tls_and_tokens(installed: Installed) -> None:
+    """A second PulsarCluster with spec.tls and spec.auth, reconciled by the same operator
+    in its own namespace (e2e/secured.py): Ready, the processes serve their Secrets'
+    certificates, a TLS + token client from the host, Tenant/Topic through the
+    authenticated admin API."""
+    secured.check(installed.c, installed.timings)
 
 
 def test_uninstall_and_cluster_down_leave_nothing(installed: Installed) -> None:

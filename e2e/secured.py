@@ -1,0 +1,208 @@
+"""A PulsarCluster with ``spec.tls`` and ``spec.auth`` on the local cluster (issue 21,
+acceptance point 4), beside the PulsarCluster suite's cluster and reconciled by the same
+operator (e2e/test_pulsarcluster.py calls :func:`check`):
+
+* it turns Ready (CertificatesReady and AuthReady True: the operator's CA, each
+  component's certificate, the generated signing key and its super-user tokens);
+* the certificates are the ones the processes serve: the certificate etcd, the bookie and
+  the broker present in a TLS handshake from the host (each verified against the cluster's
+  CA, etcd's and the bookie's with a client certificate, as they require one) is the one in
+  their Secret -- so each process holds that Secret's key too;
+* a client on the host connects over TLS with a token minted from the cluster's signing
+  key (``magnetar tokens create``), to the brokers' Service (the proxy has no TLS yet:
+  docs/kubernetes.md), and produces and consumes; the admin API refuses a caller without
+  a token;
+* a Tenant and a Topic applied with kubectl turn Ready through the operator's authenticated
+  admin client, and ``magnetar admin`` with the token sees them;
+* deleting it all leaves no claim.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pulsar
+import yaml
+from tests.support.wait import wait_until
+
+from e2e.localcluster import ROOT, Cluster
+
+NS = "magnetar-secured"
+NAME = "sec"
+EXAMPLE = ROOT / "crds/examples/pulsarcluster-secured.yaml"
+
+
+def _secret(c: Cluster, name: str) -> dict[str, bytes]:
+    data = json.loads(c.k("-n", NS, "get", "secret", name, "-o", "json"))["data"]
+    return {k: base64.b64decode(v) for k, v in data.items()}
+
+
+def _pod_ip(c: Cluster, component: str) -> str:
+    pods = json.loads(
+        c.k("-n", NS, "get", "pods", "-l", f"app.kubernetes.io/component={component}",
+            "-l", f"app.kubernetes.io/instance={NAME}", "-o", "json")
+    )["items"]  # fmt: skip
+    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
+    return str(pods[0]["status"]["podIP"])
+
+
+def served_certificate(
+    host: str, port: int, *, ca: Path, client: tuple[Path, Path] | None = None
+) -> bytes:
+    """The DER certificate a TLS server presents, verified against ``ca`` (not its name:
+    pod addresses are not in the certificates), presenting ``client`` when given."""
+    ctx = ssl.create_default_context(cafile=str(ca))
+    ctx.check_hostname = False
+    ctx.set_alpn_protocols(["h2", "http/1.1"])  # gRPC (the bookie) and etcd speak h2
+    if client:
+        ctx.load_cert_chain(str(client[0]), str(client[1]))
+    with (
+        socket.create_connection((host, port), timeout=10) as raw,
+        ctx.wrap_socket(raw, server_hostname=host) as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return der
+
+
+def _der(pem: bytes) -> bytes:
+    return ssl.PEM_cert_to_DER_cert(pem.decode())
+
+
+def _status(url: str, *, ca: Path, token: str | None = None) -> int:
+    ctx = ssl.create_default_context(cafile=str(ca))
+    ctx.check_hostname = False
+    req = urllib.request.Request(url)  # noqa: S310  (https URLs built here)
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:  # noqa: S310
+            return int(resp.status)
+    except urllib.error.HTTPError as e:
+        return int(e.code)
+
+
+def _magnetar(*argv: str) -> str:
+    out = subprocess.run(
+        [sys.executable, "-m", "magnetar.cli", *argv],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, f"magnetar {' '.join(argv)}: {out.stderr}"
+    return out.stdout
+
+
+def check(c: Cluster, timings: dict[str, float]) -> None:
+    """Apply the secured example in its own namespace, check it, delete it."""
+    c.k("create", "namespace", NS)
+    try:
+        _check(c, timings)
+    finally:
+        c.k("-n", NS, "delete", "topics,tenants", "--all", "--timeout=120s", timeout=150)
+        c.k("-n", NS, "delete", "pulsarcluster", NAME, "--ignore-not-found", "--timeout=180s",
+            timeout=200)  # fmt: skip
+        wait_until(
+            lambda: not c.k("-n", NS, "get", "pvc", "-o", "name").strip(),
+            timeout=120,
+            what="the secured cluster's claims deleted",
+        )
+        c.k("delete", "namespace", NS, "--timeout=120s", timeout=150)
+
+
+def _check(c: Cluster, timings: dict[str, float]) -> None:
+    t0 = time.monotonic()
+    c.k("-n", NS, "apply", "-f", str(EXAMPLE))
+    c.k("-n", NS, "wait", f"pulsarcluster/{NAME}", "--for=condition=Ready", "--timeout=600s",
+        timeout=620)  # fmt: skip
+    timings["secured_ready"] = time.monotonic() - t0
+    print(f"secured PulsarCluster Ready {timings['secured_ready']:.1f}s after apply")
+    status = json.loads(c.k("-n", NS, "get", "pulsarcluster", NAME, "-o", "json"))["status"]
+    conds = {x["type"]: x["status"] for x in status["conditions"]}
+    assert conds["CertificatesReady"] == conds["AuthReady"] == "True", conds
+
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        ca = d / "ca.crt"
+        ca.write_bytes(_secret(c, f"{NAME}-ca")["ca.crt"])
+        files: dict[str, tuple[Path, Path]] = {}
+        for component in ("etcd", "bookie", "broker"):
+            data = _secret(c, f"{NAME}-{component}-tls")
+            crt, key = d / f"{component}.crt", d / f"{component}.key"
+            crt.write_bytes(data["tls.crt"])
+            key.write_bytes(data["tls.key"])
+            files[component] = (crt, key)
+
+        # -- the processes serve the certificates of their Secrets
+        t1 = time.monotonic()
+        for component, port, client in (
+            ("etcd", 2379, files["broker"]),  # etcd requires a client certificate
+            ("bookie", 3181, files["broker"]),  # so does the bookie (mutual TLS)
+            ("broker", 6651, None),
+            ("broker", 8443, None),
+        ):
+            served = served_certificate(_pod_ip(c, component), port, ca=ca, client=client)
+            assert served == _der(files[component][0].read_bytes()), f"{component}:{port}"
+
+        # -- a client on the host: TLS and a token minted from the cluster's signing key
+        key_file = d / "secret.key"
+        key_file.write_bytes(_secret(c, f"{NAME}-token-key")["secret.key"])
+        token = _magnetar(
+            "tokens", "create", "--secret-key", f"file://{key_file}", "--subject", "admin"
+        ).strip()
+        svc = json.loads(c.k("-n", NS, "get", "svc", f"{NAME}-broker", "-o", "json"))
+        ip = svc["spec"]["clusterIP"]
+        assert {p["port"] for p in svc["spec"]["ports"]} == {6651, 8443}, "TLS ports only"
+        admin_url = f"https://{ip}:8443"
+        assert _status(f"{admin_url}/admin/v2/tenants", ca=ca) == 401
+        assert _status(f"{admin_url}/admin/v2/tenants", ca=ca, token=token) == 200
+        client = pulsar.Client(
+            f"pulsar+ssl://{ip}:6651",
+            tls_trust_certs_file_path=str(ca),
+            tls_validate_hostname=False,  # lookups answer the brokers' pod addresses
+            authentication=pulsar.AuthenticationToken(token),
+            operation_timeout_seconds=60,
+        )
+        try:
+            topic = "persistent://public/default/secured"
+            consumer = client.subscribe(topic, "s")
+            producer = client.create_producer(topic)
+            sent = {f"m-{i}".encode() for i in range(100)}
+            for payload in sorted(sent):
+                producer.send(payload)
+            got = set()
+            while got != sent:
+                msg = consumer.receive(timeout_millis=30_000)
+                got.add(msg.data())
+                consumer.acknowledge(msg)
+        finally:
+            client.close()
+
+        # -- Tenant and Topic through the operator's authenticated admin client
+        ref = {"name": NAME}
+        docs = [
+            {"apiVersion": "magnetar.dev/v1alpha1", "kind": "Tenant",
+             "metadata": {"name": "acme"},
+             "spec": {"clusterRef": ref, "name": "acme", "namespaces": [{"name": "orders"}]}},
+            {"apiVersion": "magnetar.dev/v1alpha1", "kind": "Topic",
+             "metadata": {"name": "acme-orders-created"},
+             "spec": {"clusterRef": ref, "tenant": "acme", "namespace": "orders",
+                      "name": "created", "partitions": 2}},
+        ]  # fmt: skip
+        c.k("-n", NS, "apply", "-f", "-", stdin=yaml.safe_dump_all(docs))
+        c.k("-n", NS, "wait", "tenant/acme", "topic/acme-orders-created",
+            "--for=condition=Ready", "--timeout=120s", timeout=140)  # fmt: skip
+        auth = ["--admin-url", admin_url, "--auth-plugin", "token", "--auth-params",
+                f"token:{token}", "--tls-trust-cert-path", str(ca)]  # fmt: skip
+        assert "acme" in _magnetar("admin", *auth, "tenants", "list")
+        listed = _magnetar("admin", *auth, "topics", "list-partitioned-topics", "acme/orders")
+        assert "persistent://acme/orders/created" in listed
+        timings["secured_checks"] = time.monotonic() - t1
