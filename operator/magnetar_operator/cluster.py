@@ -39,7 +39,7 @@ class Run:
     status: Json = field(default_factory=dict)
     bookies_settled: bool = True
     """False while bookies scale or roll: broker and proxy template changes wait."""
-    verify_key: str = tokens.SECRET_KEY
+    verification: tokens.Verification = tokens.NO_VERIFICATION
     """With ``spec.auth``: the signing Secret's key brokers verify tokens with."""
 
     def __post_init__(self) -> None:
@@ -73,7 +73,7 @@ async def step_tls(run: Run) -> Condition | None:
 
 async def step_auth(run: Run) -> Condition | None:
     """``spec.auth``: the token signing key and the super-user tokens (``credentials``)."""
-    cond, run.verify_key = await credentials.step_auth(_secrets_target(run))
+    cond, run.verification = await credentials.step_auth(_secrets_target(run))
     return cond
 
 
@@ -220,7 +220,7 @@ def _deployment_condition(
 async def step_brokers(run: Run) -> Condition:
     dep, held = await _apply_deployment(
         run,
-        broker.build_workload(run.owner, run.spec, verify_key=run.verify_key),
+        broker.build_workload(run.owner, run.spec, verification=run.verification),
         run.owner.name_of(broker.COMPONENT),
     )
     cond, counts = _deployment_condition(

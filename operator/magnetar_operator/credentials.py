@@ -177,11 +177,11 @@ async def _cert_manager(run: Target, subjects: list[security.Subject]) -> Condit
     )
 
 
-async def step_auth(run: Target) -> tuple[Condition | None, str]:
-    """The AuthReady condition and the signing Secret's key brokers verify tokens with."""
+async def step_auth(run: Target) -> tuple[Condition | None, tokens.Verification]:
+    """The AuthReady condition and how brokers verify tokens (the key they mount)."""
     spec, owner, kube = run.spec, run.owner, run.kube
     if not spec.auth.enabled:
-        return None, tokens.SECRET_KEY
+        return None, tokens.NO_VERIFICATION
     name = security.signing_secret_name(owner, spec)
     stored = await kube.get("v1", "Secret", owner.namespace, name)
     if stored is None:
@@ -194,7 +194,7 @@ async def step_auth(run: Target) -> tuple[Condition | None, str]:
         key = tokens.signing_key(data)
     except ValueError as err:
         cond = Condition(conditions.AUTH_READY, False, "SigningKeyInvalid", f"{name}: {err}")
-        return cond, tokens.SECRET_KEY
+        return cond, tokens.NO_VERIFICATION
     tokens_name = security.tokens_secret_name(owner)
     have = _data(await kube.get("v1", "Secret", owner.namespace, tokens_name))
     want = dict(have)
@@ -213,4 +213,4 @@ async def step_auth(run: Target) -> tuple[Condition | None, str]:
         "TokensIssued",
         f"{key.algorithm} signing key {name}; tokens in {tokens_name}",
     )
-    return cond, key.verify_key
+    return cond, key.verification

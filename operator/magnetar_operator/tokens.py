@@ -11,6 +11,7 @@ RS256, EC signs ES256).
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,6 +26,19 @@ PUBLIC_KEY = "public.key"
 
 
 @dataclass(frozen=True)
+class Verification:
+    """How brokers verify tokens: the signing Secret's key they mount (``item``) and a
+    digest of its content, which the brokers' pod template carries, so that replacing the
+    key restarts them with it (a broker reads its key at startup)."""
+
+    item: str = SECRET_KEY
+    digest: str = ""
+
+
+NO_VERIFICATION = Verification()
+
+
+@dataclass(frozen=True)
 class SigningKey:
     """What signs tokens (``signing``) and what brokers verify them with (``verify_key``,
     the Secret's key name the broker's tokenSecretKey/tokenPublicKey points at)."""
@@ -35,8 +49,14 @@ class SigningKey:
     verify_key: str
 
     @property
-    def symmetric(self) -> bool:
-        return self.verify_key == SECRET_KEY
+    def verification(self) -> Verification:
+        if isinstance(self.verifying, bytes):
+            blob = self.verifying
+        else:
+            blob = self.verifying.public_bytes(
+                serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+        return Verification(self.verify_key, hashlib.sha256(blob).hexdigest()[:16])
 
 
 def generate_secret_key() -> dict[str, bytes]:

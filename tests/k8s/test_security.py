@@ -173,8 +173,17 @@ def test_certificates_tokens_and_what_the_components_are_given(
         what="the new bookie's name in the certificate",
     )
     assert serial(secret_data(core, namespace, "sec-bookie-tls")["tls.crt"]) != serial(old_bookie)
+    # renewals change files in place: no pod was replaced for them
+    pods_after = {p.metadata.uid for p in core.list_namespaced_pod(namespace).items}
+    assert pods_before <= pods_after, "no pod was replaced for a renewal"
 
-    # -- the signing key replaced: the tokens are minted again with it
+    # -- the signing key replaced: the tokens are minted again with it, and the brokers
+    # (which read their key at startup) get a new pod template
+    def broker_template_hash() -> str:
+        dep = apps.read_namespaced_deployment("sec-broker", namespace)
+        return str(dep.spec.template.metadata.annotations["magnetar.dev/config-hash"])
+
+    hash_before = broker_template_hash()
     new_key = b"k" * 32
     put_secret(core, namespace, "sec-token-key", {"secret.key": new_key})
 
@@ -186,9 +195,7 @@ def test_certificates_tokens_and_what_the_components_are_given(
             return False
 
     eventually(minted_with_new_key, timeout=30, what="tokens minted with the new key")
-    # renewals and new tokens change files in place: no pod was restarted for them
-    pods_after = {p.metadata.uid for p in core.list_namespaced_pod(namespace).items}
-    assert pods_before <= pods_after, "no pod was replaced for a renewal"
+    eventually(lambda: broker_template_hash() != hash_before, timeout=30, what="brokers roll")
     reasons = {e.reason for e in core.list_namespaced_event(namespace).items}
     assert {"CAIssued", "CertificateIssued", "SigningKeyCreated", "TokensIssued"} <= reasons
 

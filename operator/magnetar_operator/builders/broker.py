@@ -47,13 +47,13 @@ def admin_url(owner: Owner, spec: ClusterSpec) -> str:
 
 
 def config_data(
-    owner: Owner, spec: ClusterSpec, *, verify_key: str = tokens.SECRET_KEY
+    owner: Owner, spec: ClusterSpec, *, verification: tokens.Verification = tokens.NO_VERIFICATION
 ) -> dict[str, str]:
     """broker.conf properties (Pulsar's key names); the user's overrides win.
 
     Only keys ``magnetar broker --config`` consumes (a unit test feeds every rendered key
     through its loader). ``spec.tls`` and ``spec.auth`` add :func:`tls_config` and
-    :func:`security.auth_config` (``verify_key``: the signing Secret's key brokers verify
+    :func:`security.auth_config` (``verification``: the signing Secret's key brokers verify
     tokens with). ``spec.offload`` becomes the managedLedgerOffload* /
     s3ManagedLedgerOffload* keys (docs/offload.md); its credentials Secret reaches the
     brokers as AWS environment variables (:func:`deployment`)."""
@@ -70,7 +70,7 @@ def config_data(
     }
     data.update(tls_config(spec))
     if spec.auth.enabled:
-        data.update(security.auth_config(spec, auth_dir=AUTH_DIR, verify_key=verify_key))
+        data.update(security.auth_config(spec, auth_dir=AUTH_DIR, verify_key=verification.item))
     data.update(offload_config(spec))
     data.update(spec.brokers.config)
     return data
@@ -137,13 +137,15 @@ def args(owner: Owner, spec: ClusterSpec) -> list[str]:
     ]
 
 
-def config_map(owner: Owner, spec: ClusterSpec, *, verify_key: str = tokens.SECRET_KEY) -> Json:
+def config_map(
+    owner: Owner, spec: ClusterSpec, *, verification: tokens.Verification = tokens.NO_VERIFICATION
+) -> Json:
     files = {ETCD_SETTINGS: security.etcd_client_settings(TLS_DIR)} if spec.tls.enabled else None
     return common.config_map(
         owner,
         COMPONENT,
         filename=CONFIG_FILE,
-        data=config_data(owner, spec, verify_key=verify_key),
+        data=config_data(owner, spec, verification=verification),
         files=files,
     )
 
@@ -158,7 +160,9 @@ def _web_port(spec: ClusterSpec) -> str:
     return "https" if spec.tls.enabled else "http"
 
 
-def deployment(owner: Owner, spec: ClusterSpec, *, verify_key: str = tokens.SECRET_KEY) -> Json:
+def deployment(
+    owner: Owner, spec: ClusterSpec, *, verification: tokens.Verification = tokens.NO_VERIFICATION
+) -> Json:
     pod_sc, container_sc = common.security_context()
     mounts: list[Json] = [
         {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
@@ -174,7 +178,9 @@ def deployment(owner: Owner, spec: ClusterSpec, *, verify_key: str = tokens.SECR
     if spec.auth.enabled:
         mounts.append({"name": "auth", "mountPath": AUTH_DIR, "readOnly": True})
         volumes.append(
-            security.auth_volume(owner, spec, verify_key=verify_key, token=security.BROKER_TOKEN)
+            security.auth_volume(
+                owner, spec, verify_key=verification.item, token=security.BROKER_TOKEN
+            )
         )
     container: Json = {
         "name": "broker",
@@ -212,7 +218,11 @@ def deployment(owner: Owner, spec: ClusterSpec, *, verify_key: str = tokens.SECR
         COMPONENT,
         version=spec.version,
         replicas=spec.brokers.replicas,
-        config=config_data(owner, spec, verify_key=verify_key),
+        # the key's digest too: a new signing key restarts the brokers, which read it once
+        config={
+            **config_data(owner, spec, verification=verification),
+            "#tokenKey": verification.digest,
+        },
         pod_spec=pod_spec,
         pull_secrets=spec.images.pull_secrets,
     )
@@ -232,11 +242,11 @@ def service(owner: Owner, spec: ClusterSpec) -> Json:
 
 
 def build_workload(
-    owner: Owner, spec: ClusterSpec, *, verify_key: str = tokens.SECRET_KEY
+    owner: Owner, spec: ClusterSpec, *, verification: tokens.Verification = tokens.NO_VERIFICATION
 ) -> list[Json]:
     return [
-        config_map(owner, spec, verify_key=verify_key),
-        deployment(owner, spec, verify_key=verify_key),
+        config_map(owner, spec, verification=verification),
+        deployment(owner, spec, verification=verification),
         common.pdb(owner, COMPONENT),
     ]
 

@@ -117,7 +117,7 @@ def test_ca_bundle_keeps_the_previous_ca_while_it_is_valid() -> None:
 
 def test_tokens_for_each_key_form() -> None:
     key = tokens.signing_key(tokens.generate_secret_key())
-    assert (key.algorithm, key.verify_key) == ("HS256", "secret.key")
+    assert (key.algorithm, key.verification.item) == ("HS256", "secret.key")
     token = tokens.mint(key, "magnetar-operator")
     assert tokens.valid_for(token, key, "magnetar-operator")
     assert not tokens.valid_for(token, key, "someone-else")
@@ -130,11 +130,12 @@ def test_tokens_for_each_key_form() -> None:
     for alg in ("RS256", "ES256"):
         private, public = magnetar_tokens.create_key_pair(alg)
         pair = tokens.signing_key({"private.key": private, "public.key": public})
-        assert (pair.algorithm, pair.verify_key) == (alg, "public.key")
+        assert (pair.algorithm, pair.verification.item) == (alg, "public.key")
         minted = tokens.mint(pair, "magnetar-broker")
         # what the broker checks it with: tokenPublicKey, the public key alone
         public_key = magnetar_tokens.load_public_key(public)
         assert jwt.decode(minted, public_key, algorithms=[alg])["sub"] == "magnetar-broker"
+    assert other.verification.digest != key.verification.digest
     with pytest.raises(ValueError, match="neither"):
         tokens.signing_key({"other": b"x"})
 
@@ -191,7 +192,7 @@ def test_secured_broker_conf() -> None:
     assert conf["tokenSecretKey"] == f"file://{broker.AUTH_DIR}/secret.key"
     assert conf["superUserRoles"].split(",")[:2] == ["magnetar-operator", "magnetar-broker"]
     assert conf["brokerClientAuthenticationParameters"] == f"file://{broker.AUTH_DIR}/broker.token"
-    pair = broker.config_data(OWNER, SECURED, verify_key="public.key")
+    pair = broker.config_data(OWNER, SECURED, verification=tokens.Verification("public.key"))
     assert pair["tokenPublicKey"] == f"file://{broker.AUTH_DIR}/public.key"
     assert "tokenSecretKey" not in pair
     assert broker.service_url(OWNER, SECURED) == "pulsar+ssl://dev-broker.pulsar.svc:6651"
@@ -235,3 +236,15 @@ def test_cert_manager_certificates() -> None:
     assert (body["duration"], body["renewBefore"]) == ("7776000s", "2592000s")
     assert set(body["usages"]) >= {"server auth", "client auth"}
     assert body["privateKey"]["encoding"] == "PKCS8"
+
+
+def test_a_new_signing_key_restarts_the_brokers() -> None:
+    """Brokers read their verification key at startup: its digest is in their template."""
+
+    def template_hash(digest: str) -> str:
+        v = tokens.Verification("secret.key", digest)
+        dep = broker.deployment(OWNER, SECURED, verification=v)
+        return str(dep["spec"]["template"]["metadata"]["annotations"]["magnetar.dev/config-hash"])
+
+    assert template_hash("aaaa") != template_hash("bbbb")
+    assert template_hash("aaaa") == template_hash("aaaa")
