@@ -48,10 +48,8 @@ def _secret(c: Cluster, name: str) -> dict[str, bytes]:
 
 
 def _pod_ip(c: Cluster, component: str) -> str:
-    pods = json.loads(
-        c.k("-n", NS, "get", "pods", "-l", f"app.kubernetes.io/component={component}",
-            "-l", f"app.kubernetes.io/instance={NAME}", "-o", "json")
-    )["items"]  # fmt: skip
+    selector = f"app.kubernetes.io/component={component},app.kubernetes.io/instance={NAME}"
+    pods = json.loads(c.k("-n", NS, "get", "pods", "-l", selector, "-o", "json"))["items"]
     assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
     return str(pods[0]["status"]["podIP"])
 
@@ -103,7 +101,8 @@ def _magnetar(*argv: str) -> str:
 
 def check(c: Cluster, timings: dict[str, float]) -> None:
     """Apply the secured example in its own namespace, check it, delete it."""
-    c.k("create", "namespace", NS)
+    c.k("apply", "-f", "-", stdin=yaml.safe_dump(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}))  # fmt: skip
     try:
         _check(c, timings)
     finally:
@@ -178,7 +177,7 @@ def _check(c: Cluster, timings: dict[str, float]) -> None:
             sent = {f"m-{i}".encode() for i in range(100)}
             for payload in sorted(sent):
                 producer.send(payload)
-            got = set()
+            got: set[bytes] = set()
             while got != sent:
                 msg = consumer.receive(timeout_millis=30_000)
                 got.add(msg.data())
