@@ -29,6 +29,7 @@ from cryptography import x509
 from kubernetes import client
 
 from magnetar_operator import pki
+from tests.k8s import helpers
 from tests.k8s.helpers import CR, FakeKubelet, condition, eventually
 from tests.support.procs import LOOPBACK, Proc, free_port
 
@@ -352,3 +353,125 @@ def test_tenant_and_topic_through_the_authenticated_admin_api(
         what="Tenant and Topic deleted",
     )
     assert backend.get("/admin/v2/tenants/acme", token=token) == 404
+
+
+# --- cert-manager: Certificates as objects (cert-manager itself does not run here) ----------
+CERTIFICATE_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "certificates.cert-manager.io"},
+    "spec": {
+        "group": "cert-manager.io",
+        "names": {"kind": "Certificate", "plural": "certificates", "singular": "certificate"},
+        "scope": "Namespaced",
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": True,
+                    }
+                },
+            }
+        ],
+    },
+}
+"""A stand-in for cert-manager's CRD (its schema left open): the API server then stores the
+operator's Certificates, which the test reads back; the test plays cert-manager as the
+suite's FakeKubelet plays kubelet, writing the Secrets a Certificate asks for."""
+
+
+def test_cert_manager_issuer(
+    api: client.ApiClient, operator: Proc, namespace: str, kubelet: FakeKubelet
+) -> None:
+    cr = CR(api, namespace)
+    core = client.CoreV1Api(api)
+    spec = {**SPEC, "tls": {"enabled": True, "issuerRef": {"name": "ca", "kind": "ClusterIssuer"}}}
+    spec.pop("auth")
+    make_cluster(cr, "cm", spec)
+
+    def certificates_condition() -> dict[str, Any]:
+        cond = condition(cr.get("pulsarclusters", "cm"), "CertificatesReady")
+        assert cond is not None
+        return cond
+
+    # without cert-manager's CRD: said so, nothing pretends to be Ready
+    cond = eventually(
+        lambda: (c := certificates_condition())["reason"] == "CertManagerMissing" and c,
+        timeout=30,
+        what="CertManagerMissing",
+    )
+    assert cond["status"] == "False"
+    assert condition(cr.get("pulsarclusters", "cm"), "Ready")["status"] == "False"
+    assert not [
+        s for s in core.list_namespaced_secret(namespace).items if "-tls" in s.metadata.name
+    ]
+
+    ext = client.ApiextensionsV1Api(api)
+    ext.create_custom_resource_definition(CERTIFICATE_CRD)
+    try:
+        eventually(lambda: helpers.crd_established(ext, "certificates.cert-manager.io"), timeout=30)
+        objects = client.CustomObjectsApi(api)
+
+        def certificates() -> dict[str, dict[str, Any]]:
+            items = objects.list_namespaced_custom_object(
+                "cert-manager.io", "v1", namespace, "certificates"
+            )["items"]
+            assert len(items) == 3
+            return {i["metadata"]["name"]: i for i in items}
+
+        certs = eventually(certificates, timeout=30, what="3 Certificates")
+        assert set(certs) == {"cm-etcd-tls", "cm-bookie-tls", "cm-broker-tls"}
+        broker = certs["cm-broker-tls"]["spec"]
+        assert broker["issuerRef"] == {
+            "name": "ca",
+            "kind": "ClusterIssuer",
+            "group": "cert-manager.io",
+        }
+        assert broker["secretName"] == "cm-broker-tls"
+        assert f"cm-broker.{namespace}.svc" in broker["dnsNames"]
+        assert (broker["duration"], broker["renewBefore"]) == ("7776000s", "2592000s")  # defaults
+        assert (
+            f"cm-bookie-1.cm-bookie.{namespace}.svc" in certs["cm-bookie-tls"]["spec"]["dnsNames"]
+        )
+        eventually(
+            lambda: certificates_condition()["reason"] == "WaitingForCertManager",
+            timeout=30,
+            what="WaitingForCertManager",
+        )
+        # cert-manager's part: a CA of its own signs each Certificate into its Secret
+        ca = pki.create_ca("cert-manager CA", now=dt.datetime.now(dt.UTC))
+        for name, cert in certs.items():
+            leaf = pki.issue(
+                ca,
+                common_name=name,
+                names=[*cert["spec"]["dnsNames"], *cert["spec"].get("ipAddresses", [])],
+                now=dt.datetime.now(dt.UTC),
+                lifetime=dt.timedelta(hours=48),
+            )
+            core.create_namespaced_secret(
+                namespace,
+                {
+                    "metadata": {"name": name},
+                    "type": "kubernetes.io/tls",
+                    "data": {
+                        k: base64.b64encode(v).decode()
+                        for k, v in (
+                            ("tls.crt", leaf.cert),
+                            ("tls.key", leaf.key),
+                            ("ca.crt", ca.cert),
+                        )
+                    },
+                },
+            )
+        eventually(lambda: ready(cr, "pulsarclusters", "cm"), timeout=60, what="Ready")
+        assert certificates_condition()["reason"] == "Issued"
+        # the operator made no CA of its own and left cert-manager's Secrets as they were
+        names = {s.metadata.name for s in core.list_namespaced_secret(namespace).items}
+        assert "cm-ca" not in names
+        assert secret_data(core, namespace, "cm-broker-tls")["ca.crt"] == ca.cert
+    finally:
+        ext.delete_custom_resource_definition("certificates.cert-manager.io")
