@@ -14,12 +14,17 @@ operator (e2e/test_pulsarcluster.py calls :func:`check`):
   a token;
 * a Tenant and a Topic applied with kubectl turn Ready through the operator's authenticated
   admin client, and ``magnetar admin`` with the token sees them;
+* (full form) a renewal reaches the processes: the brokers' certificate replaced by one
+  inside the renewal margin is issued again by the operator, and the broker serves the new
+  one on 6651 and 8443 without restarting (kubelet updates the mounted files, the broker
+  re-reads them every minute);
 * deleting it all leaves no claim.
 """
 
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import socket
 import ssl
@@ -36,6 +41,7 @@ import yaml
 from tests.support.wait import wait_until
 
 from e2e.localcluster import ROOT, Cluster
+from magnetar_operator import pki
 
 NS = "magnetar-secured"
 NAME = "sec"
@@ -99,12 +105,13 @@ def _magnetar(*argv: str) -> str:
     return out.stdout
 
 
-def check(c: Cluster, timings: dict[str, float]) -> None:
-    """Apply the secured example in its own namespace, check it, delete it."""
+def check(c: Cluster, timings: dict[str, float], *, rotation: bool) -> None:
+    """Apply the secured example in its own namespace, check it (``rotation``: a renewal
+    too), delete it."""
     c.k("apply", "-f", "-", stdin=yaml.safe_dump(
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}))  # fmt: skip
     try:
-        _check(c, timings)
+        _check(c, timings, rotation=rotation)
     finally:
         c.k("-n", NS, "delete", "topics,tenants", "--all", "--timeout=120s", timeout=150)
         c.k("-n", NS, "delete", "pulsarcluster", NAME, "--ignore-not-found", "--timeout=180s",
@@ -117,7 +124,7 @@ def check(c: Cluster, timings: dict[str, float]) -> None:
         c.k("delete", "namespace", NS, "--timeout=120s", timeout=150)
 
 
-def _check(c: Cluster, timings: dict[str, float]) -> None:
+def _check(c: Cluster, timings: dict[str, float], *, rotation: bool) -> None:
     t0 = time.monotonic()
     c.k("-n", NS, "apply", "-f", str(EXAMPLE))
     c.k("-n", NS, "wait", f"pulsarcluster/{NAME}", "--for=condition=Ready", "--timeout=600s",
@@ -205,3 +212,45 @@ def _check(c: Cluster, timings: dict[str, float]) -> None:
         listed = _magnetar("admin", *auth, "topics", "list-partitioned-topics", "acme/orders")
         assert "persistent://acme/orders/created" in listed
         timings["secured_checks"] = time.monotonic() - t1
+        if rotation:
+            _renewal_reaches_the_broker(c, ca, timings)
+
+
+def _renewal_reaches_the_broker(c: Cluster, ca: Path, timings: dict[str, float]) -> None:
+    t0 = time.monotonic()
+    name = f"{NAME}-broker-tls"
+    before = _secret(c, name)
+    authority = _secret(c, f"{NAME}-ca")
+    near = pki.issue(
+        pki.KeyPair(authority["ca.crt"], authority["ca.key"]),
+        common_name=f"{NAME}-broker",
+        names=sorted(pki.names_of(before["tls.crt"])),
+        now=dt.datetime.now(dt.UTC),
+        lifetime=dt.timedelta(hours=1),  # inside renewBefore (720h): the operator renews it
+    )
+    patch = {"data": {"tls.crt": base64.b64encode(near.cert).decode(),
+                      "tls.key": base64.b64encode(near.key).decode()}}  # fmt: skip
+    c.k("-n", NS, "patch", "secret", name, "--type=merge", "-p", json.dumps(patch))
+    renewed: bytes = wait_until(
+        lambda: (crt := _secret(c, name)["tls.crt"]) not in (before["tls.crt"], near.cert) and crt,
+        timeout=60,
+        what="the operator's renewal of the brokers' certificate",
+    )
+    assert pki.not_after(renewed) - dt.datetime.now(dt.UTC) > dt.timedelta(days=89)
+    pod = json.loads(c.k("-n", NS, "get", "pods", "-l",
+                         f"app.kubernetes.io/component=broker,app.kubernetes.io/instance={NAME}",
+                         "-o", "json"))["items"][0]  # fmt: skip
+    ip = str(pod["status"]["podIP"])
+    for port in (6651, 8443):
+        wait_until(
+            lambda port=port: served_certificate(ip, port, ca=ca) == _der(renewed),
+            timeout=300,
+            interval=5,
+            what=f"the broker serving the renewed certificate on {port}",
+        )
+    after = json.loads(c.k("-n", NS, "get", "pod", pod["metadata"]["name"], "-o", "json"))
+    assert after["metadata"]["uid"] == pod["metadata"]["uid"], "the same pod: no restart"
+    restarts = after["status"]["containerStatuses"][0]["restartCount"]
+    assert restarts == pod["status"]["containerStatuses"][0]["restartCount"]
+    timings["secured_renewal_served"] = time.monotonic() - t0
+    print(f"renewed broker certificate served after {timings['secured_renewal_served']:.1f}s")

@@ -644,8 +644,8 @@ def test_secured_cluster_tls_and_tokens(installed: Installed) -> None:
     """A second PulsarCluster with spec.tls and spec.auth, reconciled by the same operator
     in its own namespace (e2e/secured.py): Ready, the processes serve their Secrets'
     certificates, a TLS + token client from the host, Tenant/Topic through the
-    authenticated admin API."""
-    secured.check(installed.c, installed.timings)
+    authenticated admin API; in the full form also a certificate renewal reaching the broker."""
+    secured.check(installed.c, installed.timings, rotation=not REDUCED)
 
 
 def test_uninstall_and_cluster_down_leave_nothing(installed: Installed) -> None:
