@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from magnetar import __version__, conffile
 from magnetar.broker.config import BrokerConfig
@@ -19,6 +19,8 @@ from magnetar.metadata import api as metadata_api
 from magnetar.offload.config import S3Config
 from magnetar.security import tls
 from magnetar.security.config import SecurityConfig
+
+T = TypeVar("T")
 
 _BC = BrokerConfig()
 _ML = ManagedLedgerConfig()
@@ -317,6 +319,20 @@ def _tokens(args: argparse.Namespace) -> int:
     from magnetar import tokens_cli
 
     return tokens_cli.run(args)
+
+
+def _argument(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """A configuration parser as an argparse type: its ValueError's message is the CLI's
+    (argparse would print only "invalid value")."""
+
+    def parse_argument(text: str) -> T:
+        try:
+            return parse(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    parse_argument.__name__ = parse.__name__
+    return parse_argument
 
 
 def _config(p: argparse.ArgumentParser, example: str) -> None:
@@ -663,7 +679,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     p.add_argument("--advertised-address", default="127.0.0.1", help="host clients reach")
     p.add_argument(
         "--advertised-listeners",
-        type=conffile.listeners,
+        type=_argument(conffile.listeners),
         default=(),
         metavar="NAME:pulsar://HOST:PORT,...",
         help="addresses lookups answer to clients naming a listener (listenerName)",

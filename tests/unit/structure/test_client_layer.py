@@ -24,9 +24,8 @@ HOME = {
 }
 LEFT_FOR_LATER = {
     ("service URL parsing", "src/magnetar/conffile.py"): (
-        "advertised listeners checked with startswith('pulsar://') beside an etcd endpoint "
-        "split: the configuration files are being changed by the security work; to move onto "
-        "wire.urls after it lands"
+        "the split of metadataStoreUrl's etcd endpoints (etcd:http://h:p,...), not a Pulsar "
+        "URL; advertisedListeners are parsed by wire.urls"
     ),
 }
 """Known second definitions, each with why it is still there."""
