@@ -202,6 +202,25 @@ def split_entry(
     return [BatchedMessage(smd, mv)]
 
 
+def highest_sequence_id(metadata: pb.MessageMetadata, payload: Buffer) -> int:
+    """The highest sequence id an entry holds: the metadata's ``highest_sequence_id`` when
+    the producer set it (the Java client), else, for a batch, its last message's own
+    ``sequence_id`` (the C++-based clients number each message of a batch), else the first
+    id plus the batch's size less one; for a single message its ``sequence_id``. Raises
+    WireError subclasses for a batch that does not split."""
+    first = metadata.sequence_id
+    if metadata.highest_sequence_id > first:
+        return int(metadata.highest_sequence_id)
+    if not is_batch(metadata) or metadata.num_messages_in_batch <= 1:
+        return int(first)
+    last: pb.SingleMessageMetadata | None = None
+    for message in split_entry(metadata, payload, decompress_payload=True):
+        last = message.metadata
+    if last is not None and last.HasField("sequence_id") and last.sequence_id >= first:
+        return int(last.sequence_id)
+    return int(first + metadata.num_messages_in_batch - 1)
+
+
 def routing_key(metadata: pb.MessageMetadata | pb.SingleMessageMetadata) -> bytes | None:
     """The key Key_Shared routes by: ordering_key, else partition_key (base64-decoded when
     flagged so), else None (no key)."""
