@@ -195,6 +195,8 @@ def route_rule(method: str, route: str, *, authenticate_metrics: bool) -> RouteR
     if route == "/metrics":
         return RouteRule(Need.AUTHENTICATED if authenticate_metrics else Need.NOTHING)
     if route.startswith("/lookup/v2/topic/"):
+        if route.endswith("/bundle"):
+            return RouteRule(Need.SUPER_USER)  # Pulsar: validateSuperUserAccess
         return RouteRule(Need.TOPIC, TopicOp.LOOKUP)
     if route.startswith("/admin/v2/tenants/{tenant}"):
         # Pulsar (checked against 4.0.7 here): creating a tenant is a super-user's; reading,

@@ -1,12 +1,13 @@
 """Who serves which topic: namespace bundles, leased ownership, broker registration, load.
 
-A namespace's 32-bit hash space is split into bundles (its policies hold the
-boundaries); a topic belongs to the bundle its full name hashes into (Murmur3-32, as
-Pulsar). A broker serves a bundle while it holds ``keys.bundle_owner(...)`` under its
-session (create-only, so exactly one broker wins). Live brokers register under
-``keys.broker(...)`` and publish a load report under ``keys.broker_load(...)``; an unowned
-bundle is assigned to the least-loaded live broker. When the session is lost, every
-ownership goes with it: the service unloads the topics and takes a new session.
+A namespace's 32-bit hash space is split into bundles (its policies hold the boundaries); a
+topic belongs to the bundle its full name hashes into (CRC32 of the UTF-8 name, unsigned, as
+Pulsar's NamespaceBundleFactory with Guava's ``Hashing.crc32()``). A broker serves a bundle
+while it holds ``keys.bundle_owner(...)`` under its session (create-only, so exactly one
+broker wins). Live brokers register under ``keys.broker(...)`` and publish a load report
+under ``keys.broker_load(...)``; an unowned bundle is assigned to the least-loaded live
+broker. When the session is lost, every ownership goes with it: the service unloads the
+topics and takes a new session.
 
 This module only talks to the metadata store; the service decides what to do with answers.
 """
@@ -19,12 +20,12 @@ import functools
 import itertools
 import json
 import logging
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
 from magnetar import __version__
 from magnetar.broker.config import Listener
-from magnetar.common.hashing import murmur3_32
 from magnetar.metadata import api, keys
 from magnetar.wire.topics import TopicName
 
@@ -33,7 +34,9 @@ log = logging.getLogger(__name__)
 
 @functools.lru_cache(maxsize=65536)
 def topic_hash(full_name: str) -> int:
-    return murmur3_32(full_name.encode())
+    """Where ``full_name`` (``persistent://t/ns/name``, a partition's own name for a
+    partition) falls in a namespace's 32-bit hash space."""
+    return zlib.crc32(full_name.encode())
 
 
 @dataclass(frozen=True, slots=True, order=True)
