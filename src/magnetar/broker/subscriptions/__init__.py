@@ -4,7 +4,7 @@ The broker core hands each topic's SUBSCRIBE commands to :class:`TopicSubscripti
 (the :class:`~magnetar.broker.contracts.TopicSubscriptions` seam) and drives the consumers it
 returns; this package never sees a socket -- it answers through ``ServerCnx``.
 
-Modules: ``topic`` (the per-topic entry point, positions), ``subscription`` (cursor,
+Modules: ``topic_subscriptions`` (the per-topic entry point, positions), ``subscription`` (cursor,
 redelivery, dispatch loop), ``dispatchers`` (Exclusive/Failover, Shared, Key_Shared
 policies), ``selectors`` (pure consumer-selection policies), ``consumer`` (per-consumer state),
 ``entries`` (entry metadata read once per entry), ``acks`` (ack-set arithmetic), ``hashing``
@@ -13,6 +13,6 @@ subscriptions: hand out or drop, nothing kept).
 """
 
 from magnetar.broker.subscriptions.nonpersistent import NonPersistentSubscriptions
-from magnetar.broker.subscriptions.topic import TopicSubscriptionsImpl
+from magnetar.broker.subscriptions.topic_subscriptions import TopicSubscriptionsImpl
 
 __all__ = ["NonPersistentSubscriptions", "TopicSubscriptionsImpl"]

@@ -77,7 +77,7 @@ class TxnAckHolds(Protocol):
 
 class SubscriptionOwner(Protocol):
     """What a subscription needs from the topic's subscriptions
-    (:class:`magnetar.broker.subscriptions.topic.TopicSubscriptionsImpl`, which imports this
+    (:class:`magnetar.broker.subscriptions.topic_subscriptions.TopicSubscriptionsImpl`, which imports this
     module; this module does not import it)."""
 
     topic: TopicName
