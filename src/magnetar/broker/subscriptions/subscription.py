@@ -77,8 +77,8 @@ class TxnAckHolds(Protocol):
 
 class SubscriptionOwner(Protocol):
     """What a subscription needs from the topic's subscriptions
-    (:class:`magnetar.broker.subscriptions.topic_subscriptions.TopicSubscriptionsImpl`, which imports this
-    module; this module does not import it)."""
+    (:class:`magnetar.broker.subscriptions.topic_subscriptions.TopicSubscriptionsImpl`, which
+    imports this module; this module does not import it)."""
 
     topic: TopicName
     managed_ledger: ManagedLedger
