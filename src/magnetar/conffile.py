@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from magnetar.security import authn, tls
+from magnetar.wire import urls
 
 
 class ConfigError(ValueError):
@@ -137,19 +138,29 @@ def _choice(*choices: str) -> Callable[[str], str]:
 
 def listeners(text: str) -> tuple[tuple[str, str], ...]:
     """Pulsar's advertisedListeners, ``name:pulsar://host:port[,name2:pulsar://...]``, as
-    (name, URL) pairs."""
+    (name, URL) pairs; each URL checked by the one URL parser (``wire.urls``)."""
     pairs = []
     for item in (part.strip() for part in text.split(",")):
         if not item:
             continue
         name, sep, url = item.partition(":")
-        if not sep or not name or not url.startswith("pulsar://"):
-            raise ValueError(
-                f"expected name:pulsar://host:port, got {item!r}"
-                " (TLS listeners are not implemented)"
-            )
-        pairs.append((name, url))
+        if not sep or not name:
+            raise ValueError(f"expected name:pulsar://host:port, got {item!r}")
+        pairs.append((name, listener_url(name, url)))
     return tuple(pairs)
+
+
+def listener_url(name: str, url: str) -> str:
+    """An advertised listener's URL, checked: one ``pulsar://host:port`` (TLS listeners are
+    not implemented); ValueError naming the listener and the problem otherwise."""
+    try:
+        urls.broker_address(url)
+    except urls.BadUrlError as exc:
+        raise ValueError(
+            f"advertised listener {name!r}: {exc} (expected name:pulsar://host:port; "
+            "TLS listeners are not implemented)"
+        ) from None
+    return url.strip()
 
 
 def _one_dir(text: str) -> str:

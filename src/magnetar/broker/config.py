@@ -13,7 +13,7 @@ from magnetar.common import grpctls
 from magnetar.managed_ledger.api import ManagedLedgerConfig
 from magnetar.offload.config import S3Config
 from magnetar.security.config import SecurityConfig
-from magnetar.wire import frames
+from magnetar.wire import frames, urls
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,11 +133,15 @@ class BrokerConfig:
         if len(set(names)) != len(names):
             raise ValueError(f"advertised listeners: a name is given twice in {names}")
         for name, url in self.advertised_listeners:
-            if not name or not url.startswith("pulsar://"):
+            if not name:
+                raise ValueError(f"advertised listener {url!r} has no name")
+            try:
+                urls.broker_address(url)
+            except urls.BadUrlError as exc:
                 raise ValueError(
-                    f"advertised listener {name!r}: expected name:pulsar://host:port, got {url!r}"
-                    " (TLS listeners are not implemented)"
-                )
+                    f"advertised listener {name!r}: {exc} (expected name:pulsar://host:port; "
+                    "TLS listeners are not implemented)"
+                ) from None
         if self.internal_listener_name and self.internal_listener_name not in names:
             raise ValueError(
                 f"internal listener {self.internal_listener_name!r} is not among the advertised "
