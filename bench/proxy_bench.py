@@ -2,7 +2,7 @@
 straight to the broker, against a ``magnetar standalone`` this starts with the proxy in front.
 
     .venv/bin/python bench/proxy_bench.py [--messages 100000] [--size 1024] [--topics 100]
-        [--lookups 2000] [--rounds 3] [--baseline-src DIR]
+        [--lookups 2000] [--rounds 3] [--baseline-src DIR] [--server-src DIR]
 
 Workloads, each run directly and through the proxy in turn, ``--rounds`` times, so that
 the machine's load falls on both alike: *publish*, ``--messages`` messages of ``--size``
@@ -20,7 +20,9 @@ copied in), to compare two versions of the proxy on one broker: the sides run in
 order rotating from round to round, so the machine's load falls on each alike. The summary
 then adds, per workload, the median of the per-round ratios proxy / baseline (each ratio from
 runs seconds apart) and both proxies' CPU per message or per producer opened (read from
-``/proc``: it depends less on the machine's load than a rate does).
+``/proc``: it depends less on the machine's load than a rate does). ``--server-src DIR`` runs
+the standalone and the proxy themselves from another tree (the clients stay this tree's), to
+compare two versions of the whole server side run after run.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import argparse
 import contextlib
 import itertools
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -124,7 +127,13 @@ def main() -> None:
     parser.add_argument("--lookups", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--baseline-src", type=Path, help="a second proxy, from this src/ tree")
+    parser.add_argument(
+        "--server-src", type=Path, help="run the standalone and the proxy from this src/ tree"
+    )
     args = parser.parse_args()
+    if args.server_src is not None:
+        # the children only: this process (the clients) keeps the modules it imported
+        os.environ["PYTHONPATH"] = str(args.server_src.resolve())
     base = Path(tempfile.mkdtemp(prefix="proxy-bench-"))
     workloads: dict[str, tuple[Callable[[str], float], int]] = {
         "publish msg/s": (lambda u: publish(u, args.messages, args.size), args.messages),
@@ -132,6 +141,7 @@ def main() -> None:
         "lookups/s": (lambda u: lookups(u, args.lookups), args.lookups),
     }
     with contextlib.ExitStack() as stack:
+        stack.callback(shutil.rmtree, base, ignore_errors=True)  # (after the servers stop)
         broker = stack.enter_context(started(StandaloneProc(base / "data")))
         proxy_args = [
             "--broker-service-url", broker.service_url,
