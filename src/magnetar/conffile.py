@@ -146,21 +146,8 @@ def listeners(text: str) -> tuple[tuple[str, str], ...]:
         name, sep, url = item.partition(":")
         if not sep or not name:
             raise ValueError(f"expected name:pulsar://host:port, got {item!r}")
-        pairs.append((name, listener_url(name, url)))
+        pairs.append((name, urls.listener_url(name, url)))
     return tuple(pairs)
-
-
-def listener_url(name: str, url: str) -> str:
-    """An advertised listener's URL, checked: one ``pulsar://host:port`` (TLS listeners are
-    not implemented); ValueError naming the listener and the problem otherwise."""
-    try:
-        urls.broker_address(url)
-    except urls.BadUrlError as exc:
-        raise ValueError(
-            f"advertised listener {name!r}: {exc} (expected name:pulsar://host:port; "
-            "TLS listeners are not implemented)"
-        ) from None
-    return url.strip()
 
 
 def _one_dir(text: str) -> str:

@@ -135,13 +135,7 @@ class BrokerConfig:
         for name, url in self.advertised_listeners:
             if not name:
                 raise ValueError(f"advertised listener {url!r} has no name")
-            try:
-                urls.broker_address(url)
-            except urls.BadUrlError as exc:
-                raise ValueError(
-                    f"advertised listener {name!r}: {exc} (expected name:pulsar://host:port; "
-                    "TLS listeners are not implemented)"
-                ) from None
+            urls.listener_url(name, url)
         if self.internal_listener_name and self.internal_listener_name not in names:
             raise ValueError(
                 f"internal listener {self.internal_listener_name!r} is not among the advertised "
