@@ -14,7 +14,14 @@ from tests.support.procs import LOOPBACK, Proc, free_port, port_open
 
 
 class ProxyProc:
-    def __init__(self, base_dir: Path, *, args: Sequence[str], ready_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        base_dir: Path,
+        *,
+        args: Sequence[str],
+        ready_timeout: float = 30.0,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.port = free_port()
         self.http_port = free_port()
         while self.http_port == self.port:
@@ -31,6 +38,7 @@ class ProxyProc:
             log_path=base_dir / f"proxy-{self.port}.log",
             ready=self.ready,
             ready_timeout=ready_timeout,
+            env=env,
         )
 
     @property

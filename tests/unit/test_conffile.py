@@ -323,3 +323,19 @@ def test_rendered_offload_keys_configure_the_brokers_offloader(tmp_path: Path) -
     assert args.offload_threshold_seconds == 60
     assert args.offload_deletion_lag_ms == 14400 * 1000
     assert cli.offload_config(cli.parse_args(["broker", "--metadata-url=etcd://e:2379"])) is None
+
+
+def test_advertised_listeners_are_checked_by_the_one_url_parser() -> None:
+    assert conffile.listeners("internal:pulsar://10.0.0.1:6650, external:pulsar://h:1") == (
+        ("internal", "pulsar://10.0.0.1:6650"),
+        ("external", "pulsar://h:1"),
+    )
+    for bad, says in (
+        ("external:http://h:1", "pulsar://"),
+        ("a:pulsar+ssl://h:6651", "TLS"),
+        ("a:pulsar://", "names no host"),
+        ("a:pulsar://h:99999", "port"),
+        ("nameless", "name:pulsar://host:port"),
+    ):
+        with pytest.raises(ValueError, match=says):
+            conffile.listeners(bad)

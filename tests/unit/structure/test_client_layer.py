@@ -22,13 +22,9 @@ HOME = {
     "the lookup-redirect loop": "src/magnetar/wire/lookup.py",
     "the CONNECT handshake": "src/magnetar/wire/session.py",
 }
-LEFT_FOR_LATER = {
-    ("service URL parsing", "src/magnetar/conffile.py"): (
-        "the split of metadataStoreUrl's etcd endpoints (etcd:http://h:p,...), not a Pulsar "
-        "URL; advertisedListeners are parsed by wire.urls"
-    ),
-}
-"""Known second definitions, each with why it is still there."""
+LEFT_FOR_LATER: dict[tuple[str, str], str] = {}
+"""Known second definitions, each with why it is still there (none now: the configuration's
+advertised listeners are checked by wire.urls too)."""
 
 _URL_PARSING = re.compile(r"removeprefix\(\s*[\"']pulsar|replace\(\s*[\"']pulsar://")
 _URL_SPLITTING = re.compile(r"urlsplit|urlparse|partition\(\s*[\"']://[\"']\s*\)")

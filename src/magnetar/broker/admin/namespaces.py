@@ -29,8 +29,8 @@ from magnetar.broker.admin.common import (
     update_json,
 )
 from magnetar.broker.service import ALL_DOMAINS, BrokerService
-from magnetar.broker.topic_admin import topics as topic_admin
-from magnetar.broker.topic_admin.scope import Scope
+from magnetar.broker.topic_ops import topics as topic_ops
+from magnetar.broker.topic_ops.scope import Scope
 from magnetar.metadata import api, keys
 
 BASE = "/admin/v2/namespaces/{tenant}/{namespace}"
@@ -139,7 +139,7 @@ async def delete_namespace_and_topics(
     """Unload and delete every topic of the namespace, then its partitioned-topic and
     topic-policy records, then the namespace record."""
     for name in await svc.topics_of_namespace(tenant, ns, domains=ALL_DOMAINS):
-        await topic_admin.delete_on_owner(Scope(svc, peers), svc.parse_topic(name), force=True)
+        await topic_ops.delete_on_owner(Scope(svc, peers), svc.parse_topic(name), force=True)
     for root in (keys.PARTITIONED_TOPICS, keys.TOPIC_POLICIES):
         await svc.store.delete_prefix(f"{root}/{keys.segment(tenant)}/{keys.segment(ns)}")
     try:

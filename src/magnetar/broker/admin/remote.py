@@ -2,7 +2,7 @@
 brokers own: partitioned stats, deleting or unloading a partitioned topic, deleting a
 namespace. (Operations on one topic answer ``307`` to its owner instead.)
 
-:data:`PEERS` is the HTTP side of :class:`magnetar.broker.topic_admin.scope.Peers`: the typed
+:data:`PEERS` is the HTTP side of :class:`magnetar.broker.topic_ops.scope.Peers`: the typed
 topic administration says what it needs of another broker, this module asks it over the
 admin REST API. Only the current owner is asked (authoritatively): an unowned topic is
 handled by this broker, which may take its bundle, as a lookup would.
@@ -20,7 +20,7 @@ import aiohttp
 from aiohttp import web
 
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.topic_admin import errors
+from magnetar.broker.topic_ops import errors
 from magnetar.security import tls
 from magnetar.wire.topics import TopicDomain, TopicName
 
@@ -74,7 +74,7 @@ def raise_for(status: int, answer: Any, *, ok: tuple[int, ...] = (200, 204)) -> 
 
 
 class HttpPeers:
-    """:class:`magnetar.broker.topic_admin.scope.Peers` over the admin REST API, as this
+    """:class:`magnetar.broker.topic_ops.scope.Peers` over the admin REST API, as this
     broker: with its brokerClient* credentials and TLS trust (docs/security.md)."""
 
     def __init__(
@@ -132,7 +132,7 @@ class HttpPeers:
 
 PEERS = web.AppKey("magnetar_admin_peers", HttpPeers)
 """``request.app[PEERS]``: the broker's peers client, which the admin routes hand to the
-typed topic administration (set up by the admin extension from the broker's config)."""
+typed topic operations (set up by the admin extension from the broker's config)."""
 
 
 def peers(request: web.Request) -> HttpPeers:

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from magnetar.broker.contracts import BrokerError
 from magnetar.broker.service import BrokerService, managed_ledger_name
 from magnetar.broker.topic import PersistentTopic, Topic
-from magnetar.broker.topic_admin import errors
+from magnetar.broker.topic_ops import errors
 from magnetar.metadata import api, keys
 from magnetar.wire import pb
 from magnetar.wire import topics as topic_names

@@ -7,8 +7,8 @@ from aiohttp import web
 
 from magnetar.broker.admin import validation
 from magnetar.broker.admin.common import accepts, parsed
-from magnetar.broker.admin.topics import paths
-from magnetar.broker.topic_admin import subscriptions
+from magnetar.broker.admin.topic_routes import paths
+from magnetar.broker.topic_ops import subscriptions
 
 
 async def list_subscriptions(request: web.Request) -> web.Response:

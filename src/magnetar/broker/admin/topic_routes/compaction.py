@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from magnetar.broker.admin.topics import paths
-from magnetar.broker.topic_admin import compaction
+from magnetar.broker.admin.topic_routes import paths
+from magnetar.broker.topic_ops import compaction
 
 
 async def trigger(request: web.Request) -> web.Response:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from magnetar.broker.admin import validation
-from magnetar.broker.admin.topics import paths
-from magnetar.broker.topic_admin import stats as topic_stats
+from magnetar.broker.admin.topic_routes import paths
+from magnetar.broker.topic_ops import stats as topic_stats
 
 
 async def stats(request: web.Request) -> web.Response:

@@ -1,7 +1,7 @@
 """Topic compaction, administered: start one and read its status (Pulsar's
 ``triggerCompaction`` and ``compactionStatus``).
 
-Why this module exists: the admin routes (``broker/admin/topics/compaction.py``) stay HTTP
+Why this module exists: the admin routes (``broker/admin/topic_routes/compaction.py``) stay HTTP
 only; the compaction itself is ``broker/compaction/``. A partitioned topic is compacted
 partition by partition, each on the broker owning it (asked through :class:`~.scope.Peers`).
 """
@@ -12,8 +12,8 @@ from typing import Any
 
 from magnetar.broker.compaction.service import AlreadyRunningError
 from magnetar.broker.topic import PersistentTopic
-from magnetar.broker.topic_admin import errors, scope
-from magnetar.broker.topic_admin.scope import Scope
+from magnetar.broker.topic_ops import errors, scope
+from magnetar.broker.topic_ops.scope import Scope
 from magnetar.wire.topics import TopicName
 
 OPERATION = "Compaction of"

@@ -10,8 +10,8 @@ from aiohttp import web
 
 from magnetar.broker.admin import validation
 from magnetar.broker.admin.common import Handler, decode_json
-from magnetar.broker.admin.topics import paths
-from magnetar.broker.topic_admin import policies
+from magnetar.broker.admin.topic_routes import paths
+from magnetar.broker.topic_ops import policies
 
 TOPIC_POLICIES: dict[str, tuple[str, validation.Body[Any]]] = {
     "messageTTL": ("message_ttl_in_seconds", validation.MESSAGE_TTL),

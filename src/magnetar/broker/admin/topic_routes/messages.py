@@ -10,8 +10,8 @@ import json
 from aiohttp import web
 
 from magnetar.broker.admin import validation
-from magnetar.broker.admin.topics import paths
-from magnetar.broker.topic_admin import messages
+from magnetar.broker.admin.topic_routes import paths
+from magnetar.broker.topic_ops import messages
 from magnetar.managed_ledger.api import Position
 from magnetar.wire import pb
 

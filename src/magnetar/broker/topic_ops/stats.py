@@ -12,8 +12,8 @@ from typing import Any
 
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topic import NonPersistentTopic, PersistentTopic
-from magnetar.broker.topic_admin import compaction, errors, scope
-from magnetar.broker.topic_admin.scope import Scope
+from magnetar.broker.topic_ops import compaction, errors, scope
+from magnetar.broker.topic_ops.scope import Scope
 from magnetar.wire.topics import TopicName
 
 

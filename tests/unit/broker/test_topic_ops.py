@@ -1,4 +1,4 @@
-"""The typed topic administration (``broker/topic_admin/``) in-process, without HTTP: a real
+"""The typed topic operations (``broker/topic_ops/``) in-process, without HTTP: a real
 BrokerService on the embedded store and the in-memory managed ledger, clients driven through
 the recording transport of ``tests/support/inprocess.py``. With one broker no call reaches a
 peer (:class:`NoPeers` fails the test if one does); two brokers sharing the store and the
@@ -13,7 +13,7 @@ import pytest
 
 from magnetar.broker.admin import common
 from magnetar.broker.service import BrokerService
-from magnetar.broker.topic_admin import (
+from magnetar.broker.topic_ops import (
     errors,
     messages,
     partitioned,
@@ -23,7 +23,7 @@ from magnetar.broker.topic_admin import (
     subscriptions,
     topics,
 )
-from magnetar.broker.topic_admin.scope import Scope
+from magnetar.broker.topic_ops.scope import Scope
 from magnetar.wire import commands, pb
 from magnetar.wire.ids import MessageId
 from magnetar.wire.topics import TopicDomain, TopicName

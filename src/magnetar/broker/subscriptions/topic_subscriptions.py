@@ -20,14 +20,11 @@ from magnetar.broker.compaction.cursor import CompactedCursor
 from magnetar.broker.compaction.view import CompactedTopic
 from magnetar.broker.contracts import BrokerError, ConsumerHandle, ServerCnx
 from magnetar.broker.subscriptions.consumer import Consumer
+from magnetar.broker.subscriptions.dispatch import TxnAckHolds, TxnReadFilter
 from magnetar.broker.subscriptions.dispatchers import EXCLUSIVE
 from magnetar.broker.subscriptions.entries import EntryMeta, EntryMetaCache
 from magnetar.broker.subscriptions.stats import now_ms
-from magnetar.broker.subscriptions.subscription import (
-    Subscription,
-    TxnAckHolds,
-    TxnReadFilter,
-)
+from magnetar.broker.subscriptions.subscription import Subscription
 from magnetar.managed_ledger.api import (
     EARLIEST,
     LATEST,

@@ -24,9 +24,9 @@ from aiohttp import web
 
 from magnetar.broker.admin import validation
 from magnetar.broker.admin.common import AdminError, accepts, parsed
-from magnetar.broker.admin.topics import paths
+from magnetar.broker.admin.topic_routes import paths
 from magnetar.broker.topic import PersistentTopic
-from magnetar.broker.topic_admin import scope as topic_scope
+from magnetar.broker.topic_ops import scope as topic_scope
 from magnetar.managed_ledger.api import ManagedLedgerError, Position
 from magnetar.managed_ledger.offloading import OffloadInProgressError, OffloadStatus
 from magnetar.wire.ids import MessageId

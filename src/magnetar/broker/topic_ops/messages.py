@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from magnetar.broker.topic_admin import errors, scope, subscriptions
-from magnetar.broker.topic_admin.scope import Scope
+from magnetar.broker.topic_ops import errors, scope, subscriptions
+from magnetar.broker.topic_ops.scope import Scope
 from magnetar.managed_ledger.api import Entry, Position
 from magnetar.wire import pb
 from magnetar.wire.batch import decompress

@@ -12,8 +12,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from magnetar.broker.topic_admin import errors, scope
-from magnetar.broker.topic_admin.scope import Scope
+from magnetar.broker.topic_ops import errors, scope
+from magnetar.broker.topic_ops.scope import Scope
 from magnetar.metadata import api, keys
 from magnetar.wire.topics import TopicName
 

@@ -1,8 +1,8 @@
 """Topics and subscriptions: ``/admin/v2/{persistent|non-persistent}/{tenant}/{namespace}/...``.
 
 The routes of the admin REST API for topics, one module per resource; each handler only
-translates HTTP (path, query, body) into a call of the typed topic administration
-(``broker/topic_admin/``) and its answer into Pulsar's JSON. Its errors become HTTP statuses
+translates HTTP (path, query, body) into a call of the typed topic operations
+(``broker/topic_ops/``) and its answer into Pulsar's JSON. Its errors become HTTP statuses
 in the admin error middleware (``admin/common.py``); ``OwnedElsewhere`` becomes
 ``307 Temporary Redirect`` to the owner's web URL, as Pulsar answers.
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from magnetar.broker.admin.topics import (
+from magnetar.broker.admin.topic_routes import (
     compaction,
     lifecycle,
     messages,
@@ -34,9 +34,6 @@ from magnetar.broker.admin.topics import (
     stats,
     subscriptions,
 )
-
-# re-exported: where tests/unit/admin/test_enforcement.py has always found it
-from magnetar.broker.topic_admin.stats import aggregate as aggregate
 
 
 def register(router: web.UrlDispatcher) -> None:

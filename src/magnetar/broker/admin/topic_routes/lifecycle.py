@@ -11,9 +11,9 @@ from __future__ import annotations
 from aiohttp import web
 
 from magnetar.broker.admin.common import AdminError, service
-from magnetar.broker.admin.topics import paths
+from magnetar.broker.admin.topic_routes import paths
 from magnetar.broker.service import ALL_DOMAINS
-from magnetar.broker.topic_admin import topics
+from magnetar.broker.topic_ops import topics
 from magnetar.wire.topics import TopicDomain
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 
 from magnetar.broker import policies
-from magnetar.broker.topic_admin import errors, scope, stats, topics
-from magnetar.broker.topic_admin.scope import Scope
+from magnetar.broker.topic_ops import errors, scope, stats, topics
+from magnetar.broker.topic_ops.scope import Scope
 from magnetar.metadata import api
 from magnetar.wire.topics import PARTITION_SUFFIX, TopicDomain, TopicName
 

@@ -2,7 +2,7 @@
 the path.
 
 Why this module exists: every topic route starts the same way; the checks themselves (domain,
-namespace, name) are the typed topic administration's (``broker/topic_admin/scope.py``).
+namespace, name) are those of the typed topic operations (``broker/topic_ops/scope.py``).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from aiohttp import web
 
 from magnetar.broker.admin import remote, validation
 from magnetar.broker.admin.common import service
-from magnetar.broker.topic_admin import scope as topic_scope
-from magnetar.broker.topic_admin.scope import Scope
+from magnetar.broker.topic_ops import scope as topic_scope
+from magnetar.broker.topic_ops.scope import Scope
 from magnetar.wire.topics import TopicDomain, TopicName
 
 BASE = "/admin/v2/{domain}/{tenant}/{namespace}"

@@ -6,8 +6,8 @@ from aiohttp import web
 
 from magnetar.broker.admin import validation
 from magnetar.broker.admin.common import accepts, parsed
-from magnetar.broker.admin.topics import paths
-from magnetar.broker.topic_admin import partitioned
+from magnetar.broker.admin.topic_routes import paths
+from magnetar.broker.topic_ops import partitioned
 
 
 async def list_partitioned(request: web.Request) -> web.Response:

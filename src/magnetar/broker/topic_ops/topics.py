@@ -10,8 +10,8 @@ from collections.abc import Iterable
 
 from magnetar.broker.ownership import Bundle, bundles_of
 from magnetar.broker.service import BrokerService, managed_ledger_name
-from magnetar.broker.topic_admin import errors, scope, stats
-from magnetar.broker.topic_admin.scope import Scope
+from magnetar.broker.topic_ops import errors, scope, stats
+from magnetar.broker.topic_ops.scope import Scope
 from magnetar.managed_ledger.api import Position
 from magnetar.metadata import keys
 from magnetar.wire.topics import TopicDomain, TopicName

@@ -1,6 +1,6 @@
 """The errors of topic administration, named by how the caller reacts to them.
 
-Why this module exists: the typed topic administration (:mod:`magnetar.broker.topic_admin`)
+Why this module exists: the typed topic operations (:mod:`magnetar.broker.topic_ops`)
 knows nothing of HTTP, yet its callers must tell "does not exist" from "in use" from "ask
 another broker". The admin REST API maps each class to Pulsar's status
 (``broker/admin/common.py``); every error carries a ``reason`` worded for the user.

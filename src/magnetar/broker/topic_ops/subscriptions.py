@@ -13,8 +13,8 @@ import time
 from magnetar.broker import enforcement
 from magnetar.broker.contracts import BrokerError
 from magnetar.broker.topic import PersistentTopic
-from magnetar.broker.topic_admin import errors, scope
-from magnetar.broker.topic_admin.scope import Scope
+from magnetar.broker.topic_ops import errors, scope
+from magnetar.broker.topic_ops.scope import Scope
 from magnetar.managed_ledger.api import InitialPosition, ManagedCursor
 from magnetar.wire import pb
 from magnetar.wire.ids import MessageId
