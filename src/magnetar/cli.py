@@ -831,7 +831,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     for dest, flag, key in _REQUIRED.get(args.command, ()):
         if not getattr(args, dest, None):
             commands[args.command].error(f"{flag} (or {key} in --config FILE) is required")
-    if args.command in _METADATA_URL_FORMS:
+    if args.command in _METADATA_URL_FORMS and args.metadata_url:
         # Pulsar's etcd:https://... form from the command line too (the file's is converted)
         try:
             args.metadata_url = conffile.metadata_url(args.metadata_url)
@@ -840,7 +840,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-_METADATA_URL_FORMS = ("broker", "bookie")
+_METADATA_URL_FORMS = ("broker", "bookie", "proxy")
 """Commands whose --metadata-url takes Pulsar's forms (etcd:http(s)://...) besides etcd://."""
 
 
