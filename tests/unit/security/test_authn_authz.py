@@ -195,3 +195,14 @@ def test_client_credentials_in_pulsar_admins_forms(tmp_path: Path) -> None:
     ):
         with pytest.raises(CredentialsError, match=message):
             Credentials.parse(plugin_name, params)
+
+
+def test_through_a_proxy_both_roles_are_checked() -> None:
+    """Pulsar's AuthorizationService: a proxy role and its original principal must both be
+    allowed; a proxy forwarding nothing, or forwarding a proxy role, is refused; an original
+    principal from a role that is no proxy is not taken."""
+    rules = authz.Rules(enabled=True, proxy_roles=frozenset({"proxy", "proxy2"}))
+    assert rules.checked_roles("proxy", "alice") == ("proxy", "alice")
+    assert rules.checked_roles("proxy", None) == ()
+    assert rules.checked_roles("proxy", "proxy2") == ()
+    assert rules.checked_roles("bob", "alice") == ("bob",)
