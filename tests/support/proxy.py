@@ -6,7 +6,9 @@ off."""
 
 from __future__ import annotations
 
+import shutil
 import ssl
+import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -94,3 +96,67 @@ class ProxyProc:
 
     def tail(self, n: int = 40) -> str:
         return self.proc.tail(n)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class PulsarProxyProc(ProxyProc):
+    """Apache Pulsar's proxy (ProxyServiceStarter) from the jars
+    ``scripts/bench/install_pulsar.sh bench/peers/pulsar-proxy-pom.xml pulsar-proxy``
+    assembles, run with the same proxy.conf (``--config FILE`` in ``args``) plus its ports,
+    for checking Magnetar's proxy against it. ``basic_auth_conf``: the htpasswd file, which
+    Pulsar's basic provider reads from a system property."""
+
+    def __init__(
+        self,
+        base_dir: Path,
+        *,
+        conf: Path,
+        tls: ssl.SSLContext,
+        basic_auth_conf: Path | None = None,
+        ready_timeout: float = 90.0,
+    ) -> None:
+        super().__init__(base_dir, args=[], tls=tls, plaintext=False, ready_timeout=ready_timeout)
+        out = subprocess.run(
+            ["bash", "scripts/bench/install_pulsar.sh", "bench/peers/pulsar-proxy-pom.xml",
+             "pulsar-proxy"],
+            cwd=ROOT, capture_output=True, text=True, timeout=1800, check=True,
+        )  # fmt: skip
+        lib = out.stdout.strip().splitlines()[-1]
+        java = shutil.which("java")
+        if java is None:
+            raise RuntimeError("java is needed to run Apache Pulsar's proxy")
+        conf_file = base_dir / "pulsar-proxy.conf"
+        conf_file.write_text(
+            conf.read_text() + f"servicePort=\nwebServicePort=\nservicePortTls={self.tls_port}\n"
+            f"webServicePortTls={self.https_port}\nbindAddress={LOOPBACK}\n"
+            "authenticateMetricsEndpoint=false\nclusterName=standalone\n"
+            "brokerProxyAllowedTargetPorts=*\n"
+        )
+        argv = [
+            java, "-Xmx512m",
+            "--add-opens=java.base/java.nio=ALL-UNNAMED",
+            "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+            "-Dio.netty.tryReflectionSetAccessible=true",
+            f"-Dlog4j.configurationFile={ROOT / 'bench/peers/log4j2.xml'}",
+            *([f"-Dpulsar.auth.basic.conf={basic_auth_conf}"] if basic_auth_conf else []),
+            "-cp", f"{lib}/*",
+            "org.apache.pulsar.proxy.server.ProxyServiceStarter", "-c", str(conf_file),
+        ]  # fmt: skip
+        self.proc = Proc(
+            argv,
+            log_path=base_dir / f"pulsar-proxy-{self.tls_port}.log",
+            ready=self.ready,
+            ready_timeout=ready_timeout,
+        )
+
+    def ready(self) -> bool:
+        """The TLS port open and /metrics answering (Pulsar's /status.html needs a status
+        file)."""
+        if not port_open(self.tls_port):
+            return False
+        try:
+            return bool(self.metrics())
+        except (OSError, urllib.error.URLError):
+            return False

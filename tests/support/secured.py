@@ -254,10 +254,17 @@ class SecuredPulsar(SecuredBase):
 
     name = "pulsar"
 
-    def __init__(self, base: Path, *, refresh_check_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        base: Path,
+        *,
+        refresh_check_s: float = 1.0,
+        extra_conf: dict[str, str] | None = None,
+    ) -> None:
         self.base = base
         self.refresh_check_s = refresh_check_s
-        self.extra_conf = {"topicLevelPoliciesEnabled": "false"}  # as the client's conf
+        # as the client's conf
+        self.extra_conf = {"topicLevelPoliciesEnabled": "false", **(extra_conf or {})}
         conf = self._prepare()
         systems = _peer_systems()
         outer = self
