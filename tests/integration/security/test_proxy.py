@@ -45,7 +45,10 @@ timeout, as against Pulsar; see test_client_auth.py)."""
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBase]:
     base = tmp_path_factory.mktemp("proxied")
-    conf = {"proxyRoles": "proxy", "superUserRoles": ",".join((*SUPER_USERS, "proxy"))}
+    conf = {
+        "proxyRoles": "proxy,weak-proxy",
+        "superUserRoles": ",".join((*SUPER_USERS, "proxy")),
+    }
     target: SecuredBase = (
         SecuredPulsar(base, extra_conf=conf)
         if AGAINST == "pulsar"
@@ -56,9 +59,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBase]:
         yield proc
 
 
-@pytest.fixture(scope="module")
-def proxy(broker: SecuredBase, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyProc]:
-    base = tmp_path_factory.mktemp("proxy")
+def _proxy(broker: SecuredBase, base: Path, role: str) -> ProxyProc:
+    """A proxy (Magnetar's, or Pulsar's against Pulsar) in front of ``broker``, acting as
+    ``role`` towards it, from one proxy.conf."""
     conf = base / "proxy.conf"
     conf.write_text(
         "".join(
@@ -74,7 +77,7 @@ def proxy(broker: SecuredBase, tmp_path_factory: pytest.TempPathFactory) -> Iter
                 "brokerClientAuthenticationPlugin": (
                     "org.apache.pulsar.client.impl.auth.AuthenticationToken"
                 ),
-                "brokerClientAuthenticationParameters": f"token:{broker.token('proxy')}",
+                "brokerClientAuthenticationParameters": f"token:{broker.token(role)}",
                 "tlsCertificateFilePath": str(broker.broker_cert.cert),
                 "tlsKeyFilePath": str(broker.broker_cert.key),
                 "tlsTrustCertsFilePath": str(broker.ca.ca_file),
@@ -87,12 +90,15 @@ def proxy(broker: SecuredBase, tmp_path_factory: pytest.TempPathFactory) -> Iter
         )
     )
     tls = ssl.create_default_context(cafile=str(broker.ca.ca_file))
-    target = (
-        PulsarProxyProc(base, conf=conf, tls=tls, basic_auth_conf=broker.base / ".htpasswd")
-        if AGAINST == "pulsar"
-        else ProxyProc(base, args=["--config", str(conf)], tls=tls)
-    )
-    with started(target) as proc:
+    if AGAINST == "pulsar":
+        return PulsarProxyProc(base, conf=conf, tls=tls, basic_auth_conf=broker.base / ".htpasswd")
+    return ProxyProc(base, args=["--config", str(conf)], tls=tls)
+
+
+@pytest.fixture(scope="module")
+def proxy(broker: SecuredBase, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxyProc]:
+    """The proxy whose role is a super-user (what Pulsar's documentation recommends)."""
+    with started(_proxy(broker, tmp_path_factory.mktemp("proxy"), "proxy")) as proc:
         yield proc
 
 
@@ -249,3 +255,27 @@ def test_plaintext_on_the_tls_port_is_refused_and_counted(proxy: ProxyProc) -> N
         except OSError:
             pass
     wait_until(lambda: refused() > before, timeout=10)
+
+
+def test_the_proxys_role_must_be_allowed_too(broker: SecuredBase, tmp_path: Path) -> None:
+    """Pulsar's rule: through a proxy, the broker authorizes both the proxy's role and the
+    original principal. A proxy role with no grant (and no super-user) gets its clients
+    refused even where they are allowed, until it is granted too."""
+    app = pulsar.AuthenticationToken(broker.token("token-principal"))
+    with started(_proxy(broker, tmp_path, "weak-proxy")) as weak:
+        client = _client(broker, weak, authentication=app)
+        try:
+            with pytest.raises(pulsar.AuthorizationError):
+                client.create_producer(f"persistent://private/auth/w-{next(_names)}")
+        finally:
+            client.close()
+        broker.admin(
+            "namespaces", "grant-permission", "private/auth",
+            "--actions", "produce,consume", "--role", "weak-proxy",
+        )  # fmt: skip
+        client = _client(broker, weak, authentication=app)
+        try:
+            _roundtrip(client, "private/auth", n=2)
+        finally:
+            client.close()
+            broker.admin("namespaces", "revoke-permission", "private/auth", "--role", "weak-proxy")
