@@ -15,10 +15,10 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from tests.support.procs import LOOPBACK, Proc, free_ports, port_open
+from tests.support.procs import LOOPBACK, Proc, TlsAddresses, free_ports, port_open
 
 
-class ProxyProc:
+class ProxyProc(TlsAddresses):
     def __init__(
         self,
         base_dir: Path,
@@ -60,14 +60,6 @@ class ProxyProc:
     @property
     def http_url(self) -> str:
         return f"http://{LOOPBACK}:{self.http_port}"
-
-    @property
-    def tls_service_url(self) -> str:
-        return f"pulsar+ssl://localhost:{self.tls_port}"
-
-    @property
-    def https_url(self) -> str:
-        return f"https://localhost:{self.https_port}"
 
     def ready(self) -> bool:
         if self.plaintext:

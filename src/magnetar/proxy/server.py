@@ -24,7 +24,6 @@ from magnetar.proxy.brokers import BrokerLinks, Brokers
 from magnetar.proxy.config import ProxyConfig
 from magnetar.proxy.connection import ProxyConnection
 from magnetar.security import listener
-from magnetar.security import metrics as security_metrics
 from magnetar.security.tls import ServerTls
 from magnetar.wire import frames
 
@@ -74,20 +73,11 @@ class ProxyServer:
         self, factory: Callable[[], asyncio.BaseProtocol], port: int, *, tls: str | None = None
     ) -> int:
         """Listen on ``port`` (TLS when ``tls`` names the listener); the bound port."""
-        context = None
-        if tls is not None:
-            assert self.tls is not None
-            context = listener.observe(self.tls.context(), listener=tls)
-        server = await asyncio.get_running_loop().create_server(
-            factory,
-            host=self.config.bind_address,
-            port=port,
-            reuse_address=True,
-            ssl=context,
-            ssl_handshake_timeout=listener.HANDSHAKE_TIMEOUT_S if context else None,
+        server, bound = await listener.bind(
+            factory, host=self.config.bind_address, port=port, tls=self.tls, listener=tls
         )
         self._servers.append(server)
-        return int(server.sockets[0].getsockname()[1])
+        return bound
 
     async def start(self) -> None:
         cfg = self.config
@@ -113,17 +103,9 @@ class ProxyServer:
             bound["https_port"] = await self._bind(handler, cfg.https_port, tls="webServicePortTls")
         self.config = dataclasses.replace(cfg, **bound)  # type: ignore[arg-type]
         if self.tls is not None:
-            self._refresh_task = asyncio.get_running_loop().create_task(self._refresh_tls())
-
-    async def _refresh_tls(self) -> None:
-        assert self.tls is not None
-        while True:
-            await asyncio.sleep(self.config.security.tls_refresh_s)
-            try:
-                if self.tls.refresh():
-                    security_metrics.TLS_RELOADS.inc()
-            except Exception:
-                log.exception("TLS certificate refresh failed; keeping the current one")
+            self._refresh_task = asyncio.get_running_loop().create_task(
+                listener.keep_refreshed(self.tls, self.config.security.tls_refresh_s)
+            )
 
     async def stop(self) -> None:
         if self._refresh_task is not None:

@@ -73,6 +73,14 @@ class Rules:
             return original_principal or None
         return role
 
+    def valid_original_principal(self, role: str, original_principal: str | None) -> bool:
+        """Whether a connection of ``role`` may name ``original_principal`` (Pulsar's
+        isValidOriginalPrincipal): a proxy role must name one that is no proxy role, any
+        other role must name none. A broker with authorization on refuses CONNECT otherwise."""
+        if role in self.proxy_roles:
+            return bool(original_principal) and original_principal not in self.proxy_roles
+        return not original_principal
+
     def checked_roles(self, role: str, original_principal: str | None) -> tuple[str, ...]:
         """The roles that must all be allowed, as Pulsar's AuthorizationService checks them:
         a proxy role *and* the original principal it forwards; () when a proxy forwards

@@ -23,8 +23,6 @@ import json
 import re
 import socket
 import ssl
-import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -37,6 +35,7 @@ import pytest
 
 from magnetar.security import tokens
 from tests.integration.internal_tls.conftest import TLS_REFRESH_S, Pki, bookie_args
+from tests.support import roundtrip
 from tests.support.bookies import BookieProc
 from tests.support.certs import MountedSecret, serial_of
 from tests.support.cluster import load_reports
@@ -276,31 +275,8 @@ def test_rotating_certificates_under_load_through_the_proxy(cluster: SecuredClus
             block_if_queue_full=True,
             send_timeout_millis=0,  # the client resends until receipted
         )
-        receipts: set[bytes] = set()
-        failures: list[str] = []
-        lock = threading.Lock()
-        stop = threading.Event()
-
-        def produce() -> None:
-            i = 0
-            while not stop.is_set():
-                payload = b"pay-%06d" % i
-                i += 1
-
-                def done(res: pulsar.Result, _mid: pulsar.MessageId, p: bytes = payload) -> None:
-                    with lock:
-                        if res == pulsar.Result.Ok:
-                            receipts.add(p)
-                        else:
-                            failures.append(str(res))
-
-                producer.send_async(payload, done)
-                if i % 50 == 0:
-                    time.sleep(0.01)  # paces the producer
-
-        thread = threading.Thread(target=produce, daemon=True)
-        thread.start()
-        wait_until(lambda: len(receipts) >= 300, timeout=60, what="receipts before the rotation")
+        load = roundtrip.KeepProducing(producer, prefix=b"pay").start()
+        wait_until(lambda: load.count() >= 300, timeout=60, what="receipts before the rotation")
 
         links_before = _proxy_to_brokers(cluster)
         accepted_before = _counter(cluster.proxy.metrics(), "pulsar_proxy_new_connections_total")
@@ -316,7 +292,7 @@ def test_rotating_certificates_under_load_through_the_proxy(cluster: SecuredClus
         new_broker = pki.rotate(pki.broker_secret, "broker")
         new_proxy = pki.rotate(cluster.proxy_secret, "proxy")
         pki.rotate(pki.bookie_secret, "bookie")
-        at_rotation = len(receipts)
+        at_rotation = load.count()
 
         def serves(port: int, serial: int) -> bool:
             return _served_serial(port, pki) == serial
@@ -338,7 +314,7 @@ def test_rotating_certificates_under_load_through_the_proxy(cluster: SecuredClus
         probes += attempts[0]
         assert old_serials["proxy"] != new_proxy.serial
         wait_until(
-            lambda: len(receipts) >= at_rotation + 500,
+            lambda: load.count() >= at_rotation + 500,
             timeout=60,
             what="publishing continued after the rotation",
         )
@@ -352,9 +328,8 @@ def test_rotating_certificates_under_load_through_the_proxy(cluster: SecuredClus
             _counter(b.metrics(), "pulsar_tls_certificate_reloads_total") - before
             for b, before in zip(cluster.brokers, reloads_before, strict=True)
         ]
-        stop.set()
-        thread.join(timeout=30)
-        producer.flush()
+        load.stop()
+        receipts = set(load.receipts)
 
         print(
             f"receipts {len(receipts)} (at rotation {at_rotation}); proxy->broker links "
@@ -366,7 +341,7 @@ def test_rotating_certificates_under_load_through_the_proxy(cluster: SecuredClus
         # no reconnect storm: the same sockets, no client reconnected through the proxy
         assert links_before <= links_after, f"links dropped: {links_before - links_after}"
         assert accepted == 0, f"{accepted} client connections re-opened during the rotation"
-        assert not failures, failures
+        assert not load.failures, load.failures
 
         got: set[bytes] = set()
         while not receipts <= got:

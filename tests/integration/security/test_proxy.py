@@ -23,9 +23,12 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from magnetar.wire import commands, pb
 from tests.integration.security.conftest import AGAINST, magnetar_only
+from tests.support import roundtrip
 from tests.support.procs import LOOPBACK, started
 from tests.support.proxy import ProxyProc, PulsarProxyProc
+from tests.support.raw_client import RawClient
 from tests.support.secured import (
     BASIC_USERS,
     PROVIDERS,
@@ -115,18 +118,7 @@ def _client(broker: SecuredBase, proxy: ProxyProc, **options: object) -> pulsar.
 
 
 def _roundtrip(client: pulsar.Client, namespace: str, n: int = 5) -> None:
-    topic = f"persistent://{namespace}/p-{next(_names)}"
-    consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
-    producer = client.create_producer(topic)
-    sent = [f"m-{i}".encode() for i in range(n)]
-    for payload in sent:
-        producer.send(payload)
-    got = []
-    for _ in sent:
-        msg = consumer.receive(timeout_millis=10_000)
-        consumer.acknowledge(msg)
-        got.append(msg.data())
-    assert got == sent
+    roundtrip.round_trip(client, f"persistent://{namespace}/p-{next(_names)}", n)
 
 
 def test_token_through_the_proxy_over_tls(broker: SecuredBase, proxy: ProxyProc) -> None:
@@ -279,3 +271,36 @@ def test_the_proxys_role_must_be_allowed_too(broker: SecuredBase, tmp_path: Path
         finally:
             client.close()
             broker.admin("namespaces", "revoke-permission", "private/auth", "--role", "weak-proxy")
+
+
+def _connect_as(broker: SecuredBase, role: str, original: str | None) -> pb.BaseCommand:
+    """The broker's answer to a CONNECT of ``role``'s token naming ``original``."""
+    raw = RawClient(broker.port)
+    try:
+        cmd = commands.connect(
+            client_version="raw-test",
+            protocol_version=20,
+            auth_method_name="token",
+            auth_data=broker.token(role).encode(),
+        )
+        if original is not None:
+            cmd.connect.original_principal = original
+        raw.command(cmd)
+        return raw.read(timeout=10).command
+    finally:
+        raw.close()
+
+
+def test_who_may_name_an_original_principal(broker: SecuredBase) -> None:
+    """As Pulsar's broker: only a proxy role may name one, it must, and not a proxy role;
+    otherwise CONNECT is refused with AuthorizationError ("Invalid roles.")."""
+    assert _connect_as(broker, "proxy", "token-principal").type == pb.BaseCommand.CONNECTED
+    assert _connect_as(broker, "token-principal", None).type == pb.BaseCommand.CONNECTED
+    for role, original in (
+        ("token-principal", "superUser"),  # a client cannot pose as another role
+        ("proxy", None),
+        ("proxy", "weak-proxy"),
+    ):
+        answer = _connect_as(broker, role, original)
+        assert answer.type == pb.BaseCommand.ERROR, (role, original)
+        assert answer.error.error == pb.AuthorizationError, (role, original)

@@ -206,3 +206,14 @@ def test_through_a_proxy_both_roles_are_checked() -> None:
     assert rules.checked_roles("proxy", None) == ()
     assert rules.checked_roles("proxy", "proxy2") == ()
     assert rules.checked_roles("bob", "alice") == ("bob",)
+
+
+def test_which_roles_may_name_an_original_principal() -> None:
+    """Pulsar's isValidOriginalPrincipal: a broker with authorization on refuses CONNECT
+    ("Invalid roles.") otherwise."""
+    rules = authz.Rules(enabled=True, proxy_roles=frozenset({"proxy", "proxy2"}))
+    assert rules.valid_original_principal("proxy", "alice")
+    assert not rules.valid_original_principal("proxy", None)
+    assert not rules.valid_original_principal("proxy", "proxy2")
+    assert not rules.valid_original_principal("bob", "alice")
+    assert rules.valid_original_principal("bob", None)
