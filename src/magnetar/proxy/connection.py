@@ -165,6 +165,8 @@ class ProxyConnection(asyncio.Protocol):
         if self.state is State.CLOSED:
             return
         self.state = State.CLOSED
+        if self._answer_timer is not None:
+            self._answer_timer.cancel()
         if self._transport is not None:
             metrics.ACTIVE_CONNECTIONS.dec()
         if self._links_held:
