@@ -46,12 +46,11 @@ class ProxyProc(TlsAddresses):
             "--bind-address", LOOPBACK,
             *args,
         ]  # fmt: skip
-        self.proc = Proc(
-            argv,
-            log_path=base_dir / f"proxy-{self.port}.log",
-            ready=self.ready,
-            ready_timeout=ready_timeout,
-        )
+        self.ready_timeout = ready_timeout
+        self.proc = self._process(argv, base_dir / f"proxy-{self.port}.log")
+
+    def _process(self, argv: Sequence[str], log_path: Path) -> Proc:
+        return Proc(argv, log_path=log_path, ready=self.ready, ready_timeout=self.ready_timeout)
 
     @property
     def service_url(self) -> str:
@@ -136,12 +135,7 @@ class PulsarProxyProc(ProxyProc):
             "-cp", f"{lib}/*",
             "org.apache.pulsar.proxy.server.ProxyServiceStarter", "-c", str(conf_file),
         ]  # fmt: skip
-        self.proc = Proc(
-            argv,
-            log_path=base_dir / f"pulsar-proxy-{self.tls_port}.log",
-            ready=self.ready,
-            ready_timeout=ready_timeout,
-        )
+        self.proc = self._process(argv, base_dir / f"pulsar-proxy-{self.tls_port}.log")
 
     def ready(self) -> bool:
         """The TLS port open and /metrics answering (Pulsar's /status.html needs a status
