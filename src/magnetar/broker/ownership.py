@@ -168,6 +168,9 @@ class Ownership:
         self.me = me
         self.session: api.Session | None = None
         self.owned: set[Bundle] = set()
+        self.releasing: set[Bundle] = set()
+        """Owned bundles being unloaded: lookups of them answer ServiceNotReady until the
+        ownership is given up, so no client reloads a topic on the way out."""
 
     # --- session and registration ----------------------------------------------------------
 

@@ -225,6 +225,30 @@ class BrokerService:
         await topic.close(reason=reason)
         return True
 
+    async def unload_bundle(self, bundle: Bundle) -> int:
+        """Close the topics of ``bundle`` served here and give up its ownership (``namespaces
+        unload``): their clients reconnect through lookup, which places the bundle again
+        (possibly here). Lookups of the bundle answer ServiceNotReady meanwhile. Returns how
+        many topics were closed."""
+        self.ownership.releasing.add(bundle)
+        try:
+            names = [
+                name
+                for name, topic in list(self.topics.items())
+                if topic.name.namespace_name == bundle.namespace_name
+                and await self.bundle(topic.name) == bundle
+            ]
+            await asyncio.gather(*(self.unload(n, reason="bundle unloaded") for n in names))
+            await self.ownership.release(bundle)
+        finally:
+            self.ownership.releasing.discard(bundle)
+        log.info("bundle %s unloaded: %d topics closed", bundle, len(names))
+        return len(names)
+
+    def _check_not_releasing(self, bundle: Bundle) -> None:
+        if bundle in self.ownership.releasing:
+            raise BrokerError(pb.ServiceNotReady, f"bundle {bundle} is being unloaded; retry")
+
     def _topic_fenced(self, topic: Topic) -> None:
         if self.topics.get(topic.full_name) is topic:
             del self.topics[topic.full_name]
@@ -274,6 +298,7 @@ class BrokerService:
         """Where ``topic`` is served; ``listener`` (the client's listenerName) picks which
         of the serving broker's advertised listeners the answer names."""
         bundle = await self.bundle(topic)
+        self._check_not_releasing(bundle)
         if self.ownership.is_owned(bundle):
             return _answer(self.me, listener)
         owner = await self.ownership.owner_of(bundle)
@@ -300,6 +325,7 @@ class BrokerService:
         """Raise ServiceNotReady unless this broker owns the topic (taking an unowned
         bundle, as a lookup would have)."""
         bundle = await self.bundle(topic)
+        self._check_not_releasing(bundle)
         if self.ownership.is_owned(bundle):
             return
         owner = await self._acquire(bundle)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from aiohttp import web
 
@@ -28,6 +28,7 @@ from magnetar.broker.admin.common import (
     service,
     update_json,
 )
+from magnetar.broker.admin.topic_routes.paths import scope as topic_scope
 from magnetar.broker.service import ALL_DOMAINS, BrokerService
 from magnetar.broker.topic_ops import topics as topic_ops
 from magnetar.broker.topic_ops.scope import Scope
@@ -110,6 +111,26 @@ async def get_bundles(request: web.Request) -> web.Response:
     bundles = (await _policies(request)).get("bundles") or {}
     boundaries = list(bundles.get("boundaries") or [])
     return web.json_response({"boundaries": boundaries, "numBundles": max(len(boundaries) - 1, 0)})
+
+
+_BUNDLE: Final = "{bundle:0x[0-9a-fA-F]{8}_0x[0-9a-fA-F]{8}}"
+
+
+async def unload_namespace(request: web.Request) -> web.Response:
+    """Unload every bundle of the namespace, each by its owner (super-user, as Pulsar)."""
+    tenant, ns = _names(request)
+    await topic_ops.unload_namespace(topic_scope(request), tenant=tenant, ns=ns)
+    return web.Response(status=204)
+
+
+async def unload_bundle(request: web.Request) -> web.Response:
+    """Unload one bundle: 307 to its owner; its owner closes the bundle's topics and gives up
+    the ownership (clients reconnect through lookup)."""
+    tenant, ns = _names(request)
+    await topic_ops.unload_bundle(
+        topic_scope(request), tenant=tenant, ns=ns, bundle_range=request.match_info["bundle"]
+    )
+    return web.Response(status=204)
 
 
 FORCE_NOT_ALLOWED = "Broker doesn't allow forced deletion of namespaces"
@@ -241,6 +262,8 @@ def register(router: web.UrlDispatcher) -> None:
     router.add_delete(BASE, delete_namespace)
     router.add_get(f"{BASE}/backlogQuotaMap", get_backlog_quotas)
     router.add_get(f"{BASE}/bundles", get_bundles)
+    router.add_put(f"{BASE}/unload", unload_namespace)
+    router.add_put(f"{BASE}/{_BUNDLE}/unload", unload_bundle)
     router.add_post(f"{BASE}/backlogQuota", set_backlog_quota)
     router.add_delete(f"{BASE}/backlogQuota", remove_backlog_quota)
     for policy in POLICIES:

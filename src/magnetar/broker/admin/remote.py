@@ -125,6 +125,13 @@ class HttpPeers:
         status, answer = await self._call(web_url, "PUT", f"{topic_path(topic)}/unload")
         raise_for(status, answer, ok=(204, 404))
 
+    async def unload_bundle(
+        self, web_url: str, *, tenant: str, namespace: str, bundle: str
+    ) -> None:
+        path = f"/admin/v2/namespaces/{tenant}/{namespace}/{bundle}/unload?authoritative=true"
+        status, answer = await self._call(web_url, "PUT", path)
+        raise_for(status, answer, ok=(204, 404))
+
     async def compact(self, web_url: str, topic: TopicName) -> None:
         status, answer = await self._call(web_url, "PUT", f"{topic_path(topic)}/compaction")
         raise_for(status, answer, ok=(204, 409))

@@ -52,6 +52,12 @@ class Peers(Protocol):
         """Start a compaction of the topic on the peer (done when one is running there)."""
         ...
 
+    async def unload_bundle(
+        self, web_url: str, *, tenant: str, namespace: str, bundle: str
+    ) -> None:
+        """Unload one bundle the peer owns (done when it no longer does)."""
+        ...
+
 
 @dataclasses.dataclass(frozen=True)
 class Scope:

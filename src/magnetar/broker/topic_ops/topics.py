@@ -83,6 +83,53 @@ async def list_bundle_topics(
     )
 
 
+async def _bundle(svc: BrokerService, tenant: str, ns: str, bundle_range: str) -> Bundle:
+    bundle = next((b for b in await bundles(svc, tenant, ns) if b.range == bundle_range), None)
+    if bundle is None:
+        raise errors.InvalidName(f"{bundle_range!r} is not a bundle of namespace {tenant}/{ns}")
+    return bundle
+
+
+async def unload_bundle(s: Scope, *, tenant: str, ns: str, bundle_range: str) -> None:
+    """Unload one bundle (Pulsar's ``namespaces unload --bundle``): its owner closes the
+    bundle's topics and gives up the ownership, so clients reconnect through lookup and the
+    bundle is placed again. OwnedElsewhere (307) when another broker owns it, unless the call
+    is authoritative; nothing to do when nobody owns it."""
+    svc = s.service
+    tenant, ns = await scope.namespace(svc, tenant, ns)
+    bundle = await _bundle(svc, tenant, ns, bundle_range)
+    if svc.ownership.is_owned(bundle):
+        await svc.unload_bundle(bundle)
+        return
+    owner = await svc.ownership.owner_of(bundle)
+    if owner is not None and owner.broker.broker_id != svc.me.broker_id and not s.authoritative:
+        raise errors.OwnedElsewhere(
+            owner.broker.web_service_url, tls_url=owner.broker.web_service_url_tls
+        )
+
+
+async def unload_namespace(s: Scope, *, tenant: str, ns: str) -> int:
+    """Unload every owned bundle of a namespace, each by its owner (this broker's here, the
+    others' through their admin API with the broker's credentials); returns how many
+    bundles were owned."""
+    svc = s.service
+    tenant, ns = await scope.namespace(svc, tenant, ns)
+    owned = 0
+    for bundle in await bundles(svc, tenant, ns):
+        if svc.ownership.is_owned(bundle):
+            owned += 1
+            await svc.unload_bundle(bundle)
+            continue
+        owner = await svc.ownership.owner_of(bundle)
+        if owner is not None and owner.broker.broker_id != svc.me.broker_id:
+            owned += 1
+            await s.peers.unload_bundle(
+                owner.broker.web_url(tls=svc.config.security.broker_client_tls),
+                tenant=tenant, namespace=ns, bundle=bundle.range,
+            )  # fmt: skip
+    return owned
+
+
 async def namespace_topics(
     svc: BrokerService, *, tenant: str, ns: str, domains: Iterable[TopicDomain]
 ) -> list[str]:
