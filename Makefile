@@ -100,12 +100,18 @@ test-e2e-kind: setup
 # turn, 3 rounds, and regenerates docs/benchmarks.md (about 30-40 minutes on 2 cores).
 # bench-peers-quick: 1 round, short phases, 128 MiB backlog (a few minutes; a smoke run).
 # Not part of `make test`.
-.PHONY: bench-peers bench-peers-quick
+# bench-peers-secured: workloads 1 and 2 on Apache Pulsar and Magnetar, each plaintext and with
+# TLS + token authentication + authorization (3 rounds; its own section of the report).
+.PHONY: bench-peers bench-peers-quick bench-peers-secured
 bench-peers: setup
 	@$(PY) bench/peers/run.py $(BENCH_PEERS_ARGS)
 
 bench-peers-quick: setup
 	@$(PY) bench/peers/run.py --quick $(BENCH_PEERS_ARGS)
+
+bench-peers-secured: setup
+	@$(PY) bench/peers/run.py --systems pulsar,pulsar-secured,magnetar,magnetar-secured \
+		--workloads w1,w2 $(BENCH_PEERS_ARGS)
 
 # pulsar-perf (Apache Pulsar's Java load generator, Maven Central -> .cache/pulsar-perf-<v>):
 # produce + consume 1 KiB for 60 s against a fresh Magnetar standalone; fails on any error.

@@ -75,24 +75,54 @@ def default_disk_usage_threshold() -> float:
 
 
 def disk_problem(path: Path, *, threshold: float, needed: int = DISK_ROOM_NEEDED) -> str | None:
-    """Why the bookies would turn read-only during the suite, or None.
+    """Why the bookies whose volumes are on the filesystem holding ``path`` would turn
+    read-only during the suite, or None.
 
     A bookie stops taking writes once its disk's used fraction (``1 - f_bavail/f_blocks``,
-    magnetar.bookie.storage.disk, as the bookie measures it) passes ``threshold``; on this
-    single node the bookies' volumes share the host's filesystem, so when that filesystem
-    is already near the threshold the tests fail half-way with ``NotEnoughBookiesError``.
-    Checked before anything is installed, to fail at once and say why."""
+    magnetar.bookie.storage.disk, as the bookie measures it) passes ``threshold``; when that
+    filesystem is already near the threshold the tests fail half-way with
+    ``NotEnoughBookiesError``."""
     st = os.statvfs(path)
     usage = used_fraction(path)
     room = int((st.f_bavail - (1.0 - threshold) * st.f_blocks) * st.f_frsize)
     if room >= needed:
         return None
     return (
-        f"the host disk holding {path} is {usage:.1%} used (1 - f_bavail/f_blocks, as bookies "
+        f"the disk holding {path} is {usage:.1%} used (1 - f_bavail/f_blocks, as bookies "
         f"measure it); bookies turn read-only above diskUsageThreshold {threshold:.0%}, and "
         f"{max(room, 0) / 1024**3:.1f} GiB are left before that, less than the "
         f"{needed / 1024**3:.0f} GiB the suite needs: free some space first"
     )
+
+
+def host_room_problem(path: Path, needed: int = DISK_ROOM_NEEDED) -> str | None:
+    """Why the host's filesystem holding ``path`` cannot take what the suite writes, or None."""
+    st = os.statvfs(path)
+    room = st.f_bavail * st.f_frsize
+    if room >= needed:
+        return None
+    return (
+        f"the disk holding {path} has {room / 1024**3:.1f} GiB available, less than the "
+        f"{needed / 1024**3:.0f} GiB the suite writes there: free some space first"
+    )
+
+
+def volumes_problem(threshold: float) -> str | None:
+    """Why the cluster's bookies would run out of room during a suite, checked before
+    anything is installed so the suite fails at once and says why, or None.
+
+    The claims' volumes live on the cluster's own loop-mounted filesystem (scripts/k8s/
+    cluster.env, CLUSTER_VOLUMES_SIZE), which the bookies measure; its image, the images
+    imported into containerd and the pods' logs take the host's space as they are written.
+    With CLUSTER_VOLUMES_SIZE=0 the volumes are directories on the host's filesystem, and
+    the bookies measure that one."""
+    host = next(d for d in (STATE.parent, ROOT) if d.exists())
+    volumes = STATE / "volumes"
+    if os.path.ismount(volumes):  # a running cluster's own filesystem
+        return disk_problem(volumes, threshold=threshold) or host_room_problem(host)
+    if cluster_env().get("CLUSTER_VOLUMES_SIZE", "0") != "0":  # cluster.sh makes a fresh one
+        return host_room_problem(host)
+    return disk_problem(host, threshold=threshold)
 
 
 @dataclass
@@ -136,8 +166,7 @@ def local_cluster(
     if reason:
         pytest.skip(f"local cluster: {reason}")
     threshold = default_disk_usage_threshold() if disk_threshold is None else disk_threshold
-    volumes_fs = next(d for d in (STATE.parent, ROOT) if d.exists())  # .cache/cluster/volumes
-    problem = disk_problem(volumes_fs, threshold=threshold)
+    problem = volumes_problem(threshold)
     if problem:
         pytest.fail(f"e2e not started: {problem}", pytrace=False)
     env = cluster_env()
@@ -213,4 +242,8 @@ def leftovers(saved_sysctls: dict[str, str], pids: list[int], bridge: str) -> li
             found.append(f"sysctl {key}={now}, was {value}")
     if STATE.exists():
         found.append(f"{STATE} still exists")
+    loops = subprocess.run(
+        ["losetup", "-n", "-O", "NAME,BACK-FILE"], capture_output=True, text=True, check=False
+    ).stdout
+    found += [f"loop device {line}" for line in loops.splitlines() if str(STATE) in line]
     return found

@@ -39,9 +39,9 @@ from e2e.localcluster import (
     STATE,
     cluster_env,
     default_disk_usage_threshold,
-    disk_problem,
     leftovers,
     missing,
+    volumes_problem,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(3600)]
@@ -208,8 +208,7 @@ def no_cluster_yet() -> Iterator[None]:
             "a local cluster already runs (or a failed one is left: .cache/cluster): the "
             "docs' path starts without one; run `make cluster-down` first"
         )
-    volumes_fs = next(d for d in (STATE.parent, ROOT) if d.exists())
-    problem = disk_problem(volumes_fs, threshold=default_disk_usage_threshold())
+    problem = volumes_problem(default_disk_usage_threshold())
     if problem:
         pytest.fail(f"docs test not started: {problem}", pytrace=False)
     try:

@@ -60,8 +60,15 @@ def _cpu() -> float:
 
 
 def _client(cfg: dict[str, Any]) -> pulsar.Client:
+    secured: dict[str, Any] = {}
+    if cfg.get("tls_trust_certs"):
+        secured["tls_trust_certs_file_path"] = cfg["tls_trust_certs"]
+        secured["tls_validate_hostname"] = True
+    if cfg.get("token"):
+        secured["authentication"] = pulsar.AuthenticationToken(cfg["token"])
     return pulsar.Client(
         cfg["url"],
+        **secured,
         operation_timeout_seconds=60,
         io_threads=1,
         message_listener_threads=1,

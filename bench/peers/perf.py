@@ -161,15 +161,17 @@ def run_pair(
     size: int = KIB,
     rate: int = 10_000_000,
     batch_ms: float = 1.0,
+    client_args: tuple[str, ...] = (),
 ) -> PerfRun:
     """pulsar-perf consume and produce on ``topic`` for ``seconds``; the consumer keeps
-    running until it received everything sent (or 60 s more)."""
+    running until it received everything sent (or 60 s more). ``client_args``: pulsar-perf's
+    authentication and TLS options (:func:`client_args`)."""
     workdir.mkdir(parents=True, exist_ok=True)
     clog, plog = workdir / "perf-consume.log", workdir / "perf-produce.log"
     subprocess.run([str(PERF), "--help"], capture_output=True, check=True, timeout=600)  # install
     with clog.open("wb") as cout:
         consumer = subprocess.Popen(
-            [str(PERF), "consume", "-u", url, "-ss", "perf", "-st", "Exclusive",
+            [str(PERF), "consume", "-u", url, *client_args, "-ss", "perf", "-st", "Exclusive",
              "-time", str(int(seconds + 300)), topic],
             stdout=cout, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
         )  # fmt: skip
@@ -183,8 +185,9 @@ def run_pair(
                 time.sleep(0.5)
             with plog.open("wb") as pout:
                 subprocess.run(
-                    [str(PERF), "produce", "-u", url, "-s", str(size), "-r", str(rate),
-                     "-b", str(batch_ms), "-time", str(int(seconds)), "-o", "10000", topic],
+                    [str(PERF), "produce", "-u", url, *client_args, "-s", str(size),
+                     "-r", str(rate), "-b", str(batch_ms), "-time", str(int(seconds)),
+                     "-o", "10000", topic],
                     stdout=pout, stderr=subprocess.STDOUT, timeout=seconds + 120, check=False,
                     preexec_fn=die_with_parent,
                 )  # fmt: skip
@@ -203,12 +206,24 @@ def run_pair(
     return parse(plog.read_text(errors="replace"), clog.read_text(errors="replace"))
 
 
-def w1p(url: str, prefix: str, p: Any) -> dict[str, Any]:
+def client_args(conn: dict[str, str]) -> tuple[str, ...]:
+    """pulsar-perf's options for a secured system's ``conn`` (workloads.Conn)."""
+    args: list[str] = []
+    if conn.get("tls_trust_certs"):
+        args += ["--trust-cert-file", conn["tls_trust_certs"], "--tls-enable-hostname-verification"]
+    if conn.get("token"):
+        args += ["--auth-plugin", "org.apache.pulsar.client.impl.auth.AuthenticationToken",
+                 "--auth-params", f"token:{conn['token']}"]  # fmt: skip
+    return tuple(args)
+
+
+def w1p(conn: dict[str, str], prefix: str, p: Any) -> dict[str, Any]:
     """Workload 1 with pulsar-perf as the load generator (see the module docstring)."""
     topic = f"persistent://public/default/{prefix}-w1p"
     run = run_pair(
-        url, topic, seconds=p.w1_seconds, workdir=ROOT / ".cache" / "bench-peers" / prefix
-    )
+        conn["url"], topic, seconds=p.w1_seconds,
+        workdir=ROOT / ".cache" / "bench-peers" / prefix, client_args=client_args(conn),
+    )  # fmt: skip
     if not run.ok:
         from workloads import WorkloadError
 

@@ -12,7 +12,30 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-ORDER = ["pulsar", "pulsar-lite", "magnetar", "magnetar-dedup"]
+ORDER = [
+    "pulsar", "pulsar-lite", "magnetar", "magnetar-dedup", "pulsar-secured", "magnetar-secured",
+]  # fmt: skip
+SECURED = {"pulsar-secured": "pulsar", "magnetar-secured": "magnetar"}
+"""The systems with TLS + token authentication + authorization on, and their plaintext twin."""
+
+
+def ratio_pairs(systems: list[str], info: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The ratio columns: (label, numerator, denominator). Magnetar against every other
+    plaintext system; with the secured systems, Magnetar against Pulsar both secured, and
+    what security costs each system (secured / plaintext)."""
+    pairs = [
+        (f"Magnetar / {info[s]['name']}", "magnetar", s)
+        for s in systems
+        if "magnetar" in systems and s != "magnetar" and s not in SECURED
+    ]
+    if "magnetar-secured" in systems and "pulsar-secured" in systems:
+        both = "Magnetar / Apache Pulsar, both TLS + token"
+        pairs.append((both, "magnetar-secured", "pulsar-secured"))
+    for secured, plain in SECURED.items():
+        if secured in systems and plain in systems:
+            pairs.append((f"{info[plain]['name']}: TLS + token / plaintext", secured, plain))
+    return pairs
+
 
 # (workload, title, [(key, label, unit, higher_is_better)])
 TABLES: list[tuple[str, str, list[tuple[str, str, str, bool]]]] = [
@@ -142,8 +165,7 @@ def _common_rate_row(
                     break
         cells[s] = statistics.median(vals) if vals else None
     row = [_fmt(cells[s], "ms") for s in systems]
-    if "magnetar" in systems:
-        row += [_ratio(cells["magnetar"], cells[s]) for s in systems if s != "magnetar"]
+    row += [_ratio(cells[a], cells[b]) for _, a, b in ratio_pairs(systems, results["systems"])]
     add(
         f"| end-to-end p99 at {common:,} msg/s, a rate all kept up with (ms, lower is better) | "
         + " | ".join(row)
@@ -252,6 +274,15 @@ def render(results: dict[str, Any], section: str | None = None) -> str:
             f"startup {', '.join(f'{x:.1f}' for x in start) or '-'} s; 1-min load average "
             f"when it started: {', '.join(f'{x:.2f}' for x in e.get('loadavg', [])) or '-'}"
         )
+    if set(systems) & set(SECURED):
+        add(
+            "* TLS + token: the secured systems take the same keys (tests/support/secured.py, "
+            "as the security suites): TLS on the binary and HTTP ports with a certificate for "
+            "`localhost` from a CA made for the run, the TLS, token and basic authentication "
+            "providers, authorization on; the load generators connect to "
+            "`pulsar+ssl://localhost` (hostname verified) with an HS256 token of role "
+            "`bench`, a role granted produce and consume on public/default, not a super-user"
+        )
     add(
         f"* Ceilings of this machine, same run: fsync {c['fsync']['ops']:,.0f} "
         f"write+fdatasync/s of 4 KiB ({c['fsync']['mbs']:.1f} MB/s, p50 "
@@ -280,9 +311,8 @@ def render(results: dict[str, Any], section: str | None = None) -> str:
         add("")
         meds = {s: medians(results, s, w) for s in systems}
         cols = [head(s) for s in systems]
-        ratio_cols = []
-        if "magnetar" in systems:
-            ratio_cols = [f"Magnetar / {info[s]['name']}" for s in systems if s != "magnetar"]
+        pairs = ratio_pairs(systems, info)
+        ratio_cols = [label for label, _, _ in pairs]
         add("| | " + " | ".join(cols + ratio_cols) + " |")
         add("|---|" + "---:|" * (len(cols) + len(ratio_cols)))
         for key, label, unit, higher in rows:
@@ -300,22 +330,19 @@ def render(results: dict[str, Any], section: str | None = None) -> str:
                     cell += f" ({md['rounds_ok']}/{md['rounds']} rounds)"
                 cells.append(cell)
             ratios = []
-            if "magnetar" in systems:
-                mv = meds["magnetar"].get(key) if meds["magnetar"]["rounds_ok"] else None
-                for s in systems:
-                    if s == "magnetar":
-                        continue
-                    ov = meds[s].get(key) if meds[s]["rounds_ok"] else None
-                    r = _ratio(mv, ov) if unit != "s" else "-"  # s: 10 s resolution
-                    top = max(p["w3_rates"]) if p.get("w3_rates") else None
-                    if key == "sustained_msgs" and r != "-":
-                        if ov == top and mv != top:
-                            r = "<= " + r
-                        elif mv == top and ov != top:
-                            r = ">= " + r
-                        elif mv == top and ov == top:
-                            r = "-"
-                    ratios.append(r)
+            for _, a, b in pairs:
+                mv = meds[a].get(key) if meds[a]["rounds_ok"] else None
+                ov = meds[b].get(key) if meds[b]["rounds_ok"] else None
+                r = _ratio(mv, ov) if unit != "s" else "-"  # s: 10 s resolution
+                top = max(p["w3_rates"]) if p.get("w3_rates") else None
+                if key == "sustained_msgs" and r != "-":
+                    if ov == top and mv != top:
+                        r = "<= " + r
+                    elif mv == top and ov != top:
+                        r = ">= " + r
+                    elif mv == top and ov == top:
+                        r = "-"
+                ratios.append(r)
             better = "higher is better" if higher else "lower is better"
             add(f"| {label} ({unit}, {better}) | " + " | ".join(cells + ratios) + " |")
         if w == "w3":

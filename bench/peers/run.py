@@ -74,8 +74,9 @@ def main() -> int:
     ap.add_argument(
         "--systems",
         default="pulsar,pulsar-lite,magnetar",
-        help="comma-separated subset of pulsar,pulsar-lite,magnetar (default), and "
-        "magnetar-dedup (deduplication on for every topic)",
+        help="comma-separated subset of pulsar,pulsar-lite,magnetar (default), "
+        "magnetar-dedup (deduplication on for every topic), and pulsar-secured, "
+        "magnetar-secured (TLS + token authentication + authorization on)",
     )
     ap.add_argument(
         "--workloads",
@@ -179,7 +180,8 @@ def main() -> int:
         for name, block in report.sections(old).items():
             text = report.put_section(text, name, block)
     else:
-        name = "-".join(wls) + ("-quick" if args.quick else "")
+        secured = "-secured" if set(keys) & set(report.SECURED) else ""
+        name = "-".join(wls) + secured + ("-quick" if args.quick else "")
         section = report.render(results, section=name)
         text = report.put_section(old, name, section) if old else section
     if args.no_report:
@@ -220,7 +222,7 @@ def run_system(
     prefix = f"r{rnd}-{int(time.time())}"
     try:
         try:
-            workloads.warmup(url, prefix, params)
+            workloads.warmup(s.conn(), prefix, params)
         except Exception as err:
             log(f"round {rnd + 1}: {s.name}: warm-up failed: {err}")
         for w in wls:
@@ -232,7 +234,7 @@ def run_system(
             t0 = time.monotonic()
             log(f"round {rnd + 1}: {s.name}: {w}")
             try:
-                res = workloads.WORKLOADS[w](url, prefix, params)
+                res = workloads.WORKLOADS[w](s.conn(), prefix, params)
                 results["runs"].append(
                     {
                         "round": rnd,

@@ -146,6 +146,10 @@ class System:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
 
+    def conn(self) -> dict[str, str]:
+        """How the load generators reach the system (workloads.Conn)."""
+        return {"url": self.url}
+
 
 def _run_install(script: str) -> tuple[str, float]:
     t0 = time.monotonic()
@@ -344,9 +348,103 @@ class MagnetarDedup(MagnetarStandalone):
         return [*argv, "--deduplication-enabled", "true"], env, cwd
 
 
+BENCH_ROLE = "bench"
+"""The secured systems' load generators authenticate as this role: not a super-user, granted
+produce and consume on public/default, so every PRODUCER and SUBSCRIBE is authorized."""
+
+
+class Secured:
+    """TLS and token authentication with authorization, configured alike for both systems:
+    the keys of the security suites' set-up (tests/support/secured.py: a CA made for the run,
+    a server certificate for ``localhost``, TLS, token and basic providers, a secret key from
+    ``magnetar tokens``), the plaintext ports kept for the readiness probe only. The load
+    generators connect to ``pulsar+ssl://localhost`` (hostname verified) with a token of
+    :data:`BENCH_ROLE`."""
+
+    def _secured_conf(self, workdir: Path) -> dict[str, str]:
+        sys.path.insert(0, str(ROOT))
+        from tests.support.secured import SecuredBase
+
+        setup = SecuredBase()
+        setup.base = workdir / "security"
+        setup.refresh_check_s = 60.0
+        setup.extra_conf = {}
+        conf = setup._prepare()
+        self.setup = setup
+        self.url = setup.tls_service_url
+        return conf
+
+    def conn(self) -> dict[str, str]:
+        return {
+            "url": self.setup.tls_service_url,
+            "tls_trust_certs": str(self.setup.ca.ca_file),
+            "token": self.setup.token(BENCH_ROLE),
+        }
+
+    def grant(self) -> None:
+        status, body = self.setup.https(
+            "POST",
+            f"/admin/v2/namespaces/public/default/permissions/{BENCH_ROLE}",
+            token=self.setup.super_token,
+            body=b'["produce", "consume"]',
+        )
+        if status // 100 != 2:
+            raise StartError(f"granting {BENCH_ROLE} produce,consume: HTTP {status} {body[:200]!r}")
+
+    def secured_ready(self) -> bool:
+        if not self.setup.secured_ready():
+            return False
+        self.grant()
+        return True
+
+
+class PulsarSecured(Secured, PulsarStandalone):
+    """Apache Pulsar standalone, TLS + token + authorization (:class:`Secured`)."""
+
+    name = "Apache Pulsar (TLS + token)"
+    key = "pulsar-secured"
+
+    def argv(self) -> tuple[list[str], dict[str, str], Path]:
+        argv, env, cwd = super().argv()
+        conf = self._secured_conf(self.data_dir)
+        conf_path = self.data_dir / "standalone.conf"
+        # the security keys last (the ports the base picked are replaced: the last word wins)
+        conf_path.write_text(
+            conf_path.read_text()
+            + "".join(f"{k}={v}\n" for k, v in conf.items() if k != "bindAddress")
+        )
+        argv[argv.index("--advertised-address") + 1] = "localhost"
+        return argv, env, cwd
+
+    def ready(self) -> bool:
+        return self.secured_ready()
+
+
+class MagnetarSecured(Secured, MagnetarStandalone):
+    """``magnetar standalone``, TLS + token + authorization (:class:`Secured`)."""
+
+    name = "Magnetar (TLS + token)"
+    key = "magnetar-secured"
+
+    def argv(self) -> tuple[list[str], dict[str, str], Path]:
+        conf = self._secured_conf(self.data_dir)
+        conf_path = self.data_dir / "standalone.conf"
+        conf_path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+        argv = [
+            str(self.exe), "standalone", "--config", str(conf_path),
+            "--data-dir", str(self.data_dir / "data"),
+        ]  # fmt: skip
+        return argv, {"MAGNETAR_LOG_LEVEL": "WARNING"}, self.data_dir
+
+    def ready(self) -> bool:
+        return self.secured_ready()
+
+
 ALL: dict[str, type[System]] = {
     "pulsar": PulsarStandalone,
     "pulsar-lite": PulsarLite,
     "magnetar": MagnetarStandalone,
     "magnetar-dedup": MagnetarDedup,
+    "pulsar-secured": PulsarSecured,
+    "magnetar-secured": MagnetarSecured,
 }

@@ -22,6 +22,11 @@ from systems import die_with_parent
 LOADGEN = Path(__file__).with_name("loadgen.py")
 KIB = 1024
 
+Conn = dict[str, str]
+"""How a load generator reaches the system: ``url``, and for a secured system
+``tls_trust_certs`` (the CA file, hostname verified) and ``token``
+(``systems.System.conn``)."""
+
 
 @dataclass
 class Params:
@@ -94,7 +99,7 @@ def _merge(hists: list[dict[str, int]]) -> dict[int, int]:
 # --- warm-up --------------------------------------------------------------------------------
 
 
-def warmup(url: str, prefix: str, p: Params) -> None:
+def warmup(conn: Conn, prefix: str, p: Params) -> None:
     """Max-rate publishing to a topic of its own before the first workload, not measured:
     the JVM's JIT (and every system's caches and allocators) start warm, the same for all."""
     if p.warmup_seconds <= 0:
@@ -102,7 +107,7 @@ def warmup(url: str, prefix: str, p: Params) -> None:
     _run(
         {
             "role": "publish",
-            "url": url,
+            **conn,
             "topic": f"persistent://public/default/{prefix}-warmup",
             "size": KIB,
             "batching": True,
@@ -116,17 +121,17 @@ def warmup(url: str, prefix: str, p: Params) -> None:
 # --- workload 1 -----------------------------------------------------------------------------
 
 
-def w1(url: str, prefix: str, p: Params) -> dict[str, Any]:
+def w1(conn: Conn, prefix: str, p: Params) -> dict[str, Any]:
     """1 topic, 1 KiB, batching on (1 ms): max publish rate for ``w1_seconds``, then consume
     everything."""
     topic = f"persistent://public/default/{prefix}-w1"
-    _run({"role": "subscribe", "url": url, "topic": topic, "subscriptions": ["drain"]}, 60)
+    _run({"role": "subscribe", **conn, "topic": topic, "subscriptions": ["drain"]}, 60)
     start_at = time.time() + 1.5
     pubs = _run_all(
         [
             {
                 "role": "publish",
-                "url": url,
+                **conn,
                 "topic": topic,
                 "size": KIB,
                 "batching": True,
@@ -143,7 +148,7 @@ def w1(url: str, prefix: str, p: Params) -> dict[str, Any]:
     con = _run(
         {
             "role": "consume",
-            "url": url,
+            **conn,
             "topic": topic,
             "subscription": "drain",
             "messages": n,
@@ -168,13 +173,13 @@ def w1(url: str, prefix: str, p: Params) -> dict[str, Any]:
 # --- workload 2 -----------------------------------------------------------------------------
 
 
-def w2(url: str, prefix: str, p: Params) -> dict[str, Any]:
+def w2(conn: Conn, prefix: str, p: Params) -> dict[str, Any]:
     """100 B, batching off: single-outstanding sync send latency; max rate with 1,000
     outstanding."""
     lat = _run(
         {
             "role": "sync_latency",
-            "url": url,
+            **conn,
             "topic": f"persistent://public/default/{prefix}-w2-sync",
             "size": 100,
             "count": p.w2_sync_count,
@@ -185,7 +190,7 @@ def w2(url: str, prefix: str, p: Params) -> dict[str, Any]:
     rate = _run(
         {
             "role": "publish",
-            "url": url,
+            **conn,
             "topic": f"persistent://public/default/{prefix}-w2-rate",
             "size": 100,
             "batching": False,
@@ -212,7 +217,7 @@ W3_SHARED_CONSUMERS = 4
 W3_MAX_P99_MS = 1000.0
 
 
-def _w3_step(url: str, topic: str, rate: int, seconds: float) -> dict[str, Any]:
+def _w3_step(conn: Conn, topic: str, rate: int, seconds: float) -> dict[str, Any]:
     n_expected = int(rate * seconds)
     start_at = time.time() + 1.5
     grace = 5.0
@@ -220,7 +225,7 @@ def _w3_step(url: str, topic: str, rate: int, seconds: float) -> dict[str, Any]:
     cfgs: list[dict[str, Any]] = [
         {
             "role": "e2e_consume",
-            "url": url,
+            **conn,
             "topic": topic,
             "subscription": f"ex{i}",
             "sub_type": "exclusive",
@@ -233,7 +238,7 @@ def _w3_step(url: str, topic: str, rate: int, seconds: float) -> dict[str, Any]:
     cfgs.append(
         {
             "role": "e2e_consume",
-            "url": url,
+            **conn,
             "topic": topic,
             "subscription": "shared",
             "sub_type": "shared",
@@ -245,7 +250,7 @@ def _w3_step(url: str, topic: str, rate: int, seconds: float) -> dict[str, Any]:
     cfgs.append(
         {
             "role": "paced_publish",
-            "url": url,
+            **conn,
             "topic": topic,
             "size": W3_SIZE,
             "batching": True,
@@ -290,7 +295,7 @@ def _why(step: dict[str, Any]) -> str:
     return ", ".join(reasons) or "?"
 
 
-def w3(url: str, prefix: str, p: Params) -> dict[str, Any]:
+def w3(conn: Conn, prefix: str, p: Params) -> dict[str, Any]:
     """Fan-out: 1 producer (1 KiB, batching 1 ms), 4 exclusive subscriptions and 1 shared
     subscription with 4 consumers. The rate steps up a ladder; the sustained rate is the
     highest step every subscription kept up with (all messages delivered within 5 s of the
@@ -306,14 +311,14 @@ def w3(url: str, prefix: str, p: Params) -> dict[str, Any]:
             _run(
                 {
                     "role": "subscribe",
-                    "url": url,
+                    **conn,
                     "topic": topic,
                     "subscriptions": [f"ex{j}" for j in range(W3_EXCLUSIVE)] + ["shared"],
                     "shared": ["shared"],
                 },
                 60,
             )
-            step = _w3_step(url, topic, rate, p.w3_step_seconds)
+            step = _w3_step(conn, topic, rate, p.w3_step_seconds)
             steps.append(step)
             if step["ok"]:
                 break
@@ -340,18 +345,18 @@ def w3(url: str, prefix: str, p: Params) -> dict[str, Any]:
 # --- workload 4 -----------------------------------------------------------------------------
 
 
-def w4(url: str, prefix: str, p: Params) -> dict[str, Any]:
+def w4(conn: Conn, prefix: str, p: Params) -> dict[str, Any]:
     """Catch-up: build a backlog of ``w4_backlog_bytes`` (1 KiB messages, batching), then read
     it from the earliest position while producing ``w4_rate`` msg/s: drain MB/s and the
     publish p99 during the drain."""
     topic = f"persistent://public/default/{prefix}-w4"
-    _run({"role": "subscribe", "url": url, "topic": topic, "subscriptions": ["catchup"]}, 60)
+    _run({"role": "subscribe", **conn, "topic": topic, "subscriptions": ["catchup"]}, 60)
     backlog_msgs = p.w4_backlog_bytes // KIB
     t0 = time.monotonic()
     build = _run(
         {
             "role": "publish",
-            "url": url,
+            **conn,
             "topic": topic,
             "size": KIB,
             "batching": True,
@@ -367,7 +372,7 @@ def w4(url: str, prefix: str, p: Params) -> dict[str, Any]:
         producer = _spawn(
             {
                 "role": "paced_publish",
-                "url": url,
+                **conn,
                 "topic": topic,
                 "size": KIB,
                 "batching": True,
@@ -382,7 +387,7 @@ def w4(url: str, prefix: str, p: Params) -> dict[str, Any]:
             drain = _run(
                 {
                     "role": "consume",
-                    "url": url,
+                    **conn,
                     "topic": topic,
                     "subscription": "catchup",
                     "messages": backlog_msgs,

@@ -107,14 +107,14 @@ check_host() {
         bash "$K8S_SCRIPTS/install-all.sh" >&2
         bash "$K8S_SCRIPTS/install-node.sh" >&2
     fi
-    for n in containerd ctr runc iptables ip conntrack; do
+    for n in containerd ctr runc iptables ip conntrack mkfs.ext4; do
         command -v "$n" >/dev/null || missing+=("$n")
     done
     [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
     if [ ${#missing[@]} -gt 0 ]; then
-        clog "installing Debian's containerd runc iptables conntrack containernetworking-plugins"
+        clog "installing Debian's containerd runc iptables conntrack containernetworking-plugins e2fsprogs"
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-            containerd runc iptables iproute2 conntrack containernetworking-plugins >&2
+            containerd runc iptables iproute2 conntrack containernetworking-plugins e2fsprogs >&2
     fi
     [ ${#SOCK} -lt 100 ] || die "socket path too long for a unix socket: $SOCK (set MAGNETAR_CLUSTER_STATE)"
 }
@@ -155,6 +155,24 @@ bridge_up() {
     ip addr show dev "$CLUSTER_BRIDGE" | grep -q "inet $CLUSTER_GATEWAY/" \
         || ip addr add "$CLUSTER_GATEWAY/$prefix" dev "$CLUSTER_BRIDGE"
     ip link set "$CLUSTER_BRIDGE" up
+}
+
+# --- the claims' filesystem -----------------------------------------------------------------
+volumes_fs() {
+    local dir="$STATE/volumes" img="$STATE/volumes.ext4"
+    if [ "$CLUSTER_VOLUMES_SIZE" = 0 ]; then
+        clog "volumes: directories on the host's filesystem (CLUSTER_VOLUMES_SIZE=0)"
+        return 0
+    fi
+    mountpoint -q "$dir" && return 0
+    if [ ! -f "$img" ]; then
+        truncate -s "$CLUSTER_VOLUMES_SIZE" "$img"
+        # -m 0: no blocks reserved for root, so f_bavail is all the free space
+        mkfs.ext4 -q -F -m 0 -L mgn-volumes "$img" >&2 || { rm -f "$img"; die "mkfs.ext4 $img failed"; }
+    fi
+    mount -o loop "$img" "$dir" \
+        || die "cannot loop-mount $img on $dir (no loop devices here?); CLUSTER_VOLUMES_SIZE=0 keeps the volumes on the host's filesystem"
+    clog "volumes: $CLUSTER_VOLUMES_SIZE ext4 image loop-mounted on $dir"
 }
 
 # --- configuration files ---------------------------------------------------------------------
@@ -411,6 +429,7 @@ up() {
     PROJECT_TAGS=()
     images
     write_configs
+    volumes_fs
     certs
     bridge_up
     start_control_plane
@@ -496,8 +515,15 @@ cleanup_network() {
 
 cleanup_mounts_and_cgroups() {
     local m
-    for m in $(findmnt -rn -o TARGET | grep -F "$STATE/" | sort -r); do
+    # the claims' filesystem last: pods' bind mounts of its directories go first
+    for m in $(findmnt -rn -o TARGET | grep -F "$STATE/" | grep -vxF "$STATE/volumes" | sort -r); do
         umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+    done
+    if mountpoint -q "$STATE/volumes"; then
+        umount "$STATE/volumes" 2>/dev/null || umount -l "$STATE/volumes" 2>/dev/null || true
+    fi
+    for m in $(losetup -j "$STATE/volumes.ext4" -O NAME -n 2>/dev/null); do
+        losetup -d "$m" 2>/dev/null || true
     done
     for m in $(findmnt -rn -o TARGET | grep -F "$CTRD_ROOT/" | sort -r); do
         umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true

@@ -137,16 +137,24 @@ def _choice(*choices: str) -> Callable[[str], str]:
 
 
 def listeners(text: str) -> tuple[tuple[str, str], ...]:
-    """Pulsar's advertisedListeners, ``name:pulsar://host:port[,name2:pulsar://...]``, as
-    (name, URL) pairs; each URL checked by the one URL parser (``wire.urls``)."""
+    """Pulsar's advertisedListeners, ``name:pulsar://host:port[,name:pulsar+ssl://host:port]
+    [,name2:...]``, as (name, URL) pairs in the order given (BrokerConfig checks them as a
+    whole: docs/configuration.md)."""
     pairs = []
     for item in (part.strip() for part in text.split(",")):
         if not item:
             continue
         name, sep, url = item.partition(":")
-        if not sep or not name:
-            raise ValueError(f"expected name:pulsar://host:port, got {item!r}")
-        pairs.append((name, urls.listener_url(name, url)))
+        name, url = name.strip(), url.strip()
+        if not sep or not name or "://" not in url:
+            raise ValueError(
+                f"expected name:pulsar://host:port or name:pulsar+ssl://host:port, got {item!r}"
+            )
+        try:
+            urls.parse_broker_url(url)
+        except urls.BadUrlError as err:
+            raise ValueError(f"listener {name!r}: {err}") from None
+        pairs.append((name, url))
     return tuple(pairs)
 
 
@@ -236,6 +244,18 @@ _SECURITY: dict[str, Opt | Fixed] = {
 }
 """TLS listeners, authentication and authorization of a broker or standalone, with
 Pulsar's keys (docs/security.md)."""
+
+PROXY_SECURITY_LEFT_OUT: frozenset[str] = frozenset(
+    {
+        "brokerServicePortTls",
+        "tlsEnabled",
+        "authorizationEnabled",
+        "proxyRoles",
+        "brokerClientTlsEnabled",
+    }
+)
+"""Broker keys of :data:`_SECURITY` that a proxy.conf does not take (Pulsar's proxy has
+servicePortTls, tlsEnabledWithBroker and its own authorizationEnabled instead)."""
 
 _BROKER_NOT_IMPLEMENTED: dict[str, Opt | Fixed] = {
     **_SECURITY,
@@ -409,15 +429,35 @@ BOOKIE: Table = {
 }
 """bookkeeper.conf keys of ``magnetar bookie``."""
 
+_PROXY_SECURITY: dict[str, Opt | Fixed] = {
+    **{key: rule for key, rule in _SECURITY.items() if key not in PROXY_SECURITY_LEFT_OUT},
+    "servicePortTls": Opt("tls_port", _port),
+    "tlsEnabledInProxy": Fixed(
+        frozenset({"true", "false"}), "deprecated in Pulsar: the TLS ports switch TLS on"
+    ),
+    "tlsEnabledWithBroker": Opt("tls_enabled_with_broker", parse_bool),
+    "forwardAuthorizationCredentials": Opt("forward_authorization_credentials", parse_bool),
+    "brokerServiceURLTLS": Opt("broker_service_url_tls"),
+    "brokerWebServiceURLTLS": Opt("broker_web_service_url_tls"),
+    "authorizationEnabled": Fixed(
+        frozenset({"false"}),
+        "the proxy does not authorize: the brokers authorize each client's lookups and topic "
+        "connections as its original principal (docs/security.md)",
+    ),
+}
+"""The proxy's TLS listeners, client authentication and its own TLS and credentials towards
+the brokers (docs/security.md, "The proxy"): the broker's keys, less the broker-only ones."""
+
 PROXY: Table = {
     "bindAddress": Opt("bind_address"),
-    "servicePort": Opt("port", _port),
-    "webServicePort": Opt("http_port", _port),
+    "servicePort": Opt("port", optional_port, empty=True),
+    "webServicePort": Opt("http_port", optional_port, empty=True),
     "metadataStoreUrl": Opt("metadata_url", metadata_url),
     "brokerServiceURL": Opt("broker_service_url"),
     "brokerWebServiceURL": Opt("broker_web_service_url"),
     "maxMessageSize": Opt("max_message_size", _positive_int),
-    **_NOT_IMPLEMENTED,
+    **_METADATA_TLS,
+    **_PROXY_SECURITY,
 }
 """proxy.conf keys of ``magnetar proxy``."""
 

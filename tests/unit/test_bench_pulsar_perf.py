@@ -98,3 +98,35 @@ def test_a_separate_run_replaces_only_its_own_section() -> None:
     assert "first" not in twice and twice.count("section w1p begin") == 1
     both = report.put_section(twice, "check", block("check", "other"))
     assert set(report.sections(both)) == {"w1p", "check"}
+
+
+def test_secured_systems_get_their_own_ratio_columns() -> None:
+    info = {
+        k: {"name": n}
+        for k, n in (
+            ("pulsar", "Apache Pulsar"),
+            ("magnetar", "Magnetar"),
+            ("pulsar-secured", "Apache Pulsar (TLS + token)"),
+            ("magnetar-secured", "Magnetar (TLS + token)"),
+        )
+    }
+    pairs = report.ratio_pairs(list(info), info)
+    assert [(a, b) for _, a, b in pairs] == [
+        ("magnetar", "pulsar"),
+        ("magnetar-secured", "pulsar-secured"),
+        ("pulsar-secured", "pulsar"),
+        ("magnetar-secured", "magnetar"),
+    ]
+    assert pairs[2][0] == "Apache Pulsar: TLS + token / plaintext"
+
+
+def test_pulsar_perf_takes_the_secured_systems_credentials() -> None:
+    assert perf.client_args({"url": "pulsar://127.0.0.1:6650"}) == ()
+    args = perf.client_args(
+        {"url": "pulsar+ssl://localhost:6651", "tls_trust_certs": "/ca.pem", "token": "t"}
+    )
+    assert args == (
+        "--trust-cert-file", "/ca.pem", "--tls-enable-hostname-verification",
+        "--auth-plugin", "org.apache.pulsar.client.impl.auth.AuthenticationToken",
+        "--auth-params", "token:t",
+    )  # fmt: skip

@@ -326,13 +326,16 @@ def test_rendered_offload_keys_configure_the_brokers_offloader(tmp_path: Path) -
 
 
 def test_advertised_listeners_are_checked_by_the_one_url_parser() -> None:
-    assert conffile.listeners("internal:pulsar://10.0.0.1:6650, external:pulsar://h:1") == (
+    assert conffile.listeners(
+        "internal:pulsar://10.0.0.1:6650, internal:pulsar+ssl://10.0.0.1:6651, external:pulsar://h:1"
+    ) == (
         ("internal", "pulsar://10.0.0.1:6650"),
+        ("internal", "pulsar+ssl://10.0.0.1:6651"),
         ("external", "pulsar://h:1"),
     )
     for bad, says in (
         ("external:http://h:1", "pulsar://"),
-        ("a:pulsar+ssl://h:6651", "TLS"),
+        ("a:pulsar+ssl://h:6651/x", "no path"),
         ("a:pulsar://", "names no host"),
         ("a:pulsar://h:99999", "port"),
         ("nameless", "name:pulsar://host:port"),

@@ -29,7 +29,7 @@ from typing import Any
 from magnetar.broker import access, policies, schemas
 from magnetar.broker.compaction.service import TopicCompaction
 from magnetar.broker.compaction.view import CompactedTopic
-from magnetar.broker.config import BrokerConfig
+from magnetar.broker.config import BrokerConfig, group_listeners
 from magnetar.broker.contracts import (
     BrokerError,
     TopicSubscriptions,
@@ -66,7 +66,7 @@ def _info(config: BrokerConfig) -> BrokerInfo:
         config.broker_id,
         config.service_url,
         config.web_service_url,
-        listeners=config.advertised_listeners,
+        listeners=group_listeners(config.advertised_listeners),
         service_url_tls=config.service_url_tls,
         web_service_url_tls=config.web_service_url_tls,
     )
@@ -75,16 +75,16 @@ def _info(config: BrokerConfig) -> BrokerInfo:
 def _answer(broker: BrokerInfo, listener: str | None, *, redirect: bool = False) -> LookupAnswer:
     """A lookup answer naming ``broker``'s URL for ``listener``; a listener the broker does
     not advertise fails the lookup (as Pulsar: ServiceNotReady naming it)."""
-    url = broker.url_for(listener)
-    if url is None:
+    chosen = broker.listener(listener)
+    if chosen is None:
         raise BrokerError(
             pb.ServiceNotReady, f"the broker {broker.broker_id} does not have listener {listener!r}"
         )
     return LookupAnswer(
-        url,
+        chosen.url,
         redirect=redirect,
         authoritative=redirect,
-        service_url_tls=broker.service_url_tls if not listener else "",
+        service_url_tls=chosen.url_tls,
         web_service_url=broker.web_service_url,
         web_service_url_tls=broker.web_service_url_tls,
     )

@@ -96,20 +96,6 @@ def broker_address(text: str, *, bare: bool = False) -> Address:
     return address
 
 
-def listener_url(name: str, url: str) -> str:
-    """An advertised listener's URL (Pulsar's ``advertisedListeners``, ``name:URL``), as the
-    brokers advertise them: one plain ``pulsar://host[:port]``; BadUrlError naming the
-    listener and the problem otherwise."""
-    try:
-        broker_address(url)
-    except BadUrlError as exc:
-        raise BadUrlError(
-            f"advertised listener {name!r}: {exc} (expected name:pulsar://host:port; "
-            "TLS listeners are not implemented)"
-        ) from None
-    return url.strip()
-
-
 def _tls(scheme: str, text: str) -> bool:
     if scheme == PLAIN_SCHEME:
         return False

@@ -104,6 +104,14 @@ async def get_policies(request: web.Request) -> web.Response:
     return web.json_response({k: v for k, v in (await _policies(request)).items() if k != "format"})
 
 
+async def get_bundles(request: web.Request) -> web.Response:
+    """A namespace's bundle layout (``namespaces bundles``): Pulsar's BundlesData, the
+    boundaries as ``0x%08x`` strings and their count."""
+    bundles = (await _policies(request)).get("bundles") or {}
+    boundaries = list(bundles.get("boundaries") or [])
+    return web.json_response({"boundaries": boundaries, "numBundles": max(len(boundaries) - 1, 0)})
+
+
 FORCE_NOT_ALLOWED = "Broker doesn't allow forced deletion of namespaces"
 """Pulsar's 405 reason when forceDeleteNamespaceAllowed is false."""
 
@@ -232,6 +240,7 @@ def register(router: web.UrlDispatcher) -> None:
     router.add_get(BASE, get_policies)
     router.add_delete(BASE, delete_namespace)
     router.add_get(f"{BASE}/backlogQuotaMap", get_backlog_quotas)
+    router.add_get(f"{BASE}/bundles", get_bundles)
     router.add_post(f"{BASE}/backlogQuota", set_backlog_quota)
     router.add_delete(f"{BASE}/backlogQuota", remove_backlog_quota)
     for policy in POLICIES:
