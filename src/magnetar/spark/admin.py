@@ -13,7 +13,7 @@ from urllib.parse import quote, urlsplit
 
 from magnetar.client import admin, blocking
 from magnetar.client.connection import ConnectionLostError
-from magnetar.spark.access import Access
+from magnetar.spark.access import ANONYMOUS, Access
 from magnetar.spark.options import MagnetarSourceError, Position, rest_path
 from magnetar.wire import session, urls
 
@@ -94,6 +94,11 @@ class Admin:
     def __init__(self, http: admin.AdminClient) -> None:
         self.http = http
         self.base = http.base + "/admin/v2/"
+
+    @classmethod
+    def at(cls, url: str, access: Access = ANONYMOUS) -> Admin:
+        """The calls to the admin API at ``url`` with ``access``'s credentials and trust."""
+        return cls(access.admin_client(url))
 
     def _call(self, method: str, path: str, body: Any = admin.NO_BODY) -> tuple[int, Any]:
         """(status, answer): the decoded answer, or the reason of an error status."""

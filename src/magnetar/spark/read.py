@@ -125,7 +125,7 @@ class Settings:
         return settings
 
     def admin(self) -> Admin:
-        return Admin(self.access.admin_client(self.admin_url))
+        return Admin.at(self.admin_url, self.access)
 
     def resolve(self, admin: Admin) -> list[str]:
         """The topic partitions selected now (fixed topics must exist)."""
