@@ -1,89 +1,32 @@
 """The client layer's admin client (``magnetar.client.admin``) against small HTTP servers on
-loopback that answer as brokers do: redirects to another server keep the method, the body and
-the credentials; Pulsar's error body becomes ``AdminError``; bad settings and unreachable
-servers are clear errors. ``error_reason`` and the operator's copy agree on every answer."""
+loopback that answer as brokers' admin APIs do (tests/support/admin_echo.py): redirects to
+another server keep the method, the body and the credentials; Pulsar's error body becomes
+``AdminError``; bad settings and unreachable servers are clear errors. ``error_reason`` and
+the operator's copy agree on every answer."""
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from magnetar.client import admin
 from magnetar.security.client_auth import Credentials
 from magnetar_operator import pulsar as operator_admin
+from tests.support import admin_echo
 from tests.support.procs import free_port
 
 
-class _Broker(BaseHTTPRequestHandler):
-    """Echoes what it got at /admin/v2/echo; answers Pulsar's error body at .../missing;
-    redirects /moved to ``server.redirect_to`` (another server, as a non-owner does)."""
-
-    server: Any
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _answer(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        if self.path.startswith("/moved") or self.path.startswith("/loop"):
-            target = self.server.redirect_to + ("/loop" if "loop" in self.path else "/echo")
-            self._send(307, b"", location=target)
-        elif self.path.startswith("/admin/v2/missing"):
-            self._send(404, json.dumps({"reason": "Topic not found"}).encode())
-        elif self.path.startswith("/admin/v2/plain"):
-            self._send(500, b"")
-        else:
-            echo = {
-                "method": self.command,
-                "body": body.decode(),
-                "authorization": self.headers.get("Authorization"),
-                "server": self.server.name,
-            }
-            self._send(200, json.dumps(echo).encode())
-
-    def _send(self, status: int, payload: bytes, *, location: str | None = None) -> None:
-        self.send_response(status)
-        if location:
-            self.send_header("Location", location)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    do_GET = do_POST = do_PUT = do_DELETE = _answer
-
-
 @pytest.fixture
-def brokers() -> Iterator[tuple[str, str]]:
-    """Two servers: the first redirects to the second."""
-    servers, threads = [], []
-    for name in ("a", "b"):
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Broker)
-        httpd.name = name  # type: ignore[attr-defined]
-        servers.append(httpd)
-        threads.append(threading.Thread(target=httpd.serve_forever, daemon=True))
-    urls = [f"http://127.0.0.1:{s.server_address[1]}" for s in servers]
-    servers[0].redirect_to = urls[1]  # type: ignore[attr-defined]
-    servers[1].redirect_to = urls[0]  # type: ignore[attr-defined]
-    for t in threads:
-        t.start()
-    try:
-        yield urls[0], urls[1]
-    finally:
-        for s in servers:
-            s.shutdown()
-            s.server_close()
+def brokers() -> Iterator[list[str]]:
+    """Two servers answering as admin APIs: the first redirects to the second."""
+    with admin_echo.brokers(2) as urls:
+        yield urls
 
 
 def test_a_redirect_to_another_broker_keeps_method_body_and_credentials(
-    brokers: tuple[str, str],
+    brokers: list[str],
 ) -> None:
     client = admin.AdminClient(brokers[0], credentials=Credentials.parse("token", "token:abc"))
     answer = client.call("POST", "/moved", {"n": 5})
@@ -95,12 +38,12 @@ def test_a_redirect_to_another_broker_keeps_method_body_and_credentials(
     }
 
 
-def test_a_redirect_loop_is_cut(brokers: tuple[str, str]) -> None:
+def test_a_redirect_loop_is_cut(brokers: list[str]) -> None:
     with pytest.raises(admin.AdminError, match=f"more than {admin.MAX_REDIRECTS} redirects"):
         admin.AdminClient(brokers[0]).call("GET", "/loop")
 
 
-def test_an_error_status_is_admin_error_with_pulsars_reason(brokers: tuple[str, str]) -> None:
+def test_an_error_status_is_admin_error_with_pulsars_reason(brokers: list[str]) -> None:
     client = admin.AdminClient(brokers[0])
     with pytest.raises(admin.AdminError) as err:
         client.get("/admin/v2/missing/t")
@@ -110,7 +53,7 @@ def test_an_error_status_is_admin_error_with_pulsars_reason(brokers: tuple[str, 
         client.get("/admin/v2/plain")
 
 
-def test_a_token_file_is_read_at_every_call(brokers: tuple[str, str], tmp_path: Path) -> None:
+def test_a_token_file_is_read_at_every_call(brokers: list[str], tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("one\n")
     client = admin.AdminClient.of(brokers[1], auth_plugin="token", auth_params=f"file://{token}")
