@@ -118,20 +118,35 @@ class AdminClient:
         self.timeout = timeout
         self.credentials = credentials
         self._headers = dict(headers or {})
-        settings = tls.TlsSettings(
+        self.tls = tls.TlsSettings(
             trust=tls_trust_certs_file,
             allow_insecure=tls_allow_insecure,
             verify_hostname=tls_verify_hostname,
             certificate=credentials.cert_file if credentials is not None else None,
             key=credentials.key_file if credentials is not None else None,
         )
-        try:
-            self.ssl_context: ssl.SSLContext = tls.client_context(settings)
-        except tls.TlsConfigError as err:
-            raise AdminConfigError(str(err)) from None
-        self._opener = urllib.request.build_opener(
-            _NoRedirect(), urllib.request.HTTPSHandler(context=self.ssl_context)
-        )
+        self._ssl_context: ssl.SSLContext | None = None
+        self._plain = urllib.request.build_opener(_NoRedirect())
+        self._secure: urllib.request.OpenerDirector | None = None
+        if self.tls.files() or parts.scheme == "https":
+            self.ssl_context()  # checked now; else made at the first https call (10-200 ms)
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """The TLS context of ``https://`` calls (also after a redirect to one)."""
+        if self._ssl_context is None:
+            try:
+                self._ssl_context = tls.client_context(self.tls)
+            except tls.TlsConfigError as err:
+                raise AdminConfigError(str(err)) from None
+        return self._ssl_context
+
+    def _opener(self, url: str) -> urllib.request.OpenerDirector:
+        if not url.startswith("https:"):
+            return self._plain
+        if self._secure is None:
+            https = urllib.request.HTTPSHandler(context=self.ssl_context())
+            self._secure = urllib.request.build_opener(_NoRedirect(), https)
+        return self._secure
 
     @classmethod
     def of(
@@ -185,7 +200,7 @@ class AdminClient:
             if data is not None:
                 request.add_header("Content-Type", "application/json")
             try:
-                with self._opener.open(request, timeout=self.timeout) as response:
+                with self._opener(url).open(request, timeout=self.timeout) as response:
                     payload = response.read()
                     return payload if raw else _decode(payload)
             except urllib.error.HTTPError as err:

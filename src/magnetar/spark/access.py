@@ -16,6 +16,7 @@ or without its ``pulsar.client.`` prefix):
 
 from __future__ import annotations
 
+import functools
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -78,7 +79,9 @@ class Access:
         if found.auth_params and not found.auth_plugin:
             raise MagnetarSourceError("option authParams needs authPluginClassName")
         found.credentials()
-        found.tls_settings()
+        settings = found.tls_settings()
+        if settings.files():  # (a context costs 10-200 ms: made only to check named files)
+            found.ssl_context()
         return found
 
     def credentials(self) -> Credentials | None:
@@ -93,36 +96,27 @@ class Access:
 
     def tls_settings(self) -> tls.TlsSettings:
         creds = self.credentials()
-        settings = tls.TlsSettings(
+        return tls.TlsSettings(
             trust=self.trust_certs_file,
             allow_insecure=self.allow_insecure,
             verify_hostname=self.verify_hostname,
             certificate=creds.cert_file if creds is not None else None,
             key=creds.key_file if creds is not None else None,
         )
-        try:
-            tls.client_context(settings)
-        except tls.TlsConfigError as err:
-            raise MagnetarSourceError(f"TLS options: {err}") from None
-        return settings
 
     def ssl_context(self) -> ssl.SSLContext:
         """The client context of ``pulsar+ssl://`` connections (built where it is used:
         contexts do not pickle)."""
-        return tls.client_context(self.tls_settings())
+        try:
+            return tls.client_context(self.tls_settings())
+        except tls.TlsConfigError as err:
+            raise MagnetarSourceError(f"TLS options: {err}") from None
 
     def admin_client(self, url: str) -> admin.AdminClient:
-        try:
-            return admin.AdminClient(
-                url,
-                credentials=self.credentials(),
-                tls_trust_certs_file=self.trust_certs_file,
-                tls_allow_insecure=self.allow_insecure,
-                tls_verify_hostname=self.verify_hostname,
-                timeout=ADMIN_TIMEOUT_S,
-            )
-        except admin.AdminConfigError as err:
-            raise MagnetarSourceError(f"option adminUrl: {err}") from None
+        """The admin client of ``url`` with these credentials and trust: one per process
+        (the driver plans every query and micro-batch with it; a TLS context costs 10-200 ms
+        to make, and a token file is read at every call anyway)."""
+        return _admin_client(url, self)
 
     def official_client_options(self) -> dict[str, Any]:
         """Keyword arguments of ``pulsar.Client`` (the official Python client) for these
@@ -150,3 +144,18 @@ class Access:
 
 ANONYMOUS: Final = Access()
 """No credentials, the system's CAs."""
+
+
+@functools.lru_cache(maxsize=16)
+def _admin_client(url: str, access: Access) -> admin.AdminClient:
+    try:
+        return admin.AdminClient(
+            url,
+            credentials=access.credentials(),
+            tls_trust_certs_file=access.trust_certs_file,
+            tls_allow_insecure=access.allow_insecure,
+            tls_verify_hostname=access.verify_hostname,
+            timeout=ADMIN_TIMEOUT_S,
+        )
+    except admin.AdminConfigError as err:
+        raise MagnetarSourceError(f"option adminUrl: {err}") from None
