@@ -11,14 +11,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pulsar
 import pytest
 
+from magnetar.client import admin
 from tests.support.roundtrip import send_all
 from tests.support.standalone import StandaloneProc
 from tests.support.standalone import admin_call as _call
@@ -196,9 +195,9 @@ def test_read_compacted_refusals(standalone: StandaloneProc) -> None:
         with pytest.raises(pulsar.PulsarException):
             client.subscribe(f"non-persistent://{NS}/refused", "sub", is_read_compacted=True)
         # a compaction of a non-persistent topic: 405
-        with pytest.raises(urllib.error.HTTPError) as refused:
+        with pytest.raises(admin.AdminError) as refused:
             _call(proc.http_url, "PUT", f"/non-persistent/{NS}/refused/compaction")
-        assert refused.value.code == 405
+        assert refused.value.status == 405
     finally:
         client.close()
 
@@ -247,9 +246,9 @@ def test_admin_cli_compact_status_and_thresholds(standalone: StandaloneProc) -> 
     got = _admin(proc, "--output", "json", "topics", "get-compaction-threshold", topic)
     assert json.loads(got) == 1024 * 1024
     _admin(proc, "topics", "remove-compaction-threshold", topic)
-    with pytest.raises(urllib.error.HTTPError) as bad:
+    with pytest.raises(admin.AdminError) as bad:
         _call(proc.http_url, "POST", f"/namespaces/{NS}/compactionThreshold", -5)
-    assert bad.value.code == 400
+    assert bad.value.status == 400
 
 
 def test_the_broker_default_threshold_applies_when_no_policy_sets_one(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from aiohttp import web
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.topic_ops import errors
+from magnetar.client import admin
 from magnetar.security import tls
 from magnetar.wire.topics import TopicDomain, TopicName
 
@@ -48,7 +49,9 @@ async def call(
     ssl_context: ssl.SSLContext | None = None,
 ) -> tuple[int, Any]:
     """``method path`` on another broker's admin API (authoritative: it owns the topic);
-    (status, decoded JSON or None). Unavailable when it cannot be reached."""
+    (status, decoded JSON or None), or for an error status (status, its reason decoded by
+    the client layer's :func:`magnetar.client.admin.error_reason`). Unavailable when it
+    cannot be reached."""
     sep = "&" if "?" in path else "?"
     url = f"{base_url}{path}{sep}authoritative=true"
     try:
@@ -59,6 +62,8 @@ async def call(
             ) as response,
         ):
             text = await response.text()
+            if response.status >= 400:
+                return response.status, admin.error_reason(response.status, text)
             return response.status, (json.loads(text) if text.strip() else None)
     except (aiohttp.ClientError, TimeoutError, ValueError) as err:
         reason = f"broker {base_url} did not answer {method} {path}: {err}"
@@ -66,11 +71,12 @@ async def call(
 
 
 def raise_for(status: int, answer: Any, *, ok: tuple[int, ...] = (200, 204)) -> None:
-    """Pass another broker's refusal on with its status and reason."""
+    """Pass another broker's refusal on with its status and reason (what :func:`call`
+    answers for an error status)."""
     if status in ok:
         return
-    reason = answer.get("reason") if isinstance(answer, dict) else None
-    raise errors.PeerRefused(status, str(reason or f"the owning broker answered {status}"))
+    reason = answer if isinstance(answer, str) and answer else None
+    raise errors.PeerRefused(status, reason or f"the owning broker answered {status}")
 
 
 class HttpPeers:
