@@ -7,6 +7,8 @@ reconnect through lookup and nothing receipted is lost."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -180,3 +182,28 @@ def test_unload_of_what_is_not_there(brokers: tuple[BrokerProc, BrokerProc]) -> 
     # a bundle nobody owns: nothing to do
     status, body, _ = _http(f"{a.http_url}/admin/v2/namespaces/{NS}/unload", "PUT")
     assert status == 204, body
+
+
+def test_the_cli_verbs(brokers: tuple[BrokerProc, BrokerProc]) -> None:
+    """``magnetar admin namespaces bundles | unload [--bundle]`` and ``topics bundle-range``,
+    as pulsar-admin names them."""
+    a, b = brokers
+
+    def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "magnetar.cli", "admin", "--admin-url", b.http_url, *argv],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+
+    assert cli("namespaces", "create", NS, "--bundles", "4").returncode == 0
+    shown = cli("namespaces", "bundles", NS)
+    assert shown.returncode == 0 and "0xc0000000" in shown.stdout, shown
+    topic = f"persistent://{NS}/x"
+    rng = cli("topics", "bundle-range", topic)
+    rest = topic.removeprefix("persistent://")
+    _, expected, _ = _http(f"{a.http_url}/lookup/v2/topic/persistent/{rest}/bundle")
+    assert rng.returncode == 0 and rng.stdout.strip() == expected.decode(), rng
+    assert cli("namespaces", "unload", NS).returncode == 0
+    assert cli("namespaces", "unload", NS, "--bundle", expected.decode()).returncode == 0
+    bad = cli("namespaces", "unload", NS, "--bundle", "0x1_0x2")
+    assert bad.returncode == 2 and "invalid bundle" in bad.stderr, bad
