@@ -11,14 +11,11 @@ replicators, all get their connections here.
 from __future__ import annotations
 
 import asyncio
-from typing import Final
 
 from magnetar.client import connection
 from magnetar.wire import lookup, urls
 
 _Key = tuple[urls.Address, str | None]
-_MAX_URLS: Final = 1024
-"""Parsed broker URLs kept (a cluster has a handful; the bound keeps odd input from piling)."""
 
 
 class ConnectionPool:
@@ -30,8 +27,6 @@ class ConnectionPool:
         self.service = urls.parse_service_url(service_url) if service_url else None
         self._connections: dict[_Key, connection.Connection] = {}
         self._opening: dict[_Key, asyncio.Future[connection.Connection]] = {}
-        self._by_url: dict[str, urls.Address] = {}
-        """Broker URLs parsed so far (the proxy asks for the same few on every request)."""
 
     async def get(
         self, address: urls.Address, *, proxy_to: str | None = None
@@ -60,13 +55,7 @@ class ConnectionPool:
 
     async def get_url(self, broker_url: str) -> connection.Connection:
         """The connection to the broker at ``broker_url`` (``pulsar://host:port``)."""
-        address = self._by_url.get(broker_url)
-        if address is None:
-            address = urls.broker_address(broker_url, bare=True)
-            if len(self._by_url) >= _MAX_URLS:
-                self._by_url.clear()
-            self._by_url[broker_url] = address
-        return await self.get(address)
+        return await self.get(urls.broker_address(broker_url, bare=True))
 
     async def target(self, target: lookup.Target) -> connection.Connection:
         """The connection a lookup step names."""
