@@ -245,6 +245,25 @@ def _ns_unload(a: argparse.Namespace) -> Request:
     return Request("PUT", _ns(a, f"/{a.bundle}/unload" if a.bundle else "/unload"))
 
 
+@verb(
+    "namespaces",
+    "split-bundle",
+    "split one bundle in two on its owner",
+    NAMESPACE,
+    arg("-b", "--bundle", type=_bundle_range, required=True, help="e.g. 0x00000000_0x40000000"),
+    arg("-u", "--unload", action="store_true", help="unload the halves (placed again)"),
+    arg(
+        "-san",
+        "--split-algorithm-name",
+        choices=["range_equally_divide", "topic_count_equally_divide"],
+        default="range_equally_divide",
+    ),
+)
+def _ns_split(a: argparse.Namespace) -> Request:
+    query = f"?unload={_flag(a.unload)}&splitAlgorithmName={a.split_algorithm_name}"
+    return Request("PUT", _ns(a, f"/{a.bundle}/split{query}"))
+
+
 @verb("namespaces", "policies", "all policies of a namespace", NAMESPACE)
 def _ns_policies(a: argparse.Namespace) -> Request:
     return Request("GET", _ns(a))

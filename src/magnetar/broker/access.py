@@ -219,8 +219,10 @@ def route_rule(method: str, route: str, *, authenticate_metrics: bool) -> RouteR
         return RouteRule(Need.SUPER_USER if method == "PUT" else Need.TENANT_ADMIN)
     if route == "/admin/v2/namespaces/{tenant}/{namespace}/topics" and method == "GET":
         return RouteRule(Need.NAMESPACE)  # Pulsar's GET_TOPICS: produce or consume suffices
-    if route.startswith("/admin/v2/namespaces/{tenant}/{namespace}") and route.endswith("/unload"):
-        return RouteRule(Need.SUPER_USER)  # Pulsar: namespace and bundle unload
+    if route.startswith("/admin/v2/namespaces/{tenant}/{namespace}") and route.endswith(
+        ("/unload", "/split")
+    ):
+        return RouteRule(Need.SUPER_USER)  # Pulsar: namespace and bundle unload, split
     if route.startswith("/admin/v2/namespaces/{tenant}"):
         return RouteRule(Need.TENANT_ADMIN)
     if route.startswith(_SCHEMA_ROUTE):

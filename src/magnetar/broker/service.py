@@ -245,6 +245,44 @@ class BrokerService:
         log.info("bundle %s unloaded: %d topics closed", bundle, len(names))
         return len(names)
 
+    async def split_bundle(self, bundle: Bundle, boundary: int, *, unload: bool) -> list[Bundle]:
+        """Split the owned ``bundle`` at ``boundary`` (Pulsar's ``split-bundle``): this broker
+        takes the two halves' ownership first, writes the namespace's new boundaries by
+        compare-and-swap, and keeps serving the bundle's topics in their half, so clients
+        see nothing (with ``unload`` the halves are then unloaded and placed again). Lookups
+        of the old bundle answer ServiceNotReady until every broker's policy cache has
+        expired (policies.CACHE_TTL_S), so none serves a topic by the old layout; then the
+        old ownership goes. Returns the two halves."""
+        halves = [
+            Bundle(bundle.tenant, bundle.namespace, bundle.lower, boundary),
+            Bundle(bundle.tenant, bundle.namespace, boundary, bundle.upper),
+        ]
+        self.ownership.releasing.add(bundle)
+        taken: list[Bundle] = []
+        try:
+            for half in halves:
+                owner = await self._acquire(half)
+                if owner.broker.broker_id != self.me.broker_id:
+                    raise BrokerError(pb.ServiceNotReady, f"bundle {half} is owned elsewhere")
+                taken.append(half)
+            await policies.replace_boundary(
+                self.store, bundle.tenant, bundle.namespace, old=bundle.range, boundary=boundary
+            )
+            self.policies_changed()
+            await asyncio.sleep(policies.CACHE_TTL_S * 1.5)
+            await self.ownership.release(bundle)
+        except BaseException:
+            for half in taken:
+                await self.ownership.release(half)
+            raise
+        finally:
+            self.ownership.releasing.discard(bundle)
+        log.info("bundle %s split at 0x%08x", bundle, boundary)
+        if unload:
+            for half in halves:
+                await self.unload_bundle(half)
+        return halves
+
     def _check_not_releasing(self, bundle: Bundle) -> None:
         if bundle in self.ownership.releasing:
             raise BrokerError(pb.ServiceNotReady, f"bundle {bundle} is being unloaded; retry")

@@ -133,6 +133,21 @@ async def unload_bundle(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
+async def split_bundle(request: web.Request) -> web.Response:
+    """Split one bundle in two on its owner (``?splitAlgorithmName=`` range_equally_divide,
+    the default, or topic_count_equally_divide; ``?unload=true`` places the halves again)."""
+    tenant, ns = _names(request)
+    await topic_ops.split_bundle(
+        topic_scope(request),
+        tenant=tenant,
+        ns=ns,
+        bundle_range=request.match_info["bundle"],
+        algorithm=request.query.get("splitAlgorithmName") or topic_ops.SPLIT_ALGORITHMS[0],
+        unload=validation.query_flag(request.query.get("unload"), "unload"),
+    )
+    return web.Response(status=204)
+
+
 FORCE_NOT_ALLOWED = "Broker doesn't allow forced deletion of namespaces"
 """Pulsar's 405 reason when forceDeleteNamespaceAllowed is false."""
 
@@ -264,6 +279,7 @@ def register(router: web.UrlDispatcher) -> None:
     router.add_get(f"{BASE}/bundles", get_bundles)
     router.add_put(f"{BASE}/unload", unload_namespace)
     router.add_put(f"{BASE}/{_BUNDLE}/unload", unload_bundle)
+    router.add_put(f"{BASE}/{_BUNDLE}/split", split_bundle)
     router.add_post(f"{BASE}/backlogQuota", set_backlog_quota)
     router.add_delete(f"{BASE}/backlogQuota", remove_backlog_quota)
     for policy in POLICIES:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from magnetar.broker.ownership import Bundle, bundles_of
+from magnetar.broker.ownership import Bundle, bundles_of, topic_hash
 from magnetar.broker.service import BrokerService, managed_ledger_name
 from magnetar.broker.topic_ops import errors, scope, stats
 from magnetar.broker.topic_ops.scope import Scope
@@ -106,6 +106,61 @@ async def unload_bundle(s: Scope, *, tenant: str, ns: str, bundle_range: str) ->
         raise errors.OwnedElsewhere(
             owner.broker.web_service_url, tls_url=owner.broker.web_service_url_tls
         )
+
+
+SPLIT_ALGORITHMS = ("range_equally_divide", "topic_count_equally_divide")
+"""Pulsar's split algorithms (``splitAlgorithmName``; the first is the default)."""
+
+
+async def split_bundle(
+    s: Scope, *, tenant: str, ns: str, bundle_range: str, algorithm: str, unload: bool
+) -> None:
+    """Split one bundle in two (Pulsar's ``namespaces split-bundle``) on its owner: at the
+    middle of its hash range (``range_equally_divide``) or between the middle two of its
+    topics' hashes (``topic_count_equally_divide``). OwnedElsewhere (307) to the owner; a
+    bundle nobody owns is taken here first."""
+    svc = s.service
+    if algorithm not in SPLIT_ALGORITHMS:
+        raise errors.InvalidName(
+            f"unknown splitAlgorithmName {algorithm!r}: use one of {', '.join(SPLIT_ALGORITHMS)}"
+        )
+    tenant, ns = await scope.namespace(svc, tenant, ns)
+    bundle = await _bundle(svc, tenant, ns, bundle_range)
+    if bundle.upper - bundle.lower < 2:
+        raise errors.Conflict(f"bundle {bundle_range} cannot be split further")
+    if not svc.ownership.is_owned(bundle):
+        owner = await svc.ownership.try_acquire(bundle)
+        if owner.broker.broker_id != svc.me.broker_id:
+            if s.authoritative:
+                raise errors.Conflict(f"bundle {bundle_range} is owned by {owner.broker.broker_id}")
+            raise errors.OwnedElsewhere(
+                owner.broker.web_service_url, tls_url=owner.broker.web_service_url_tls
+            )
+    if algorithm == "range_equally_divide":
+        boundary = bundle.lower + (bundle.upper - bundle.lower) // 2
+    else:
+        boundary = await _topic_count_boundary(svc, bundle)
+    try:
+        await svc.split_bundle(bundle, boundary, unload=unload)
+    except ValueError as err:  # the layout changed meanwhile
+        raise errors.Conflict(str(err)) from None
+
+
+async def _topic_count_boundary(svc: BrokerService, bundle: Bundle) -> int:
+    """Between the middle two hashes of the bundle's topics (stored or loaded here)."""
+    names = await svc.topics_of_namespace(
+        bundle.tenant,
+        bundle.namespace,
+        domains=(TopicDomain.PERSISTENT, TopicDomain.NON_PERSISTENT),
+    )
+    hashes = sorted(h for h in {topic_hash(n) for n in names} if bundle.lower <= h < bundle.upper)
+    if len(hashes) < 2:
+        raise errors.Conflict(
+            f"bundle {bundle.range} holds fewer than two topics: topic_count_equally_divide "
+            "has nothing to divide"
+        )
+    mid = len(hashes) // 2
+    return (hashes[mid - 1] + hashes[mid]) // 2 + 1
 
 
 async def unload_namespace(s: Scope, *, tenant: str, ns: str) -> int:
