@@ -50,6 +50,16 @@ CASES: dict[tuple[str, str], tuple[list[str], Request]] = {
     ),
     ("namespaces", "delete"): (["public/ns"], Request("DELETE", f"{NSP}?force=false")),
     ("namespaces", "policies"): (["public/ns"], Request("GET", NSP)),
+    ("namespaces", "bundles"): (["public/ns"], Request("GET", f"{NSP}/bundles")),
+    ("namespaces", "unload"): (["public/ns"], Request("PUT", f"{NSP}/unload")),
+    ("namespaces", "split-bundle"): (
+        ["public/ns", "-b", "0x00000000_0x40000000", "-u", "-san", "topic_count_equally_divide"],
+        Request(
+            "PUT",
+            f"{NSP}/0x00000000_0x40000000/split"
+            "?unload=true&splitAlgorithmName=topic_count_equally_divide",
+        ),
+    ),
     ("namespaces", "permissions"): (["public/ns"], Request("GET", f"{NSP}/permissions")),
     ("namespaces", "grant-permission"): (
         ["public/ns", "--role", "app one", "--actions", "produce, consume"],
@@ -194,6 +204,10 @@ CASES: dict[tuple[str, str], tuple[list[str], Request]] = {
         Request("GET", "/admin/v2/persistent/public/default/p/partitioned-stats?perPartition=true"),
     ),
     ("topics", "lookup"): (["t"], Request("GET", "/lookup/v2/topic/persistent/public/default/t")),
+    ("topics", "bundle-range"): (
+        ["t"],
+        Request("GET", "/lookup/v2/topic/persistent/public/default/t/bundle"),
+    ),
     ("topics", "unload"): (["t"], Request("PUT", "/admin/v2/persistent/public/default/t/unload")),
     ("topics", "terminate"): (
         ["t"],
