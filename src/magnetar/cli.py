@@ -838,7 +838,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     config = getattr(args, "config", None)
     if config:
         try:
-            values = conffile.load(Path(config), conffile.TABLES[args.command])
+            values = conffile.load(
+                Path(config), conffile.TABLES[args.command], conffile.KNOWN[args.command]
+            )
         except conffile.ConfigError as err:
             print(f"magnetar {args.command}: {err}", file=sys.stderr)
             raise SystemExit(2) from None

@@ -15,12 +15,19 @@ twice takes the last value (as Java properties do).
 
 from __future__ import annotations
 
+import difflib
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import javaproperties
+
+from magnetar import pulsar_keys
 from magnetar.security import authn, tls
 from magnetar.wire import urls
+
+log = logging.getLogger(__name__)
 
 
 class ConfigError(ValueError):
@@ -473,32 +480,58 @@ TABLES: Mapping[str, Table] = {
 
 
 def parse_lines(text: str, *, name: str) -> dict[str, tuple[int, str]]:
-    """``key -> (line number, value)`` of the keys (an empty value is kept as "": it means
-    "unset" except for keys whose :class:`Opt` takes ``empty``)."""
+    """``key -> (line number, value)`` of a file read as Java ``.properties``, as Pulsar
+    reads its configuration (``key=value``, ``key: value`` or ``key value``; ``#`` and ``!``
+    comments; a ``\\`` at the end of a line continues it; ``\\uXXXX`` escapes), by the
+    maintained ``javaproperties`` parser. Values are trimmed as Pulsar trims them; an empty
+    value is kept as "": it means "unset" except for keys whose :class:`Opt` takes
+    ``empty``."""
     out: dict[str, tuple[int, str]] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        key, sep, value = line.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not key:
-            raise ConfigError(f"{name}:{number}: expected key=value, got {line!r}")
-        out[key] = (number, value)
+    number = 1
+    try:
+        for item in javaproperties.parse(text):
+            if isinstance(item, javaproperties.KeyValue):
+                if not item.key.strip():
+                    raise ConfigError(f"{name}:{number}: a value without a key: {item.source!r}")
+                out[item.key.strip()] = (number, item.value.strip())
+            number += item.source.count("\n")
+    except javaproperties.InvalidUEscapeError as err:
+        raise ConfigError(f"{name}:{number}: {err}") from None
     return out
 
 
+_NOT_USED_LOG = "keys of Apache Pulsar's that Magnetar does not use, ignored"
+"""Start of the one line a configuration file's not-applicable keys are reported in."""
+
+
 def options(
-    table: Table, entries: Mapping[str, tuple[int, str]], *, name: str
+    table: Table,
+    entries: Mapping[str, tuple[int, str]],
+    *,
+    name: str,
+    known: frozenset[str] = frozenset(),
 ) -> dict[str, object]:
-    """The option values (``dest -> value``) that ``entries`` set, checked against ``table``."""
+    """The option values (``dest -> value``) that ``entries`` set, checked against ``table``.
+    A key ``table`` lacks but Pulsar knows for this file (``known``, pulsar_keys.py) is
+    ignored and reported once, in one log line; any other is refused, with the closest known
+    key when one is close."""
     out: dict[str, object] = {}
+    ignored: list[str] = []
     for key, (number, value) in entries.items():
         rule = table.get(key)
-        if not value and not (isinstance(rule, Opt) and rule.empty):
+        if rule is None and key in known:
+            if value:
+                ignored.append(key)
+            continue
+        if rule is not None and not value and not (isinstance(rule, Opt) and rule.empty):
             continue  # unset
         if rule is None:
-            raise ConfigError(f"{name}: unsupported key {key!r} (line {number})")
+            close = difflib.get_close_matches(key, [*table, *known], n=1, cutoff=0.8)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(
+                f"{name}: unknown key {key!r} (line {number}), one Apache Pulsar does not "
+                f"know either{hint}"
+            )
         if isinstance(rule, Fixed):
             if value not in rule.accepted:
                 allowed = " or ".join(repr(v) for v in sorted(rule.accepted)) or "no value"
@@ -511,16 +544,28 @@ def options(
             out[rule.dest] = rule.parse(value)
         except ValueError as err:
             raise ConfigError(f"{name}: {key}={value} (line {number}): {err}") from None
+    if ignored:
+        log.warning("%s: %d %s: %s", name, len(ignored), _NOT_USED_LOG, ", ".join(sorted(ignored)))
     return out
 
 
-def load(path: Path, table: Table) -> dict[str, object]:
+KNOWN: Mapping[str, frozenset[str]] = {
+    "broker": pulsar_keys.BROKER,
+    "standalone": pulsar_keys.BROKER | pulsar_keys.BOOKKEEPER,
+    "bookie": pulsar_keys.BOOKKEEPER,
+    "proxy": pulsar_keys.PROXY,
+}
+"""Apache Pulsar's keys of each command's file: broker.conf, standalone.conf (the broker's
+and, for its bookie, BookKeeper's), bookkeeper.conf, proxy.conf."""
+
+
+def load(path: Path, table: Table, known: frozenset[str] = frozenset()) -> dict[str, object]:
     """Read ``path`` and return ``dest -> value`` for the subcommand's defaults."""
     try:
         text = path.read_text()
     except OSError as err:
         raise ConfigError(f"{path}: {err.strerror or err}") from None
-    return options(table, parse_lines(text, name=path.name), name=path.name)
+    return options(table, parse_lines(text, name=path.name), name=path.name, known=known)
 
 
 # --- Pulsar's etcd settings file (metadataStoreConfigPath) ---------------------------------------
