@@ -118,6 +118,13 @@ bench-peers-secured: setup
 # BENCH_ARGS=--record writes its figures into docs/benchmarks.md. `make bench-peers
 # BENCH_PEERS_ARGS="--systems pulsar,magnetar --workloads w1p --rounds 1"` compares the systems
 # with it as the load generator (workload w1p, minutes; its own section of the report).
+# pulsar-keys: src/magnetar/pulsar_keys.py, every key of Apache Pulsar's configuration files,
+# read from its classes in the jars scripts/bench/install_pulsar.sh assembles (committed;
+# regenerate after changing the Pulsar version in bench/peers/pom.xml).
+.PHONY: pulsar-keys
+pulsar-keys: setup
+	@$(PY) scripts/gen_pulsar_keys.py
+
 .PHONY: bench-pulsar-perf
 bench-pulsar-perf: setup
 	@$(PY) bench/pulsar_perf_bench.py $(BENCH_ARGS)

@@ -155,7 +155,7 @@ async def prepare(metadata_url: str, mib: int, entry_kib: int) -> int:
 
 
 def section(args: argparse.Namespace, rows: list[dict[str, float]], loads: str) -> str:
-    """The recorded run as a block for bench/peers/report.put_section."""
+    """The recorded run as a block for ``put_section`` of bench/peers/report.py."""
     med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     lines = [

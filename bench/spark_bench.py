@@ -100,7 +100,7 @@ def loop_read(service_url: str, admin_url: str, partitions: list[str], path: str
     from magnetar.spark.options import BEFORE_ALL, Position
     from magnetar.spark.read import Range, read_range
 
-    admin = Admin(admin_url)
+    admin = Admin.at(admin_url)
     ranges = []
     for partition in partitions:
         last = admin.state(partition).last

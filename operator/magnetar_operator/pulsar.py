@@ -13,12 +13,41 @@ from __future__ import annotations
 import json
 import ssl
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 from urllib.parse import quote
 
 import aiohttp
 
 from magnetar_operator.spec import Json
+
+
+def error_reason(status: int, body: bytes | str) -> str:
+    """The reason of an admin API error answer: Pulsar's ``{"reason": "..."}`` (also
+    ``{"message": ...}``), else the body's text, else the status's standard phrase.
+
+    The same function as ``magnetar.client.admin.error_reason`` (the operator imports
+    nothing of ``magnetar``, docs/architecture.md "Layers"): a unit test runs both on the
+    same answers, and the structure test allows no third decoder of Pulsar's error body."""
+    text = body.decode(errors="replace") if isinstance(body, bytes) else body
+    text = text.strip()
+    try:
+        decoded = json.loads(text) if text else None
+    except ValueError:
+        decoded = None
+    if isinstance(decoded, dict):
+        for key in ("reason", "message"):
+            value = decoded.get(key)
+            if isinstance(value, str) and value:
+                return value
+    if isinstance(decoded, str) and decoded:
+        return decoded
+    if text:
+        return text
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return f"HTTP {status}"
 
 
 class AdminUnavailable(Exception):
@@ -127,11 +156,7 @@ class Admin:
                 if resp.status == 404 and missing_ok:
                     return None
                 if resp.status >= 400:
-                    reason = text
-                    try:
-                        reason = str(json.loads(text).get("reason", text))
-                    except (ValueError, AttributeError):
-                        pass
+                    reason = error_reason(resp.status, text)
                     raise AdminError(resp.status, reason, method=method, path=path)
                 return json.loads(text) if text.strip() else None
         except (TimeoutError, aiohttp.ClientConnectionError) as e:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from magnetar import __version__, conffile
 from magnetar.broker.config import BrokerConfig
@@ -19,6 +19,8 @@ from magnetar.metadata import api as metadata_api
 from magnetar.offload.config import S3Config
 from magnetar.security import tls
 from magnetar.security.config import SecurityConfig
+
+T = TypeVar("T")
 
 _BC = BrokerConfig()
 _ML = ManagedLedgerConfig()
@@ -199,6 +201,34 @@ def _security(p: argparse.ArgumentParser) -> None:
         p.add_argument(flag, type=parse, default=None, help=f"{help_text} ({key})".lstrip())
 
 
+def _proxy_security(p: argparse.ArgumentParser) -> None:
+    """The proxy's TLS listeners, client authentication and its TLS and credentials towards
+    the brokers: the broker's security flags less the broker-only ones, and the proxy's own
+    (docs/security.md, "The proxy")."""
+    p.add_argument(
+        "--service-port-tls", dest="tls_port", type=int, help="pulsar+ssl:// port (servicePortTls)"
+    )
+    p.add_argument(
+        "--web-service-port-tls", dest="https_port", type=int, help="HTTPS (webServicePortTls)"
+    )
+    for flag, key, parse, help_text in _SECURITY_FLAGS:
+        if key not in conffile.PROXY_SECURITY_LEFT_OUT:
+            p.add_argument(flag, type=parse, default=None, help=f"{help_text} ({key})".lstrip())
+    _bool_option(
+        p, "--tls-enabled-with-broker", False, "pulsar+ssl/HTTPS to brokers (tlsEnabledWithBroker)"
+    )
+    _bool_option(
+        p,
+        "--forward-authorization-credentials",
+        False,
+        "pass clients' credentials to brokers (forwardAuthorizationCredentials)",
+    )
+    p.add_argument("--broker-service-url-tls", help="pulsar+ssl://host:port (brokerServiceURLTLS)")
+    p.add_argument(
+        "--broker-web-service-url-tls", help="https://host:port (brokerWebServiceURLTLS)"
+    )
+
+
 def security_config(args: argparse.Namespace) -> SecurityConfig:
     """The SecurityConfig the security flags (or their broker.conf keys) give."""
     given = {dest: value for dest, value in vars(args).items() if value is not None}
@@ -295,9 +325,17 @@ def _proxy(args: argparse.Namespace) -> int:
             bind_address=args.bind_address,
             port=args.port,
             http_port=args.http_port,
+            tls_port=args.tls_port,
+            https_port=args.https_port,
             metadata_url=args.metadata_url,
+            metadata_tls=metadata_tls(args),
             broker_service_url=args.broker_service_url,
             broker_web_service_url=args.broker_web_service_url,
+            broker_service_url_tls=args.broker_service_url_tls,
+            broker_web_service_url_tls=args.broker_web_service_url_tls,
+            tls_enabled_with_broker=args.tls_enabled_with_broker,
+            forward_authorization_credentials=args.forward_authorization_credentials,
+            security=security_config(args),
             max_message_size=args.max_message_size,
         )
         aio.run(server.run(config))
@@ -317,6 +355,20 @@ def _tokens(args: argparse.Namespace) -> int:
     from magnetar import tokens_cli
 
     return tokens_cli.run(args)
+
+
+def _argument(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """A configuration parser as an argparse type: its ValueError's message is the CLI's
+    (argparse would print only "invalid value")."""
+
+    def parse_argument(text: str) -> T:
+        try:
+            return parse(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    parse_argument.__name__ = parse.__name__
+    return parse_argument
 
 
 def _config(p: argparse.ArgumentParser, example: str) -> None:
@@ -663,7 +715,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     p.add_argument("--advertised-address", default="127.0.0.1", help="host clients reach")
     p.add_argument(
         "--advertised-listeners",
-        type=conffile.listeners,
+        type=_argument(conffile.listeners),
         default=(),
         metavar="NAME:pulsar://HOST:PORT,...",
         help="addresses lookups answer to clients naming a listener (listenerName)",
@@ -744,12 +796,18 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     p.add_argument("--metadata-url", help="etcd://host:port[,...]: the brokers registered there")
     p.add_argument("--broker-service-url", help="or one fixed broker address, pulsar://host:port")
     p.add_argument("--broker-web-service-url", help="its admin address, http://host:port")
-    p.add_argument("--port", type=int, default=6650, help="Pulsar binary protocol port")
-    p.add_argument("--http-port", type=int, default=8080, help="admin REST API (forwarded)")
+    p.add_argument(
+        "--port", type=conffile.optional_port, default=6650, help="Pulsar protocol (off: none)"
+    )
+    p.add_argument(
+        "--http-port", type=conffile.optional_port, default=8080, help="admin API (off: none)"
+    )
     p.add_argument("--bind-address", default="0.0.0.0")
     p.add_argument("--max-message-size", type=int, default=_BC.max_message_size, metavar="BYTES")
     p.add_argument("--log-level", default=None)
     p.set_defaults(func=_proxy)
+    _proxy_security(p)
+    _metadata_tls_flags(p)
 
     from magnetar import admin_cli, tokens_cli
 
@@ -780,7 +838,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     config = getattr(args, "config", None)
     if config:
         try:
-            values = conffile.load(Path(config), conffile.TABLES[args.command])
+            values = conffile.load(
+                Path(config), conffile.TABLES[args.command], conffile.KNOWN[args.command]
+            )
         except conffile.ConfigError as err:
             print(f"magnetar {args.command}: {err}", file=sys.stderr)
             raise SystemExit(2) from None
@@ -789,7 +849,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     for dest, flag, key in _REQUIRED.get(args.command, ()):
         if not getattr(args, dest, None):
             commands[args.command].error(f"{flag} (or {key} in --config FILE) is required")
-    if args.command in _METADATA_URL_FORMS:
+    if args.command in _METADATA_URL_FORMS and args.metadata_url:
         # Pulsar's etcd:https://... form from the command line too (the file's is converted)
         try:
             args.metadata_url = conffile.metadata_url(args.metadata_url)
@@ -798,7 +858,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-_METADATA_URL_FORMS = ("broker", "bookie")
+_METADATA_URL_FORMS = ("broker", "bookie", "proxy")
 """Commands whose --metadata-url takes Pulsar's forms (etcd:http(s)://...) besides etcd://."""
 
 

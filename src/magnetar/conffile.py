@@ -15,11 +15,19 @@ twice takes the last value (as Java properties do).
 
 from __future__ import annotations
 
+import difflib
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import javaproperties
+
+from magnetar import pulsar_keys
 from magnetar.security import authn, tls
+from magnetar.wire import urls
+
+log = logging.getLogger(__name__)
 
 
 class ConfigError(ValueError):
@@ -136,18 +144,23 @@ def _choice(*choices: str) -> Callable[[str], str]:
 
 
 def listeners(text: str) -> tuple[tuple[str, str], ...]:
-    """Pulsar's advertisedListeners, ``name:pulsar://host:port[,name2:pulsar://...]``, as
-    (name, URL) pairs."""
+    """Pulsar's advertisedListeners, ``name:pulsar://host:port[,name:pulsar+ssl://host:port]
+    [,name2:...]``, as (name, URL) pairs in the order given (BrokerConfig checks them as a
+    whole: docs/configuration.md)."""
     pairs = []
     for item in (part.strip() for part in text.split(",")):
         if not item:
             continue
         name, sep, url = item.partition(":")
-        if not sep or not name or not url.startswith("pulsar://"):
+        name, url = name.strip(), url.strip()
+        if not sep or not name or "://" not in url:
             raise ValueError(
-                f"expected name:pulsar://host:port, got {item!r}"
-                " (TLS listeners are not implemented)"
+                f"expected name:pulsar://host:port or name:pulsar+ssl://host:port, got {item!r}"
             )
+        try:
+            urls.parse_broker_url(url)
+        except urls.BadUrlError as err:
+            raise ValueError(f"listener {name!r}: {err}") from None
         pairs.append((name, url))
     return tuple(pairs)
 
@@ -238,6 +251,18 @@ _SECURITY: dict[str, Opt | Fixed] = {
 }
 """TLS listeners, authentication and authorization of a broker or standalone, with
 Pulsar's keys (docs/security.md)."""
+
+PROXY_SECURITY_LEFT_OUT: frozenset[str] = frozenset(
+    {
+        "brokerServicePortTls",
+        "tlsEnabled",
+        "authorizationEnabled",
+        "proxyRoles",
+        "brokerClientTlsEnabled",
+    }
+)
+"""Broker keys of :data:`_SECURITY` that a proxy.conf does not take (Pulsar's proxy has
+servicePortTls, tlsEnabledWithBroker and its own authorizationEnabled instead)."""
 
 _BROKER_NOT_IMPLEMENTED: dict[str, Opt | Fixed] = {
     **_SECURITY,
@@ -411,15 +436,35 @@ BOOKIE: Table = {
 }
 """bookkeeper.conf keys of ``magnetar bookie``."""
 
+_PROXY_SECURITY: dict[str, Opt | Fixed] = {
+    **{key: rule for key, rule in _SECURITY.items() if key not in PROXY_SECURITY_LEFT_OUT},
+    "servicePortTls": Opt("tls_port", _port),
+    "tlsEnabledInProxy": Fixed(
+        frozenset({"true", "false"}), "deprecated in Pulsar: the TLS ports switch TLS on"
+    ),
+    "tlsEnabledWithBroker": Opt("tls_enabled_with_broker", parse_bool),
+    "forwardAuthorizationCredentials": Opt("forward_authorization_credentials", parse_bool),
+    "brokerServiceURLTLS": Opt("broker_service_url_tls"),
+    "brokerWebServiceURLTLS": Opt("broker_web_service_url_tls"),
+    "authorizationEnabled": Fixed(
+        frozenset({"false"}),
+        "the proxy does not authorize: the brokers authorize each client's lookups and topic "
+        "connections as its original principal (docs/security.md)",
+    ),
+}
+"""The proxy's TLS listeners, client authentication and its own TLS and credentials towards
+the brokers (docs/security.md, "The proxy"): the broker's keys, less the broker-only ones."""
+
 PROXY: Table = {
     "bindAddress": Opt("bind_address"),
-    "servicePort": Opt("port", _port),
-    "webServicePort": Opt("http_port", _port),
+    "servicePort": Opt("port", optional_port, empty=True),
+    "webServicePort": Opt("http_port", optional_port, empty=True),
     "metadataStoreUrl": Opt("metadata_url", metadata_url),
     "brokerServiceURL": Opt("broker_service_url"),
     "brokerWebServiceURL": Opt("broker_web_service_url"),
     "maxMessageSize": Opt("max_message_size", _positive_int),
-    **_NOT_IMPLEMENTED,
+    **_METADATA_TLS,
+    **_PROXY_SECURITY,
 }
 """proxy.conf keys of ``magnetar proxy``."""
 
@@ -435,32 +480,58 @@ TABLES: Mapping[str, Table] = {
 
 
 def parse_lines(text: str, *, name: str) -> dict[str, tuple[int, str]]:
-    """``key -> (line number, value)`` of the keys (an empty value is kept as "": it means
-    "unset" except for keys whose :class:`Opt` takes ``empty``)."""
+    """``key -> (line number, value)`` of a file read as Java ``.properties``, as Pulsar
+    reads its configuration (``key=value``, ``key: value`` or ``key value``; ``#`` and ``!``
+    comments; a ``\\`` at the end of a line continues it; ``\\uXXXX`` escapes), by the
+    maintained ``javaproperties`` parser. Values are trimmed as Pulsar trims them; an empty
+    value is kept as "": it means "unset" except for keys whose :class:`Opt` takes
+    ``empty``."""
     out: dict[str, tuple[int, str]] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        key, sep, value = line.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or not key:
-            raise ConfigError(f"{name}:{number}: expected key=value, got {line!r}")
-        out[key] = (number, value)
+    number = 1
+    try:
+        for item in javaproperties.parse(text):
+            if isinstance(item, javaproperties.KeyValue):
+                if not item.key.strip():
+                    raise ConfigError(f"{name}:{number}: a value without a key: {item.source!r}")
+                out[item.key.strip()] = (number, item.value.strip())
+            number += item.source.count("\n")
+    except javaproperties.InvalidUEscapeError as err:
+        raise ConfigError(f"{name}:{number}: {err}") from None
     return out
 
 
+_NOT_USED_LOG = "keys of Apache Pulsar's that Magnetar does not use, ignored"
+"""Start of the one line a configuration file's not-applicable keys are reported in."""
+
+
 def options(
-    table: Table, entries: Mapping[str, tuple[int, str]], *, name: str
+    table: Table,
+    entries: Mapping[str, tuple[int, str]],
+    *,
+    name: str,
+    known: frozenset[str] = frozenset(),
 ) -> dict[str, object]:
-    """The option values (``dest -> value``) that ``entries`` set, checked against ``table``."""
+    """The option values (``dest -> value``) that ``entries`` set, checked against ``table``.
+    A key ``table`` lacks but Pulsar knows for this file (``known``, pulsar_keys.py) is
+    ignored and reported once, in one log line; any other is refused, with the closest known
+    key when one is close."""
     out: dict[str, object] = {}
+    ignored: list[str] = []
     for key, (number, value) in entries.items():
         rule = table.get(key)
-        if not value and not (isinstance(rule, Opt) and rule.empty):
+        if rule is None and key in known:
+            if value:
+                ignored.append(key)
+            continue
+        if rule is not None and not value and not (isinstance(rule, Opt) and rule.empty):
             continue  # unset
         if rule is None:
-            raise ConfigError(f"{name}: unsupported key {key!r} (line {number})")
+            close = difflib.get_close_matches(key, [*table, *known], n=1, cutoff=0.8)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(
+                f"{name}: unknown key {key!r} (line {number}), one Apache Pulsar does not "
+                f"know either{hint}"
+            )
         if isinstance(rule, Fixed):
             if value not in rule.accepted:
                 allowed = " or ".join(repr(v) for v in sorted(rule.accepted)) or "no value"
@@ -473,16 +544,28 @@ def options(
             out[rule.dest] = rule.parse(value)
         except ValueError as err:
             raise ConfigError(f"{name}: {key}={value} (line {number}): {err}") from None
+    if ignored:
+        log.warning("%s: %d %s: %s", name, len(ignored), _NOT_USED_LOG, ", ".join(sorted(ignored)))
     return out
 
 
-def load(path: Path, table: Table) -> dict[str, object]:
+KNOWN: Mapping[str, frozenset[str]] = {
+    "broker": pulsar_keys.BROKER,
+    "standalone": pulsar_keys.BROKER | pulsar_keys.BOOKKEEPER,
+    "bookie": pulsar_keys.BOOKKEEPER,
+    "proxy": pulsar_keys.PROXY,
+}
+"""Apache Pulsar's keys of each command's file: broker.conf, standalone.conf (the broker's
+and, for its bookie, BookKeeper's), bookkeeper.conf, proxy.conf."""
+
+
+def load(path: Path, table: Table, known: frozenset[str] = frozenset()) -> dict[str, object]:
     """Read ``path`` and return ``dest -> value`` for the subcommand's defaults."""
     try:
         text = path.read_text()
     except OSError as err:
         raise ConfigError(f"{path}: {err.strerror or err}") from None
-    return options(table, parse_lines(text, name=path.name), name=path.name)
+    return options(table, parse_lines(text, name=path.name), name=path.name, known=known)
 
 
 # --- Pulsar's etcd settings file (metadataStoreConfigPath) ---------------------------------------

@@ -6,13 +6,13 @@ The tests observe and disturb the cluster over HTTP (``AdminView``).
 
 from __future__ import annotations
 
-import json
 import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
+from magnetar.client import admin
 from tests.support.procs import LOOPBACK, Proc, free_port
 
 
@@ -23,18 +23,14 @@ class AdminView:
         self.url = url
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, method=method)
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
+        """The decoded answer; None when it is 404 (other errors raise AdminError)."""
+        client = admin.AdminClient(self.url, timeout=10)
         try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
-                text = resp.read().decode()
-        except urllib.error.HTTPError as e:
-            if e.code == 404:
+            return client.call(method, path, admin.NO_BODY if body is None else body)
+        except admin.AdminError as e:
+            if e.status == 404:
                 return None
             raise
-        return json.loads(text) if text.strip() else None
 
     def tenant(self, t: str) -> dict[str, Any] | None:
         out: dict[str, Any] | None = self.call("GET", f"/admin/v2/tenants/{t}")

@@ -13,17 +13,18 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from magnetar.common import grpctls
 from magnetar.metadata import keys, open_store
 from tests.support.bookies import BookieProc
 from tests.support.standalone import BrokerProc
 from tests.support.wait import wait_until
 
 
-def load_reports(metadata_url: str) -> int:
-    """How many brokers have a load report in the store now."""
+def load_reports(metadata_url: str, *, tls: grpctls.ClientTlsConfig | None = None) -> int:
+    """How many brokers have a load report in the store now (``tls``: to a TLS etcd)."""
 
     async def count() -> int:
-        store = await open_store(metadata_url)
+        store = await open_store(metadata_url, tls=tls)
         try:
             return len([r async for r in store.scan_all(keys.BROKER_LOAD)])
         finally:

@@ -3,7 +3,7 @@ metadata store and the in-memory managed ledger, and sessions (``ServerConnectio
 through a transport that records what they write -- no socket, no subprocess.
 
 Why this module exists: the session tests (``tests/unit/broker/test_inprocess.py``) and the
-typed topic administration tests (``tests/unit/broker/test_topic_admin.py``) build the same
+typed topic operations tests (``tests/unit/broker/test_topic_ops.py``) build the same
 broker and clients; the operator's admin-client tests (``tests/unit/operator``) talk to the
 same broker's real admin REST API, served on a free loopback port by :func:`admin_server`.
 """

@@ -225,3 +225,20 @@ def started(server: S) -> Iterator[S]:
         yield server
     finally:
         server.stop()
+
+
+class TlsAddresses:
+    """The client-facing TLS URLs of a process listening on ``tls_port`` (pulsar+ssl) and
+    ``https_port``, named ``localhost`` (the test certificates' name) so that hostname
+    verification applies."""
+
+    tls_port: int
+    https_port: int
+
+    @property
+    def tls_service_url(self) -> str:
+        return f"pulsar+ssl://localhost:{self.tls_port}"
+
+    @property
+    def https_url(self) -> str:
+        return f"https://localhost:{self.https_port}"

@@ -31,7 +31,7 @@ from passlib.hash import apr_md5_crypt, des_crypt
 
 from magnetar.security import keys, tokens
 from tests.support.pki import CertificateAuthority, Pair
-from tests.support.procs import LOOPBACK, Proc, free_ports, port_open
+from tests.support.procs import LOOPBACK, Proc, TlsAddresses, free_ports, port_open
 from tests.support.standalone import BrokerHttpProc
 
 PROVIDERS = ",".join(
@@ -59,7 +59,7 @@ def magnetar(*argv: str, check: bool = True, env: dict[str, str] | None = None) 
     return out.stdout if check else out.stdout + out.stderr
 
 
-class SecuredBase:
+class SecuredBase(TlsAddresses):
     """What both secured targets share: the CA and certificates, keys and tokens, the
     htpasswd file, the configuration keys, client.conf, and the clients."""
 
@@ -126,14 +126,6 @@ class SecuredBase:
         return conf
 
     # --- addresses and credentials ------------------------------------------------------------
-
-    @property
-    def tls_service_url(self) -> str:
-        return f"pulsar+ssl://localhost:{self.tls_port}"
-
-    @property
-    def https_url(self) -> str:
-        return f"https://localhost:{self.https_port}"
 
     def token(self, role: str, **options: Any) -> str:
         key = keys.read(f"file://{self.secret_key}", what="secret key")
@@ -254,10 +246,17 @@ class SecuredPulsar(SecuredBase):
 
     name = "pulsar"
 
-    def __init__(self, base: Path, *, refresh_check_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        base: Path,
+        *,
+        refresh_check_s: float = 1.0,
+        extra_conf: dict[str, str] | None = None,
+    ) -> None:
         self.base = base
         self.refresh_check_s = refresh_check_s
-        self.extra_conf = {"topicLevelPoliciesEnabled": "false"}  # as the client's conf
+        # as the client's conf
+        self.extra_conf = {"topicLevelPoliciesEnabled": "false", **(extra_conf or {})}
         conf = self._prepare()
         systems = _peer_systems()
         outer = self

@@ -5,7 +5,6 @@ directory, bounded readiness wait (the binary port open and the health endpoint 
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 import urllib.error
 import urllib.request
@@ -15,20 +14,26 @@ from typing import Any
 
 import pulsar
 
+from magnetar.client import admin
+from magnetar.security.client_auth import Credentials
 from tests.support.procs import LOOPBACK, Proc, ServerProc, free_ports, port_open, started
 
 
 def admin_call(
-    http_url: str, method: str, path: str, body: object = None, *, timeout: float = 30.0
+    http_url: str,
+    method: str,
+    path: str,
+    body: object = None,
+    *,
+    timeout: float = 30.0,
+    token: str | None = None,
 ) -> Any:
-    """``method /admin/v2{path}`` with a JSON body; the decoded answer (None when empty).
-    HTTP errors raise urllib.error.HTTPError."""
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"{http_url}/admin/v2{path}", data=data, method=method)
-    req.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        text = r.read()
-        return json.loads(text) if text else None
+    """``method /admin/v2{path}`` with a JSON body (None: no body) through the client layer's
+    admin client; the decoded answer (None when empty). An error status raises
+    :class:`magnetar.client.admin.AdminError` (``status``, ``reason``)."""
+    creds = None if token is None else Credentials.parse("token", token)
+    client = admin.AdminClient(http_url, credentials=creds, timeout=timeout)
+    return client.call(method, f"/admin/v2{path}", admin.NO_BODY if body is None else body)
 
 
 class BrokerHttpProc(ServerProc):

@@ -6,6 +6,7 @@ into broker.conf / bookkeeper.conf is consumed by the process's loader."""
 from __future__ import annotations
 
 import argparse
+import logging
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -138,8 +139,9 @@ def test_bookie_file(tmp_path: Path) -> None:
         (
             "broker",
             "broker.conf",
-            "zookeeperServers=zk:2181\n",
-            "unsupported key 'zookeeperServers'",
+            "brokerServicePrt=6650\n",
+            "unknown key 'brokerServicePrt' (line 1), one Apache Pulsar does not know either; "
+            "did you mean 'brokerServicePort'?",
         ),
         (
             "broker",
@@ -149,11 +151,12 @@ def test_bookie_file(tmp_path: Path) -> None:
         ),
         ("broker", "broker.conf", "tokenPublicAlg=HS256\n", "tokenPublicKey's key type"),
         ("broker", "broker.conf", "brokerServicePort=abc\n", "brokerServicePort=abc (line 1)"),
-        ("broker", "broker.conf", "justakey\n", "broker.conf:1: expected key=value"),
+        ("broker", "broker.conf", "# a comment\njustakey\n", "unknown key 'justakey' (line 2)"),
         ("bookie", "bookkeeper.conf", "ledgerDirectories=/a,/b\n", "one directory"),
-        ("bookie", "bookkeeper.conf", "zkServers=zk:2181\n", "unsupported key 'zkServers'"),
+        ("bookie", "bookkeeper.conf", "journalDirectry=/j\n", "did you mean 'journalDirectory'?"),
         ("standalone", "standalone.conf", "managedLedgerDefaultEnsembleSize=2\n", "'1' accepted"),
-        ("standalone", "standalone.conf", "nope=1\n", "unsupported key 'nope'"),
+        ("standalone", "standalone.conf", "nope=1\n", "unknown key 'nope'"),
+        ("proxy", "proxy.conf", "servicePortTsl=6651\n", "did you mean 'servicePortTls'?"),
     ],
 )
 def test_refused_files_name_the_key(
@@ -323,3 +326,66 @@ def test_rendered_offload_keys_configure_the_brokers_offloader(tmp_path: Path) -
     assert args.offload_threshold_seconds == 60
     assert args.offload_deletion_lag_ms == 14400 * 1000
     assert cli.offload_config(cli.parse_args(["broker", "--metadata-url=etcd://e:2379"])) is None
+
+
+def test_advertised_listeners_are_checked_by_the_one_url_parser() -> None:
+    assert conffile.listeners(
+        "internal:pulsar://10.0.0.1:6650, internal:pulsar+ssl://10.0.0.1:6651, external:pulsar://h:1"
+    ) == (
+        ("internal", "pulsar://10.0.0.1:6650"),
+        ("internal", "pulsar+ssl://10.0.0.1:6651"),
+        ("external", "pulsar://h:1"),
+    )
+    for bad, says in (
+        ("external:http://h:1", "pulsar://"),
+        ("a:pulsar+ssl://h:6651/x", "no path"),
+        ("a:pulsar://", "names no host"),
+        ("a:pulsar://h:99999", "port"),
+        ("nameless", "name:pulsar://host:port"),
+    ):
+        with pytest.raises(ValueError, match=says):
+            conffile.listeners(bad)
+
+
+def test_pulsars_own_files_start_magnetar_unchanged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The benchmarks' Apache Pulsar standalone.conf (which Pulsar runs as it is) is read:
+    the keys Magnetar uses set its options, the other Pulsar keys are reported in one line."""
+    conf = Path(__file__).resolve().parents[2] / "bench/peers/standalone.conf"
+    with caplog.at_level(logging.WARNING, logger="magnetar.conffile"):
+        args = cli.parse_args(["standalone", "--config", str(conf)])
+    assert args.bind_address == "127.0.0.1"
+    reports = [r.getMessage() for r in caplog.records]
+    assert len(reports) == 1, reports
+    assert "keys of Apache Pulsar's that Magnetar does not use, ignored" in reports[0]
+    assert "loadManagerClassName" in reports[0] and "journalSyncData" in reports[0]
+
+
+def test_files_are_read_as_java_properties(tmp_path: Path) -> None:
+    """Separators ``=``, ``:`` and blanks, continuation lines and escapes, as Pulsar reads
+    them; line numbers in errors count the file's lines."""
+    conf = write(
+        tmp_path,
+        "broker.conf",
+        "! a comment\n"
+        "clusterName : east\n"
+        "advertisedAddress  broker-1.example\n"
+        "superUserRoles=admin,\\\n"
+        "    ops\n"
+        "brokerServicePort=\\u0036650\n"
+        "zookeeperServers=zk:2181\n",
+    )
+    args = cli.parse_args(["broker", "--config", conf, "--metadata-url", "etcd://h:2379"])
+    assert args.cluster_name == "east"
+    assert args.advertised_address == "broker-1.example"
+    assert args.super_user_roles == ("admin", "ops")
+    assert args.port == 6650
+    bad = write(tmp_path, "broker2.conf", "a=1\nb=\\\n  2\nbrokerServicePort=x\n")
+    with pytest.raises(conffile.ConfigError, match=r"unknown key 'a' \(line 1\)"):
+        conffile.load(Path(bad), conffile.BROKER, conffile.KNOWN["broker"])
+    ok_then_bad = write(
+        tmp_path, "broker3.conf", "clusterName=c\nsuperUserRoles=a,\\\n  b\nwebServicePort=x\n"
+    )
+    with pytest.raises(conffile.ConfigError, match=r"\(line 4\)"):
+        conffile.load(Path(ok_then_bad), conffile.BROKER, conffile.KNOWN["broker"])

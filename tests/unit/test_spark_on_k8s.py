@@ -2,7 +2,8 @@
 Role holds what Spark's driver does with the API and no more, submit.sh builds the
 spark-submit command it documents (run with a stand-in spark-submit), and the
 SparkApplication's arguments are ones the pipeline accepts. The job itself runs on the local
-cluster in e2e/test_spark_on_k8s.py."""
+cluster in e2e/test_pulsarcluster.py (``test_spark_pipeline_as_a_spark_on_k8s_job``, driven by
+e2e/spark_k8s.py)."""
 
 from __future__ import annotations
 

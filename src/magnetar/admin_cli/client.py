@@ -1,25 +1,20 @@
-"""The HTTP side of ``magnetar admin``: one JSON call to the admin REST API.
+"""The HTTP side of ``magnetar admin``: one request per command, through the client layer's
+admin client (:mod:`magnetar.client.admin`: credentials, TLS, redirects, Pulsar's error body).
 
-Standard library only (urllib), so the CLI starts fast and needs nothing of the broker.
-Redirects (``307`` from a broker that does not own a topic) are followed for every method,
-body included, as pulsar-admin does; an HTTP error becomes :class:`AdminCliError` carrying
-``"<status> <reason>"`` from Pulsar's ``{"reason": ...}`` body.
+This module only says what a verb asks for (:class:`Request`, built without I/O so tests can
+check it) and turns the client's errors into :class:`AdminCliError`, which the command line
+prints as ``magnetar admin: <status> <reason>``.
 """
 
 from __future__ import annotations
 
-import json
-import ssl
-import urllib.error
-import urllib.parse
-import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
-MAX_REDIRECTS: Final = 5
-NO_BODY: Final[Any] = object()
-"""A request without a body (``None`` would be sent as JSON ``null``)."""
+from magnetar.client import admin
+from magnetar.client.admin import NO_BODY
+
+__all__ = ["NO_BODY", "AdminCliError", "Client", "Request"]
 
 
 class AdminCliError(Exception):
@@ -32,80 +27,34 @@ class AdminCliError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """One admin API call: what a verb asks for (built without I/O, so tests can check it)."""
+    """One admin API call: what a verb asks for."""
 
     method: str
     path: str
     body: Any = field(default=NO_BODY)
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None  # surfaces as HTTPError 3xx: Client.call follows it itself
-
-
 class Client:
-    def __init__(
-        self,
-        url: str,
-        *,
-        timeout: float = 60.0,
-        headers: Callable[[], dict[str, str]] | None = None,
-        ssl_context: ssl.SSLContext | None = None,
-    ) -> None:
-        """``headers`` gives each call's extra headers (credentials: a token file is re-read
-        per call); ``ssl_context`` verifies an https:// broker (and presents a client
-        certificate when it holds one)."""
-        if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
-            raise AdminCliError(f"--admin-url must be an http:// or https:// URL, got {url!r}", 2)
-        self.base = url.rstrip("/")
-        self.timeout = timeout
-        self._headers = headers
-        handlers: list[urllib.request.BaseHandler] = [_NoRedirect()]
-        if ssl_context is not None:
-            handlers.append(urllib.request.HTTPSHandler(context=ssl_context))
-        self._opener = urllib.request.build_opener(*handlers)
+    """The command line's calls over one :class:`magnetar.client.admin.AdminClient`."""
+
+    def __init__(self, http: admin.AdminClient) -> None:
+        self.http = http
+
+    @classmethod
+    def of(cls, url: str, **options: Any) -> Client:
+        """``AdminClient.of(url, **options)``; bad settings exit 2 naming the problem."""
+        try:
+            return cls(admin.AdminClient.of(url, **options))
+        except admin.AdminConfigError as err:
+            raise AdminCliError(str(err), 2) from None
 
     def call(self, request: Request) -> Any:
         """Send ``request``; the decoded JSON answer (text when not JSON, None when empty)."""
-        url = self.base + request.path
-        data = None if request.body is NO_BODY else json.dumps(request.body).encode()
-        for _ in range(MAX_REDIRECTS + 1):
-            http_request = urllib.request.Request(url, data=data, method=request.method)  # noqa: S310 - scheme checked
-            http_request.add_header("Accept", "application/json")
-            for name, value in (self._headers() if self._headers else {}).items():
-                http_request.add_header(name, value)
-            if data is not None:
-                http_request.add_header("Content-Type", "application/json")
-            try:
-                with self._opener.open(http_request, timeout=self.timeout) as response:
-                    return _decode(response.read())
-            except urllib.error.HTTPError as err:
-                location = err.headers.get("Location") if err.headers else None
-                if err.code in (301, 302, 307, 308) and location:
-                    url = urllib.parse.urljoin(url, location)
-                    continue
-                raise AdminCliError(f"{err.code} {_reason(err)}") from None
-            except urllib.error.URLError as err:
-                raise AdminCliError(f"cannot reach {self.base}: {err.reason}") from None
-            except (TimeoutError, ConnectionError) as err:
-                raise AdminCliError(f"cannot reach {self.base}: {err}") from None
-        raise AdminCliError(f"too many redirects for {request.path}")
-
-
-def _decode(raw: bytes) -> Any:
-    if not raw:
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw.decode(errors="replace")
-
-
-def _reason(err: urllib.error.HTTPError) -> str:
-    text = err.read().decode(errors="replace")
-    try:
-        reason = json.loads(text).get("reason")
-    except (ValueError, AttributeError):
-        reason = None
-    return str(reason or text or err.reason)
+        try:
+            return self.http.call(request.method, request.path, request.body)
+        except admin.AdminError as err:
+            raise AdminCliError(f"{err.status} {err.reason}") from None
+        except admin.AdminUnreachable as err:
+            raise AdminCliError(str(err)) from None
+        except admin.AdminConfigError as err:
+            raise AdminCliError(str(err), 2) from None

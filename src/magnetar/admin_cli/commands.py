@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -220,6 +221,49 @@ def _ns_delete(a: argparse.Namespace) -> Request:
     return Request("DELETE", _ns(a, f"?force={_flag(a.force)}"))
 
 
+@verb("namespaces", "bundles", "the bundle boundaries of a namespace", NAMESPACE)
+def _ns_bundles(a: argparse.Namespace) -> Request:
+    return Request("GET", _ns(a, "/bundles"))
+
+
+def _bundle_range(text: str) -> str:
+    if not re.fullmatch(r"0x[0-9a-fA-F]{8}_0x[0-9a-fA-F]{8}", text):
+        raise argparse.ArgumentTypeError(
+            f"invalid bundle {text!r}: expected a range such as 0x00000000_0x40000000"
+        )
+    return text
+
+
+@verb(
+    "namespaces",
+    "unload",
+    "unload a namespace (every bundle) or one bundle of it; clients reconnect",
+    NAMESPACE,
+    arg("-b", "--bundle", type=_bundle_range, help="one bundle, e.g. 0x00000000_0x40000000"),
+)
+def _ns_unload(a: argparse.Namespace) -> Request:
+    return Request("PUT", _ns(a, f"/{a.bundle}/unload" if a.bundle else "/unload"))
+
+
+@verb(
+    "namespaces",
+    "split-bundle",
+    "split one bundle in two on its owner",
+    NAMESPACE,
+    arg("-b", "--bundle", type=_bundle_range, required=True, help="e.g. 0x00000000_0x40000000"),
+    arg("-u", "--unload", action="store_true", help="unload the halves (placed again)"),
+    arg(
+        "-san",
+        "--split-algorithm-name",
+        choices=["range_equally_divide", "topic_count_equally_divide"],
+        default="range_equally_divide",
+    ),
+)
+def _ns_split(a: argparse.Namespace) -> Request:
+    query = f"?unload={_flag(a.unload)}&splitAlgorithmName={a.split_algorithm_name}"
+    return Request("PUT", _ns(a, f"/{a.bundle}/split{query}"))
+
+
 @verb("namespaces", "policies", "all policies of a namespace", NAMESPACE)
 def _ns_policies(a: argparse.Namespace) -> Request:
     return Request("GET", _ns(a))
@@ -296,6 +340,11 @@ def _ns_revoke_sub(a: argparse.Namespace) -> Request:
 @verb("topics", "permissions", "the roles granted on a topic (namespace grants included)", TOPIC)
 def _topic_permissions(a: argparse.Namespace) -> Request:
     return Request("GET", _topic(a, "/permissions"))
+
+
+@verb("topics", "bundle-range", "the namespace bundle the topic's name hashes into", TOPIC)
+def _topic_bundle_range(a: argparse.Namespace) -> Request:
+    return Request("GET", f"/lookup/v2/topic/{topic_path(a.topic)}/bundle")
 
 
 @verb("topics", "grant-permission", "grant actions on a topic", TOPIC, ROLE, ACTIONS)

@@ -6,7 +6,7 @@ Why this module exists: a user of a secured cluster configures pulsar-admin once
 named by ``--client-conf`` or the ``PULSAR_CLIENT_CONF`` environment variable, and overrides
 it with ``--auth-plugin``, ``--auth-params``, ``--tls-trust-cert-path``,
 ``--tls-allow-insecure`` and ``--tls-enable-hostname-verification``. The same file works for
-both tools. Credentials come from :mod:`magnetar.security.client_auth`.
+both tools. The client is the client layer's (:mod:`magnetar.client.admin`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ from pathlib import Path
 from typing import Final
 
 from magnetar.admin_cli.client import AdminCliError, Client
-from magnetar.security import tls
-from magnetar.security.client_auth import Credentials, CredentialsError
 
 DEFAULT_URL: Final = "http://127.0.0.1:8080"
 _CONF_KEYS: Final = {
@@ -92,24 +90,15 @@ def settings(args: argparse.Namespace) -> dict[str, str]:
 def client(args: argparse.Namespace) -> Client:
     """The HTTP client the command line and client.conf describe."""
     conf = settings(args)
-    creds: Credentials | None = None
-    if conf.get("auth_plugin"):
-        try:
-            creds = Credentials.parse(conf["auth_plugin"], conf.get("auth_params", ""))
-        except CredentialsError as err:
-            raise AdminCliError(str(err), 2) from None
-    context = None
-    if conf["admin_url"].startswith("https:"):
-        settings_ = tls.TlsSettings(
-            trust=conf.get("tls_trust_cert_path"),
-            allow_insecure=conf.get("tls_allow_insecure", "false").lower() == "true",
-            verify_hostname=conf.get("tls_enable_hostname_verification", "false").lower() == "true",
-            certificate=creds.cert_file if creds is not None else None,
-            key=creds.key_file if creds is not None else None,
-        )
-        try:
-            context = tls.client_context(settings_)
-        except tls.TlsConfigError as err:
-            raise AdminCliError(str(err), 2) from None
-    headers = creds.http_headers if creds is not None else None
-    return Client(conf["admin_url"], headers=headers, ssl_context=context)
+    return Client.of(
+        conf["admin_url"],
+        auth_plugin=conf.get("auth_plugin"),
+        auth_params=conf.get("auth_params"),
+        tls_trust_certs_file=conf.get("tls_trust_cert_path"),
+        tls_allow_insecure=_true(conf.get("tls_allow_insecure")),
+        tls_verify_hostname=_true(conf.get("tls_enable_hostname_verification")),
+    )
+
+
+def _true(value: str | None) -> bool:
+    return (value or "false").strip().lower() == "true"

@@ -50,40 +50,45 @@ class Access:
         return self.rules.enabled
 
     def acting_role(self, identity: Identity | None, original_principal: str | None) -> str | None:
+        """The role named in refusals: the original principal of a proxy's connection."""
         if identity is None:
             return None
         return self.rules.acting_role(identity.role, original_principal)
 
+    def _checked(
+        self, identity: Identity | None, original_principal: str | None
+    ) -> tuple[str, ...]:
+        """The roles that must all be allowed (a proxy role and the client it acts for)."""
+        if identity is None:
+            return ()
+        return self.rules.checked_roles(identity.role, original_principal)
+
     def is_super_user(
         self, identity: Identity | None, original_principal: str | None = None
     ) -> bool:
-        """Authorization off, or the (acting) role is a super-user."""
+        """Authorization off, or every checked role is a super-user."""
         if not self.rules.enabled:
             return True
-        return self.rules.is_super_user(self.acting_role(identity, original_principal))
+        roles = self._checked(identity, original_principal)
+        return bool(roles) and all(self.rules.is_super_user(role) for role in roles)
 
     async def may_administer_tenant(
         self, identity: Identity | None, tenant: str, original_principal: str | None = None
     ) -> bool:
-        """Super-user, or one of the tenant's ``adminRoles``."""
+        """Super-user, or one of the tenant's ``adminRoles`` (each checked role)."""
         if self.is_super_user(identity, original_principal):
             return True
-        role = self.acting_role(identity, original_principal)
-        if role is None:
+        roles = self._checked(identity, original_principal)
+        if not roles:
             return False
-        return role in (await self._cache.tenant_admins(tenant) or ())
+        admins = await self._cache.tenant_admins(tenant) or ()
+        return all(self.rules.is_super_user(role) or role in admins for role in roles)
 
-    async def _grants(
-        self, identity: Identity | None, original_principal: str | None, tenant: str, ns: str
-    ) -> tuple[str, tuple[str, ...], Any] | None:
-        """(acting role, the tenant's admins, the namespace's auth_policies) for a role that
-        is not a super-user; None when no role acts."""
-        role = self.acting_role(identity, original_principal)
-        if role is None:
-            return None
+    async def _grants(self, tenant: str, ns: str) -> tuple[tuple[str, ...], Any]:
+        """(the tenant's admins, the namespace's auth_policies)."""
         policies_ = await self._cache.namespace(tenant, ns)
         admins = await self._cache.tenant_admins(tenant) or ()
-        return role, admins, policies_.raw.get("auth_policies") if policies_ else None
+        return admins, policies_.raw.get("auth_policies") if policies_ else None
 
     async def may(
         self,
@@ -94,21 +99,27 @@ class Access:
         original_principal: str | None = None,
         subscription: str | None = None,
     ) -> bool:
-        """Whether ``op`` on ``topic`` is allowed (always, with authorization off)."""
+        """Whether ``op`` on ``topic`` is allowed (always, with authorization off). Through
+        a proxy both the proxy's role and the original principal must be allowed, as in
+        Pulsar's AuthorizationService."""
         if self.is_super_user(identity, original_principal):
             return True
-        grants = await self._grants(identity, original_principal, topic.tenant, topic.namespace)
-        if grants is None:
+        roles = self._checked(identity, original_principal)
+        if not roles:
             return False
-        role, admins, auth = grants
-        return authz.topic_allowed(
-            op,
-            role=role,
-            tenant_admins=admins,
-            auth_policies=auth,
-            topic=topic.full_name,
-            base_topic=topic.base_name.full_name if topic.is_partition else None,
-            subscription=subscription,
+        admins, auth = await self._grants(topic.tenant, topic.namespace)
+        return all(
+            self.rules.is_super_user(role)
+            or authz.topic_allowed(
+                op,
+                role=role,
+                tenant_admins=admins,
+                auth_policies=auth,
+                topic=topic.full_name,
+                base_topic=topic.base_name.full_name if topic.is_partition else None,
+                subscription=subscription,
+            )
+            for role in roles
         )
 
     async def check_namespace(
@@ -124,10 +135,14 @@ class Access:
         whole (its own grants; a grant on one topic does not count)."""
         if self.is_super_user(identity, original_principal):
             return
-        grants = await self._grants(identity, original_principal, tenant, namespace)
-        if grants is not None:
-            role, admins, auth = grants
-            if authz.namespace_allowed(op, role=role, tenant_admins=admins, auth_policies=auth):
+        roles = self._checked(identity, original_principal)
+        if roles:
+            admins, auth = await self._grants(tenant, namespace)
+            if all(
+                self.rules.is_super_user(role)
+                or authz.namespace_allowed(op, role=role, tenant_admins=admins, auth_policies=auth)
+                for role in roles
+            ):
                 return
         self._refuse(identity, original_principal, op, f"{tenant}/{namespace}")
 
@@ -197,6 +212,8 @@ def route_rule(method: str, route: str, *, authenticate_metrics: bool) -> RouteR
     if route == "/status.html":
         return RouteRule(Need.NOTHING)  # Pulsar's status page: for probes and load balancers
     if route.startswith("/lookup/v2/topic/"):
+        if route.endswith("/bundle"):
+            return RouteRule(Need.SUPER_USER)  # Pulsar: validateSuperUserAccess
         return RouteRule(Need.TOPIC, TopicOp.LOOKUP)
     if route.startswith("/admin/v2/tenants/{tenant}"):
         # Pulsar (checked against 4.0.7 here): creating a tenant is a super-user's; reading,
@@ -204,6 +221,10 @@ def route_rule(method: str, route: str, *, authenticate_metrics: bool) -> RouteR
         return RouteRule(Need.SUPER_USER if method == "PUT" else Need.TENANT_ADMIN)
     if route == "/admin/v2/namespaces/{tenant}/{namespace}/topics" and method == "GET":
         return RouteRule(Need.NAMESPACE)  # Pulsar's GET_TOPICS: produce or consume suffices
+    if route.startswith("/admin/v2/namespaces/{tenant}/{namespace}") and route.endswith(
+        ("/unload", "/split")
+    ):
+        return RouteRule(Need.SUPER_USER)  # Pulsar: namespace and bundle unload, split
     if route.startswith("/admin/v2/namespaces/{tenant}"):
         return RouteRule(Need.TENANT_ADMIN)
     if route.startswith(_SCHEMA_ROUTE):

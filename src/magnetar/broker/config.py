@@ -13,7 +13,27 @@ from magnetar.common import grpctls
 from magnetar.managed_ledger.api import ManagedLedgerConfig
 from magnetar.offload.config import S3Config
 from magnetar.security.config import SecurityConfig
-from magnetar.wire import frames
+from magnetar.wire import frames, urls
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """One of Pulsar's advertisedListeners: its name and URLs."""
+
+    name: str
+    url: str
+    """``pulsar://host:port``."""
+    url_tls: str = ""
+    """``pulsar+ssl://host:port`` ("" when the broker has no TLS port)."""
+
+
+def group_listeners(pairs: tuple[tuple[str, str], ...]) -> tuple[Listener, ...]:
+    """advertisedListeners' (name, URL) pairs as listeners, in the order of the names'
+    first appearance (BrokerConfig has checked them)."""
+    found: dict[str, dict[bool, str]] = {}
+    for name, url in pairs:
+        found.setdefault(name, {})[urls.parse_broker_url(url)[1]] = url
+    return tuple(Listener(n, u.get(False, ""), u.get(True, "")) for n, u in found.items())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -33,9 +53,11 @@ class BrokerConfig:
     advertised_address: str = "127.0.0.1"
     """Host part of the URLs lookups hand out: the address clients reach this broker at."""
     advertised_listeners: tuple[tuple[str, str], ...] = ()
-    """Pulsar's advertisedListeners: (name, ``pulsar://host:port``) pairs. A lookup naming a
-    listener (the client's ``listenerName``) answers that listener's URL; one naming an
-    unknown listener fails. Empty: lookups answer ``pulsar://advertised_address:port``."""
+    """Pulsar's advertisedListeners: (name, ``pulsar://host:port`` or
+    ``pulsar+ssl://host:port``) pairs, each name with one ``pulsar://`` URL and, when the
+    broker has a TLS port, one ``pulsar+ssl://`` URL. A lookup naming a listener (the
+    client's ``listenerName``) answers that listener's URLs; one naming an unknown listener
+    fails. Empty: lookups answer ``pulsar://advertised_address:port`` (and the TLS URL)."""
     internal_listener_name: str | None = None
     """internalListenerName: the listener brokers, the proxy and clients naming no listener
     use (its URL is this broker's service URL); default the first listener."""
@@ -129,38 +151,74 @@ class BrokerConfig:
             raise ValueError(
                 "a TLS port is set but tlsCertificateFilePath / tlsKeyFilePath are not"
             )
-        names = [name for name, _ in self.advertised_listeners]
-        if len(set(names)) != len(names):
-            raise ValueError(f"advertised listeners: a name is given twice in {names}")
+        self._check_listeners()
+
+    def _check_listeners(self) -> None:
+        """Pulsar's rules for advertisedListeners (its MultipleListenerValidator): per name
+        one ``pulsar://`` URL, and one ``pulsar+ssl://`` URL exactly when brokerServicePortTls
+        is set; no host:port under two names; internalListenerName among them."""
+        schemes: dict[str, list[str]] = {}
+        owner_of: dict[str, str] = {}
         for name, url in self.advertised_listeners:
-            if not name or not url.startswith("pulsar://"):
+            if not name:
+                raise ValueError(f"advertised listener {url!r} has no name (name:{url})")
+            try:
+                address, tls = urls.parse_broker_url(url)
+            except urls.BadUrlError as err:
+                raise ValueError(f"advertised listener {name!r}: {err}") from None
+            scheme = urls.TLS_SCHEME if tls else urls.PLAIN_SCHEME
+            if scheme in schemes.setdefault(name, []):
+                raise ValueError(f"advertised listener {name!r}: a second {scheme}:// URL")
+            schemes[name].append(scheme)
+            other = owner_of.setdefault(str(address), name)
+            if other != name:
+                raise ValueError(f"advertised listeners {other!r} and {name!r} both name {address}")
+        for name, found in schemes.items():
+            if urls.PLAIN_SCHEME not in found:
+                raise ValueError(f"advertised listener {name!r} has no pulsar:// URL")
+            if self.tls_port is None and urls.TLS_SCHEME in found:
                 raise ValueError(
-                    f"advertised listener {name!r}: expected name:pulsar://host:port, got {url!r}"
-                    " (TLS listeners are not implemented)"
+                    f"advertised listener {name!r} has a pulsar+ssl:// URL but the broker "
+                    "has no TLS port (brokerServicePortTls)"
                 )
-        if self.internal_listener_name and self.internal_listener_name not in names:
+            if self.tls_port is not None and urls.TLS_SCHEME not in found:
+                raise ValueError(
+                    f"advertised listener {name!r} has no pulsar+ssl:// URL, and the broker "
+                    "has a TLS port (brokerServicePortTls)"
+                )
+        if self.internal_listener_name and self.internal_listener_name not in schemes:
             raise ValueError(
                 f"internal listener {self.internal_listener_name!r} is not among the advertised "
-                f"listeners {names}"
+                f"listeners {list(schemes)}"
             )
+
+    def _internal_listener(self) -> Listener | None:
+        """The internal listener (None without advertised listeners)."""
+        if not self.advertised_listeners:
+            return None
+        name = self.internal_listener_name or self.advertised_listeners[0][0]
+        return next(x for x in group_listeners(self.advertised_listeners) if x.name == name)
 
     @property
     def service_url(self) -> str:
         """The internal listener's URL, or ``pulsar://advertised_address:port`` (the TLS
         URL when plaintext is off)."""
-        if self.advertised_listeners:
-            listeners = dict(self.advertised_listeners)
-            name = self.internal_listener_name or self.advertised_listeners[0][0]
-            return listeners[name]
+        internal = self._internal_listener()
+        if internal:
+            return internal.url
         if self.port is None:
             return self.service_url_tls
         return f"pulsar://{self.advertised_address}:{self.port}"
 
     @property
     def service_url_tls(self) -> str:
-        """``pulsar+ssl://advertised_address:tls_port``, or "" without a TLS port."""
+        """The internal listener's ``pulsar+ssl://`` URL, else
+        ``pulsar+ssl://advertised_address:tls_port``; "" without a TLS port."""
         if self.tls_port is None:
             return ""
+        internal = self._internal_listener()
+        if internal:
+            return internal.url_tls
         return f"pulsar+ssl://{self.advertised_address}:{self.tls_port}"
 
     @property

@@ -258,6 +258,25 @@ class ServerConnection:
             except AuthenticationError as err:
                 self._refuse_credentials(str(err))
                 return
+            rules = self.service.access.rules
+            if rules.enabled and not rules.valid_original_principal(
+                self.identity.role, self.original_principal
+            ):
+                log.info(
+                    "%s: role %r with original principal %r: invalid roles; closing",
+                    self.remote_address,
+                    self.identity.role,
+                    self.original_principal,
+                )
+                self.send_command(
+                    commands.error(
+                        request_id=_NO_REQUEST,
+                        error=pb.AuthorizationError,
+                        message="Invalid roles.",
+                    )
+                )
+                self.close()
+                return
             self._schedule_refresh()
         self.connected = True
         self._t.write(

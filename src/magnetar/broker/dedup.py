@@ -39,7 +39,7 @@ from magnetar.managed_ledger.api import (
     Position,
 )
 from magnetar.metadata import keys
-from magnetar.wire import frames
+from magnetar.wire import batch, frames
 from magnetar.wire.errors import WireError
 
 log = logging.getLogger(__name__)
@@ -129,13 +129,14 @@ class Deduplication:
                 count += 1
                 self._last_position = entry.position
                 try:
-                    meta = frames.parse_message_metadata(split_entry(entry.data)[0])
+                    raw_meta, payload = split_entry(entry.data)
+                    meta = frames.parse_message_metadata(raw_meta)
+                    if meta.HasField("chunk_id") and meta.chunk_id < meta.num_chunks_from_msg - 1:
+                        continue
+                    seq = batch.highest_sequence_id(meta, payload)
                 except WireError as exc:
                     log.warning("%s: replay of %s: %s", self._ml.name, entry.position, exc)
                     continue
-                if meta.HasField("chunk_id") and meta.chunk_id < meta.num_chunks_from_msg - 1:
-                    continue
-                seq = max(meta.sequence_id, meta.highest_sequence_id)
                 name = meta.producer_name
                 if seq > self.persisted.get(name, -1):
                     self.persisted[name] = seq
@@ -170,6 +171,19 @@ class Deduplication:
             return Verdict.IN_FLIGHT
         self.pushed[producer] = highest_sequence_id
         return Verdict.NEW
+
+    @staticmethod
+    def highest_sequence_id(data: bytes) -> int | None:
+        """The highest sequence id of a SEND's entry whose command did not say it (a batch
+        from a C++-based client): its last message's (wire.batch.highest_sequence_id), so a
+        producer reconnecting after a crash is told the last id really stored, and an
+        overlapping resend is dropped, where Pulsar records the batch's first id; None for an
+        entry that does not parse (the SEND is then judged by its first id)."""
+        try:
+            raw_meta, payload = split_entry(data)
+            return batch.highest_sequence_id(frames.parse_message_metadata(raw_meta), payload)
+        except WireError:
+            return None
 
     def stored(self, producer: str, highest_sequence_id: int, position: Position) -> None:
         """A NEW entry is durable: record it, and snapshot every ``entries_interval``."""

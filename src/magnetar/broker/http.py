@@ -106,6 +106,19 @@ async def _lookup(request: web.Request) -> web.Response:
     )
 
 
+async def _bundle_of_topic(request: web.Request) -> web.Response:
+    """The range of the namespace bundle a topic hashes into (``topics bundle-range``; the
+    topic need not exist), as Pulsar answers it: the bare ``0x..._0x...`` text."""
+    service = request.app[SERVICE]
+    m = request.match_info
+    name = f"{m['domain']}://{m['tenant']}/{m['namespace']}/{m['topic']}"
+    try:
+        bundle = await service.bundle(service.parse_topic(name))
+    except BrokerError as err:
+        return error_response(err)
+    return web.Response(text=bundle.range, content_type="application/json")
+
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -204,6 +217,9 @@ def build_app(service: BrokerService, *, extensions: Iterable[Extension] = ()) -
     app.router.add_get("/admin/v2/brokers/health", _health)
     app.router.add_get("/status.html", _status)
     app.router.add_get("/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}", _lookup)
+    app.router.add_get(
+        "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}/bundle", _bundle_of_topic
+    )
     for extend in extensions:
         extend(app)
     return app

@@ -1,12 +1,13 @@
 """Who serves which topic: namespace bundles, leased ownership, broker registration, load.
 
-A namespace's 32-bit hash space is split into bundles (its policies hold the
-boundaries); a topic belongs to the bundle its full name hashes into (Murmur3-32, as
-Pulsar). A broker serves a bundle while it holds ``keys.bundle_owner(...)`` under its
-session (create-only, so exactly one broker wins). Live brokers register under
-``keys.broker(...)`` and publish a load report under ``keys.broker_load(...)``; an unowned
-bundle is assigned to the least-loaded live broker. When the session is lost, every
-ownership goes with it: the service unloads the topics and takes a new session.
+A namespace's 32-bit hash space is split into bundles (its policies hold the boundaries); a
+topic belongs to the bundle its full name hashes into (CRC32 of the UTF-8 name, unsigned, as
+Pulsar's NamespaceBundleFactory with Guava's ``Hashing.crc32()``). A broker serves a bundle
+while it holds ``keys.bundle_owner(...)`` under its session (create-only, so exactly one
+broker wins). Live brokers register under ``keys.broker(...)`` and publish a load report
+under ``keys.broker_load(...)``; an unowned bundle is assigned to the least-loaded live
+broker. When the session is lost, every ownership goes with it: the service unloads the
+topics and takes a new session.
 
 This module only talks to the metadata store; the service decides what to do with answers.
 """
@@ -19,11 +20,12 @@ import functools
 import itertools
 import json
 import logging
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
 from magnetar import __version__
-from magnetar.common.hashing import murmur3_32
+from magnetar.broker.config import Listener
 from magnetar.metadata import api, keys
 from magnetar.wire.topics import TopicName
 
@@ -32,7 +34,9 @@ log = logging.getLogger(__name__)
 
 @functools.lru_cache(maxsize=65536)
 def topic_hash(full_name: str) -> int:
-    return murmur3_32(full_name.encode())
+    """Where ``full_name`` (``persistent://t/ns/name``, a partition's own name for a
+    partition) falls in a namespace's 32-bit hash space."""
+    return zlib.crc32(full_name.encode())
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -80,9 +84,9 @@ class BrokerInfo:
     broker_id: str
     service_url: str
     web_service_url: str
-    listeners: tuple[tuple[str, str], ...] = ()
-    """Pulsar's advertisedListeners: (name, pulsar:// URL) pairs; lookups naming a listener
-    answer its URL (``service_url`` is the internal listener's)."""
+    listeners: tuple[Listener, ...] = ()
+    """Pulsar's advertisedListeners; lookups naming a listener answer its URLs
+    (``service_url`` and ``service_url_tls`` are the internal listener's)."""
     service_url_tls: str = ""
     """``pulsar+ssl://`` URL of the TLS listener ("" without one)."""
     web_service_url_tls: str = ""
@@ -92,15 +96,20 @@ class BrokerInfo:
         url = self.web_service_url_tls if tls and self.web_service_url_tls else self.web_service_url
         return url.rstrip("/")
 
-    def url_for(self, listener: str | None) -> str | None:
-        """The service URL a client naming ``listener`` gets (None: no such listener)."""
-        if not listener:
-            return self.service_url
-        return dict(self.listeners).get(listener)
+    def listener(self, name: str | None) -> Listener | None:
+        """The URLs a client naming listener ``name`` gets: the broker's own when it names
+        none; None: no such listener."""
+        if not name:
+            return Listener("", self.service_url, self.service_url_tls)
+        return next((x for x in self.listeners if x.name == name), None)
 
     def listeners_json(self) -> dict[str, dict[str, str]]:
         """As Pulsar's BrokerLookupData writes them."""
-        return {name: {"brokerServiceUrl": url} for name, url in self.listeners}
+        return {
+            x.name: {"brokerServiceUrl": x.url}
+            | ({"brokerServiceUrlTls": x.url_tls} if x.url_tls else {})
+            for x in self.listeners
+        }
 
     def to_json(self) -> bytes:
         return json.dumps(
@@ -129,12 +138,15 @@ class BrokerInfo:
         )
 
 
-def parse_listeners(raw: Any) -> tuple[tuple[str, str], ...]:
-    """``{"name": {"brokerServiceUrl": url}}`` as stored -> (name, url) pairs."""
+def parse_listeners(raw: Any) -> tuple[Listener, ...]:
+    """``{"name": {"brokerServiceUrl": url, "brokerServiceUrlTls": url}}`` as stored ->
+    listeners."""
     if not isinstance(raw, dict):
         return ()
     return tuple(
-        (str(name), str(entry["brokerServiceUrl"]))
+        Listener(
+            str(name), str(entry["brokerServiceUrl"]), str(entry.get("brokerServiceUrlTls") or "")
+        )
         for name, entry in raw.items()
         if isinstance(entry, dict) and entry.get("brokerServiceUrl")
     )
@@ -156,6 +168,9 @@ class Ownership:
         self.me = me
         self.session: api.Session | None = None
         self.owned: set[Bundle] = set()
+        self.releasing: set[Bundle] = set()
+        """Owned bundles being unloaded: lookups of them answer ServiceNotReady until the
+        ownership is given up, so no client reloads a topic on the way out."""
 
     # --- session and registration ----------------------------------------------------------
 

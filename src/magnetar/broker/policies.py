@@ -11,6 +11,7 @@ records with the same JSON shapes, which are Pulsar's ``Policies``/``TenantInfo`
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import logging
 import time
@@ -30,7 +31,9 @@ log = logging.getLogger(__name__)
 FULL_RANGE = 0x1_0000_0000
 """Bundles split the 32-bit hash space [0, 2**32)."""
 
-_CACHE_TTL_S = 2.0
+CACHE_TTL_S = 2.0
+"""How long a broker trusts a namespace's cached policies: a bundle split waits this long
+(and a half) before the old layout is given up everywhere."""
 
 
 def bundle_boundaries(num_bundles: int) -> list[int]:
@@ -136,6 +139,27 @@ async def ensure_defaults(
         log.info("created namespace public/default with %d bundles", num_bundles)
 
 
+async def replace_boundary(
+    store: api.MetadataStore, tenant: str, namespace: str, *, old: str, boundary: int
+) -> None:
+    """Split the bundle ``old`` (its ``0x..._0x...`` range) of a namespace at ``boundary`` in
+    the stored policies, by compare-and-swap; ValueError when ``old`` is no longer one of its
+    bundles (split or changed meanwhile)."""
+    key = keys.namespace(tenant, namespace)
+    record = await store.get(key)
+    if record is None:
+        raise ValueError(f"namespace {tenant}/{namespace} does not exist")
+    data = json.loads(record.value) if record.value else {}
+    current = NamespacePolicies.from_json(record.value).boundaries
+    lower, _, upper = old.partition("_")
+    pairs = list(itertools.pairwise(current))
+    if (int(lower, 16), int(upper, 16)) not in pairs:
+        raise ValueError(f"{old} is not a bundle of {tenant}/{namespace} any more")
+    bounds = sorted({*current, boundary})
+    data["bundles"] = {"boundaries": [_hex(b) for b in bounds], "numBundles": len(bounds) - 1}
+    await store.put(key, json.dumps(data).encode(), expected_version=record.version)
+
+
 class PolicyCache:
     """Namespace policies and partitioned-topic metadata with a short expiry (they change
     rarely and only through the admin API; lookups and topic creation read them often)."""
@@ -156,7 +180,7 @@ class PolicyCache:
         if record is not None:
             data = json.loads(record.value) if record.value else {}
             roles = tuple(str(r) for r in data.get("adminRoles") or ())
-        self._tenants[tenant] = (now + _CACHE_TTL_S, roles)
+        self._tenants[tenant] = (now + CACHE_TTL_S, roles)
         return roles
 
     async def namespace(self, tenant: str, namespace: str) -> NamespacePolicies | None:
@@ -168,7 +192,7 @@ class PolicyCache:
             return hit[1]
         record = await self._store.get(key)
         value = NamespacePolicies.from_json(record.value) if record is not None else None
-        self._ns[key] = (now + _CACHE_TTL_S, value)
+        self._ns[key] = (now + CACHE_TTL_S, value)
         return value
 
     def invalidate(self) -> None:

@@ -181,9 +181,15 @@ class Producer:
         if topic.fenced_reason is not None:
             self._send_error(sequence_id, topic.fenced_error, topic.fenced_reason)
             return
-        op = _Pending(sequence_id, highest_sequence_id)
         dedup = topic.dedup
-        if dedup is not None and dedup.enabled and not (is_chunk and not _is_last_chunk(data)):
+        if dedup is not None and (not dedup.enabled or (is_chunk and not _is_last_chunk(data))):
+            dedup = None  # not judged: deduplication is off, or a chunk before the last
+        if dedup is not None and highest_sequence_id == sequence_id and num_messages > 1:
+            derived = dedup.highest_sequence_id(data)
+            if derived is not None:
+                highest_sequence_id = derived
+        op = _Pending(sequence_id, highest_sequence_id)
+        if dedup is not None:
             verdict = dedup.check(self.name, sequence_id, highest_sequence_id)
             if verdict is not Verdict.NEW:
                 op.done = True

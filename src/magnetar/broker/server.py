@@ -33,7 +33,6 @@ from magnetar.metadata import api, open_store
 from magnetar.offload.config import S3Config
 from magnetar.offload.offloader import Offloader
 from magnetar.security import listener
-from magnetar.security import metrics as security_metrics
 from magnetar.security.tls import ServerTls
 
 log = logging.getLogger(__name__)
@@ -93,24 +92,16 @@ class BrokerServer:
     async def _bind(
         self, factory: Callable[[], asyncio.BaseProtocol], port: int, *, tls: str | None = None
     ) -> tuple[asyncio.Server, int]:
-        """A listener on ``port``; with ``tls`` (the listener's name), TLS with its own
-        context whose refused handshakes are logged and counted."""
-        cfg = self.service.config
-        context = None
-        if tls is not None:
-            assert self.tls is not None
-            context = listener.observe(self.tls.context(), listener=tls)
-        server = await asyncio.get_running_loop().create_server(
+        """A listener on ``port``, not serving yet; with ``tls`` (the listener's name), TLS
+        with its own context whose refused handshakes are logged and counted."""
+        return await listener.bind(
             factory,
-            host=cfg.bind_address,
+            host=self.service.config.bind_address,
             port=port,
-            reuse_address=True,
-            backlog=1024,
+            tls=self.tls,
+            listener=tls,
             start_serving=False,
-            ssl=context,
-            ssl_handshake_timeout=listener.HANDSHAKE_TIMEOUT_S if context else None,
         )
-        return server, int(server.sockets[0].getsockname()[1])
 
     async def listen(self) -> None:
         """Bind the binary-protocol ports (and fix port 0 up to the bound port) before the
@@ -142,7 +133,9 @@ class BrokerServer:
         for server in self._servers:
             await server.start_serving()
         if self.tls is not None:
-            self._refresh_task = asyncio.get_running_loop().create_task(self._refresh_tls())
+            self._refresh_task = asyncio.get_running_loop().create_task(
+                listener.keep_refreshed(self.tls, self.service.config.security.tls_refresh_s)
+            )
 
     def _new_connection(self) -> FrameTransport:
         cnx = ServerConnection(self.service, on_closed=self.connections.discard)
@@ -168,17 +161,6 @@ class BrokerServer:
         for server in self._http_servers:
             await server.start_serving()
         self._reconfigure(bound)
-
-    async def _refresh_tls(self) -> None:
-        assert self.tls is not None
-        interval = self.service.config.security.tls_refresh_s
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                if self.tls.refresh():
-                    security_metrics.TLS_RELOADS.inc()
-            except Exception:
-                log.exception("TLS certificate refresh failed; keeping the current one")
 
     async def stop(self) -> None:
         if self._refresh_task is not None:

@@ -29,7 +29,7 @@ from typing import Any
 from magnetar.broker import access, policies, schemas
 from magnetar.broker.compaction.service import TopicCompaction
 from magnetar.broker.compaction.view import CompactedTopic
-from magnetar.broker.config import BrokerConfig
+from magnetar.broker.config import BrokerConfig, group_listeners
 from magnetar.broker.contracts import (
     BrokerError,
     TopicSubscriptions,
@@ -66,7 +66,7 @@ def _info(config: BrokerConfig) -> BrokerInfo:
         config.broker_id,
         config.service_url,
         config.web_service_url,
-        listeners=config.advertised_listeners,
+        listeners=group_listeners(config.advertised_listeners),
         service_url_tls=config.service_url_tls,
         web_service_url_tls=config.web_service_url_tls,
     )
@@ -75,16 +75,16 @@ def _info(config: BrokerConfig) -> BrokerInfo:
 def _answer(broker: BrokerInfo, listener: str | None, *, redirect: bool = False) -> LookupAnswer:
     """A lookup answer naming ``broker``'s URL for ``listener``; a listener the broker does
     not advertise fails the lookup (as Pulsar: ServiceNotReady naming it)."""
-    url = broker.url_for(listener)
-    if url is None:
+    chosen = broker.listener(listener)
+    if chosen is None:
         raise BrokerError(
             pb.ServiceNotReady, f"the broker {broker.broker_id} does not have listener {listener!r}"
         )
     return LookupAnswer(
-        url,
+        chosen.url,
         redirect=redirect,
         authoritative=redirect,
-        service_url_tls=broker.service_url_tls if not listener else "",
+        service_url_tls=chosen.url_tls,
         web_service_url=broker.web_service_url,
         web_service_url_tls=broker.web_service_url_tls,
     )
@@ -225,6 +225,68 @@ class BrokerService:
         await topic.close(reason=reason)
         return True
 
+    async def unload_bundle(self, bundle: Bundle) -> int:
+        """Close the topics of ``bundle`` served here and give up its ownership (``namespaces
+        unload``): their clients reconnect through lookup, which places the bundle again
+        (possibly here). Lookups of the bundle answer ServiceNotReady meanwhile. Returns how
+        many topics were closed."""
+        self.ownership.releasing.add(bundle)
+        try:
+            names = [
+                name
+                for name, topic in list(self.topics.items())
+                if topic.name.namespace_name == bundle.namespace_name
+                and await self.bundle(topic.name) == bundle
+            ]
+            await asyncio.gather(*(self.unload(n, reason="bundle unloaded") for n in names))
+            await self.ownership.release(bundle)
+        finally:
+            self.ownership.releasing.discard(bundle)
+        log.info("bundle %s unloaded: %d topics closed", bundle, len(names))
+        return len(names)
+
+    async def split_bundle(self, bundle: Bundle, boundary: int, *, unload: bool) -> list[Bundle]:
+        """Split the owned ``bundle`` at ``boundary`` (Pulsar's ``split-bundle``): this broker
+        takes the two halves' ownership first, writes the namespace's new boundaries by
+        compare-and-swap, and keeps serving the bundle's topics in their half, so clients
+        see nothing (with ``unload`` the halves are then unloaded and placed again). Lookups
+        of the old bundle answer ServiceNotReady until every broker's policy cache has
+        expired (policies.CACHE_TTL_S), so none serves a topic by the old layout; then the
+        old ownership goes. Returns the two halves."""
+        halves = [
+            Bundle(bundle.tenant, bundle.namespace, bundle.lower, boundary),
+            Bundle(bundle.tenant, bundle.namespace, boundary, bundle.upper),
+        ]
+        self.ownership.releasing.add(bundle)
+        taken: list[Bundle] = []
+        try:
+            for half in halves:
+                owner = await self._acquire(half)
+                if owner.broker.broker_id != self.me.broker_id:
+                    raise BrokerError(pb.ServiceNotReady, f"bundle {half} is owned elsewhere")
+                taken.append(half)
+            await policies.replace_boundary(
+                self.store, bundle.tenant, bundle.namespace, old=bundle.range, boundary=boundary
+            )
+            self.policies_changed()
+            await asyncio.sleep(policies.CACHE_TTL_S * 1.5)
+            await self.ownership.release(bundle)
+        except BaseException:
+            for half in taken:
+                await self.ownership.release(half)
+            raise
+        finally:
+            self.ownership.releasing.discard(bundle)
+        log.info("bundle %s split at 0x%08x", bundle, boundary)
+        if unload:
+            for half in halves:
+                await self.unload_bundle(half)
+        return halves
+
+    def _check_not_releasing(self, bundle: Bundle) -> None:
+        if bundle in self.ownership.releasing:
+            raise BrokerError(pb.ServiceNotReady, f"bundle {bundle} is being unloaded; retry")
+
     def _topic_fenced(self, topic: Topic) -> None:
         if self.topics.get(topic.full_name) is topic:
             del self.topics[topic.full_name]
@@ -274,6 +336,7 @@ class BrokerService:
         """Where ``topic`` is served; ``listener`` (the client's listenerName) picks which
         of the serving broker's advertised listeners the answer names."""
         bundle = await self.bundle(topic)
+        self._check_not_releasing(bundle)
         if self.ownership.is_owned(bundle):
             return _answer(self.me, listener)
         owner = await self.ownership.owner_of(bundle)
@@ -300,6 +363,7 @@ class BrokerService:
         """Raise ServiceNotReady unless this broker owns the topic (taking an unowned
         bundle, as a lookup would have)."""
         bundle = await self.bundle(topic)
+        self._check_not_releasing(bundle)
         if self.ownership.is_owned(bundle):
             return
         owner = await self._acquire(bundle)

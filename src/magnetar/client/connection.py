@@ -66,6 +66,8 @@ class Options:
     client_version: str = CLIENT_VERSION
     ssl: ssl.SSLContext | None = None
     auth: session.AuthProvider | None = None
+    on_behalf_of: session.OnBehalfOf | None = None
+    """A proxy's connections for one client: CONNECT names that client (original_*)."""
     connect_timeout_s: float = 10.0
     request_timeout_s: float = 30.0
     keepalive_s: float = 30.0
@@ -90,7 +92,10 @@ async def connect(
     conn = Connection(
         where=where,
         session=session.ClientSession(
-            client_version=options.client_version, proxy_to=proxy_to, auth=options.auth
+            client_version=options.client_version,
+            proxy_to=proxy_to,
+            auth=options.auth,
+            on_behalf_of=options.on_behalf_of,
         ),
         options=options,
     )

@@ -1,5 +1,5 @@
-"""Murmur3 x86 32-bit: the hash Pulsar uses for namespace bundles (topic names) and for
-Key_Shared routing (message keys). One implementation, in C (mmh3), for both."""
+"""Murmur3 x86 32-bit: the hash Pulsar uses for Key_Shared routing (message keys), in C
+(mmh3). Namespace bundles hash topic names with CRC32 (broker/ownership.py)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,8 @@ ledgers, roll-over, trimming, durable and non-durable cursors with the real ackn
 logic -- without bookies or a metadata store. It is built from the real parts
 (:class:`~magnetar.managed_ledger.ledger_list.LedgerList` for positions and trimming,
 :class:`~magnetar.managed_ledger.cursor.ManagedCursorImpl` for cursors, in memory); the
-contract suite in ``tests/contract/managed_ledger`` checks both implementations alike.
+contract suite in ``tests/integration/managed_ledger/test_contract.py`` checks both
+implementations alike.
 
 What lives only as long as the factory: the entries, the ledger list and durable cursors'
 state (a reopened managed ledger finds them; a new factory starts empty). Adds complete at

@@ -1,29 +1,52 @@
 """Every knob of a proxy, in one frozen dataclass (names after Pulsar's ``proxy.conf``).
 
 Why: the ``magnetar proxy`` command and the tests build the same object; the proxy reads
-nothing else.
+nothing else. Its security -- TLS listeners, client authentication, the proxy's own
+credentials and TLS towards the brokers -- is the broker's :class:`SecurityConfig` (the same
+``tls*``, ``authentication*``, ``token*`` and ``brokerClient*`` keys), plus the keys only a
+proxy has (``tlsEnabledWithBroker``, ``forwardAuthorizationCredentials``,
+``brokerServiceURLTLS``); docs/security.md, "The proxy".
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from magnetar.common import grpctls
+from magnetar.security.config import SecurityConfig
 from magnetar.wire import frames
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProxyConfig:
     bind_address: str = "0.0.0.0"
-    port: int = 6650
-    """Pulsar binary protocol port clients connect to (``servicePort``)."""
-    http_port: int = 8080
-    """Admin REST API forwarded to the brokers (``webServicePort``)."""
+    port: int | None = 6650
+    """Pulsar binary protocol port clients connect to (``servicePort``; None: off)."""
+    http_port: int | None = 8080
+    """Admin REST API forwarded to the brokers (``webServicePort``; None: off)."""
+    tls_port: int | None = None
+    """``pulsar+ssl`` port (``servicePortTls``)."""
+    https_port: int | None = None
+    """HTTPS admin port (``webServicePortTls``)."""
     metadata_url: str | None = None
     """Discover the live brokers in the metadata store (``metadataStoreUrl``)."""
+    metadata_tls: grpctls.ClientTlsConfig | None = None
+    """TLS to etcd (``metadataStoreConfigPath``, as the broker's)."""
     broker_service_url: str | None = None
     """Or one fixed broker address (``brokerServiceURL``, e.g. a Kubernetes Service)."""
     broker_web_service_url: str | None = None
     """The admin address that goes with ``broker_service_url`` (``brokerWebServiceURL``)."""
+    broker_service_url_tls: str | None = None
+    """The fixed address over TLS (``brokerServiceURLTLS``, with ``tlsEnabledWithBroker``)."""
+    broker_web_service_url_tls: str | None = None
+    """Its HTTPS admin address (``brokerWebServiceURLTLS``)."""
+    tls_enabled_with_broker: bool = False
+    """``tlsEnabledWithBroker``: reach the brokers on their pulsar+ssl and HTTPS URLs."""
+    forward_authorization_credentials: bool = False
+    """``forwardAuthorizationCredentials``: pass the client's own credentials to the broker
+    (``original_auth_data``) beside its role."""
+    security: SecurityConfig = field(default_factory=SecurityConfig)
+    """Listeners' TLS, client authentication, the proxy's credentials towards brokers."""
     max_message_size: int = frames.DEFAULT_MAX_MESSAGE_SIZE
     """Announced on lookup connections; also bounds the CONNECT frame read before piping."""
     request_timeout_s: float = 30.0
@@ -38,3 +61,24 @@ class ProxyConfig:
             raise ValueError("--broker-service-url needs --broker-web-service-url")
         if self.broker_service_url and not self.broker_service_url.startswith("pulsar://"):
             raise ValueError(f"broker service URL {self.broker_service_url!r}: expected pulsar://")
+        if self.port is None and self.tls_port is None:
+            raise ValueError("servicePort and servicePortTls are both off: no binary listener")
+        if self.broker_service_url and self.tls_enabled_with_broker:
+            tls_url, web_tls = self.broker_service_url_tls, self.broker_web_service_url_tls
+            if not tls_url or not tls_url.startswith("pulsar+ssl://"):
+                raise ValueError(
+                    "tlsEnabledWithBroker=true with brokerServiceURL needs brokerServiceURLTLS "
+                    "(pulsar+ssl://host:port)"
+                )
+            if not web_tls or not web_tls.startswith("https://"):
+                raise ValueError(
+                    "tlsEnabledWithBroker=true with brokerWebServiceURL needs "
+                    "brokerWebServiceURLTLS (https://host:port)"
+                )
+        tls = self.security.tls
+        if (self.tls_port is not None or self.https_port is not None) and not (
+            tls.certificate and tls.key
+        ):
+            raise ValueError(
+                "servicePortTls / webServicePortTls need tlsCertificateFilePath and tlsKeyFilePath"
+            )

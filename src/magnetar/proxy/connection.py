@@ -2,10 +2,13 @@
 
 The first frame decides (as in Pulsar's proxy). A CONNECT naming ``proxy_to_broker_url``
 (what the official clients send after a lookup answered ``proxy_through_service_url``)
-turns the connection into a pipe: the proxy opens a TCP connection to that broker -- only
-a broker it knows, see ``brokers.Brokers.is_broker`` -- sends it the client's CONNECT bytes
-unchanged, and from then on copies bytes both ways, with backpressure (a side whose
-transport buffer is full stops reading the other). Any other CONNECT is answered by the
+turns the connection into a pipe: the proxy opens a connection to that broker -- only
+a broker it knows, see ``brokers.Brokers.resolve``; over TLS with ``tlsEnabledWithBroker`` --
+and sends it a CONNECT: its own, naming the client it authenticated (``proxy.access``), or,
+when the proxy neither authenticates clients nor has credentials, the client's CONNECT bytes
+unchanged. Once the broker answers CONNECTED (relayed to the client) it copies bytes both
+ways, with backpressure (a side whose transport buffer is full stops reading the other).
+Any other CONNECT is answered by the
 proxy itself: it serves LOOKUP (asking a broker, following Redirect answers to the owner,
 and answering Connect through the proxy), PARTITIONED_METADATA, GET_TOPICS_OF_NAMESPACE and
 GET_SCHEMA (forwarded to a broker), PING; anything else gets an ERROR, or closes the
@@ -22,8 +25,11 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Final, cast
 
 from magnetar import __version__
+from magnetar.proxy import metrics
+from magnetar.proxy.access import AuthenticationError, Client, ProxyAccess
 from magnetar.proxy.brokers import BrokerLinks, Brokers, BrokerUnavailableError
 from magnetar.proxy.config import ProxyConfig
+from magnetar.security import tls
 from magnetar.wire import commands, frames, lookup, matching, pb, urls
 from magnetar.wire.errors import WireError
 
@@ -31,6 +37,8 @@ log = logging.getLogger(__name__)
 
 SERVER_VERSION: Final = f"Magnetar-proxy-{__version__}"
 _C = pb.BaseCommand
+_NO_REQUEST: Final = (1 << 64) - 1
+"""request_id of an ERROR that answers no request (a refused CONNECT), as brokers send."""
 _FORWARDED: Final = frozenset({_C.PARTITIONED_METADATA, _C.GET_TOPICS_OF_NAMESPACE, _C.GET_SCHEMA})
 
 
@@ -48,12 +56,24 @@ class _BrokerSide(asyncio.Protocol):
     def __init__(self, client: ProxyConnection) -> None:
         self.client = client
         self.transport: asyncio.Transport | None = None
+        self.answer: bytearray | None = None
+        """Bytes of the broker's answer to the proxy's CONNECT while it is awaited."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
 
     def data_received(self, data: bytes) -> None:
-        self.client.write_raw(data)
+        if self.answer is None:
+            self.client.write_raw(data)
+            return
+        self.answer += data
+        if len(self.answer) < 4:
+            return
+        (size,) = struct.unpack_from(">I", self.answer)
+        if len(self.answer) < size + 4:
+            return
+        answer, self.answer = bytes(self.answer), None
+        self.client.broker_answered(answer, size + 4)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.client.close()
@@ -72,11 +92,15 @@ class ProxyConnection(asyncio.Protocol):
         config: ProxyConfig,
         brokers: Brokers,
         links: BrokerLinks,
+        access: ProxyAccess,
         on_closed: Callable[[ProxyConnection], None] | None = None,
     ) -> None:
         self.config = config
         self.brokers = brokers
         self.links = links
+        self.access = access
+        self.client = Client(None, None)
+        self._links_held = False
         self.state = State.HANDSHAKE
         self._on_closed = on_closed
         self._transport: asyncio.Transport | None = None
@@ -86,6 +110,7 @@ class ProxyConnection(asyncio.Protocol):
         self._broker: _BrokerSide | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._max_frame = config.max_message_size + frames.FRAME_PADDING
+        self._answer_timer: asyncio.TimerHandle | None = None
 
     # --- transport callbacks ------------------------------------------------------------------
 
@@ -93,6 +118,8 @@ class ProxyConnection(asyncio.Protocol):
         self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self._remote = f"{peer[0]}:{peer[1]}" if peer else "?"
+        metrics.NEW_CONNECTIONS.inc()
+        metrics.ACTIVE_CONNECTIONS.inc()
 
     def data_received(self, data: bytes) -> None:
         if self.state is State.PIPE:
@@ -138,6 +165,13 @@ class ProxyConnection(asyncio.Protocol):
         if self.state is State.CLOSED:
             return
         self.state = State.CLOSED
+        if self._answer_timer is not None:
+            self._answer_timer.cancel()
+        if self._transport is not None:
+            metrics.ACTIVE_CONNECTIONS.dec()
+        if self._links_held:
+            self._links_held = False
+            self.links.release(self.client.who)
         for task in list(self._tasks):
             task.cancel()
         if self._transport is not None:
@@ -182,13 +216,26 @@ class ProxyConnection(asyncio.Protocol):
             self.close()
             return
         connect = frame.command.connect
+        try:
+            self.client = self.access.authenticate(connect, peer_cn=self._peer_cn())
+        except AuthenticationError as err:
+            log.info("%s: authentication failed: %s; closing", self._remote, err)
+            self.send(
+                commands.error(
+                    request_id=_NO_REQUEST, error=pb.AuthenticationError, message=str(err)
+                )
+            )
+            self.close()
+            return
         if connect.proxy_to_broker_url:
             self.state = State.CONNECTING
             self._head += rest
             self.pause_reading()
-            self._spawn(self._open_pipe(connect.proxy_to_broker_url, first))
+            self._spawn(self._open_pipe(connect, first))
             return
         self.state = State.LOOKUP
+        self.links.acquire(self.client.who)
+        self._links_held = True
         self._decoder = frames.FrameDecoder(max_frame_size=self._max_frame)
         self.send(
             commands.connected(
@@ -203,35 +250,92 @@ class ProxyConnection(asyncio.Protocol):
         if rest:
             self._lookup_data(rest)
 
-    async def _open_pipe(self, url: str, connect_frame: bytes) -> None:
+    def _peer_cn(self) -> str | None:
+        cert = self._transport.get_extra_info("peercert") if self._transport else None
+        return tls.peer_common_name(cert if isinstance(cert, dict) else None)
+
+    async def _open_pipe(self, connect: pb.CommandConnect, connect_frame: bytes) -> None:
+        url = connect.proxy_to_broker_url
+        access = self.access
         try:
-            if not await self.brokers.is_broker(url):
+            target = await self.brokers.resolve(url, tls=access.tls_with_broker)
+            if target is None:
                 raise BrokerUnavailableError(f"{url} is not a broker of this cluster")
-            host, port = urls.broker_address(url, bare=True)
+            address, _ = urls.parse_broker_url(target, bare=True)
             loop = asyncio.get_running_loop()
             async with asyncio.timeout(self.config.request_timeout_s):
                 transport, side = await loop.create_connection(
-                    lambda: _BrokerSide(self), host, port
+                    lambda: _BrokerSide(self),
+                    address.host,
+                    address.port,
+                    ssl=access.broker_ssl,
+                    server_hostname=address.host if access.broker_ssl is not None else None,
                 )
         except (OSError, TimeoutError, ValueError, BrokerUnavailableError) as exc:
             log.warning("%s: cannot forward to %s: %s", self._remote, url, exc)
-            self.send(
-                commands.error(
-                    request_id=0,
-                    error=pb.ServiceNotReady,
-                    message=f"proxy cannot forward to {url}: {exc}",
-                )
-            )
-            self.close()
+            self._refuse_pipe(pb.ServiceNotReady, f"proxy cannot forward to {url}: {exc}")
             return
         if self.state is State.CLOSED:
             transport.close()
             return
         self._broker = side
-        transport.write(connect_frame + bytes(self._head))
+        if not access.speaks_for_clients:
+            transport.write(connect_frame + bytes(self._head))
+            self._head = bytearray()
+            self.state = State.PIPE
+            self.resume_reading()
+            return
+        side.answer = bytearray()
+        transport.write(frames.encode_command(access.broker_connect(connect, self.client)))
+        self._answer_timer = loop.call_later(
+            self.config.request_timeout_s,
+            self._refuse_pipe,
+            pb.ServiceNotReady,
+            f"the broker at {url} did not answer CONNECT",
+        )
+
+    def broker_answered(self, answer: bytes, size: int) -> None:
+        """The broker's first frame (``answer[:size]``) answers the proxy's CONNECT:
+        CONNECTED starts the pipe (relayed to the client), anything else ends it."""
+        if self._answer_timer is not None:
+            self._answer_timer.cancel()
+        if self.state is not State.CONNECTING:
+            return
+        try:
+            frame = next(
+                iter(frames.FrameDecoder(max_frame_size=self._max_frame).feed(answer[:size]))
+            )
+            cmd = frame.command
+        except (WireError, StopIteration):
+            self._refuse_pipe(pb.ServiceNotReady, "unreadable answer from the broker")
+            return
+        if cmd.type != _C.CONNECTED:
+            if cmd.type == _C.ERROR:
+                log.info(
+                    "%s: the broker refused the proxy's CONNECT: %s",
+                    self._remote,
+                    cmd.error.message,
+                )
+                self._refuse_pipe(cmd.error.error, cmd.error.message)
+            else:
+                self._refuse_pipe(
+                    pb.ServiceNotReady,
+                    f"the broker answered CONNECT with {commands.type_name(cmd.type)}",
+                )
+            return
+        self.write_raw(answer)
+        assert self._broker is not None and self._broker.transport is not None
+        if self._head:
+            self._broker.transport.write(bytes(self._head))
         self._head = bytearray()
         self.state = State.PIPE
         self.resume_reading()
+
+    def _refuse_pipe(self, code: pb.ServerError.ValueType, message: str) -> None:
+        if self.state is State.CLOSED:
+            return
+        self.send(commands.error(request_id=_NO_REQUEST, error=code, message=message))
+        self.close()
 
     # --- lookup connections -------------------------------------------------------------------
 
@@ -278,9 +382,13 @@ class ProxyConnection(asyncio.Protocol):
         not answer (one that is going away may still be registered for a moment)."""
         attempts = max(1, min(3, await self.brokers.count()))
         for attempt in range(attempts):
-            url, _ = await self.brokers.pick()
+            broker = await self.brokers.pick()
+            url = broker.binary(tls=self.access.tls_with_broker)
             try:
-                return url, await self.links.request(url, cmd)
+                if not url:
+                    kind = "TLS" if self.access.tls_with_broker else "plaintext"
+                    raise BrokerUnavailableError(f"broker {broker.service} has no {kind} port")
+                return url, await self.links.request(url, cmd, who=self.client.who)
             except BrokerUnavailableError:
                 if attempt == attempts - 1:
                     raise
@@ -300,7 +408,9 @@ class ProxyConnection(asyncio.Protocol):
         """Follow the lookup's redirects (``wire.lookup``) from any broker to the owner, and
         answer the client: Connect, through this proxy."""
         rid = cmd.lookupTopic.request_id
-        chain = lookup.Redirects(max_redirects=self.config.max_redirects)
+        chain = lookup.Redirects(
+            max_redirects=self.config.max_redirects, tls=self.access.tls_with_broker
+        )
 
         def ask(authoritative: bool) -> pb.BaseCommand:
             out = pb.BaseCommand()
@@ -316,10 +426,11 @@ class ProxyConnection(asyncio.Protocol):
                 broker = step.target.broker
                 assert broker is not None  # (a redirect names a broker)
                 self.brokers.learn(broker)
-                answer = await self.links.request(broker, ask(step.authoritative))
-            owner = step.target.broker
-            assert owner is not None
-            self.brokers.learn(owner)
+                answer = await self.links.request(
+                    broker, ask(step.authoritative), who=self.client.who
+                )
+            found = answer.lookupTopicResponse
+            self.brokers.learn(found.brokerServiceUrl, found.brokerServiceUrlTls)
         except lookup.LookupFailedError as exc:
             if isinstance(exc, lookup.TooManyRedirectsError):
                 self._fail(cmd, rid, exc.message)
@@ -334,7 +445,8 @@ class ProxyConnection(asyncio.Protocol):
         self.send(
             commands.lookup_response(
                 request_id=rid,
-                broker_service_url=owner,
+                broker_service_url=found.brokerServiceUrl or None,
+                broker_service_url_tls=found.brokerServiceUrlTls or None,
                 authoritative=True,
                 proxy_through_service_url=True,
             )

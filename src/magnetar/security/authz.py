@@ -11,7 +11,8 @@ REST API decide with the same rules, which are Pulsar's ``PulsarAuthorizationPro
   ``produce`` to produce, ``consume`` to subscribe (and, if the subscription is listed in
   ``subscription_auth_roles``, the role must be listed there too), either one to look up;
 * a proxy role (``proxyRoles``) acts for the original principal it forwards, and is refused
-  without one.
+  without one; both the proxy role and the original principal must be allowed (as in
+  Pulsar: a proxy's role is usually a super-user).
 """
 
 from __future__ import annotations
@@ -66,11 +67,30 @@ class Rules:
         return role is not None and role in self.super_users
 
     def acting_role(self, role: str, original_principal: str | None) -> str | None:
-        """The role checked: the original principal when ``role`` is a proxy role (None when
-        a proxy forwards none), else ``role``."""
+        """The role a request is made for: the original principal when ``role`` is a proxy
+        role (None when a proxy forwards none), else ``role``."""
         if role in self.proxy_roles:
             return original_principal or None
         return role
+
+    def valid_original_principal(self, role: str, original_principal: str | None) -> bool:
+        """Whether a connection of ``role`` may name ``original_principal`` (Pulsar's
+        isValidOriginalPrincipal): a proxy role must name one that is no proxy role, any
+        other role must name none. A broker with authorization on refuses CONNECT otherwise."""
+        if role in self.proxy_roles:
+            return bool(original_principal) and original_principal not in self.proxy_roles
+        return not original_principal
+
+    def checked_roles(self, role: str, original_principal: str | None) -> tuple[str, ...]:
+        """The roles that must all be allowed, as Pulsar's AuthorizationService checks them:
+        a proxy role *and* the original principal it forwards; () when a proxy forwards
+        none, or forwards a proxy role; else ``role`` alone (an original principal sent by a
+        role that is no proxy role is not taken)."""
+        if role in self.proxy_roles:
+            if not original_principal or original_principal in self.proxy_roles:
+                return ()
+            return (role, original_principal)
+        return (role,)
 
 
 def permissions(

@@ -1,22 +1,23 @@
 """The admin REST calls the Spark source plans with, on the driver: partitions of a topic,
 the topics of a namespace, each partition's last message id and ledgers (to bound batches)
-and the durable subscription the source advances on commit. Plain ``urllib`` so executors
-and drivers need nothing beyond the standard library and the official client."""
+and the durable subscription the source advances on commit, through the client layer's admin
+client (:mod:`magnetar.client.admin`), with the source's credentials and TLS trust."""
 
 from __future__ import annotations
 
-import json
 import socket
-import urllib.error
-import urllib.request
+import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from magnetar.client import admin, blocking
+from magnetar.client.connection import ConnectionLostError
+from magnetar.spark.access import ANONYMOUS, Access
 from magnetar.spark.options import MagnetarSourceError, Position, rest_path
-from magnetar.wire import urls
+from magnetar.wire import session, urls
 
-TIMEOUT_S = 10.0
+CHECK_TIMEOUT_S = 10.0
 
 
 class TopicNotFound(MagnetarSourceError):
@@ -52,47 +53,63 @@ class PartitionState:
 
 
 def check_reachable(url: str, *, what: str) -> None:
-    """Fail fast, naming the URL, when nothing listens there (pulsar:// or http(s)://)."""
-    if "://" in url and not url.startswith("http"):
-        try:
-            host, port = urls.parse_service_url(url).first
-        except urls.BadUrlError as exc:
-            raise MagnetarSourceError(f"{what}: {exc}") from None
-    else:
-        parts = urlsplit(url)
-        host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+    """Fail fast, naming the URL, when nothing listens at an http(s):// URL."""
+    parts = urlsplit(url)
+    host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
     try:
-        with socket.create_connection((host, port), timeout=3.0):
+        with socket.create_connection((host, port), timeout=CHECK_TIMEOUT_S):
             return
     except OSError as err:
         raise MagnetarSourceError(f"{what} {url} is unreachable: {err}") from None
 
 
-class Admin:
-    def __init__(self, base_url: str) -> None:
-        self.base = base_url.rstrip("/") + "/admin/v2/"
-
-    def _call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(  # noqa: S310 (http(s) only: checked by options.admin_url)
-            self.base + quote(path), data=data, method=method
+def check_service(url: str, access: Access, *, what: str = "serviceUrl") -> None:
+    """Fail fast, naming the URL and the reason, when the service URL cannot be connected
+    to as the options say: nothing listens, TLS fails, or the broker refuses the
+    credentials (the official client would retry a refused CONNECT until its operation
+    timeout, so a write or a read would fail half a minute later, less clearly)."""
+    try:
+        service = urls.parse_service_url(url)
+    except urls.BadUrlError as exc:
+        raise MagnetarSourceError(f"{what}: {exc}") from None
+    deadline = time.monotonic() + CHECK_TIMEOUT_S
+    try:
+        conn = blocking.BlockingConnection(
+            service.first,
+            deadline=deadline,
+            ssl_context=access.ssl_context() if service.tls else None,
+            auth=access.credentials(),
         )
-        req.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:  # noqa: S310
-                text = resp.read()
-                return resp.status, (json.loads(text) if text else None)
-        except urllib.error.HTTPError as err:
-            text = err.read()
-            try:
-                reason = json.loads(text).get("reason", text.decode(errors="replace"))
-            except (ValueError, AttributeError):
-                reason = text.decode(errors="replace")
-            return err.code, reason
-        except OSError as err:
-            raise MagnetarSourceError(f"admin API {self.base} is unreachable: {err}") from None
+    except session.HandshakeRefusedError as exc:
+        raise MagnetarSourceError(f"{what} {url} refused the connection: {exc}") from None
+    except ConnectionLostError as exc:
+        raise MagnetarSourceError(f"{what} {url} is unreachable: {exc}") from None
+    conn.close()
 
-    def _ok(self, method: str, path: str, body: Any = None) -> Any:
+
+class Admin:
+    """The source's calls, over the client layer's admin client (credentials, TLS trust,
+    redirects and Pulsar's error body are its business)."""
+
+    def __init__(self, http: admin.AdminClient) -> None:
+        self.http = http
+        self.base = http.base + "/admin/v2/"
+
+    @classmethod
+    def at(cls, url: str, access: Access = ANONYMOUS) -> Admin:
+        """The calls to the admin API at ``url`` with ``access``'s credentials and trust."""
+        return cls(access.admin_client(url))
+
+    def _call(self, method: str, path: str, body: Any = admin.NO_BODY) -> tuple[int, Any]:
+        """(status, answer): the decoded answer, or the reason of an error status."""
+        try:
+            return 200, self.http.call(method, "/admin/v2/" + quote(path), body)
+        except admin.AdminError as err:
+            return err.status, err.reason
+        except (admin.AdminUnreachable, admin.AdminConfigError) as err:
+            raise MagnetarSourceError(f"admin API {self.http.base}: {err}") from None
+
+    def _ok(self, method: str, path: str, body: Any = admin.NO_BODY) -> Any:
         status, answer = self._call(method, path, body)
         if status >= 300:
             raise MagnetarSourceError(f"admin API {method} {path}: HTTP {status}: {answer}")

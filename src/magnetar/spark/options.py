@@ -248,13 +248,13 @@ def read_path(options: Mapping[str, str]) -> str:
 def service_url(options: Mapping[str, str]) -> str:
     url = options.get("serviceurl", "").strip()
     if not url:
-        raise MagnetarSourceError("option serviceUrl (pulsar://host:port) is required")
+        raise MagnetarSourceError(
+            "option serviceUrl (pulsar://host:port or pulsar+ssl://host:port) is required"
+        )
     try:
         parsed = urls.parse_service_url(url)
     except urls.BadUrlError as exc:
         raise MagnetarSourceError(f"option serviceUrl: {exc}") from None
-    if parsed.tls:
-        raise MagnetarSourceError(f"option serviceUrl {url!r}: TLS is not supported here yet")
     if len(parsed.addresses) > 1:
         raise MagnetarSourceError(
             f"option serviceUrl {url!r}: name one host (a proxy or a Service in front of the "
@@ -267,8 +267,8 @@ def admin_url(options: Mapping[str, str], *, required: bool) -> str | None:
     url = options.get("adminurl", "").strip().rstrip("/")
     if not url:
         if required:
-            raise MagnetarSourceError("option adminUrl (http://host:port) is required for reads")
+            raise MagnetarSourceError("option adminUrl (http(s)://host:port) is required for reads")
         return None
     if not re.match(r"^https?://[^/]+$", url):
-        raise MagnetarSourceError(f"option adminUrl must be http://host:port, not {url!r}")
+        raise MagnetarSourceError(f"option adminUrl must be http(s)://host:port, not {url!r}")
     return url

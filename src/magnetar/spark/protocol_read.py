@@ -45,6 +45,7 @@ from google.protobuf.message import DecodeError
 from magnetar import __version__
 from magnetar.client import backoff, blocking
 from magnetar.client.connection import ConnectionLostError
+from magnetar.spark.access import ANONYMOUS, Access
 from magnetar.spark.options import MagnetarSourceError, Position
 from magnetar.spark.rows import (
     ARROW_BATCH_ROWS,
@@ -172,6 +173,7 @@ def read_range(
     *,
     poll_timeout_ms: int,
     fallback: Callable[[Position], Iterator[Any]],
+    access: Access = ANONYMOUS,
 ) -> Iterator[Any]:
     """Every message of ``r`` in order, as Arrow record batches of ``rows.SCHEMA``
     (``ARROW_BATCH_ROWS`` rows each, the last one fewer), the same batches as
@@ -181,7 +183,7 @@ def read_range(
     until = Position.parse(r.until)
     if until <= after:
         return
-    reader = _RangeReader(service_url, r.topic, after, until, poll_timeout_ms)
+    reader = _RangeReader(service_url, r.topic, after, until, poll_timeout_ms, access)
     try:
         yield from reader.batches(fallback)
     finally:
@@ -192,12 +194,21 @@ class _RangeReader:
     """One task's read of one range: the subscription, the position reached, the rows."""
 
     def __init__(
-        self, service_url: str, topic: str, after: Position, until: Position, poll_ms: int
+        self,
+        service_url: str,
+        topic: str,
+        after: Position,
+        until: Position,
+        poll_ms: int,
+        access: Access,
     ) -> None:
         try:
             self.service = urls.parse_service_url(service_url)
         except urls.BadUrlError as exc:
             raise MagnetarSourceError(f"reading {topic}: {exc}") from None
+        # TLS (pulsar+ssl://) and credentials: built here, on the executor
+        self.ssl_context = access.ssl_context() if self.service.tls else None
+        self.auth = access.credentials()
         self.topic = topic
         self.after = after  # the last message appended to the rows (or the range's start)
         self.until = until
@@ -220,7 +231,12 @@ class _RangeReader:
 
         def connect(address: urls.Address, proxy_to: str | None) -> _Link:
             return _Link(
-                address, proxy_to=proxy_to, deadline=deadline, client_version=CLIENT_VERSION
+                address,
+                proxy_to=proxy_to,
+                deadline=deadline,
+                client_version=CLIENT_VERSION,
+                ssl_context=self.ssl_context,
+                auth=self.auth,
             )
 
         try:

@@ -30,7 +30,15 @@ from pyspark.sql.streaming.datasource import (
 
 from magnetar.spark import options as opts
 from magnetar.spark import protocol_read
-from magnetar.spark.admin import Admin, PartitionState, TopicNotFound, check_reachable
+from magnetar.spark.access import ALL_NAMES as ACCESS_OPTION_NAMES
+from magnetar.spark.access import ANONYMOUS, Access
+from magnetar.spark.admin import (
+    Admin,
+    PartitionState,
+    TopicNotFound,
+    check_reachable,
+    check_service,
+)
 from magnetar.spark.options import BEFORE_ALL, MAX_BATCH, MagnetarSourceError, Position
 from magnetar.spark.rows import (
     ARROW_BATCH_ROWS,
@@ -68,6 +76,7 @@ class Settings:
     max_records: int | None
     max_bytes: int | None
     read_path: str
+    access: Access
 
     @classmethod
     def check(cls, options: Mapping[str, str]) -> None:
@@ -79,7 +88,7 @@ class Settings:
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool | None) -> Settings:
-        opts.check_known(options, opts.READ_OPTION_NAMES, what="reads")
+        opts.check_known(options, opts.READ_OPTION_NAMES + ACCESS_OPTION_NAMES, what="reads")
         if streaming is False:
             for name in ("maxRecordsPerTrigger", "maxBytesPerTrigger", "subscriptionName"):
                 if options.get(name.lower()):
@@ -103,6 +112,7 @@ class Settings:
             max_records=opts.positive_int(options, "maxRecordsPerTrigger"),
             max_bytes=opts.positive_int(options, "maxBytesPerTrigger"),
             read_path=opts.read_path(options),
+            access=Access.parse(options),
         )
         if settings.max_records and settings.max_bytes:
             raise MagnetarSourceError(
@@ -111,11 +121,11 @@ class Settings:
         if settings.ending.default == opts.EARLIEST and not settings.ending.per_partition:
             raise MagnetarSourceError("endingOffsets=earliest would read nothing")
         check_reachable(settings.admin_url, what="adminUrl")
-        check_reachable(settings.service_url, what="serviceUrl")
+        check_service(settings.service_url, settings.access)
         return settings
 
     def admin(self) -> Admin:
-        return Admin(self.admin_url)
+        return Admin.at(self.admin_url, self.access)
 
     def resolve(self, admin: Admin) -> list[str]:
         """The topic partitions selected now (fixed topics must exist)."""
@@ -172,7 +182,9 @@ def end_until(spec: opts.OffsetSpec, state: PartitionState) -> Position | None:
 # --- executors ----------------------------------------------------------------------------------
 
 
-def read_range(service_url: str, r: Range, *, poll_timeout_ms: int) -> Iterator[Any]:
+def read_range(
+    service_url: str, r: Range, *, poll_timeout_ms: int, access: Access = ANONYMOUS
+) -> Iterator[Any]:
     """Every message of ``r`` in order, as Arrow record batches of ``SCHEMA`` (at most
     ``ARROW_BATCH_ROWS`` rows each).
 
@@ -197,13 +209,19 @@ def read_range(service_url: str, r: Range, *, poll_timeout_ms: int) -> Iterator[
         start, inclusive = pulsar.MessageId(index, ledger, entry, -1), True
     client = pulsar.Client(
         service_url,
+        **access.official_client_options(),
         operation_timeout_seconds=30,
         logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
     )
     try:
-        reader = client.create_reader(
-            r.topic, start, receiver_queue_size=5000, start_message_id_inclusive=inclusive
-        )
+        try:
+            reader = client.create_reader(
+                r.topic, start, receiver_queue_size=5000, start_message_id_inclusive=inclusive
+            )
+        except pulsar.PulsarException as err:  # AuthorizationError, ...
+            raise MagnetarSourceError(
+                f"reading {r.topic}: the broker refused: {type(err).__name__}: {err}"
+            ) from None
         # the client's extension object: its read_next returns the messages without the
         # Python wrapper per message (the wrapper has the same methods, so either works)
         read_next = getattr(reader, "_reader", reader).read_next
@@ -257,18 +275,18 @@ def read_partition(settings: Settings, partition: InputPartition) -> Iterator[An
     """An input partition's messages as Arrow batches (both readers' ``read``)."""
     if not isinstance(partition, Range):
         return  # nothing planned: Spark still runs one task without a partition
-    service, poll = settings.service_url, settings.poll_timeout_ms
+    service, poll, access = settings.service_url, settings.poll_timeout_ms, settings.access
     if settings.read_path == opts.READ_PATH_CLIENT:
-        yield from read_range(service, partition, poll_timeout_ms=poll)
+        yield from read_range(service, partition, poll_timeout_ms=poll, access=access)
         return
 
     def client_from(after: Position) -> Iterator[Any]:
         """The rest of the range, read by the official client's loop."""
         rest = Range(partition.topic, after, Position.parse(partition.until))
-        return read_range(service, rest, poll_timeout_ms=poll)
+        return read_range(service, rest, poll_timeout_ms=poll, access=access)
 
     yield from protocol_read.read_range(
-        service, partition, poll_timeout_ms=poll, fallback=client_from
+        service, partition, poll_timeout_ms=poll, fallback=client_from, access=access
     )
 
 

@@ -23,7 +23,9 @@ from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, Wri
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType, TimestampType
 
 from magnetar.spark import options as opts
-from magnetar.spark.admin import check_reachable
+from magnetar.spark.access import ALL_NAMES as ACCESS_OPTION_NAMES
+from magnetar.spark.access import Access
+from magnetar.spark.admin import check_service
 from magnetar.spark.options import MagnetarSourceError
 
 SOURCE_COLUMNS = frozenset(
@@ -44,17 +46,19 @@ class Written(WriterCommitMessage):
 class SinkSettings:
     service_url: str
     topic: str
+    access: Access
 
     @classmethod
     def parse(cls, options: Mapping[str, str], schema: StructType) -> SinkSettings:
-        opts.check_known(options, opts.WRITE_OPTION_NAMES, what="writes")
+        opts.check_known(options, opts.WRITE_OPTION_NAMES + ACCESS_OPTION_NAMES, what="writes")
         service = opts.service_url(options)
         if not options.get("topic"):
             raise MagnetarSourceError("option topic is required for writes")
         topic = opts.full_topic_name(options["topic"])
         _check_columns(schema)
-        check_reachable(service, what="serviceUrl")
-        return cls(service, topic)
+        security = Access.parse(options)
+        check_service(service, security)
+        return cls(service, topic, security)
 
 
 def _check_columns(schema: StructType) -> None:
@@ -138,19 +142,26 @@ def _publish(
 
     client = pulsar.Client(
         settings.service_url,
+        **settings.access.official_client_options(),
         operation_timeout_seconds=30,
         logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
     )
     try:
         exactly_once = producer_name is not None
-        producer = client.create_producer(
-            settings.topic,
-            producer_name=producer_name,
-            batching_enabled=not exactly_once,
-            block_if_queue_full=True,
-            max_pending_messages=5000,
-            send_timeout_millis=0 if exactly_once else 30_000,
-        )
+        try:
+            producer = client.create_producer(
+                settings.topic,
+                producer_name=producer_name,
+                batching_enabled=not exactly_once,
+                block_if_queue_full=True,
+                max_pending_messages=5000,
+                send_timeout_millis=0 if exactly_once else 30_000,
+            )
+        except pulsar.PulsarException as err:  # AuthorizationError, TopicNotFound, ...
+            raise MagnetarSourceError(
+                f"writing to {settings.topic}: the broker refused the producer: "
+                f"{type(err).__name__}: {err}"
+            ) from None
         sender = _Sender()
         n = 0
         for row in rows:

@@ -9,8 +9,8 @@ batch-index acks, compaction) -- that is what this module is for. Payload layout
 
 An entry is a batch when its MessageMetadata *has* num_messages_in_batch (the clients'
 rule), even if it holds a single message. Compression applies to the whole batch payload;
-nothing here decompresses unless asked (``decompress=True``), and only ZLIB is available
-in-process -- the other codecs raise UnsupportedCompressionError.
+nothing here decompresses unless asked (``decompress=True``); every codec of Pulsar's is
+available (wire/compression.py).
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from __future__ import annotations
 import base64
 import binascii
 import struct
-import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Final, NamedTuple, TypeAlias
 
 from google.protobuf.message import DecodeError
 
+from magnetar.wire import compression as compression_codecs
 from magnetar.wire import pb
 from magnetar.wire.errors import (
     CompressedPayloadError,
@@ -142,24 +142,24 @@ def decompress(
     *,
     codecs: Mapping[int, Decompressor] | None = None,
 ) -> bytes | Buffer:
-    """Undo an entry's compression (NONE returns the input unchanged). ZLIB is built in;
-    ``codecs`` adds others (the Spark reader's, from pyarrow). CorruptBatchError when the
-    payload does not decompress to the size its metadata announces,
-    UnsupportedCompressionError for a codec not available."""
+    """Undo an entry's compression (NONE returns the input unchanged) with Pulsar's codecs
+    (wire/compression.py), or with the ones ``codecs`` gives instead (the Spark reader's,
+    from pyarrow). CorruptBatchError when the payload does not decompress to the size its
+    metadata announces, UnsupportedCompressionError for a codec Pulsar does not have."""
     if compression == pb.NONE:
         return payload
     known = compression in _KNOWN_CODECS
     name = (
         pb.CompressionType.Name(pb.CompressionType.ValueType(compression)) if known else compression
     )
+    if not known:
+        raise UnsupportedCompressionError(f"compression {name} is not available")
     try:
-        if compression == pb.ZLIB:
-            out = zlib.decompress(payload, bufsize=max(uncompressed_size, 1))
-        elif codecs is not None and compression in codecs:
+        if codecs is not None and compression in codecs:
             out = codecs[compression](payload, uncompressed_size)
         else:
-            raise UnsupportedCompressionError(f"compression {name} is not available")
-    except (zlib.error, ValueError, OSError) as exc:
+            out = compression_codecs.decompress(compression, payload, uncompressed_size)
+    except (ValueError, OSError) as exc:
         raise CorruptBatchError(f"{name} payload does not decompress: {exc}") from None
     if len(out) != uncompressed_size:
         raise CorruptBatchError(f"decompressed {len(out)} bytes, metadata says {uncompressed_size}")
@@ -200,6 +200,25 @@ def split_entry(
             setattr(smd, name, getattr(metadata, name))
     smd.sequence_id = metadata.sequence_id
     return [BatchedMessage(smd, mv)]
+
+
+def highest_sequence_id(metadata: pb.MessageMetadata, payload: Buffer) -> int:
+    """The highest sequence id an entry holds: the metadata's ``highest_sequence_id`` when
+    the producer set it (the Java client), else, for a batch, its last message's own
+    ``sequence_id`` (the C++-based clients number each message of a batch), else the first
+    id plus the batch's size less one; for a single message its ``sequence_id``. Raises
+    WireError subclasses for a batch that does not split."""
+    first = metadata.sequence_id
+    if metadata.highest_sequence_id > first:
+        return int(metadata.highest_sequence_id)
+    if not is_batch(metadata) or metadata.num_messages_in_batch <= 1:
+        return int(first)
+    last: pb.SingleMessageMetadata | None = None
+    for message in split_entry(metadata, payload, decompress_payload=True):
+        last = message.metadata
+    if last is not None and last.HasField("sequence_id") and last.sequence_id >= first:
+        return int(last.sequence_id)
+    return int(first + metadata.num_messages_in_batch - 1)
 
 
 def routing_key(metadata: pb.MessageMetadata | pb.SingleMessageMetadata) -> bytes | None:

@@ -81,6 +81,10 @@ class Found:
     target: Target
 
 
+_FIRST: Final = Ask(SERVICE, authoritative=False)
+"""Every lookup's first step (a value: shared by all)."""
+
+
 class Redirects:
     """One lookup's chain of answers. ``tls``: follow ``brokerServiceUrlTls`` (the client
     connects with TLS)."""
@@ -89,7 +93,7 @@ class Redirects:
         self.max_redirects = max_redirects
         self.tls = tls
         self.redirects = 0
-        self.step: Ask | Found = Ask(SERVICE, authoritative=False)
+        self.step: Ask | Found = _FIRST
 
     def request(self, *, topic: str, request_id: int) -> pb.BaseCommand:
         """The LOOKUP to send for the current step."""

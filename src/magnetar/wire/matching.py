@@ -11,24 +11,36 @@ call): pure bookkeeping, no I/O, tested without sockets.
 from __future__ import annotations
 
 import itertools
-from typing import Generic, TypeVar
+from collections.abc import Mapping
+from typing import Any, Final, Generic, TypeVar
 
 from magnetar.wire import commands, pb
 
 W = TypeVar("W")
 
 
+def _has_request_id(field: str) -> bool:
+    message = pb.BaseCommand.DESCRIPTOR.fields_by_name[field].message_type
+    return message is not None and "request_id" in message.fields_by_name
+
+
+_REQUEST_BODY: Final[Mapping[int, str]] = {
+    value: name for value, name in commands.FIELD_BY_TYPE.items() if _has_request_id(name)
+}
+"""The sub-command field of each command type whose sub-command has a ``request_id`` (read
+from the proto descriptor): one dict lookup per frame tells whether an answer can match."""
+
+_HAS_FIELD: Final[Any] = pb.BaseCommand.HasField
+
+
 def request_id_of(cmd: pb.BaseCommand) -> int | None:
     """The request id a command carries (None: it has no body or no request id, as MESSAGE,
     PING or SEND_RECEIPT)."""
-    if not commands.has_body(cmd):
+    name = _REQUEST_BODY.get(cmd.type)
+    if name is None or not _HAS_FIELD(cmd, name):
         return None
-    body = commands.body(cmd)
-    try:
-        present = body.HasField("request_id")
-    except ValueError:  # (a sub-command without the field)
-        return None
-    return int(getattr(body, "request_id")) if present else None  # noqa: B009
+    body = getattr(cmd, name)
+    return int(body.request_id) if body.HasField("request_id") else None
 
 
 def set_request_id(cmd: pb.BaseCommand, request_id: int) -> None:

@@ -19,6 +19,7 @@ implemented in this module.
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from magnetar.wire import commands, pb
@@ -49,6 +50,26 @@ class ChallengeAnswerer(Protocol):
     def answer_challenge(self, data: bytes) -> bytes: ...
 
 
+@dataclass(frozen=True, slots=True)
+class OnBehalfOf:
+    """The client a proxy connects for: CONNECT's ``original_principal`` (the role the proxy
+    authenticated) and, with Pulsar's ``forwardAuthorizationCredentials``, the client's own
+    ``original_auth_method`` / ``original_auth_data``. The broker checks that the connecting
+    role is a proxy role and authorizes both (docs/security.md)."""
+
+    principal: str
+    auth_method: str | None = None
+    auth_data: bytes | None = None
+
+    def apply(self, connect: pb.CommandConnect) -> None:
+        """Set the original_* fields of ``connect``."""
+        connect.original_principal = self.principal
+        if self.auth_method is not None:
+            connect.original_auth_method = self.auth_method
+        if self.auth_data is not None:
+            connect.original_auth_data = self.auth_data.decode("utf-8", "replace")
+
+
 class HandshakeRefusedError(Exception):
     """The peer refused the connection (an ERROR, or an AUTH_CHALLENGE without credentials):
     ``code`` is its ServerError."""
@@ -77,10 +98,12 @@ class ClientSession:
         proxy_to: str | None = None,
         auth: AuthProvider | None = None,
         protocol_version: int = commands.PROTOCOL_VERSION,
+        on_behalf_of: OnBehalfOf | None = None,
     ) -> None:
         self.client_version = client_version
         self.proxy_to = proxy_to
         self.auth = auth
+        self.on_behalf_of = on_behalf_of
         self.protocol_version = protocol_version
         self.state = State.NEW
         self.outgoing: list[pb.BaseCommand] = []
@@ -98,6 +121,8 @@ class ClientSession:
         )
         if self.proxy_to:
             cmd.connect.proxy_to_broker_url = self.proxy_to
+        if self.on_behalf_of is not None:
+            self.on_behalf_of.apply(cmd.connect)
         self.state = State.CONNECTING
         return cmd
 

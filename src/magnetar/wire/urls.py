@@ -21,6 +21,7 @@ Nothing here does I/O.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Final, NamedTuple
 
 PLAIN_SCHEME: Final = "pulsar"
@@ -75,9 +76,11 @@ def parse_service_url(text: str) -> ServiceUrl:
     return ServiceUrl(text=url, tls=tls, addresses=hosts)
 
 
+@functools.lru_cache(maxsize=256)
 def parse_broker_url(text: str, *, bare: bool = False) -> tuple[Address, bool]:
     """One broker's URL (``pulsar://host:port`` or ``pulsar+ssl://host:port``; also
-    ``host:port`` when ``bare``) -> (address, whether TLS); BadUrlError otherwise."""
+    ``host:port`` when ``bare``) -> (address, whether TLS); BadUrlError otherwise. Answers
+    are kept (a cluster has a handful of brokers, and the proxy names one on every request)."""
     url = text.strip()
     if bare and "://" not in url:
         return _host_port(url, default=None, url=text), False

@@ -8,7 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pulsar
@@ -88,7 +88,9 @@ def test_duplicates_are_acknowledged_not_stored(dedup_standalone: StandaloneProc
 
 def test_batches_use_the_highest_sequence_id(dedup_standalone: StandaloneProc) -> None:
     """A batch SEND carrying ``highest_sequence_id`` (the Java client sets it) is recorded
-    up to that id; without it (the C++/Python client) by its first id, as Pulsar does."""
+    up to that id; without it (the C++/Python client) up to its last message's own id --
+    Pulsar records such a batch by its first id, so a producer reconnecting is told an id
+    inside its last batch and an overlapping resend is stored twice."""
     proc = dedup_standalone
     raw = RawClient(proc.port)
     try:
@@ -142,7 +144,7 @@ def test_batches_use_the_highest_sequence_id(dedup_standalone: StandaloneProc) -
         producer.flush()
         producer.close()
         producer = client.create_producer(topic, producer_name="batcher")
-        assert producer.last_sequence_id() == 150
+        assert producer.last_sequence_id() == 199
         assert len(_drain(client, topic)) == 200
     finally:
         client.close()
@@ -351,3 +353,61 @@ def test_broker_default_turns_it_on_for_every_namespace(tmp_path: Path) -> None:
     finally:
         client.close()
         proc.stop()
+
+
+def test_a_batching_producer_resumes_after_a_crash_with_nothing_stored_twice(
+    dedup_standalone: StandaloneProc,
+) -> None:
+    """Batches of 10 from the Python client (no ``highest_sequence_id`` on the wire), the
+    last one short (1500..1504), then the broker SIGKILLed. A new producer of the same name
+    is told the last id really stored, 1504 -- the last message of the last batch, found
+    again by replaying the ledger (Pulsar answers 1500, the batch's first id, and the client
+    then numbers its next messages from 1501: 1501..1504 would be stored twice). The
+    application re-sends an overlapping range in the same batches, then goes on with the
+    client's own numbering: every sequence id is stored exactly once."""
+    proc = dedup_standalone
+    topic = _topic("batch-crash")
+    total, cut = 3000, 1505
+    options = {
+        "producer_name": "resumer",
+        "batching_enabled": True,
+        "batching_max_messages": 10,
+        "batching_max_publish_delay_ms": 200,
+        "block_if_queue_full": True,
+    }
+    receipted: set[int] = set()
+    lock = threading.Lock()
+
+    def receipt(i: int) -> Callable[[pulsar.Result, pulsar.MessageId], None]:
+        def done(result: pulsar.Result, _: pulsar.MessageId) -> None:
+            if result == pulsar.Result.Ok:
+                with lock:
+                    receipted.add(i)
+
+        return done
+
+    client = pulsar.Client(proc.service_url, operation_timeout_seconds=15)
+    try:
+        producer = client.create_producer(topic, **options)
+        for i in range(cut):
+            producer.send_async(str(i).encode(), receipt(i), sequence_id=i)
+        wait_until(lambda: len(receipted) == cut, timeout=60, what="every receipt")
+        proc.kill()
+    finally:
+        client.close()
+    proc.start()
+    client = pulsar.Client(proc.service_url, operation_timeout_seconds=15)
+    try:
+        producer = client.create_producer(topic, **options)
+        assert producer.last_sequence_id() == cut - 1
+        for first in range(cut - 25, cut, 10):  # the last batches again, as they were sent
+            for i in range(first, min(first + 10, cut)):
+                producer.send_async(str(i).encode(), None, sequence_id=i)
+            producer.flush()
+        for i in range(cut, total):  # numbered by the client from last_sequence_id + 1
+            producer.send_async(str(i).encode(), None)
+        producer.flush()
+        stored = [int(m) for m in _drain(client, topic)]
+    finally:
+        client.close()
+    assert sorted(stored) == list(range(total)), "every sequence id exactly once"

@@ -16,6 +16,8 @@ import pytest
 from magnetar.wire import commands, pb
 from tests.support.bookies import BookieProc
 from tests.support.etcd import EtcdServer
+from tests.support.pki import CertificateAuthority
+from tests.support.procs import free_ports
 from tests.support.raw_client import RawClient
 from tests.support.standalone import BrokerProc
 
@@ -114,7 +116,11 @@ def test_bad_listener_configuration_fails_startup(tmp_path: Path) -> None:
     for args, needle in (
         (["--advertised-listeners", "external:http://h:1"], "pulsar://"),
         (["--advertised-listeners", "a:pulsar://h:1", "--internal-listener-name", "b"], "'b'"),
-        (["--advertised-listeners", "a:pulsar://h:1,a:pulsar://h:2"], "twice"),
+        (["--advertised-listeners", "a:pulsar://h:1,a:pulsar://h:2"], "a second pulsar://"),
+        (["--advertised-listeners", "a:pulsar://h:1,b:pulsar://h:1"], "both name h:1"),
+        (["--advertised-listeners", "a:pulsar+ssl://h:1"], "no pulsar:// URL"),
+        (["--advertised-listeners", "a:pulsar://h:1,a:pulsar+ssl://h:2"], "no TLS port"),
+        (["--advertised-listeners", "a:https://h:1"], "pulsar+ssl://"),
     ):
         result = subprocess.run(
             [sys.executable, "-m", "magnetar.cli", "broker", "--metadata-url",
@@ -123,3 +129,67 @@ def test_bad_listener_configuration_fails_startup(tmp_path: Path) -> None:
         )  # fmt: skip
         assert result.returncode == 2, result
         assert needle in result.stderr, result.stderr
+
+
+def _tls_broker(etcd: EtcdServer, tmp_path: Path, ca: CertificateAuthority) -> BrokerProc:
+    pair = ca.issue("localhost", server=True, file_stem="broker")
+    proc = BrokerProc(etcd.url, tmp_path, ensemble=(1, 1, 1), session_ttl=2.0)
+    (tls_port,) = free_ports(1)
+    proc.tls_port = tls_port  # type: ignore[attr-defined]
+    proc.proc.argv += [
+        "--broker-service-port-tls", str(tls_port),
+        "--tls-certificate-file", str(pair.cert),
+        "--tls-key-file", str(pair.key),
+        # both listeners on the same sockets: "external" names the host the certificate is for
+        "--advertised-listeners",
+        f"internal:pulsar://127.0.0.1:{proc.port},internal:pulsar+ssl://127.0.0.1:{tls_port},"
+        f"external:pulsar://localhost:{proc.port},external:pulsar+ssl://localhost:{tls_port}",
+        "--internal-listener-name", "internal",
+    ]  # fmt: skip
+    return proc.start()
+
+
+def test_tls_listeners_answer_their_pulsar_ssl_urls(own_etcd: EtcdServer, tmp_path: Path) -> None:
+    """A listener with a pulsar+ssl:// URL: lookups naming it answer both of its URLs, and
+    the official client over TLS with hostname verification, naming it, is sent to the
+    owner's ``pulsar+ssl://localhost`` (the certificate's name) and produces and consumes."""
+    ca = CertificateAuthority(tmp_path / "pki")
+    bookie = BookieProc(own_etcd.url, tmp_path).start()
+    brokers: list[BrokerProc] = []
+    try:
+        brokers = [_tls_broker(own_etcd, tmp_path, ca) for _ in range(2)]
+        a, b = brokers
+        with urllib.request.urlopen(
+            urllib.request.Request(f"{a.http_url}/admin/v2/namespaces/{NS}", method="PUT"),
+            timeout=10,
+        ):
+            pass
+        topic = f"persistent://{NS}/tls-on-b"
+        assert lookup(b, topic).brokerServiceUrlTls == f"pulsar+ssl://127.0.0.1:{b.tls_port}"
+        answer = lookup(a, topic, listener="external")
+        assert answer.brokerServiceUrl == f"pulsar://localhost:{b.port}"
+        assert answer.brokerServiceUrlTls == f"pulsar+ssl://localhost:{b.tls_port}"
+        url = f"{a.http_url}/lookup/v2/topic/persistent/{NS}/tls-on-b?listenerName=external"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            assert json.loads(r.read())["brokerUrlTls"] == f"pulsar+ssl://localhost:{b.tls_port}"
+
+        client = pulsar.Client(
+            f"pulsar+ssl://localhost:{a.tls_port}",
+            listener_name="external",
+            tls_trust_certs_file_path=str(ca.ca_file),
+            tls_validate_hostname=True,
+            operation_timeout_seconds=30,
+        )
+        try:
+            consumer = client.subscribe(topic, "s")
+            producer = client.create_producer(topic, batching_enabled=False)
+            for i in range(20):
+                producer.send(f"m{i}".encode())
+            got = [consumer.receive(timeout_millis=10_000).data().decode() for _ in range(20)]
+            assert got == [f"m{i}" for i in range(20)]
+        finally:
+            client.close()
+    finally:
+        for proc in reversed(brokers):
+            proc.stop()
+        bookie.stop()

@@ -5,10 +5,7 @@ clients that keep working across an unload, a restart and the inactivity collect
 
 from __future__ import annotations
 
-import json
 import re
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +13,8 @@ from typing import Any
 import pulsar
 import pytest
 
-from tests.support.standalone import StandaloneProc
+from magnetar.client.admin import AdminError
+from tests.support.standalone import StandaloneProc, admin_call
 from tests.support.wait import wait_until
 
 NS = "non-persistent://public/default"
@@ -28,12 +26,7 @@ def np(topic: str) -> str:
 
 
 def admin(standalone: StandaloneProc, method: str, path: str, body: Any = None) -> Any:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"{standalone.http_url}/admin/v2{path}", data=data, method=method)
-    req.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(req, timeout=15) as r:
-        text = r.read()
-        return json.loads(text) if text else None
+    return admin_call(standalone.http_url, method, path, body, timeout=15)
 
 
 def stats(standalone: StandaloneProc, topic: str) -> dict[str, Any]:
@@ -338,9 +331,9 @@ def test_inactive_topics_are_dropped_and_come_back(quick_gc: StandaloneProc, top
         producer.close()
         consumer.close()
         wait_until(lambda: np(topic) not in _listed(quick_gc), timeout=30, what="the collection")
-        with pytest.raises(urllib.error.HTTPError) as err:
+        with pytest.raises(AdminError) as err:
             stats(quick_gc, topic)
-        assert err.value.code == 404
+        assert err.value.status == 404
         # the next client loads it again
         _pair(client, topic, b"two")
         assert stats(quick_gc, topic)["msgInCounter"] == 1

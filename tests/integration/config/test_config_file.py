@@ -33,7 +33,8 @@ def test_unknown_key_fails_startup_naming_it(tmp_path: Path, command: str) -> No
     elapsed = time.monotonic() - started
     assert out.returncode == 2, out.stdout + out.stderr
     assert out.stderr.strip() == (
-        f"magnetar {command}: {CONF[command]}: unsupported key 'bogusSetting' (line 2)"
+        f"magnetar {command}: {CONF[command]}: unknown key 'bogusSetting' (line 2), one Apache "
+        "Pulsar does not know either"
     )
     assert elapsed < 10, f"took {elapsed:.1f}s to refuse"
 

@@ -32,6 +32,7 @@ import pytest
 from magnetar.metadata import keys, open_store
 from magnetar.rpc import bookie_pb2, bookie_pb2_grpc
 from tests.integration.internal_tls.conftest import Pki, TlsCluster, bookie_args
+from tests.support import roundtrip
 from tests.support.bookies import BookieProc
 from tests.support.certs import MountedSecret, serial_of
 from tests.support.etcd import EtcdServer, EtcdTls
@@ -45,17 +46,7 @@ pytestmark = pytest.mark.etcd
 def _round_trip(cluster: TlsCluster, topic: str, count: int) -> None:
     client = pulsar.Client(cluster.broker.service_url, operation_timeout_seconds=30)
     try:
-        consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
-        producer = client.create_producer(topic, batching_enabled=False)
-        sent = [b"%s-%04d" % (topic.encode(), i) for i in range(count)]
-        for payload in sent:
-            producer.send(payload)
-        received = []
-        for _ in sent:
-            msg = consumer.receive(timeout_millis=30_000)
-            received.append(msg.data())
-            consumer.acknowledge(msg)
-        assert received == sent
+        roundtrip.round_trip(client, topic, count, subscription="sub", batching=False)
     finally:
         client.close()
 

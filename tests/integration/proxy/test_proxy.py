@@ -199,6 +199,6 @@ def test_bad_input(cluster: Cluster, proxy: ProxyProc) -> None:
         raw.close()
     # admin paths outside the API are refused with a reason
     with pytest.raises(urllib.error.HTTPError) as err:
-        urllib.request.urlopen(f"{proxy.http_url}/metrics", timeout=10)
+        urllib.request.urlopen(f"{proxy.http_url}/bogus", timeout=10)
     assert err.value.code == 404
     wait_until(proxy.ready, timeout=5)

@@ -12,6 +12,7 @@ import re
 import pulsar
 import pytest
 
+from tests.support import roundtrip
 from tests.support.secured import BASIC_USERS, Secured
 
 _names = itertools.count()
@@ -47,19 +48,8 @@ def _topic(namespace: str) -> str:
     return f"persistent://{namespace}/t-{next(_names)}"
 
 
-def _roundtrip(client: pulsar.Client, topic: str, n: int = 5) -> list[bytes]:
-    consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
-    producer = client.create_producer(topic)
-    sent = [f"m-{i}".encode() for i in range(n)]
-    for payload in sent:
-        producer.send(payload)
-    got = []
-    for _ in sent:
-        msg = consumer.receive(timeout_millis=10_000)
-        consumer.acknowledge(msg)
-        got.append(msg.data())
-    assert got == sent
-    return got
+def _roundtrip(client: pulsar.Client, topic: str, n: int = 5) -> None:
+    roundtrip.round_trip(client, topic, n, subscription="sub")
 
 
 def test_anonymous_produce_and_consume_over_tls_on_public_default(secured: Secured) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from magnetar.client import admin
 from magnetar.security import tokens
 from tests.integration.security.conftest import magnetar_only
 from tests.support.bookies import BookieProc
@@ -191,6 +192,36 @@ def test_an_https_client_is_redirected_to_the_owners_https_url(
             assert status == 200, body
             assert url.startswith("https://"), url  # never the plaintext URL
             assert int(url.split(":")[2].split("/")[0]) in cluster.https_ports, url
+
+
+def test_the_admin_client_follows_a_redirect_to_the_owner_with_method_body_and_token(
+    with_credentials: tuple[Cluster, list[BrokerProc]],
+) -> None:
+    """magnetar.client.admin over HTTPS, hostname verified: a PUT with a body on a partition
+    the other broker owns is answered 307 and sent on to the owner with the same method,
+    body and token (the owner creates the subscription); without a token, 401 with
+    Pulsar's reason."""
+    cluster, brokers = with_credentials
+    _produce_to_every_partition(cluster, brokers, "moved")
+    # each partition is called through both brokers: one of them does not own it
+    for port in cluster.https_ports:
+        client = admin.AdminClient.of(
+            f"https://localhost:{port}",
+            auth_plugin="org.apache.pulsar.client.impl.auth.AuthenticationToken",
+            auth_params=f"token:{cluster.super_token}",
+            tls_trust_certs_file=str(cluster.ca.ca_file),
+            tls_verify_hostname=True,
+        )
+        for i in range(8):
+            base = f"/admin/v2/persistent/public/moved/moved-partition-{i}"
+            client.put(f"{base}/subscription/via-{port}", {"ledgerId": -1, "entryId": -1})
+            assert f"via-{port}" in client.get(f"{base}/subscriptions")
+    anonymous = admin.AdminClient(
+        f"https://localhost:{cluster.https_ports[0]}", tls_trust_certs_file=str(cluster.ca.ca_file)
+    )
+    with pytest.raises(admin.AdminError) as refused:
+        anonymous.get("/admin/v2/persistent/public/moved/moved-partition-0/subscriptions")
+    assert refused.value.status == 401 and "Authentication required" in refused.value.reason
 
 
 def test_without_broker_credentials_the_other_broker_refuses(

@@ -4,30 +4,19 @@ back and call the admin API."""
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import pulsar
 import pytest
 
+from magnetar.client import admin
 from tests.support import standalone as standalone_procs
 from tests.support.spark import local_session
-from tests.support.standalone import StandaloneProc
+from tests.support.standalone import StandaloneProc, admin_call
 
 LEDGER_ENTRIES = 5
 """Small ledgers, so a few messages roll over and retention can trim whole ledgers."""
-
-
-def admin_call(http_url: str, method: str, path: str, body: Any = None) -> Any:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"{http_url}/admin/v2{path}", data=data, method=method)
-    req.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(req, timeout=10) as r:
-        text = r.read()
-        return json.loads(text) if text else None
 
 
 def make_namespace(
@@ -35,8 +24,8 @@ def make_namespace(
 ) -> None:
     try:
         admin_call(standalone.http_url, "PUT", f"/namespaces/{namespace}", {})
-    except urllib.error.HTTPError as err:
-        if err.code != 409:
+    except admin.AdminError as err:
+        if err.status != 409:
             raise
     if retain:  # the tests read back everything they wrote, subscribed or not
         infinite = {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}
@@ -50,8 +39,8 @@ def create_topic(standalone: StandaloneProc, topic: str, partitions: int = 0) ->
     path = f"/persistent/{topic}" + ("/partitions" if partitions else "")
     try:
         admin_call(standalone.http_url, "PUT", path, partitions or None)
-    except urllib.error.HTTPError as err:
-        if err.code != 409:
+    except admin.AdminError as err:
+        if err.status != 409:
             raise
 
 

@@ -117,7 +117,7 @@ def _mixed_topic(
     its last message id."""
     topic = _new_topic(standalone, name)
     ids = _produce_mixed(client, topic, **producer_args)
-    last = Admin(standalone.http_url).state(topic).last
+    last = Admin.at(standalone.http_url).state(topic).last
     assert last is not None
     return topic, ids, last
 
@@ -158,7 +158,7 @@ def test_message_ids_are_the_official_clients_bytes(
 ) -> None:
     topic = _new_topic(standalone, "ids", 2)
     ids = _produce_mixed(client, topic)
-    admin = Admin(standalone.http_url)
+    admin = Admin.at(standalone.http_url)
     seen = 0
     for p in range(2):
         partition = f"{topic}-partition-{p}"
@@ -211,7 +211,7 @@ def test_a_chunked_message_is_read_by_the_client_loop_from_there_on(
         plain.send(f"after-{i}".encode())
     plain.close()
     chunky.close()
-    last = Admin(standalone.http_url).state(topic).last
+    last = Admin.at(standalone.http_url).state(topic).last
     assert last is not None
 
     with caplog.at_level(logging.WARNING, logger=protocol_read.__name__):
@@ -262,7 +262,7 @@ def test_a_topic_unloaded_during_the_read_is_read_on_after_subscribing_again(
         producer.send_async(str(i).encode(), None)
     producer.flush()
     producer.close()
-    last = Admin(standalone.http_url).state(topic).last
+    last = Admin.at(standalone.http_url).state(topic).last
     assert last is not None
 
     with caplog.at_level(logging.INFO, logger=protocol_read.__name__):

@@ -57,7 +57,7 @@ def test_a_range_longer_than_one_arrow_batch_reads_every_message_once_with_its_c
     producer.close()
     assert len(sent) == N
 
-    last = Admin(standalone.http_url).state(topic).last
+    last = Admin.at(standalone.http_url).state(topic).last
     assert last is not None
     r = Range(topic, BEFORE_ALL, last)
     if path == "client":

@@ -8,11 +8,8 @@ import ast
 import io
 import json
 import pathlib
-import threading
 from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import pytest
 
@@ -20,6 +17,7 @@ import magnetar.admin_cli
 from magnetar import admin_cli
 from magnetar.admin_cli import commands, convert
 from magnetar.admin_cli.client import NO_BODY, Client, Request
+from tests.support import admin_echo
 
 SUB = "/admin/v2/persistent/public/default/t/subscription/s1"
 NSP = "/admin/v2/namespaces/public/ns"
@@ -52,6 +50,16 @@ CASES: dict[tuple[str, str], tuple[list[str], Request]] = {
     ),
     ("namespaces", "delete"): (["public/ns"], Request("DELETE", f"{NSP}?force=false")),
     ("namespaces", "policies"): (["public/ns"], Request("GET", NSP)),
+    ("namespaces", "bundles"): (["public/ns"], Request("GET", f"{NSP}/bundles")),
+    ("namespaces", "unload"): (["public/ns"], Request("PUT", f"{NSP}/unload")),
+    ("namespaces", "split-bundle"): (
+        ["public/ns", "-b", "0x00000000_0x40000000", "-u", "-san", "topic_count_equally_divide"],
+        Request(
+            "PUT",
+            f"{NSP}/0x00000000_0x40000000/split"
+            "?unload=true&splitAlgorithmName=topic_count_equally_divide",
+        ),
+    ),
     ("namespaces", "permissions"): (["public/ns"], Request("GET", f"{NSP}/permissions")),
     ("namespaces", "grant-permission"): (
         ["public/ns", "--role", "app one", "--actions", "produce, consume"],
@@ -196,6 +204,10 @@ CASES: dict[tuple[str, str], tuple[list[str], Request]] = {
         Request("GET", "/admin/v2/persistent/public/default/p/partitioned-stats?perPartition=true"),
     ),
     ("topics", "lookup"): (["t"], Request("GET", "/lookup/v2/topic/persistent/public/default/t")),
+    ("topics", "bundle-range"): (
+        ["t"],
+        Request("GET", "/lookup/v2/topic/persistent/public/default/t/bundle"),
+    ),
     ("topics", "unload"): (["t"], Request("PUT", "/admin/v2/persistent/public/default/t/unload")),
     ("topics", "terminate"): (
         ["t"],
@@ -452,48 +464,16 @@ def test_conversions() -> None:
 # --- the HTTP client, against a tiny local server ----------------------------------------------
 
 
-class _Handler(BaseHTTPRequestHandler):
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _answer(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        if self.path.startswith("/moved"):
-            self.send_response(307)
-            self.send_header("Location", "/admin/v2/echo")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        if self.path.startswith("/admin/v2/missing"):
-            payload = json.dumps({"reason": "Topic not found"}).encode()
-            self.send_response(404)
-        else:
-            payload = json.dumps({"method": self.command, "body": body.decode()}).encode()
-            self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    do_GET = do_POST = do_PUT = do_DELETE = _answer
-
-
 @pytest.fixture
 def server() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with admin_echo.brokers(1) as urls:
+        yield urls[0]
 
 
 def test_client_follows_redirects_with_method_and_body(server: str) -> None:
-    client = Client(server)
-    assert client.call(Request("POST", "/moved", 5)) == {"method": "POST", "body": "5"}
+    client = Client.of(server)
+    answer = client.call(Request("POST", "/moved", 5))
+    assert (answer["method"], answer["body"]) == ("POST", "5")
 
 
 def test_http_errors_print_status_and_reason(server: str) -> None:
@@ -525,9 +505,12 @@ def test_the_cli_imports_nothing_of_the_broker() -> None:
                 names = [node.module]
             for name in names:
                 if name.startswith("magnetar"):
-                    # the client side of security (TLS contexts, credentials) is allowed
+                    # the client layer's admin client and the client side of security (TLS
+                    # contexts, credentials) are allowed
                     assert name.startswith("magnetar.admin_cli") or name in (
                         "magnetar",
+                        "magnetar.client",
+                        "magnetar.client.admin",
                         "magnetar.security",
                         "magnetar.security.tls",
                         "magnetar.security.client_auth",

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from magnetar.broker import enforcement
-from magnetar.broker.admin import topics
+from magnetar.broker.topic_ops import stats as topic_stats
 from magnetar.managed_ledger.api import LedgerInfo, Position
 
 
@@ -114,7 +114,7 @@ def test_partitioned_stats_sum_the_partitions() -> None:
         "publishers": [],
         "subscriptions": {"s": {"msgBacklog": 2, "type": "Shared", "consumers": []}},
     }
-    out = topics.aggregate({"p0": p0, "p1": p1}, 2)
+    out = topic_stats.aggregate({"p0": p0, "p1": p1}, 2)
     assert out["msgInCounter"] == 10 and out["storageSize"] == 150
     assert out["metadata"] == {"partitions": 2}
     assert out["publishers"] == [{"producerName": "a"}]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import zlib
 
 from magnetar.broker import metrics, policies
-from magnetar.broker.ownership import Bundle, bundle_of, murmur3_32
+from magnetar.broker.ownership import Bundle, bundle_of, topic_hash
 from magnetar.broker.service import managed_ledger_name
 from magnetar.broker.subscriptions import TopicSubscriptionsImpl
 from magnetar.broker.topic import PersistentTopic
+from magnetar.common.hashing import murmur3_32
 from magnetar.managed_ledger.memory import MemoryManagedLedger
 from magnetar.wire.topics import TopicName
 
@@ -18,6 +20,13 @@ def test_murmur3_matches_guava() -> None:
     assert murmur3_32(b"") == 0
     assert murmur3_32(b"foo") == (-156908512) & 0xFFFFFFFF
     assert murmur3_32(b"hello") == 613153351
+
+
+def test_topics_hash_into_bundles_by_crc32_as_pulsar() -> None:
+    # Pulsar's NamespaceBundleFactory: Guava's Hashing.crc32() of the full name, unsigned
+    assert topic_hash("123456789") == 0xCBF43926
+    name = TopicName.parse("persistent://public/default/orders")
+    assert topic_hash(name.full_name) == zlib.crc32(b"persistent://public/default/orders")
 
 
 def test_bundles_split_the_hash_space() -> None:

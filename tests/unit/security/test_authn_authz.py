@@ -195,3 +195,25 @@ def test_client_credentials_in_pulsar_admins_forms(tmp_path: Path) -> None:
     ):
         with pytest.raises(CredentialsError, match=message):
             Credentials.parse(plugin_name, params)
+
+
+def test_through_a_proxy_both_roles_are_checked() -> None:
+    """Pulsar's AuthorizationService: a proxy role and its original principal must both be
+    allowed; a proxy forwarding nothing, or forwarding a proxy role, is refused; an original
+    principal from a role that is no proxy is not taken."""
+    rules = authz.Rules(enabled=True, proxy_roles=frozenset({"proxy", "proxy2"}))
+    assert rules.checked_roles("proxy", "alice") == ("proxy", "alice")
+    assert rules.checked_roles("proxy", None) == ()
+    assert rules.checked_roles("proxy", "proxy2") == ()
+    assert rules.checked_roles("bob", "alice") == ("bob",)
+
+
+def test_which_roles_may_name_an_original_principal() -> None:
+    """Pulsar's isValidOriginalPrincipal: a broker with authorization on refuses CONNECT
+    ("Invalid roles.") otherwise."""
+    rules = authz.Rules(enabled=True, proxy_roles=frozenset({"proxy", "proxy2"}))
+    assert rules.valid_original_principal("proxy", "alice")
+    assert not rules.valid_original_principal("proxy", None)
+    assert not rules.valid_original_principal("proxy", "proxy2")
+    assert not rules.valid_original_principal("bob", "alice")
+    assert rules.valid_original_principal("bob", None)

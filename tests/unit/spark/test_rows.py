@@ -216,11 +216,11 @@ def test_an_entry_that_does_not_split_leaves_the_rows_before_it_alone() -> None:
 def test_the_service_url_option() -> None:
     assert opts.service_url({"serviceurl": " pulsar://b:6650/ "}) == "pulsar://b:6650/"
     assert opts.service_url({"serviceurl": "pulsar://b"}) == "pulsar://b"  # (port 6650)
+    assert opts.service_url({"serviceurl": "pulsar+ssl://b:6651"}) == "pulsar+ssl://b:6651"
     for url, says in [
-        ("", "option serviceUrl (pulsar://host:port) is required"),
+        ("", "option serviceUrl (pulsar://host:port or pulsar+ssl://host:port) is required"),
         ("b:6650", "expected pulsar://host:port"),
         ("pulsar://b:x", "port 'x' is not a number"),
-        ("pulsar+ssl://b:6651", "TLS is not supported here yet"),
         ("pulsar://a:6650,b:6650", "name one host"),
     ]:
         with pytest.raises(MagnetarSourceError, match=re.escape(says)):

@@ -22,14 +22,9 @@ HOME = {
     "the lookup-redirect loop": "src/magnetar/wire/lookup.py",
     "the CONNECT handshake": "src/magnetar/wire/session.py",
 }
-LEFT_FOR_LATER = {
-    ("service URL parsing", "src/magnetar/conffile.py"): (
-        "advertised listeners checked with startswith('pulsar://') beside an etcd endpoint "
-        "split: the configuration files are being changed by the security work; to move onto "
-        "wire.urls after it lands"
-    ),
-}
-"""Known second definitions, each with why it is still there."""
+LEFT_FOR_LATER: dict[tuple[str, str], str] = {}
+"""Known second definitions, each with why it is still there (none now: the configuration's
+advertised listeners are checked by wire.urls too)."""
 
 _URL_PARSING = re.compile(r"removeprefix\(\s*[\"']pulsar|replace\(\s*[\"']pulsar://")
 _URL_SPLITTING = re.compile(r"urlsplit|urlparse|partition\(\s*[\"']://[\"']\s*\)")
@@ -123,3 +118,86 @@ def test_the_checks_find_what_they_look_for() -> None:
     for what, sample in copies.items():
         assert what.strip() in _found_in(sample), what
     assert "PROTOCOL_VERSION" in _found_in("commands.connect(protocol_version=20)\n")
+
+
+# --- the admin REST client: one decoder of Pulsar's error body ----------------------------------
+
+ADMIN_ERROR_HOMES = {
+    ("src/magnetar/client/admin.py", "error_reason"): "the client layer's admin client",
+    ("operator/magnetar_operator/pulsar.py", "error_reason"): (
+        "the operator's own admin client: it imports nothing of magnetar (import-linter), so it "
+        "keeps a copy of the same function; tests/unit/client/test_admin.py runs both on the "
+        "same answers"
+    ),
+}
+NOT_PULSAR_ERRORS = {
+    ("operator/magnetar_operator/conditions.py", "holds"): "Kubernetes status conditions",
+    ("operator/magnetar_operator/handlers.py", "_not_ready"): "Kubernetes status conditions",
+    ("operator/magnetar_operator/kube.py", "_request"): "the Kubernetes API's Status object",
+}
+"""Functions that read a ``reason`` that is not Pulsar's admin error body."""
+
+
+def _admin_error_decoders(text: str) -> set[str]:
+    """The functions of ``text`` that read a ``reason`` out of an answer: the constant
+    ``"reason"`` in a function that decodes JSON, or looks ``"reason"`` up."""
+    found = set()
+    for fn in ast.walk(ast.parse(text)):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        nodes = list(ast.walk(fn))
+        if not any(isinstance(n, ast.Constant) and n.value == "reason" for n in nodes):
+            continue
+        for n in nodes:
+            if isinstance(n, ast.Call):
+                name = getattr(n.func, "attr", None) or getattr(n.func, "id", None)
+                first = n.args[0] if n.args else None
+                if name in ("loads", "json") or (
+                    name == "get" and isinstance(first, ast.Constant) and first.value == "reason"
+                ):
+                    found.add(fn.name)
+            elif (
+                isinstance(n, ast.Subscript)
+                and isinstance(n.slice, ast.Constant)
+                and n.slice.value == "reason"
+                and isinstance(n.ctx, ast.Load)
+            ):
+                found.add(fn.name)
+    return found
+
+
+def test_pulsars_admin_error_body_is_decoded_once() -> None:
+    """Four admin REST clients used to decode ``{"reason": ...}`` each their own way
+    (docs/architecture.md, "The client layer"): src/, tests/support and the operator have
+    the one function (and the operator's copy) only."""
+    sources = _sources() + [
+        (p.relative_to(ROOT).as_posix(), p.read_text())
+        for p in sorted((ROOT / "operator/magnetar_operator").rglob("*.py"))
+    ]
+    again = sorted(
+        f"{rel}: {name}"
+        for rel, text in sources
+        for name in _admin_error_decoders(text)
+        if (rel, name) not in ADMIN_ERROR_HOMES and (rel, name) not in NOT_PULSAR_ERRORS
+    )
+    assert not again, (
+        "Pulsar's admin error body decoded outside magnetar.client.admin.error_reason "
+        "(use it, or AdminClient): " + "; ".join(again)
+    )
+    for rel, name in ADMIN_ERROR_HOMES:
+        assert name in _admin_error_decoders((ROOT / rel).read_text()), (rel, name)
+
+
+def test_the_admin_error_check_finds_the_shapes_the_copies_had() -> None:
+    copies = [
+        # the CLI's
+        "def _reason(err):\n    return json.loads(err.read()).get('reason')\n",
+        # the Spark source's
+        "def _call(self):\n    reason = json.loads(text).get('reason', text)\n",
+        # the broker's peers'
+        "def raise_for(status, answer):\n    reason = answer.get('reason')\n",
+        "def f(body):\n    return body['reason']\n",
+    ]
+    for sample in copies:
+        assert _admin_error_decoders(sample), sample
+    assert not _admin_error_decoders("def f():\n    return {'reason': 'x'}\n")

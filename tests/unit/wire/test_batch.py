@@ -9,7 +9,7 @@ import zlib
 
 import pytest
 
-from magnetar.wire import batch, pb
+from magnetar.wire import batch, compression, pb
 from magnetar.wire.errors import (
     CompressedPayloadError,
     CorruptBatchError,
@@ -90,9 +90,14 @@ def test_split_entry_batched_plain_and_compressed() -> None:
     assert [bytes(m.payload) for m in batch.split_entry(zmd, packed, decompress_payload=True)] == [
         p for _, p in msgs
     ]
-    lz4 = metadata(1, compression=pb.LZ4, uncompressed_size=10)
-    with pytest.raises(UnsupportedCompressionError):
-        batch.split_entry(lz4, b"x", decompress_payload=True)
+    for codec in (pb.LZ4, pb.ZSTD, pb.SNAPPY):
+        cmd = metadata(1, num_messages_in_batch=3, compression=codec, uncompressed_size=len(data))
+        packed = compression.compress(codec, data)
+        assert packed != data
+        got = batch.split_entry(cmd, packed, decompress_payload=True)
+        assert [bytes(m.payload) for m in got] == [p for _, p in msgs]
+        with pytest.raises(CorruptBatchError):
+            batch.decompress(packed[: len(packed) // 2], codec, len(data))
     with pytest.raises(CorruptBatchError):
         batch.decompress(b"not zlib", pb.ZLIB, 10)
     with pytest.raises(CorruptBatchError):
@@ -112,8 +117,11 @@ def test_decompress_with_a_codec_given_by_the_caller() -> None:
         batch.decompress(b"abc", pb.LZ4, 3, codecs=codecs)
     with pytest.raises(CorruptBatchError, match="decompressed 2 bytes, metadata says 3"):
         batch.decompress(b"!ba", pb.LZ4, 3, codecs=codecs)
-    with pytest.raises(UnsupportedCompressionError, match="ZSTD is not available"):
-        batch.decompress(b"x", pb.ZSTD, 1, codecs=codecs)
+    assert batch.decompress(compression.compress(pb.ZSTD, b"abc"), pb.ZSTD, 3, codecs=codecs) == (
+        b"abc"
+    )  # the codecs not given are Pulsar's own
+    with pytest.raises(UnsupportedCompressionError, match="compression 99 is not available"):
+        batch.decompress(b"x", 99, 1)
 
 
 def test_routing_key() -> None:

@@ -91,3 +91,12 @@ def test_a_challenge_without_credentials_is_refused_clearly() -> None:
     )
     with pytest.raises(session.HandshakeRefusedError, match="no credentials"):
         s.receive(challenge)
+
+
+def test_a_proxys_connect_names_the_client() -> None:
+    who = session.OnBehalfOf("app", auth_method="token", auth_data=b"jwt")
+    connect = session.ClientSession(client_version="p", on_behalf_of=who).connect().connect
+    assert (connect.original_principal, connect.original_auth_method) == ("app", "token")
+    assert connect.original_auth_data == "jwt"
+    plain = session.ClientSession(client_version="p").connect().connect
+    assert not plain.HasField("original_principal")

@@ -19,7 +19,7 @@ from magnetar.broker.admin import (
     remote,
     schemas,
     tenants,
-    topics,
+    topic_routes,
 )
 
 
@@ -33,6 +33,6 @@ def extension(app: web.Application) -> None:
     tenants.register(app.router)
     permissions.register(app.router)
     namespaces.register(app.router)
-    topics.register(app.router)
+    topic_routes.register(app.router)
     schemas.register(app.router)
     openapi.register(app.router)

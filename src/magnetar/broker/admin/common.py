@@ -1,5 +1,5 @@
 """What every admin handler shares: the error middleware (which also answers the typed errors
-of ``broker/topic_admin`` with their HTTP status), JSON body parsing, name checks and
+of ``broker/topic_ops`` with their HTTP status), JSON body parsing, name checks and
 compare-and-set updates of JSON records in the metadata store.
 
 Errors are answered as Pulsar does: a status and a JSON ``{"reason": ...}``. Bad input is
@@ -24,7 +24,7 @@ from magnetar.broker.admin.errors import not_found as not_found
 from magnetar.broker.admin.validation import Body
 from magnetar.broker.contracts import BrokerError
 from magnetar.broker.service import BrokerService
-from magnetar.broker.topic_admin import errors
+from magnetar.broker.topic_ops import errors
 from magnetar.common import errors as common_errors
 from magnetar.metadata import api
 from magnetar.wire import topics as topic_names
@@ -79,7 +79,7 @@ _STATUS_OF: tuple[tuple[type[errors.TopicAdminError], int], ...] = (
     (errors.Invalid, 400),
     (errors.Unavailable, 503),
 )
-"""Pulsar's HTTP status for each error of the typed topic administration."""
+"""Pulsar's HTTP status for each error of the typed topic operations."""
 
 
 def status_of(err: errors.TopicAdminError) -> int:

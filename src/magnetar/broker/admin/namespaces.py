@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from aiohttp import web
 
@@ -28,9 +28,10 @@ from magnetar.broker.admin.common import (
     service,
     update_json,
 )
+from magnetar.broker.admin.topic_routes.paths import scope as topic_scope
 from magnetar.broker.service import ALL_DOMAINS, BrokerService
-from magnetar.broker.topic_admin import topics as topic_admin
-from magnetar.broker.topic_admin.scope import Scope
+from magnetar.broker.topic_ops import topics as topic_ops
+from magnetar.broker.topic_ops.scope import Scope
 from magnetar.metadata import api, keys
 
 BASE = "/admin/v2/namespaces/{tenant}/{namespace}"
@@ -104,6 +105,49 @@ async def get_policies(request: web.Request) -> web.Response:
     return web.json_response({k: v for k, v in (await _policies(request)).items() if k != "format"})
 
 
+async def get_bundles(request: web.Request) -> web.Response:
+    """A namespace's bundle layout (``namespaces bundles``): Pulsar's BundlesData, the
+    boundaries as ``0x%08x`` strings and their count."""
+    bundles = (await _policies(request)).get("bundles") or {}
+    boundaries = list(bundles.get("boundaries") or [])
+    return web.json_response({"boundaries": boundaries, "numBundles": max(len(boundaries) - 1, 0)})
+
+
+_BUNDLE: Final = "{bundle:0x[0-9a-fA-F]{8}_0x[0-9a-fA-F]{8}}"
+
+
+async def unload_namespace(request: web.Request) -> web.Response:
+    """Unload every bundle of the namespace, each by its owner (super-user, as Pulsar)."""
+    tenant, ns = _names(request)
+    await topic_ops.unload_namespace(topic_scope(request), tenant=tenant, ns=ns)
+    return web.Response(status=204)
+
+
+async def unload_bundle(request: web.Request) -> web.Response:
+    """Unload one bundle: 307 to its owner; its owner closes the bundle's topics and gives up
+    the ownership (clients reconnect through lookup)."""
+    tenant, ns = _names(request)
+    await topic_ops.unload_bundle(
+        topic_scope(request), tenant=tenant, ns=ns, bundle_range=request.match_info["bundle"]
+    )
+    return web.Response(status=204)
+
+
+async def split_bundle(request: web.Request) -> web.Response:
+    """Split one bundle in two on its owner (``?splitAlgorithmName=`` range_equally_divide,
+    the default, or topic_count_equally_divide; ``?unload=true`` places the halves again)."""
+    tenant, ns = _names(request)
+    await topic_ops.split_bundle(
+        topic_scope(request),
+        tenant=tenant,
+        ns=ns,
+        bundle_range=request.match_info["bundle"],
+        algorithm=request.query.get("splitAlgorithmName") or topic_ops.SPLIT_ALGORITHMS[0],
+        unload=validation.query_flag(request.query.get("unload"), "unload"),
+    )
+    return web.Response(status=204)
+
+
 FORCE_NOT_ALLOWED = "Broker doesn't allow forced deletion of namespaces"
 """Pulsar's 405 reason when forceDeleteNamespaceAllowed is false."""
 
@@ -131,7 +175,7 @@ async def delete_namespace_and_topics(
     """Unload and delete every topic of the namespace, then its partitioned-topic and
     topic-policy records, then the namespace record."""
     for name in await svc.topics_of_namespace(tenant, ns, domains=ALL_DOMAINS):
-        await topic_admin.delete_on_owner(Scope(svc, peers), svc.parse_topic(name), force=True)
+        await topic_ops.delete_on_owner(Scope(svc, peers), svc.parse_topic(name), force=True)
     for root in (keys.PARTITIONED_TOPICS, keys.TOPIC_POLICIES):
         await svc.store.delete_prefix(f"{root}/{keys.segment(tenant)}/{keys.segment(ns)}")
     try:
@@ -232,6 +276,10 @@ def register(router: web.UrlDispatcher) -> None:
     router.add_get(BASE, get_policies)
     router.add_delete(BASE, delete_namespace)
     router.add_get(f"{BASE}/backlogQuotaMap", get_backlog_quotas)
+    router.add_get(f"{BASE}/bundles", get_bundles)
+    router.add_put(f"{BASE}/unload", unload_namespace)
+    router.add_put(f"{BASE}/{_BUNDLE}/unload", unload_bundle)
+    router.add_put(f"{BASE}/{_BUNDLE}/split", split_bundle)
     router.add_post(f"{BASE}/backlogQuota", set_backlog_quota)
     router.add_delete(f"{BASE}/backlogQuota", remove_backlog_quota)
     for policy in POLICIES:

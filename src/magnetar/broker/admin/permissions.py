@@ -27,8 +27,8 @@ from magnetar.broker.admin.common import (
     service,
     update_json,
 )
-from magnetar.broker.admin.topics import paths
-from magnetar.broker.topic_admin import scope as topic_scope
+from magnetar.broker.admin.topic_routes import paths
+from magnetar.broker.topic_ops import scope as topic_scope
 from magnetar.metadata import keys
 from magnetar.security import authz
 from magnetar.wire.topics import TopicName

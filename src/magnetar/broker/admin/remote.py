@@ -2,7 +2,7 @@
 brokers own: partitioned stats, deleting or unloading a partitioned topic, deleting a
 namespace. (Operations on one topic answer ``307`` to its owner instead.)
 
-:data:`PEERS` is the HTTP side of :class:`magnetar.broker.topic_admin.scope.Peers`: the typed
+:data:`PEERS` is the HTTP side of :class:`magnetar.broker.topic_ops.scope.Peers`: the typed
 topic administration says what it needs of another broker, this module asks it over the
 admin REST API. Only the current owner is asked (authoritatively): an unowned topic is
 handled by this broker, which may take its bundle, as a lookup would.
@@ -20,7 +20,8 @@ import aiohttp
 from aiohttp import web
 
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.topic_admin import errors
+from magnetar.broker.topic_ops import errors
+from magnetar.client import admin
 from magnetar.security import tls
 from magnetar.wire.topics import TopicDomain, TopicName
 
@@ -48,7 +49,9 @@ async def call(
     ssl_context: ssl.SSLContext | None = None,
 ) -> tuple[int, Any]:
     """``method path`` on another broker's admin API (authoritative: it owns the topic);
-    (status, decoded JSON or None). Unavailable when it cannot be reached."""
+    (status, decoded JSON or None), or for an error status (status, its reason decoded by
+    the client layer's :func:`magnetar.client.admin.error_reason`). Unavailable when it
+    cannot be reached."""
     sep = "&" if "?" in path else "?"
     url = f"{base_url}{path}{sep}authoritative=true"
     try:
@@ -59,6 +62,8 @@ async def call(
             ) as response,
         ):
             text = await response.text()
+            if response.status >= 400:
+                return response.status, admin.error_reason(response.status, text)
             return response.status, (json.loads(text) if text.strip() else None)
     except (aiohttp.ClientError, TimeoutError, ValueError) as err:
         reason = f"broker {base_url} did not answer {method} {path}: {err}"
@@ -66,15 +71,16 @@ async def call(
 
 
 def raise_for(status: int, answer: Any, *, ok: tuple[int, ...] = (200, 204)) -> None:
-    """Pass another broker's refusal on with its status and reason."""
+    """Pass another broker's refusal on with its status and reason (what :func:`call`
+    answers for an error status)."""
     if status in ok:
         return
-    reason = answer.get("reason") if isinstance(answer, dict) else None
-    raise errors.PeerRefused(status, str(reason or f"the owning broker answered {status}"))
+    reason = answer if isinstance(answer, str) and answer else None
+    raise errors.PeerRefused(status, reason or f"the owning broker answered {status}")
 
 
 class HttpPeers:
-    """:class:`magnetar.broker.topic_admin.scope.Peers` over the admin REST API, as this
+    """:class:`magnetar.broker.topic_ops.scope.Peers` over the admin REST API, as this
     broker: with its brokerClient* credentials and TLS trust (docs/security.md)."""
 
     def __init__(
@@ -125,6 +131,13 @@ class HttpPeers:
         status, answer = await self._call(web_url, "PUT", f"{topic_path(topic)}/unload")
         raise_for(status, answer, ok=(204, 404))
 
+    async def unload_bundle(
+        self, web_url: str, *, tenant: str, namespace: str, bundle: str
+    ) -> None:
+        path = f"/admin/v2/namespaces/{tenant}/{namespace}/{bundle}/unload?authoritative=true"
+        status, answer = await self._call(web_url, "PUT", path)
+        raise_for(status, answer, ok=(204, 404))
+
     async def compact(self, web_url: str, topic: TopicName) -> None:
         status, answer = await self._call(web_url, "PUT", f"{topic_path(topic)}/compaction")
         raise_for(status, answer, ok=(204, 409))
@@ -132,7 +145,7 @@ class HttpPeers:
 
 PEERS = web.AppKey("magnetar_admin_peers", HttpPeers)
 """``request.app[PEERS]``: the broker's peers client, which the admin routes hand to the
-typed topic administration (set up by the admin extension from the broker's config)."""
+typed topic operations (set up by the admin extension from the broker's config)."""
 
 
 def peers(request: web.Request) -> HttpPeers:

@@ -34,8 +34,8 @@ from typing import Final
 
 from magnetar.broker.compaction import format as fmt
 from magnetar.broker.compaction.view import CURSOR, LEDGER_PROPERTY, CompactedLedger, CompactedTopic
+from magnetar.broker.subscriptions.dispatch import TxnReadFilter
 from magnetar.broker.subscriptions.entries import read_meta
-from magnetar.broker.subscriptions.subscription import TxnReadFilter
 from magnetar.managed_ledger.api import (
     Entry,
     InitialPosition,

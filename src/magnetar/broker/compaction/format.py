@@ -23,13 +23,12 @@ What is retained of an entry (Pulsar's ``TwoPhaseCompactor`` / ``RawBatchConvert
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Iterator
 from typing import Final, NamedTuple
 
 from magnetar.managed_ledger.api import Position
-from magnetar.wire import batch, frames, pb
-from magnetar.wire.errors import CorruptMetadataError, WireError
+from magnetar.wire import batch, compression, frames, pb
+from magnetar.wire.errors import CorruptMetadataError
 
 _U32: Final = struct.Struct(">I")
 
@@ -131,13 +130,8 @@ def retain(position: Position, data: bytes, latest: dict[str, MessageKey]) -> by
     md = parsed.metadata
     md.num_messages_in_batch = len(slots)
     md.uncompressed_size = len(body)
-    if md.compression == pb.ZLIB:
-        stored: bytes = zlib.compress(body)
-    elif md.compression == pb.NONE:
-        stored = body
-    else:  # split_entry decompressed it, so the codec is one available here
-        raise WireError(f"cannot re-compress a batch with codec {md.compression}")
-    return frames.encode_headers_and_payload(md, stored)
+    # written back with the codec the producer chose (split_entry could decompress it)
+    return frames.encode_headers_and_payload(md, compression.compress(md.compression, body))
 
 
 def last_batch_index(data: bytes | memoryview) -> int:

@@ -24,7 +24,7 @@ from typing import Any
 
 from magnetar.broker.compaction.compactor import CompactionResult, compact
 from magnetar.broker.compaction.view import CURSOR, CompactedTopic
-from magnetar.broker.subscriptions.subscription import TxnReadFilter
+from magnetar.broker.subscriptions.dispatch import TxnReadFilter
 from magnetar.managed_ledger.api import InitialPosition, ManagedLedger, Position
 
 log = logging.getLogger(__name__)

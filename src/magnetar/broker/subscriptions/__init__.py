@@ -4,8 +4,10 @@ The broker core hands each topic's SUBSCRIBE commands to :class:`TopicSubscripti
 (the :class:`~magnetar.broker.contracts.TopicSubscriptions` seam) and drives the consumers it
 returns; this package never sees a socket -- it answers through ``ServerCnx``.
 
-Modules: ``topic`` (the per-topic entry point, positions), ``subscription`` (cursor,
-redelivery, dispatch loop), ``dispatchers`` (Exclusive/Failover, Shared, Key_Shared
+Modules: ``topic_subscriptions`` (the per-topic entry point, positions), ``subscription`` (one
+subscription: consumers, seek, stats) and its parts ``dispatch`` (the dispatch loop),
+``acknowledgements`` (what an ACK changes), ``redelivery`` (replay set, redelivery counts,
+rewind), ``delayed`` (delayed delivery); ``dispatchers`` (Exclusive/Failover, Shared, Key_Shared
 policies), ``selectors`` (pure consumer-selection policies), ``consumer`` (per-consumer state),
 ``entries`` (entry metadata read once per entry), ``acks`` (ack-set arithmetic), ``hashing``
 (Pulsar's sticky-key Murmur3), ``stats``; ``nonpersistent`` (non-persistent topics'
@@ -13,6 +15,6 @@ subscriptions: hand out or drop, nothing kept).
 """
 
 from magnetar.broker.subscriptions.nonpersistent import NonPersistentSubscriptions
-from magnetar.broker.subscriptions.topic import TopicSubscriptionsImpl
+from magnetar.broker.subscriptions.topic_subscriptions import TopicSubscriptionsImpl
 
 __all__ = ["NonPersistentSubscriptions", "TopicSubscriptionsImpl"]

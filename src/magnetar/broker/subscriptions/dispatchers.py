@@ -1,7 +1,7 @@
 """Dispatch policies: how a subscription of each type spreads entries over its consumers.
 
-The subscription owns the cursor, the redelivery (replay) set and the read loop; a policy
-answers three questions for it:
+The subscription owns the cursor, the redelivery (replay) set (``redelivery``) and the read
+loop (``dispatch``); a policy answers three questions for it:
 
 * ``budget()`` -- how many entries to read now (from the permits of the consumers that can
   take messages), or which connections to wait for when the consumers with permits are not
@@ -22,7 +22,9 @@ from typing import Final, Protocol, TypeAlias
 from magnetar.broker.contracts import ServerCnx
 from magnetar.broker.subscriptions import selectors
 from magnetar.broker.subscriptions.consumer import Consumer
+from magnetar.broker.subscriptions.delayed import DelayedDelivery
 from magnetar.broker.subscriptions.entries import EntryMeta, EntryMetaCache
+from magnetar.broker.subscriptions.redelivery import Redelivery
 from magnetar.broker.subscriptions.stats import now_ms
 from magnetar.managed_ledger.api import Entry, ManagedCursor, Position
 from magnetar.wire import pb
@@ -35,8 +37,8 @@ class Subscription(Protocol):
 
     cursor: ManagedCursor
     consumers: list[Consumer]
-    replay: dict[Position, int]
-    replay_hashes: dict[int, int]
+    redelivery: Redelivery
+    delayed: DelayedDelivery
     avg_messages_per_entry: float
 
     @property
@@ -44,8 +46,6 @@ class Subscription(Protocol):
     @property
     def meta_cache(self) -> EntryMetaCache: ...
     def send(self, c: Consumer, entry: Entry, meta: EntryMeta) -> None: ...
-    def park(self, position: Position, key_hash: int) -> None: ...
-    def delay(self, position: Position, deliver_at: int) -> None: ...
     def next_unacked_position(self) -> Position: ...
 
 
@@ -99,7 +99,7 @@ class Policy:
         return entries_for(total, self.sub.avg_messages_per_entry), []
 
     def replay_candidates(self, budget: int) -> list[Position]:
-        replay = self.sub.replay
+        replay = self.sub.redelivery.replay
         if len(replay) <= budget:
             return sorted(replay)
         return sorted(replay)[:budget]
@@ -137,7 +137,7 @@ class SingleActive(Policy):
         c = self.active
         if c is None:
             for entry, meta in entries:
-                self.sub.park(entry.position, meta.key_hash)
+                self.sub.redelivery.park(entry.position, meta.key_hash)
             return 0
         send = self.sub.send
         sent = 0
@@ -173,11 +173,11 @@ class SharedPolicy(Policy):
             if meta.deliver_at is not None:
                 now = now or now_ms()
                 if meta.deliver_at > now:
-                    sub.delay(entry.position, meta.deliver_at)
+                    sub.delayed.add(entry.position, meta.deliver_at)
                     continue
             c = self.rr.pick(consumers, can_take)
             if c is None:
-                sub.park(entry.position, meta.key_hash)
+                sub.redelivery.park(entry.position, meta.key_hash)
                 continue
             sub.send(c, entry, meta)
             sent += 1
@@ -244,7 +244,7 @@ class KeySharedPolicy(Policy):
         return join is not None and position >= join
 
     def replay_candidates(self, budget: int) -> list[Position]:
-        replay = self.sub.replay
+        replay = self.sub.redelivery.replay
         lookup = self.sub.meta_cache.lookup
         blocked: set[int] = set()
         spent: dict[int, int] = {}
@@ -267,7 +267,8 @@ class KeySharedPolicy(Policy):
 
     def route(self, entries: Sequence[tuple[Entry, EntryMeta]], *, replay: bool) -> int:
         sub = self.sub
-        waiting = sub.replay_hashes
+        park = sub.redelivery.park
+        waiting = sub.redelivery.replay_hashes
         blocked: set[int] = set()
         no_spend: dict[int, int] = {}
         sent = 0
@@ -275,12 +276,12 @@ class KeySharedPolicy(Policy):
             h = meta.key_hash
             if h in blocked or (not replay and waiting.get(h)):
                 # an older entry of this key waits: this one waits behind it
-                sub.park(entry.position, h)
+                park(entry.position, h)
                 continue
             c = self.select(h)
             if self._blocked(c, entry.position, no_spend):
                 blocked.add(h)
-                sub.park(entry.position, h)
+                park(entry.position, h)
                 continue
             assert c is not None
             sub.send(c, entry, meta)

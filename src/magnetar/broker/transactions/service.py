@@ -30,7 +30,7 @@ from magnetar.broker.contracts import BrokerError, ConsumerHandle
 from magnetar.broker.policies import default_namespace_policies
 from magnetar.broker.subscriptions.consumer import Consumer
 from magnetar.broker.subscriptions.subscription import Subscription
-from magnetar.broker.subscriptions.topic import TopicSubscriptionsImpl
+from magnetar.broker.subscriptions.topic_subscriptions import TopicSubscriptionsImpl
 from magnetar.broker.topic import PersistentTopic, Topic
 from magnetar.broker.transactions import remote
 from magnetar.broker.transactions.buffer import TransactionBuffer

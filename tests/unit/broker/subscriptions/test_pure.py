@@ -8,7 +8,15 @@ from dataclasses import dataclass
 
 import pytest
 
-from magnetar.broker.subscriptions import acks, entries, hashing, selectors
+from magnetar.broker.subscriptions import (
+    acks,
+    delayed,
+    entries,
+    hashing,
+    redelivery,
+    selectors,
+    stats,
+)
 from magnetar.managed_ledger.api import Position
 from magnetar.wire import batch
 from tests.unit.broker.subscriptions.fakes import entry_data
@@ -216,3 +224,48 @@ def test_split_entry_with_and_without_checksum() -> None:
         assert bytes(payload) == b"payload"
     with pytest.raises(entries.CorruptMetadataError):
         entries.split_entry(b"\x00\x00\x01\x00ab")
+
+
+# -- redelivery state and delayed delivery --------------------------------------------------
+
+
+def test_replay_set_counts_key_hashes() -> None:
+    r = redelivery.Redelivery()
+    r.park(Position(1, 1), 7)
+    r.park(Position(1, 2), 7)
+    r.park(Position(1, 2), 7)  # parked twice: once in the set
+    assert r.replay_hashes == {7: 2}
+    r.drop(Position(1, 1))
+    assert r.replay_hashes == {7: 1}
+    r.acked(Position(1, 2))
+    assert r.replay == {} and r.replay_hashes == {}
+
+
+def test_redelivery_counts_follow_acknowledgements() -> None:
+    r = redelivery.Redelivery()
+    r.count({Position(1, 1): (3, 0), Position(1, 2): (1, 0)})
+    r.count({Position(1, 2): (1, 0)})
+    assert r.counts == {Position(1, 1): 1, Position(1, 2): 2}
+    assert r.redelivered.msgs == 5
+    r.acked_upto(Position(1, 1))
+    assert r.counts == {Position(1, 2): 2}
+    r.rewind = True
+    r.park(Position(1, 3), 0)
+    r.reset()
+    assert (r.counts, r.replay, r.rewind) == ({}, {}, False)
+
+
+async def test_delayed_delivery_releases_what_is_due() -> None:
+    fired: list[bool] = []
+    d = delayed.DelayedDelivery(on_due=lambda: fired.append(True))
+    now = stats.now_ms()
+    d.add(Position(1, 2), now - 1)
+    d.add(Position(1, 1), now - 2)
+    d.add(Position(1, 3), now + 3_600_000)
+    d.discard(Position(1, 2))  # acknowledged while held
+    assert len(d) == 2 and d.waiting
+    assert d.release_due() == [Position(1, 1)]
+    assert len(d) == 1
+    d.cancel()
+    d.clear()
+    assert len(d) == 0 and not d.waiting and not fired
