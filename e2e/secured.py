@@ -9,8 +9,8 @@ operator (e2e/test_pulsarcluster.py calls :func:`check`):
   CA, etcd's and the bookie's with a client certificate, as they require one) is the one in
   their Secret -- so each process holds that Secret's key too;
 * a client on the host connects over TLS with a token minted from the cluster's signing
-  key (``magnetar tokens create``), to the brokers' Service (the proxy has no TLS yet:
-  docs/kubernetes.md), and produces and consumes; the admin API refuses a caller without
+  key (``magnetar tokens create``), to the brokers' Service (the operator does not
+  configure the proxy's TLS yet: docs/kubernetes.md), and produces and consumes; the admin API refuses a caller without
   a token;
 * a Tenant and a Topic applied with kubectl turn Ready through the operator's authenticated
   admin client, and ``magnetar admin`` with the token sees them;

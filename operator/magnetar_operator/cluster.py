@@ -324,14 +324,15 @@ def unsupported(spec: ClusterSpec) -> list[str]:
     """What the spec asks for that Magnetar does not implement (empty: nothing).
 
     Such a cluster is refused as a whole rather than built without the feature: a cluster
-    reported Ready without the TLS or authentication it asked for would be a lie. The proxy
-    has no TLS listener, no client certificate for etcd and no credentials of its own for
-    the brokers yet, so it cannot run in a secured cluster."""
+    reported Ready without the TLS or authentication it asked for would be a lie. The
+    operator does not configure the proxy's TLS listeners, etcd client certificate and
+    credentials towards the brokers yet (``magnetar proxy`` has them: docs/security.md), so
+    a secured cluster cannot have a proxy yet."""
     out = []
     if spec.proxy.enabled and (spec.tls.enabled or spec.auth.enabled):
         out.append(
-            "spec.proxy.enabled with spec.tls or spec.auth: the proxy has no TLS listener, "
-            "etcd client certificate or broker credentials yet (docs/security.md)"
+            "spec.proxy.enabled with spec.tls or spec.auth: the operator does not configure "
+            "the proxy's TLS and credentials yet (docs/kubernetes.md)"
         )
     return out
 

@@ -180,8 +180,9 @@ def test_cluster_objects_scaling_status_and_cleanup(
 def test_unsupported_features_are_refused_not_built(
     api: client.ApiClient, operator: Proc, namespace: str
 ) -> None:
-    """The proxy has no TLS yet: a cluster with both is refused (phase Unsupported, an
-    Unsupported condition naming spec.proxy.enabled, Ready False) and nothing is built."""
+    """The operator does not configure the proxy's TLS yet: a cluster with both is refused
+    (phase Unsupported, an Unsupported condition naming spec.proxy.enabled, Ready False) and
+    nothing is built."""
     cr = CR(api, namespace)
     apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
     make_cluster(cr, "tls", {**SPEC, "tls": {"enabled": True}, "proxy": {"enabled": True}})

@@ -149,7 +149,7 @@ app.kubernetes.io/component: operator
 {{- $tls := default dict .Values.cluster.spec.tls -}}
 {{- $auth := default dict .Values.cluster.spec.auth -}}
 {{- if and $proxy.enabled (or $tls.enabled $auth.enabled) -}}
-{{- fail "cluster.spec.proxy.enabled cannot be combined with cluster.spec.tls or cluster.spec.auth yet: the proxy has no TLS listener, etcd client certificate or broker credentials (the operator would refuse the cluster as Unsupported)" -}}
+{{- fail "cluster.spec.proxy.enabled cannot be combined with cluster.spec.tls or cluster.spec.auth yet: the operator does not configure the proxy's TLS and credentials (it would refuse the cluster as Unsupported)" -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

@@ -1,5 +1,6 @@
 """A PulsarCluster asking for what Magnetar does not implement (the proxy in a cluster
-with TLS or authentication: it has neither yet) is refused: nothing is applied, phase
+with TLS or authentication: the operator does not configure its TLS and credentials yet)
+is refused: nothing is applied, phase
 ``Unsupported``, an ``Unsupported`` condition naming the field and ``Ready`` False -- never
 reported Ready without the feature."""
 
