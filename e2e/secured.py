@@ -10,8 +10,8 @@ operator (e2e/test_pulsarcluster.py calls :func:`check`):
   their Secret -- so each process holds that Secret's key too;
 * a client on the host connects over TLS with a token minted from the cluster's signing
   key (``magnetar tokens create``), to the brokers' Service (the operator does not
-  configure the proxy's TLS yet: docs/kubernetes.md), and produces and consumes; the admin API refuses a caller without
-  a token;
+  configure the proxy's TLS yet: docs/kubernetes.md), and produces and consumes; the admin
+  API refuses a caller without a token;
 * a Tenant and a Topic applied with kubectl turn Ready through the operator's authenticated
   admin client, and ``magnetar admin`` with the token sees them;
 * (full form) a renewal reaches the processes: the brokers' certificate replaced by one
