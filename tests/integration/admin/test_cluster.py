@@ -35,6 +35,13 @@ def owner(
         return str(json.loads(r.read())["brokerUrl"])
 
 
+def bundle_of(proc: BrokerProc, topic: str, *, domain: str = "persistent", ns: str = NS) -> str:
+    """The bundle range ``topic``'s name hashes into (``topics bundle-range``)."""
+    url = f"{proc.http_url}/lookup/v2/topic/{domain}/{ns}/{topic}/bundle"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return str(r.read().decode())
+
+
 def test_any_broker_answers_for_any_topic(two_brokers: tuple[BrokerProc, BrokerProc]) -> None:
     a, b = two_brokers
     admin_a = Admin(a.http_url)
@@ -109,8 +116,14 @@ def test_non_persistent_topics_across_brokers(two_brokers: tuple[BrokerProc, Bro
     assert admin_a.put(f"{np_ns}/fan/partitions", 4)[0] == 204
     for i in range(4):  # the partitions' bundles on both brokers, alternately
         owner((a, b)[i % 2], f"fan-partition-{i}", take=True, domain="non-persistent")
-    assert owner(b, "solo", take=True, domain="non-persistent") == b.service_url
-    solo = f"non-persistent://{NS}/solo"
+    # a topic in a bundle none of the partitions is in, taken by b
+    used = {bundle_of(a, f"fan-partition-{i}", domain="non-persistent") for i in range(4)}
+    local = next(
+        n for n in (f"solo-{k}" for k in range(64))
+        if bundle_of(a, n, domain="non-persistent") not in used
+    )  # fmt: skip
+    assert owner(b, local, take=True, domain="non-persistent") == b.service_url
+    solo = f"non-persistent://{NS}/{local}"
     client = pulsar.Client(a.service_url, operation_timeout_seconds=30)
     try:
         fan = f"non-persistent://{NS}/fan"
@@ -137,10 +150,10 @@ def test_non_persistent_topics_across_brokers(two_brokers: tuple[BrokerProc, Bro
             pstats = proc_admin.get(f"{np_ns}/fan/partitioned-stats")
             assert pstats[0] == 200 and pstats[1]["msgInCounter"] == 8
             assert pstats[1]["subscriptions"]["s"]["msgOutCounter"] == 8
-            stats = proc_admin.get(f"{np_ns}/solo/stats")  # 307 to b, followed by urllib
+            stats = proc_admin.get(f"{np_ns}/{local}/stats")  # 307 to b, followed by urllib
             assert stats[0] == 200 and stats[1]["msgInCounter"] == 8
         # refused where asked, naming the operation (no need to ask the owner)
-        status, body = admin_a.call("POST", f"{np_ns}/solo/terminate")
+        status, body = admin_a.call("POST", f"{np_ns}/{local}/terminate")
         assert status == 405 and "Termination of" in body["reason"]
 
         assert admin_a.put(f"{np_ns}/fan/unload")[0] == 204

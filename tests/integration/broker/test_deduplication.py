@@ -14,6 +14,7 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from magnetar.client.admin import AdminError
 from magnetar.wire import batch, commands, frames, pb
 from tests.support.bookies import BookieProc
 from tests.support.etcd import EtcdServer
@@ -232,7 +233,7 @@ def test_replayable_source_publishes_each_record_once(
     def stored() -> int:
         try:
             stats = admin_call(proc.http_url, "GET", f"/persistent/{NS}/file-source/stats")
-        except OSError:
+        except (OSError, AdminError):  # not there yet
             return 0
         return int(stats["msgInCounter"]) if isinstance(stats, dict) else 0
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from magnetar.client.admin import AdminError
 from tests.integration.spark.conftest import (
     admin_call,
     create_topic,
@@ -74,7 +75,7 @@ def test_driver_killed_mid_batch_leaves_each_row_once_in_the_sink(
     def stored() -> int:
         try:
             stats = admin_call(standalone.http_url, "GET", f"/persistent/{NS}/copied/internalStats")
-        except OSError:
+        except (OSError, AdminError):  # not there yet
             return 0
         return int(stats["numberOfEntries"])
 
