@@ -219,6 +219,9 @@ def route_rule(method: str, route: str, *, authenticate_metrics: bool) -> RouteR
         # Pulsar (checked against 4.0.7 here): creating a tenant is a super-user's; reading,
         # updating (UPDATE_TENANT) and deleting (DELETE_TENANT) it its admins' too
         return RouteRule(Need.SUPER_USER if method == "PUT" else Need.TENANT_ADMIN)
+    if route.startswith("/admin/v3/functions/{tenant}"):
+        # Pulsar: the functions API is its tenant's admins' (and super-users')
+        return RouteRule(Need.TENANT_ADMIN)
     if route == "/admin/v2/namespaces/{tenant}/{namespace}/topics" and method == "GET":
         return RouteRule(Need.NAMESPACE)  # Pulsar's GET_TOPICS: produce or consume suffices
     if route.startswith("/admin/v2/namespaces/{tenant}/{namespace}") and route.endswith(
