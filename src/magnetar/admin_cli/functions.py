@@ -256,3 +256,33 @@ def putstate(a: argparse.Namespace) -> Request:
         raise AdminCliError('--state: a FunctionState needs "key"', 2)
     field = FormField("state", json.dumps(state).encode())
     return Request("POST", _path(_name(a), f"/state/{path_part(key, 'key')}"), form=(field,))
+
+
+@verb(
+    "functions",
+    "trigger",
+    "send a value through the function and print its output",
+    *NAMING,
+    (
+        arg("--trigger-value", dest="trigger_value", help="the value, as text"),
+        arg("--trigger-file", dest="trigger_file", help="a file whose bytes are the value"),
+    ),
+    arg("--topic", help="the input topic (when the function has several)"),
+)
+def trigger(a: argparse.Namespace) -> Request:
+    if a.trigger_file:
+        try:
+            field = FormField(
+                "dataStream",
+                Path(a.trigger_file).read_bytes(),
+                Path(a.trigger_file).name,
+                "application/octet-stream",
+            )
+        except OSError as err:
+            raise AdminCliError(f"--trigger-file: {err}", 2) from None
+    else:
+        field = FormField("data", a.trigger_value.encode(), content_type="text/plain")
+    fields = [field]
+    if a.topic:
+        fields.append(FormField("topic", a.topic.encode(), content_type="text/plain"))
+    return Request("POST", _path(_name(a), "/trigger"), form=tuple(fields))

@@ -325,8 +325,10 @@ class Consumer(_Handle):
         initial_position: pb.CommandSubscribe.InitialPosition.ValueType,
         receiver_queue: int,
         backoff: Backoff,
+        durable: bool = True,
     ) -> None:
         super().__init__(clients, topic, backoff=backoff)
+        self.durable = durable
         self.subscription = subscription
         self.consumer_id = consumer_id
         self.sub_type = sub_type
@@ -350,7 +352,9 @@ class Consumer(_Handle):
         ),
         receiver_queue: int = 1000,
         backoff: Backoff | None = None,
+        durable: bool = True,
     ) -> Consumer:
+        """``durable=False``: a reader's subscription, gone when the consumer closes."""
         consumer = cls(
             clients,
             topic,
@@ -360,6 +364,7 @@ class Consumer(_Handle):
             initial_position=initial_position,
             receiver_queue=receiver_queue,
             backoff=backoff or Backoff(),
+            durable=durable,
         )
         await consumer._create()
         return consumer
@@ -372,6 +377,7 @@ class Consumer(_Handle):
             request_id=0,
             sub_type=self.sub_type,
             initial_position=self.initial_position,
+            durable=self.durable,
         )
 
     def _attach(self, conn: connection.Connection) -> None:

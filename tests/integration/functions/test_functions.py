@@ -140,6 +140,16 @@ def test_exclamation_function_results_properties_status_stats(
     )
     assert instance_status["numSuccessfullyProcessed"] == 2
 
+    triggered = admin(
+        standalone, "functions", "trigger", "--name", "excl", "--trigger-value", "hey"
+    )
+    assert triggered.stdout.strip() == "hey!"
+    wrong = admin(
+        standalone, "functions", "trigger", "--name", "excl", "--trigger-value", "x",
+        "--topic", "not-an-input", ok=False,
+    )  # fmt: skip
+    assert "400" in wrong.stderr and "no input topic" in wrong.stderr
+
     config = as_json(standalone, "functions", "get", "--fqfn", "public/default/excl")
     assert config["className"] == "exclamation_function.ExclamationFunction"
     assert config["inputs"] == ["persistent://public/default/excl-in"]

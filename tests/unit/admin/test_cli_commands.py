@@ -447,6 +447,17 @@ CASES.update(
             ["--name", "f", "-k", "a b"],
             Request("GET", f"{FN}/f/state/a%20b"),
         ),
+        ("functions", "trigger"): (
+            ["--name", "f", "--trigger-value", "hi", "--topic", "in"],
+            Request(
+                "POST",
+                f"{FN}/f/trigger",
+                form=(
+                    FormField("data", b"hi", content_type="text/plain"),
+                    FormField("topic", b"in", content_type="text/plain"),
+                ),
+            ),
+        ),
         ("functions", "putstate"): (
             ["--name", "f", "-s", '{"key": "k", "numberValue": 3}'],
             Request(

@@ -6,7 +6,8 @@ Paths, forms and answers as Pulsar's ``FunctionsApiV3Resource``: create (POST) a
 namespace's functions; start / stop / restart act on every instance or one
 (``/{instanceId}/...``); status and stats answer ``FunctionStatus`` and ``FunctionStatsImpl``;
 ``state/{key}`` reads (querystate) and writes (putstate: a ``state`` form field or a JSON
-body holding a FunctionState) function state; ``download`` answers the package.
+body holding a FunctionState) function state; ``trigger`` sends a value through the function
+and answers its output (:mod:`magnetar.functions.trigger`); ``download`` answers the package.
 
 Records, packages and state live in the metadata store (:mod:`magnetar.functions.registry`,
 :mod:`magnetar.functions.state`); the instances are run by the runtime the process set under
@@ -27,7 +28,7 @@ from aiohttp import BodyPartReader, web
 
 from magnetar.broker.admin.common import AdminError, check_name, not_found, service
 from magnetar.functions import config as fconfig
-from magnetar.functions import registry, runtime, state
+from magnetar.functions import registry, runtime, state, trigger
 from magnetar.functions.config import FunctionName
 from magnetar.metadata import api, keys
 
@@ -320,6 +321,49 @@ async def delete_state(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
+async def trigger_function(request: web.Request) -> web.Response:
+    """Send a value (form field ``data``, or the file ``dataStream``) to the function's input
+    (``topic``, needed when it has several) and answer its output as text (204 without an
+    output topic; 408 when none came in time)."""
+    found = await _function(request)
+    fields = await _form(request)
+    if "dataStream" in fields:
+        payload = fields["dataStream"][1]
+    elif "data" in fields:
+        payload = fields["data"][1]
+    else:
+        raise AdminError(400, "Trigger Data is empty (give data or dataStream)")
+    inputs = list(found.config.get("inputs", []))
+    inputs += [t for t in found.config.get("customSerdeInputs", {}) if t not in inputs]
+    topic_text = fields.get("topic", (None, b""))[1].decode(errors="replace")
+    if topic_text:
+        try:
+            topic = fconfig.topic_name(topic_text, "topic")
+        except fconfig.ConfigError as err:
+            raise AdminError(400, str(err)) from None
+        if topic not in inputs:
+            raise AdminError(400, f"Function {found.name.name} has no input topic {topic}")
+    elif len(inputs) == 1:
+        topic = inputs[0]
+    else:
+        raise AdminError(
+            400, f"Function {found.name.name} has {len(inputs)} input topics: name one (topic)"
+        )
+    output = await trigger.trigger(
+        service(request).config.service_url,
+        input_topic=topic,
+        output_topic=found.config.get("output"),
+        payload=payload,
+    )
+    if not found.config.get("output"):
+        return web.Response(status=204)
+    if output is None:
+        raise AdminError(
+            408, f"no output from {found.name.fqfn} within {trigger.DEFAULT_TIMEOUT_S:g} s"
+        )
+    return web.Response(text=output.decode(errors="replace"))
+
+
 async def download_function(request: web.Request) -> web.Response:
     """The function's package, as uploaded."""
     found = await _function(request)
@@ -342,6 +386,7 @@ def register(router: web.UrlDispatcher) -> None:
     router.add_get(fn, get_function)
     router.add_delete(fn, delete_function)
     router.add_get(f"{fn}/download", download_function)
+    router.add_post(f"{fn}/trigger", trigger_function)
     router.add_get(f"{fn}/state/{{key}}", get_state)
     router.add_post(f"{fn}/state/{{key}}", put_state)
     router.add_delete(f"{fn}/state/{{key}}", delete_state)
