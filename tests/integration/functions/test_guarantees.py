@@ -17,7 +17,7 @@ import pytest
 
 from tests.integration.functions.test_functions import EXAMPLES, TIMEOUT_S, admin, as_json
 from tests.support import standalone as standalone_procs
-from tests.support.standalone import StandaloneProc, admin_call
+from tests.support.standalone import StandaloneProc
 from tests.support.wait import holds_for, wait_until
 
 COUNT = 400
@@ -26,8 +26,8 @@ COUNT = 400
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProc]:
     with standalone_procs.running(tmp_path_factory.mktemp("guarantees") / "data") as proc:
-        admin_call(proc.http_url, "PUT", "/namespaces/public/eo", {})
-        admin_call(proc.http_url, "POST", "/namespaces/public/eo/deduplication", True)
+        admin(proc, "namespaces", "create", "public/eo")
+        admin(proc, "namespaces", "set-deduplication", "public/eo", "--enable")  # docs/functions.md
         yield proc
 
 
