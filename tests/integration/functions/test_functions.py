@@ -315,3 +315,45 @@ def test_bad_functions_are_refused_at_create_time(standalone: StandaloneProc) ->
     assert bad_guarantee.returncode == 2 and "--function-config-file" in bad_guarantee.stderr
     names = as_json(standalone, "functions", "list")
     assert not {"bad1", "bad2", "bad3"} & set(names)
+
+
+def test_retries_dead_letter_log_topic_and_user_metrics(
+    standalone: StandaloneProc, client: pulsar.Client
+) -> None:
+    earliest = pulsar.InitialPosition.Earliest
+    out = client.subscribe("picky-out", "check", initial_position=earliest)
+    dlq = client.subscribe("picky-dlq", "check", initial_position=earliest)
+    logs = client.subscribe("picky-log", "check", initial_position=earliest)
+    create(
+        standalone,
+        "picky",
+        "picky_function.py",
+        "picky_function.PickyFunction",
+        "--inputs", "picky-in",
+        "--output", "picky-out",
+        "--max-message-retries", "2",
+        "--dead-letter-topic", "picky-dlq",
+        "--log-topic", "picky-log",
+    )  # fmt: skip
+    producer = client.create_producer("picky-in")
+    producer.send(b"good")
+    producer.send(b"bad one")
+    [ok] = receive_all(out, 1)
+    assert ok.data() == b"GOOD"
+    [dead] = receive_all(dlq, 1)  # after the first delivery and two retries
+    assert dead.data() == b"bad one"
+    lines = [m.data().decode() for m in receive_all(logs, 2)]
+    assert any("got good" in line for line in lines)
+
+    def counted() -> dict[str, Any] | None:
+        stats = as_json(standalone, "functions", "stats", "--name", "picky")
+        return stats if stats["userExceptionsTotal"] >= 3 else None
+
+    stats = wait_until(counted, timeout=TIMEOUT_S, what="three user exceptions")
+    assert stats["processedSuccessfullyTotal"] == 1
+    assert stats["instances"][0]["metrics"]["userMetrics"]["length"] > 0
+    status = as_json(standalone, "functions", "status", "--name", "picky")
+    exceptions = status["instances"][0]["status"]["latestUserExceptions"]
+    assert "refusing bad one" in exceptions[-1]["exceptionString"]
+    for consumer in (out, dlq, logs):
+        consumer.close()
