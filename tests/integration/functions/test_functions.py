@@ -148,7 +148,7 @@ def test_exclamation_function_results_properties_status_stats(
         standalone, "functions", "trigger", "--name", "excl", "--trigger-value", "x",
         "--topic", "not-an-input", ok=False,
     )  # fmt: skip
-    assert "400" in wrong.stderr and "no input topic" in wrong.stderr
+    assert "400" in wrong.stderr and "unidentified topic" in wrong.stderr
 
     config = as_json(standalone, "functions", "get", "--fqfn", "public/default/excl")
     assert config["className"] == "exclamation_function.ExclamationFunction"

@@ -332,7 +332,7 @@ async def trigger_function(request: web.Request) -> web.Response:
     elif "data" in fields:
         payload = fields["data"][1]
     else:
-        raise AdminError(400, "Trigger Data is empty (give data or dataStream)")
+        raise AdminError(400, "Trigger Data is not provided (form field data or dataStream)")
     inputs = list(found.config.get("inputs", []))
     inputs += [t for t in found.config.get("customSerdeInputs", {}) if t not in inputs]
     topic_text = fields.get("topic", (None, b""))[1].decode(errors="replace")
@@ -342,12 +342,12 @@ async def trigger_function(request: web.Request) -> web.Response:
         except fconfig.ConfigError as err:
             raise AdminError(400, str(err)) from None
         if topic not in inputs:
-            raise AdminError(400, f"Function {found.name.name} has no input topic {topic}")
+            raise AdminError(400, f"Function in trigger function has unidentified topic {topic}")
     elif len(inputs) == 1:
         topic = inputs[0]
     else:
         raise AdminError(
-            400, f"Function {found.name.name} has {len(inputs)} input topics: name one (topic)"
+            400, "Function in trigger function has more than 1 input topics (name one: topic)"
         )
     output = await trigger.trigger(
         service(request).config.service_url,
@@ -359,7 +359,9 @@ async def trigger_function(request: web.Request) -> web.Response:
         return web.Response(status=204)
     if output is None:
         raise AdminError(
-            408, f"no output from {found.name.fqfn} within {trigger.DEFAULT_TIMEOUT_S:g} s"
+            408,
+            f"Request Timed Out: no output from {found.name.fqfn} within "
+            f"{trigger.DEFAULT_TIMEOUT_S:g} s",
         )
     return web.Response(text=output.decode(errors="replace"))
 
