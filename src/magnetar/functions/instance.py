@@ -25,7 +25,8 @@ Processing guarantees:
 
 The instance writes its metrics report (counts, latency, the last exceptions, user metrics,
 the last minute's counts) as JSON to ``reportFile`` every half second; the supervisor reads
-it for status and stats (:mod:`.runtime`).
+it for status and stats (:mod:`.runtime`). An instance whose parent (the supervisor) is gone
+stops, so a killed standalone leaves no instances behind.
 """
 
 from __future__ import annotations
@@ -221,6 +222,7 @@ class Instance:
         self.metrics = Metrics()
         self.report_file = Path(spec["reportFile"])
         self.stopping = threading.Event()
+        self.parent = os.getppid()
         self.fatal: str | None = None
         self.client: Any = None
         self.consumer: Any = None
@@ -405,6 +407,10 @@ class Instance:
 
     def _reporter(self) -> None:
         while not self.stopping.wait(REPORT_INTERVAL_S):
+            if os.getppid() != self.parent:  # the supervisor is gone: no orphans
+                self.fatal = "the supervising process is gone"
+                self.stopping.set()
+                return
             try:
                 self.write_report()
             except OSError as err:
