@@ -66,13 +66,14 @@ RETRY_DELAY_MS: Final = 1000
 
 
 def sequence_id(msg_id: Any) -> int:
-    """The output sequence id of an input message: ledger id, entry id and batch index packed
-    so that the order of inputs on one partition is the order of ids (ledger ids below 2**22,
-    entry ids below 2**28 and batch indexes below 2**12 keep it within 63 bits), + 1 because
-    the official client numbers a message with sequence id 0 itself."""
+    """The output sequence id of an input message: ledger id, entry id and batch index + 1
+    (0 for a message outside a batch) packed so that the order of inputs on one partition is
+    the order of ids (ledger ids below 2**22, entry ids below 2**28 and batch indexes below
+    2**13 - 1 keep it within 63 bits), + 1 because the official client numbers a message
+    with sequence id 0 itself."""
     ledger, entry = int(msg_id.ledger_id()), int(msg_id.entry_id())
-    batch = max(int(msg_id.batch_index()), 0)
-    return (((ledger << 28) | entry) << 12 | batch) + 1
+    batch = int(msg_id.batch_index()) + 1
+    return ((((ledger << 28) | entry) << 13) | batch) + 1
 
 
 def import_name(name: str, code_dir: str | None) -> Any:

@@ -357,3 +357,45 @@ def test_retries_dead_letter_log_topic_and_user_metrics(
     assert "refusing bad one" in exceptions[-1]["exceptionString"]
     for consumer in (out, dlq, logs):
         consumer.close()
+
+
+def test_every_context_method(standalone: StandaloneProc, client: pulsar.Client) -> None:
+    earliest = pulsar.InitialPosition.Earliest
+    out = client.subscribe("probe-out", "check", initial_position=earliest)
+    side = client.subscribe("probe-side", "check", initial_position=earliest)
+    create(
+        standalone,
+        "probe",
+        "context_probe.py",
+        "context_probe.ContextProbe",
+        "--inputs", "probe-in",
+        "--output", "probe-out",
+        "--user-config", json.dumps({"side": "probe-side", "n": 1}),
+        "--secrets", json.dumps({"password": "s3cret"}),
+    )  # fmt: skip
+    sent = client.create_producer("probe-in").send(
+        b"ping", properties={"a": "b"}, partition_key="k1", event_timestamp=1234
+    )
+    [msg] = receive_all(out, 1)
+    answer = json.loads(msg.data())
+    assert answer["message_id"] == base64.b64encode(sent.serialize()).decode()
+    assert answer["key"] == answer["partition_key"] == "k1"
+    assert answer["event_time"] == 1234
+    assert answer["properties"] == {"a": "b"}
+    assert answer["topic"] == "persistent://public/default/probe-in"
+    assert (answer["tenant"], answer["namespace"], answer["name"]) == ("public", "default", "probe")
+    assert answer["function_id"] and answer["version"]
+    assert answer["instance_id"] == 0
+    assert answer["logger"] == "function.public/default/probe"
+    assert answer["user_config"] == {"side": "probe-side", "n": 1}
+    assert answer["secret"] == "s3cret"
+    assert answer["inputs"] == ["persistent://public/default/probe-in"]
+    assert answer["output"] == "persistent://public/default/probe-out"
+    assert answer["output_serde"] is None
+    assert answer["counter"] == 1 and answer["counter_after_delete"] == 0
+    assert answer["state"] == "ping" and answer["missing_state"] is None
+    assert msg.properties()["a"] == "b"  # the input's properties are forwarded
+    [published] = receive_all(side, 1)
+    assert published.data() == b"ping" and published.properties() == {"p": "1"}
+    for consumer in (out, side):
+        consumer.close()
