@@ -19,6 +19,7 @@ from typing import Any
 import pulsar
 import pytest
 
+from magnetar.client.admin import AdminClient
 from tests.support import standalone as standalone_procs
 from tests.support.standalone import StandaloneProc
 from tests.support.wait import wait_until
@@ -50,6 +51,10 @@ def admin(standalone: StandaloneProc, *args: str, ok: bool = True) -> subprocess
     if ok:
         assert result.returncode == 0, result.stderr
     return result
+
+
+def admin_client(standalone: StandaloneProc) -> AdminClient:
+    return AdminClient(standalone.http_url, timeout=30.0)
 
 
 def as_json(standalone: StandaloneProc, *args: str) -> Any:
@@ -399,3 +404,33 @@ def test_every_context_method(standalone: StandaloneProc, client: pulsar.Client)
     assert published.data() == b"ping" and published.properties() == {"p": "1"}
     for consumer in (out, side):
         consumer.close()
+
+
+def test_custom_serde_update_parallelism_and_download(
+    standalone: StandaloneProc, client: pulsar.Client
+) -> None:
+    out = client.subscribe("json-out", "check", initial_position=pulsar.InitialPosition.Earliest)
+    create(
+        standalone,
+        "totals",
+        "json_function.py",
+        "json_function.Total",
+        "--custom-serde-inputs", json.dumps({"json-in": "json_function.JsonSerDe"}),
+        "--output", "json-out",
+        "--output-serde-classname", "json_function.JsonSerDe",
+    )  # fmt: skip
+    producer = client.create_producer("persistent://public/default/json-in")
+    producer.send(json.dumps({"values": [1, 2, 3]}).encode())
+    [msg] = receive_all(out, 1)
+    assert json.loads(msg.data()) == {"instance": 0, "total": 6}
+
+    admin(standalone, "functions", "update", "--name", "totals", "--parallelism", "2")
+    status = running(standalone, "totals")
+    assert status["numInstances"] == status["numRunning"] == 2
+    assert as_json(standalone, "functions", "get", "--name", "totals")["parallelism"] == 2
+
+    package = admin_client(standalone).call(
+        "GET", "/admin/v3/functions/public/default/totals/download", raw=True
+    )
+    assert package == (EXAMPLES / "json_function.py").read_bytes()
+    out.close()

@@ -53,3 +53,23 @@ def test_metrics_report() -> None:
     assert report["latestSystemExceptions"][0]["exceptionString"] == "send failed"
     assert report["userMetrics"] == {"size": {"sum": 3.0, "count": 1.0}}
     assert report["oneMin"]["received"] == 2 and report["oneMin"]["latencySumMs"] == 6.0
+
+
+def test_state_unreachable_is_an_error_not_a_silent_drop() -> None:
+    import socket
+
+    from magnetar.client.admin import AdminClient
+    from magnetar.functions.context import StateClient, StateUnavailableError
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    state = StateClient(AdminClient(f"http://127.0.0.1:{port}", timeout=5.0), "public/default/f")
+    for call in (
+        lambda: state.put("k", "v"),
+        lambda: state.incr("k", 1),
+        lambda: state.get("k"),
+        lambda: state.delete("k"),
+    ):
+        with pytest.raises(StateUnavailableError, match="function state"):
+            call()
