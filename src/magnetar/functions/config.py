@@ -211,6 +211,11 @@ def check(
     retries = _int(raw, "maxMessageRetries", low=0, default=None)
     if dead_letter is not None and retries is None:
         raise ConfigError("functionConfig.deadLetterTopic needs maxMessageRetries")
+    if retries is not None and guarantee == "EFFECTIVELY_ONCE":
+        raise ConfigError(
+            "maxMessageRetries/deadLetterTopic do not go with EFFECTIVELY_ONCE: a retried "
+            "message's output would follow later ones and be dropped as a duplicate"
+        )
     resources = dict(DEFAULT_RESOURCES)
     for key, value in _string_map(raw, "resources").items():
         if key not in DEFAULT_RESOURCES:

@@ -20,7 +20,9 @@ Processing guarantees:
   whose sequence ids are derived from the input's message id (:func:`sequence_id`). After a
   crash the input is redelivered from the last acknowledgement and the broker's
   deduplication (which must be on for the output topic) drops what was already stored. A
-  failed send ends the instance (the supervisor restarts it) rather than reorder.
+  failed send or a function that raises ends the instance (the supervisor restarts it)
+  rather than retry one message out of order: its output would then be dropped as a
+  duplicate of later ones.
 * ``MANUAL``: nothing is acknowledged but what the function acknowledges (``context.ack``).
 
 The instance writes its metrics report (counts, latency, the last exceptions, user metrics,
@@ -334,7 +336,7 @@ class Instance:
         except Exception as err:
             self.metrics.system_exception(err)
             log.warning("cannot deserialize a message of %s: %s", topic, err)
-            self._failed(msg)
+            self._failed(msg, f"cannot deserialize a message of {topic}: {err!r}")
             return
         context.message = msg
         started = time.perf_counter()
@@ -346,7 +348,7 @@ class Instance:
         except Exception as err:
             self.metrics.user_exception(err, (time.perf_counter() - started) * 1000)
             log.info("the function raised on a message of %s: %r", topic, err)
-            self._failed(msg)
+            self._failed(msg, f"the function raised {err!r}")
             return
         self.metrics.processed_one((time.perf_counter() - started) * 1000)
         output = self.config.get("output")
@@ -356,8 +358,13 @@ class Instance:
             return
         self.send(msg, result, output)
 
-    def _failed(self, msg: Any) -> None:
-        if self.guarantee in ("ATLEAST_ONCE", "EFFECTIVELY_ONCE"):
+    def _failed(self, msg: Any, why: str) -> None:
+        if self.guarantee == "EFFECTIVELY_ONCE":
+            # a retried message's output would come after later ones' and be dropped as a
+            # duplicate: end instead, and the subscription gives it again, in order
+            self.fatal = f"{why} under EFFECTIVELY_ONCE: the instance restarts"
+            self.stopping.set()
+        elif self.guarantee == "ATLEAST_ONCE":
             self.consumer.negative_acknowledge(msg)
 
     def send(self, msg: Any, result: Any, output: str) -> None:
@@ -365,8 +372,10 @@ class Instance:
             data = self.serde(self.config.get("outputSerdeClassName")).serialize(result)
         except Exception as err:
             self.metrics.system_exception(err)
-            self._failed(msg)
+            self._failed(msg, f"cannot serialize the output: {err!r}")
             return
+        if self.fatal:
+            return  # (ending: nothing more goes out)
         properties: dict[str, str] = {}
         if self.config.get("forwardSourceMessageProperty", True):
             properties.update(msg.properties())
@@ -392,11 +401,7 @@ class Instance:
                     self.consumer.acknowledge(msg)
                 return
             self.metrics.system_exception(f"send to {output} failed: {result}")
-            if self.guarantee == "EFFECTIVELY_ONCE":
-                self.fatal = f"send to {output} failed: {result}"
-                self.stopping.set()
-            else:
-                self._failed(msg)
+            self._failed(msg, f"send to {output} failed: {result}")
 
         producer.send_async(data, sent, **options)
 

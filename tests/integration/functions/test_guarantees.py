@@ -86,3 +86,46 @@ def test_sigkill_mid_stream(standalone: StandaloneProc, guarantee: str) -> None:
             holds_for(nothing_twice, 3.0, what="no output twice")
         admin(standalone, "functions", "delete", "--fqfn", f"public/eo/{name}")
         out.close()
+
+
+def test_effectively_once_function_raising_restarts_in_order(standalone: StandaloneProc) -> None:
+    source, sink = "persistent://public/eo/flaky-in", "persistent://public/eo/flaky-out"
+    with standalone_procs.client(standalone) as client:
+        out = client.subscribe(sink, "check", initial_position=pulsar.InitialPosition.Earliest)
+        admin(
+            standalone,
+            "functions", "create",
+            "--fqfn", "public/eo/flaky",
+            "--py", str(EXAMPLES / "flaky_function.py"),
+            "--classname", "flaky_function.FlakyFunction",
+            "--inputs", source, "--output", sink,
+            "--subs-position", "Earliest",
+            "--processing-guarantees", "EFFECTIVELY_ONCE",
+        )  # fmt: skip
+        producer = client.create_producer(source, batching_enabled=False)
+        for value in (b"a", b"boom", b"c"):
+            producer.send(value)
+        got = []
+        for _ in range(3):
+            msg = out.receive(timeout_millis=int(TIMEOUT_S * 2000))
+            out.acknowledge(msg)
+            got.append(msg.data())
+        assert got == [b"a!", b"boom!", b"c!"]
+
+        def more() -> bool:
+            try:
+                extra = out.receive(timeout_millis=200)
+            except pulsar.Timeout:
+                return True
+            got.append(extra.data())
+            return False
+
+        holds_for(more, 2.0, what="no output twice")
+        status = as_json(standalone, "functions", "status", "--fqfn", "public/eo/flaky")
+        assert status["instances"][0]["status"]["numRestarts"] >= 1
+        state = as_json(
+            standalone, "functions", "querystate", "--fqfn", "public/eo/flaky", "-k", "attempts"
+        )
+        assert state["numberValue"] == 2
+        admin(standalone, "functions", "delete", "--fqfn", "public/eo/flaky")
+        out.close()

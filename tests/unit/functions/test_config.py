@@ -51,6 +51,7 @@ def test_topics_are_completed() -> None:
         ({"tenant": "other"}, "does not match"),
         ({"output": "in"}, "also an input"),
         ({"deadLetterTopic": "dlq"}, "needs maxMessageRetries"),
+        ({"maxMessageRetries": 2, "processingGuarantees": "EFFECTIVELY_ONCE"}, "do not go with"),
         ({"subscriptionPosition": "Middle"}, "Latest or Earliest"),
         ({"inputs": ["a/b"]}, "not a topic name"),
         ({"topicsPattern": "persistent://public/default/in-[", "inputs": []}, "topicsPattern"),
