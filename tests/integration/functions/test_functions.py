@@ -434,3 +434,43 @@ def test_custom_serde_update_parallelism_and_download(
     )
     assert package == (EXAMPLES / "json_function.py").read_bytes()
     out.close()
+
+
+def test_topics_pattern_and_update_with_new_code(
+    standalone: StandaloneProc, client: pulsar.Client, tmp_path: Path
+) -> None:
+    out = client.subscribe("pat-out", "check", initial_position=pulsar.InitialPosition.Earliest)
+    first, second = client.create_producer("pat-in-1"), client.create_producer("pat-in-2")
+    create(
+        standalone,
+        "pattern",
+        "exclamation_function.py",
+        "exclamation_function.ExclamationFunction",
+        "--topics-pattern", "persistent://public/default/pat-in-.*",
+        "--output", "pat-out",
+    )  # fmt: skip
+    first.send(b"one")
+    second.send(b"two")
+    assert sorted(m.data() for m in receive_all(out, 2)) == [b"one!", b"two!"]
+
+    # new code under the same module and class name: the instance restarts with it
+    code = tmp_path / "exclamation_function.py"
+    code.write_text(
+        "from pulsar import Function\n\n\n"
+        "class ExclamationFunction(Function):\n"
+        "    def process(self, input, context):\n"
+        "        return input + '?'\n"
+    )
+    admin(standalone, "functions", "update", "--name", "pattern", "--py", str(code))
+
+    def answered() -> bytes | None:
+        first.send(b"three")
+        try:
+            msg = out.receive(timeout_millis=1000)
+        except pulsar.Timeout:
+            return None
+        out.acknowledge(msg)
+        return msg.data() if msg.data() == b"three?" else None
+
+    assert wait_until(answered, timeout=TIMEOUT_S, what="the new code answers") == b"three?"
+    out.close()
