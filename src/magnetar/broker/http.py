@@ -39,6 +39,11 @@ ORIGINAL_PRINCIPAL_HEADER = "X-Original-Principal"
 
 Extension = Callable[[web.Application], None]
 
+MetricsSource = Callable[[web.Application], Awaitable[str]]
+METRICS_SOURCES = web.AppKey("magnetar_metrics_sources", list[MetricsSource])
+"""``app[METRICS_SOURCES]``: more Prometheus text for ``/metrics``, added by extensions
+(the functions' series, ``broker/admin/functions.py``)."""
+
 _STATUS_OF_ERROR: dict[int, int] = {
     pb.TopicNotFound: 404,
     pb.SubscriptionNotFound: 404,
@@ -63,6 +68,8 @@ async def _metrics(request: web.Request) -> web.Response:
     # the offload layer's series (Pulsar's brk_ledgeroffloader_* names; docs/offload.md)
     body += prometheus_client.generate_latest(offload_metrics.REGISTRY).decode()
     body += security_metrics.render()
+    for source in request.app.get(METRICS_SOURCES, []):
+        body += await source(request.app)
     return web.Response(body=body.encode(), headers={"Content-Type": metrics.CONTENT_TYPE})
 
 

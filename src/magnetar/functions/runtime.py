@@ -141,3 +141,76 @@ def stats(states: dict[int, InstanceState]) -> dict[str, Any]:
         "lastInvocation": max(invocations) if invocations else None,
         "instances": instances,
     }
+
+
+_COUNTERS: Final = (
+    ("received_total", "received"),
+    ("processed_successfully_total", "processed"),
+    ("system_exceptions_total", "systemExceptions"),
+    ("user_exceptions_total", "userExceptions"),
+)
+_ONE_MINUTE: Final = (
+    ("received_1min", "received"),
+    ("processed_successfully_1min", "processed"),
+    ("system_exceptions_1min", "systemExceptions"),
+    ("user_exceptions_1min", "userExceptions"),
+)
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _metric_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+
+
+def prometheus(cluster: str, functions: list[tuple[FunctionName, dict[int, InstanceState]]]) -> str:
+    """The instances' series in Pulsar's names (``pulsar_function_*``, labels ``tenant``,
+    ``namespace``, ``name``, ``instance_id``, ``cluster``, ``fqfn``) as Prometheus text."""
+    samples: dict[str, list[str]] = {}
+
+    def add(metric: str, labels: str, value: float) -> None:
+        text = str(int(value)) if float(value).is_integer() else repr(float(value))
+        samples.setdefault(metric, []).append(f"{metric}{{{labels}}} {text}")
+
+    for name, states in functions:
+        for instance, state in sorted(states.items()):
+            labels = ",".join(
+                f'{k}="{_label(v)}"'
+                for k, v in (
+                    ("tenant", name.tenant),
+                    ("namespace", f"{name.tenant}/{name.namespace}"),
+                    ("name", name.name),
+                    ("instance_id", str(instance)),
+                    ("cluster", cluster),
+                    ("fqfn", name.fqfn),
+                )
+            )
+            report = state.report
+            for metric, key in _COUNTERS:
+                add(f"pulsar_function_{metric}", labels, _count(report, key))
+            one_min = report.get("oneMin", {})
+            for metric, key in _ONE_MINUTE:
+                add(f"pulsar_function_{metric}", labels, _count(one_min, key))
+            latency = "pulsar_function_process_latency_ms"
+            done = _count(report, "processed") + _count(report, "userExceptions")
+            add(f"{latency}_sum", labels, float(report.get("latencySumMs", 0.0)))
+            add(f"{latency}_count", labels, done)
+            add("pulsar_function_last_invocation", labels, int(report.get("lastInvocation") or 0))
+            for user, m in report.get("userMetrics", {}).items():
+                base = f"pulsar_function_user_metric_{_metric_name(user)}"
+                add(f"{base}_sum", labels, float(m["sum"]))
+                add(f"{base}_count", labels, float(m["count"]))
+    lines = []
+    for metric, rows in samples.items():
+        if metric.endswith(("_sum", "_count")):
+            family = metric.rsplit("_", 1)[0]
+            if metric.endswith("_sum"):
+                lines.append(f"# TYPE {family} summary")
+        elif metric.endswith(("_total", "_1min")):
+            lines.append(f"# TYPE {metric} {'counter' if metric.endswith('_total') else 'gauge'}")
+        else:
+            lines.append(f"# TYPE {metric} gauge")
+        lines.extend(rows)
+    return "\n".join(lines) + ("\n" if lines else "")

@@ -145,6 +145,15 @@ def test_exclamation_function_results_properties_status_stats(
     )
     assert instance_status["numSuccessfullyProcessed"] == 2
 
+    metrics = standalone.metrics()
+    labels = (
+        'tenant="public",namespace="public/default",name="excl",instance_id="0",'
+        'cluster="standalone",fqfn="public/default/excl"'
+    )
+    assert f"pulsar_function_processed_successfully_total{{{labels}}} 2" in metrics
+    assert f"pulsar_function_received_total{{{labels}}} 2" in metrics
+    assert f"pulsar_function_process_latency_ms_count{{{labels}}} 2" in metrics
+
     triggered = admin(
         standalone, "functions", "trigger", "--name", "excl", "--trigger-value", "hey"
     )

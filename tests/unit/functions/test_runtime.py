@@ -4,6 +4,8 @@ instances' metrics reports, and an honest answer from a broker that runs no inst
 
 from __future__ import annotations
 
+from prometheus_client import parser
+
 from magnetar.functions import runtime
 from magnetar.functions.config import FunctionName
 from magnetar.functions.runtime import InstanceState
@@ -59,3 +61,32 @@ def test_no_runtime_says_why() -> None:
     states = runtime.NoRuntime().instances(FunctionName("a", "b", "c"), 2)
     assert [s.running for s in states.values()] == [False, False]
     assert runtime.status(states)["instances"][0]["status"]["error"] == runtime.NO_RUNTIME
+
+
+def test_prometheus_series_in_pulsars_names() -> None:
+    name = FunctionName("public", "default", "f")
+    state = InstanceState(running=True, report=REPORT)
+    text = runtime.prometheus("standalone", [(name, {0: state})])
+    labels = (
+        'tenant="public",namespace="public/default",name="f",instance_id="0",'
+        'cluster="standalone",fqfn="public/default/f"'
+    )
+    for line in (
+        f"pulsar_function_received_total{{{labels}}} 4",
+        f"pulsar_function_processed_successfully_total{{{labels}}} 3",
+        f"pulsar_function_user_exceptions_total{{{labels}}} 1",
+        f"pulsar_function_received_1min{{{labels}}} 2",
+        f"pulsar_function_process_latency_ms_sum{{{labels}}} 8",
+        f"pulsar_function_process_latency_ms_count{{{labels}}} 4",
+        f"pulsar_function_last_invocation{{{labels}}} 1700000000000",
+        f"pulsar_function_user_metric_size_sum{{{labels}}} 10",
+        "# TYPE pulsar_function_process_latency_ms summary",
+        "# TYPE pulsar_function_received_total counter",
+    ):
+        assert line in text.splitlines(), line
+    assert runtime.prometheus("standalone", []) == ""
+    other = FunctionName("public", "default", "g")
+    both = runtime.prometheus("standalone", [(name, {0: state}), (other, {0: state})])
+    families = {f.name: f.type for f in parser.text_string_to_metric_families(both)}
+    assert families["pulsar_function_process_latency_ms"] == "summary"
+    assert families["pulsar_function_received"] == "counter"

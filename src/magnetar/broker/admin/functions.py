@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from aiohttp import BodyPartReader, web
 
+from magnetar.broker import http
 from magnetar.broker.admin.common import AdminError, check_name, not_found, service
 from magnetar.functions import config as fconfig
 from magnetar.functions import registry, runtime, state, trigger
@@ -42,12 +43,26 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def with_runtime(functions_runtime: runtime.Runtime) -> Callable[[web.Application], None]:
-    """An HTTP extension setting the runtime whose instances status and stats report."""
+    """An HTTP extension setting the runtime whose instances status, stats and ``/metrics``
+    (Pulsar's ``pulsar_function_*`` series) report."""
 
     def extension(app: web.Application) -> None:
         app[RUNTIME] = functions_runtime
+        if http.METRICS_SOURCES not in app:
+            app[http.METRICS_SOURCES] = []
+        app[http.METRICS_SOURCES].append(_metrics)
 
     return extension
+
+
+async def _metrics(app: web.Application) -> str:
+    service = app[http.SERVICE]
+    functions_runtime = app[RUNTIME]
+    functions = [
+        (f.name, functions_runtime.instances(f.name, f.parallelism))
+        for f in await registry.all_functions(service.store)
+    ]
+    return runtime.prometheus(service.config.cluster_name, functions)
 
 
 def _runtime(request: web.Request) -> runtime.Runtime:
