@@ -10,7 +10,9 @@ config is refused at create time and nothing starts. Only Python functions run h
 from __future__ import annotations
 
 import ast
+import io
 import re
+import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -305,11 +307,67 @@ def check_source(source: bytes, *, file_name: str, class_name: str) -> None:
 
 
 def check_package_name(file_name: str) -> str:
-    """The package's file name as stored; only ``.py`` packages run so far."""
+    """The package's file name as stored: a ``.py`` module or a ``.zip`` (see
+    :func:`zip_layout`); ``.whl`` packages are not built yet."""
     base = file_name.replace("\\", "/").rsplit("/", 1)[-1]
+    if base.endswith(".zip") and len(base) > 4:
+        return base
     if not base.endswith(".py") or not _IDENTIFIER.match(base[:-3]):
         raise ConfigError(
-            f"package {file_name!r}: only a .py module (a Python identifier + .py) is "
-            "supported so far (.zip and .whl packages are not built yet)"
+            f"package {file_name!r}: expected a .py module (a Python identifier + .py) or a "
+            ".zip (.whl packages are not built yet)"
         )
     return base
+
+
+@dataclass(frozen=True, slots=True)
+class ZipLayout:
+    """Where things are in a ``.zip`` package (paths inside the archive)."""
+
+    source_dir: str
+    """The folder holding the function's module (on the instance's ``sys.path``)."""
+    module_file: str
+    requirements: str | None
+    """``requirements.txt`` beside ``src/`` (or the module), installed per function."""
+    deps_dir: str | None
+    """A ``deps/`` folder of wheels the requirements may be installed from."""
+
+
+def zip_layout(data: bytes, *, file_name: str, class_name: str) -> ZipLayout:
+    """Check a ``.zip`` package and find its parts. Pulsar's layout
+    (``NAME/src/MODULE.py``, ``NAME/requirements.txt``, ``NAME/deps/*.whl``) or the module at
+    the top; the module is the first part of ``className``. ConfigError names the problem."""
+    module = class_name.split(".")[0]
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        names = archive.namelist()
+    except (zipfile.BadZipFile, ValueError) as err:
+        raise ConfigError(f"package {file_name}: not a valid zip archive: {err}") from None
+    for name in names:
+        if name.startswith("/") or ".." in name.split("/"):
+            raise ConfigError(f"package {file_name}: unsafe path {name!r} in the archive")
+    candidates = sorted(
+        (n for n in names if n.rsplit("/", 1)[-1] == f"{module}.py"),
+        key=lambda n: (n.count("/"), n),
+    )
+    if not candidates:
+        raise ConfigError(f"package {file_name}: no {module}.py in the archive (className)")
+    module_file = candidates[0]
+    source_dir = module_file.rpartition("/")[0]
+    root = source_dir.removesuffix("src").rstrip("/") if source_dir.endswith("src") else source_dir
+    prefix = f"{root}/" if root else ""
+    requirements = f"{prefix}requirements.txt"
+    deps = f"{prefix}deps/"
+    with archive:
+        check_source(archive.read(module_file), file_name=f"{module}.py", class_name=class_name)
+        if requirements in names:
+            try:
+                archive.read(requirements).decode()
+            except UnicodeDecodeError:
+                raise ConfigError(f"package {file_name}: {requirements} is not text") from None
+    return ZipLayout(
+        source_dir=source_dir,
+        module_file=module_file,
+        requirements=requirements if requirements in names else None,
+        deps_dir=deps.rstrip("/") if any(n.startswith(deps) for n in names) else None,
+    )

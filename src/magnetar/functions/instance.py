@@ -222,6 +222,9 @@ class Instance:
         self.auto_ack = bool(self.config.get("autoAck", True)) and self.guarantee != "MANUAL"
         self.code = spec.get("code")
         self.code_dir = str(Path(self.code).parent) if self.code else None
+        for path in reversed(spec.get("paths", [])):  # the package's folders first
+            if path not in sys.path:
+                sys.path.insert(0, path)
         self.metrics = Metrics()
         self.report_file = Path(spec["reportFile"])
         self.stopping = threading.Event()

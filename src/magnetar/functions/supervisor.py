@@ -6,7 +6,9 @@ children match them: an instance that should run and does not is started
 first); one whose function was deleted, stopped, updated or restarted is stopped (SIGTERM,
 then SIGKILL after a grace period) and, unless stopped, started again; one that exited on its
 own is restarted after a backoff (1 s doubling to 30 s), its restarts counted and the end of
-its log kept as the error its status reports. Each instance's log is
+its log kept as the error its status reports. A ``.zip`` package is extracted and its
+``requirements.txt`` installed into a folder of its own per package version, before the
+first instance of that version starts. Each instance's log is
 ``WORK/<tenant>/<namespace>/<name>/<instance>/instance.log``.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import io
 import json
 import logging
 import os
@@ -23,11 +26,13 @@ import signal
 import sys
 import time
 import urllib.parse
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 import magnetar
+from magnetar.functions import config as fconfig
 from magnetar.functions import registry
 from magnetar.functions.config import FunctionName
 from magnetar.functions.runtime import InstanceState
@@ -40,8 +45,13 @@ STOP_GRACE_S: Final = 10.0
 MIN_BACKOFF_S: Final = 1.0
 MAX_BACKOFF_S: Final = 30.0
 LOG_TAIL_BYTES: Final = 2000
+PIP_TIMEOUT_S: Final = 300.0
 SOURCE_ROOT: Final = os.path.dirname(os.path.dirname(os.path.abspath(magnetar.__file__)))
 """Where ``magnetar`` is imported from: put on the children's PYTHONPATH."""
+
+
+class PackageError(Exception):
+    """A package that cannot be put on disk or whose requirements cannot be installed."""
 
 
 @dataclass(slots=True)
@@ -87,6 +97,39 @@ def _log_tail(path: Path) -> str:
     except OSError:
         return ""
     return lines[-1] if lines else ""
+
+
+def _read_ready(ready: Path) -> tuple[Path, list[str]] | None:
+    if not ready.exists():
+        return None
+    done = json.loads(ready.read_text())
+    return Path(done["code"]), list(done["paths"])
+
+
+def _unpack(
+    file_name: str, class_name: str, data: bytes, code_dir: Path
+) -> tuple[Path, list[str], tuple[Path, Path, Path | None] | None]:
+    """Write a package version's files: (the module, the ``sys.path`` entries, what
+    ``pip`` must install: requirements, target, wheels folder -- or None)."""
+    code_dir.mkdir(parents=True, exist_ok=True)
+    if not file_name.endswith(".zip"):
+        code = code_dir / file_name
+        code.write_bytes(data)
+        return code, [str(code_dir)], None
+    try:
+        layout = fconfig.zip_layout(data, file_name=file_name, class_name=class_name)
+    except fconfig.ConfigError as err:
+        raise PackageError(str(err)) from None
+    files = code_dir / "files"
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        archive.extractall(files)
+    site = code_dir / "site"
+    paths = [str(files / layout.source_dir), str(site)]
+    install = None
+    if layout.requirements:
+        wheels = None if layout.deps_dir is None else files / layout.deps_dir
+        install = (files / layout.requirements, site, wheels)
+    return files / layout.module_file, paths, install
 
 
 class Supervisor:
@@ -230,13 +273,14 @@ class Supervisor:
     ) -> None:
         package = function.record["package"]
         code_dir = child.directory.parent / f"package-{package['version']}"
-        code = code_dir / package["file"]
-        if not code.exists():
-            data = await registry.read_package(self.store, function)
-            code_dir.mkdir(parents=True, exist_ok=True)
-            tmp = code.with_suffix(".tmp")
-            tmp.write_bytes(data)
-            tmp.replace(code)
+        try:
+            code, paths = await self._prepare(function, code_dir)
+        except PackageError as err:
+            child.error = str(err)
+            child.next_start = time.monotonic() + child.backoff_s
+            child.backoff_s = min(child.backoff_s * 2, MAX_BACKOFF_S)
+            log.warning("function %s: %s", function.name.fqfn, err)
+            return
         child.directory.mkdir(parents=True, exist_ok=True)
         spec = {
             "config": function.config,
@@ -244,6 +288,7 @@ class Supervisor:
             "functionId": f"{function.name.fqfn}@{function.record.get('createTime', 0)}",
             "functionVersion": str(package["version"]),
             "code": str(code),
+            "paths": paths,
             "serviceUrl": self.service_url,
             "webServiceUrl": self.web_service_url,
             "reportFile": str(child.report_file),
@@ -277,6 +322,51 @@ class Supervisor:
             child.instance,
             child.process.pid,
         )
+
+    async def _prepare(self, function: registry.Function, code_dir: Path) -> tuple[Path, list[str]]:
+        """The package on disk, once per version: a ``.py`` as it is; a ``.zip`` extracted
+        and its ``requirements.txt`` installed into the version's own folder (``pip install
+        --target``, from its ``deps/`` wheels first): the module's path and what goes on
+        ``sys.path``. PackageError says what failed (the instance is tried again later)."""
+        ready = code_dir / "ready.json"
+        done = await asyncio.to_thread(_read_ready, ready)
+        if done is not None:
+            return done
+        data = await registry.read_package(self.store, function)
+        code, paths, install = await asyncio.to_thread(
+            _unpack,
+            function.record["package"]["file"],
+            function.config["className"],
+            data,
+            code_dir,
+        )
+        if install is not None:
+            await self._pip_install(*install)
+        await asyncio.to_thread(ready.write_text, json.dumps({"code": str(code), "paths": paths}))
+        return code, paths
+
+    async def _pip_install(self, requirements: Path, target: Path, wheels: Path | None) -> None:
+        argv = [
+            sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+            "--no-input", "--target", str(target), "-r", str(requirements),
+        ]  # fmt: skip
+        if wheels is not None:
+            argv += ["--find-links", str(wheels)]
+        process = await asyncio.create_subprocess_exec(
+            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        )
+        try:
+            output, _ = await asyncio.wait_for(process.communicate(), PIP_TIMEOUT_S)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+            raise PackageError(
+                f"installing {requirements.name} took over {PIP_TIMEOUT_S:g} s"
+            ) from None
+        if process.returncode != 0:
+            lines = output.decode(errors="replace").strip().splitlines()
+            why = lines[-1] if lines else f"pip exited with {process.returncode}"
+            raise PackageError(f"installing {requirements.name} failed: {why}")
 
     async def _stop_child(self, child: Child) -> None:
         process = child.process

@@ -483,3 +483,79 @@ def test_topics_pattern_and_update_with_new_code(
 
     assert wait_until(answered, timeout=TIMEOUT_S, what="the new code answers") == b"three?"
     out.close()
+
+
+def zip_package(path: Path, files: dict[str, str]) -> Path:
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return path
+
+
+INFLECTOR = """
+import inflection
+from pulsar import Function
+
+
+class Camel(Function):
+    def process(self, input, context):
+        return inflection.camelize(input)
+"""
+
+
+def test_zip_package_with_a_requirement(
+    standalone: StandaloneProc, client: pulsar.Client, tmp_path: Path
+) -> None:
+    # a small pure-Python package from PyPI the test environment does not have
+    with pytest.raises(ImportError):
+        __import__("inflection")
+    package = zip_package(
+        tmp_path / "inflector.zip",
+        {
+            "inflector/src/inflector.py": INFLECTOR,
+            "inflector/requirements.txt": "inflection==0.5.1\n",
+        },
+    )
+    out = client.subscribe("camel-out", "check", initial_position=pulsar.InitialPosition.Earliest)
+    admin(
+        standalone, "functions", "create", "--name", "camel",
+        "--py", str(package), "--classname", "inflector.Camel",
+        "--inputs", "camel-in", "--output", "camel-out", "--subs-position", "Earliest",
+    )  # fmt: skip
+    client.create_producer("camel-in").send(b"hello_world")
+    [msg] = receive_all(out, 1)
+    assert msg.data() == b"HelloWorld"
+    out.close()
+
+    # requirements that cannot be installed (pip told not to look anywhere): the reason shows
+    broken = zip_package(
+        tmp_path / "broken.zip",
+        {
+            "broken/src/inflector.py": INFLECTOR,
+            "broken/requirements.txt": "--no-index\nnot-installable-here\n",
+        },
+    )
+    admin(
+        standalone, "functions", "create", "--name", "broken",
+        "--py", str(broken), "--classname", "inflector.Camel", "--inputs", "broken-in",
+    )  # fmt: skip
+
+    def failed() -> str | None:
+        status = as_json(standalone, "functions", "status", "--name", "broken")
+        error = status["instances"][0]["status"]["error"]
+        return error if "installing requirements.txt failed" in error else None
+
+    wait_until(failed, timeout=TIMEOUT_S, what="the failed install reported")
+    assert as_json(standalone, "functions", "status", "--name", "broken")["numRunning"] == 0
+    admin(standalone, "functions", "delete", "--name", "broken")
+
+    not_zip = tmp_path / "bad.zip"
+    not_zip.write_bytes(b"no archive")
+    refused = admin(
+        standalone, "functions", "create", "--name", "bad4",
+        "--py", str(not_zip), "--classname", "inflector.Camel", "--inputs", "x",
+        ok=False,
+    )  # fmt: skip
+    assert "400" in refused.stderr and "not a valid zip" in refused.stderr

@@ -89,8 +89,8 @@ def test_source_defines_the_class() -> None:
 
 def test_only_py_packages() -> None:
     assert config.check_package_name("/tmp/dir/ex.py") == "ex.py"
-    for bad in ("f.zip", "f.whl", "my-fn.py", "f.jar"):
-        with pytest.raises(ConfigError, match=r"only a \.py module"):
+    for bad in ("f.whl", "my-fn.py", "f.jar", ".zip"):
+        with pytest.raises(ConfigError, match=r"expected a \.py module"):
             config.check_package_name(bad)
 
 
@@ -98,3 +98,42 @@ def test_update_replaces_given_fields() -> None:
     stored = check(parallelism=2)
     merged = config.merge_update(stored, {"parallelism": 3, "output": None})
     assert merged["parallelism"] == 3 and merged["inputs"] == stored["inputs"]
+
+
+def zipped(files: dict[str, bytes]) -> bytes:
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def test_zip_layouts() -> None:
+    pulsars = zipped(
+        {
+            "ex/src/ex.py": SOURCE,
+            "ex/requirements.txt": b"inflection==0.5.1\n",
+            "ex/deps/inflection-0.5.1-py2.py3-none-any.whl": b"",
+        }
+    )
+    layout = config.zip_layout(pulsars, file_name="ex.zip", class_name="ex.Exclaim")
+    assert layout == config.ZipLayout(
+        source_dir="ex/src",
+        module_file="ex/src/ex.py",
+        requirements="ex/requirements.txt",
+        deps_dir="ex/deps",
+    )
+    top = config.zip_layout(zipped({"ex.py": SOURCE}), file_name="t.zip", class_name="ex.Exclaim")
+    assert (top.source_dir, top.requirements, top.deps_dir) == ("", None, None)
+    for data, class_name, message in (
+        (b"not a zip", "ex.Exclaim", "not a valid zip"),
+        (zipped({"other.py": SOURCE}), "ex.Exclaim", "no ex.py"),
+        (zipped({"ex.py": SOURCE}), "ex.Missing", "defines no 'Missing'"),
+        (zipped({"../ex.py": SOURCE}), "ex.Exclaim", "unsafe path"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            config.zip_layout(data, file_name="f.zip", class_name=class_name)
+    assert config.check_package_name("dir/f.zip") == "f.zip"

@@ -164,7 +164,9 @@ def _checked(
 ) -> dict[str, Any]:
     try:
         checked = fconfig.check(raw, name=name, package_file=py)
-        if package is not None:
+        if package is not None and package[0].endswith(".zip"):
+            fconfig.zip_layout(package[1], file_name=package[0], class_name=checked["className"])
+        elif package is not None:
             fconfig.check_source(package[1], file_name=package[0], class_name=checked["className"])
     except fconfig.ConfigError as err:
         raise AdminError(400, str(err)) from None
