@@ -7,11 +7,13 @@ supervisor restarting an instance killed with SIGKILL."""
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
 import signal
 import subprocess
 import sys
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -486,8 +488,6 @@ def test_topics_pattern_and_update_with_new_code(
 
 
 def zip_package(path: Path, files: dict[str, str]) -> Path:
-    import zipfile
-
     with zipfile.ZipFile(path, "w") as archive:
         for name, text in files.items():
             archive.writestr(name, text)
@@ -495,29 +495,53 @@ def zip_package(path: Path, files: dict[str, str]) -> Path:
 
 
 INFLECTOR = """
-import inflection
+import tinyinflect
 from pulsar import Function
 
 
 class Camel(Function):
     def process(self, input, context):
-        return inflection.camelize(input)
+        return tinyinflect.camelize(input)
 """
+
+
+def tiny_wheel() -> bytes:
+    """A pure-Python wheel made here (tests reach no registry): ``tinyinflect.camelize``."""
+    files = {
+        "tinyinflect.py": (
+            "def camelize(text):\n"
+            "    return ''.join(part.capitalize() for part in text.split('_'))\n"
+        ),
+        "tinyinflect-1.0.dist-info/METADATA": (
+            "Metadata-Version: 2.1\nName: tinyinflect\nVersion: 1.0\n"
+        ),
+        "tinyinflect-1.0.dist-info/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: magnetar-tests\nRoot-Is-Purelib: true\n"
+            "Tag: py3-none-any\n"
+        ),
+    }
+    files["tinyinflect-1.0.dist-info/RECORD"] = "".join(f"{name},,\n" for name in files) + (
+        "tinyinflect-1.0.dist-info/RECORD,,\n"
+    )
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return buffer.getvalue()
 
 
 def test_zip_package_with_a_requirement(
     standalone: StandaloneProc, client: pulsar.Client, tmp_path: Path
 ) -> None:
-    # a small pure-Python package from PyPI the test environment does not have
+    # a dependency the test environment does not have, installed for this function only
+    # from the package's deps/ folder (Pulsar's layout; --no-index: no registry is asked)
     with pytest.raises(ImportError):
-        __import__("inflection")
-    package = zip_package(
-        tmp_path / "inflector.zip",
-        {
-            "inflector/src/inflector.py": INFLECTOR,
-            "inflector/requirements.txt": "inflection==0.5.1\n",
-        },
-    )
+        __import__("tinyinflect")
+    package = tmp_path / "inflector.zip"
+    with zipfile.ZipFile(package, "w") as archive:
+        archive.writestr("inflector/src/inflector.py", INFLECTOR)
+        archive.writestr("inflector/requirements.txt", "--no-index\ntinyinflect==1.0\n")
+        archive.writestr("inflector/deps/tinyinflect-1.0-py3-none-any.whl", tiny_wheel())
     out = client.subscribe("camel-out", "check", initial_position=pulsar.InitialPosition.Earliest)
     admin(
         standalone, "functions", "create", "--name", "camel",
