@@ -128,7 +128,10 @@ class Proxy:
     replicas: int = 1
     service_type: str = "ClusterIP"
     node_ports: dict[str, int] = field(default_factory=dict)
-    """``pulsar`` / ``http`` -> nodePort (NodePort and LoadBalancer services)."""
+    """``pulsar`` / ``http`` (``pulsar-tls`` / ``https`` with TLS) -> nodePort (NodePort and
+    LoadBalancer services)."""
+    certificate_names: tuple[str, ...] = ()
+    """With ``spec.tls``: more names and addresses in the proxy's certificate."""
     resources: Resources = field(default_factory=lambda: Resources.parse({}))
     config: dict[str, str] = field(default_factory=dict)
     extra_args: tuple[str, ...] = ()
@@ -141,6 +144,7 @@ class Proxy:
             replicas=int(raw.get("replicas", 1)),
             service_type=str(svc.get("type", "ClusterIP")),
             node_ports={str(k): int(v) for k, v in _sub(svc, "nodePorts").items()},
+            certificate_names=tuple(str(n) for n in raw.get("certificateNames", ())),
             resources=Resources.parse(_sub(raw, "resources")),
             config=_str_map(raw, "config"),
             extra_args=tuple(str(a) for a in raw.get("extraArgs", ())),

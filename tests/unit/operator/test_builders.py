@@ -40,7 +40,6 @@ SPECS = {
         **example("pulsarcluster-production.yaml")["spec"],
         "tls": {"enabled": True},
         "auth": {"enabled": True, "secretName": "keys"},
-        "proxy": {"enabled": False},
     },
 }
 

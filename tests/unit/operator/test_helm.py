@@ -164,17 +164,6 @@ BAD = [
         ["--set", "cluster.enabled=true", "--set", "cluster.spec.offload.enabled=true"],
         "bucket and credentialsSecret are required",
     ),
-    (
-        [
-            "--set",
-            "cluster.enabled=true",
-            "--set",
-            "cluster.spec.proxy.enabled=true",
-            "--set",
-            "cluster.spec.tls.enabled=true",
-        ],
-        "cluster.spec.proxy.enabled cannot be combined with cluster.spec.tls",
-    ),
     (["--set", "operator.watchNamespaces={team-*}"], "is not a valid namespace name"),
     (["--set", "operator.logLevel=loud"], "value must be one of"),
     (["--set", "operator.serviceAccount.create=false"], "operator.serviceAccount.name is required"),
