@@ -134,6 +134,14 @@ def test_production_values(helm: str) -> None:
     assert pc["spec"]["bookies"]["journal"]["storageClassName"] == "local-nvme"
     sm = by[("ServiceMonitor", "rel-magnetar", "magnetar")]
     assert sm["metadata"]["labels"]["release"] == "prometheus"
+    pm = by[("PodMonitor", "rel-magnetar-operator", "magnetar")]
+    assert pm["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
+    assert pm["spec"]["selector"]["matchLabels"].items() <= (
+        dep["spec"]["template"]["metadata"]["labels"].items()
+    ), "it selects the operator's pod"
+    assert {p["name"]: p["containerPort"] for p in c["ports"]}["metrics"] == 8081
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["MAGNETAR_OPERATOR_METRICS_PORT"] == "8081"
     dashboards = [
         d for d in docs if d["kind"] == "ConfigMap" and "dashboard" in d["metadata"]["name"]
     ]
