@@ -43,8 +43,9 @@ from typing import Any, Final, NamedTuple, cast
 from google.protobuf.message import DecodeError
 
 from magnetar import __version__
-from magnetar.client import backoff, blocking
+from magnetar.client import blocking
 from magnetar.client.connection import ConnectionLostError
+from magnetar.common import backoff
 from magnetar.spark.access import ANONYMOUS, Access
 from magnetar.spark.options import MagnetarSourceError, Position
 from magnetar.spark.rows import (
