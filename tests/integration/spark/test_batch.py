@@ -1,6 +1,8 @@
 """Batch reads and writes of the ``magnetar`` data source in Spark local mode against a real
 standalone: a partitioned topic read back row for row, starting/ending offsets, bad input
-refused at load() naming the problem, and a batch write routed by key."""
+refused at load() naming the problem, a batch write routed by key, and a write given a
+reader's options and the producer options (compression, batching, key column, routing,
+producer name and sequence ids, deduplicated by the broker)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from tests.integration.spark.conftest import (
     read_all,
     source_options,
 )
-from tests.support.standalone import StandaloneProc
+from tests.support.standalone import StandaloneProc, admin_call
 
 NS = "public/spark-batch"
 
@@ -173,3 +175,65 @@ def test_batch_write_maps_columns_and_routes_by_key(
         bad.write.format("magnetar").option("serviceUrl", standalone.service_url).option(
             "topic", topic
         ).mode("append").save()
+
+
+def test_a_write_takes_a_readers_options_and_the_producer_options(
+    standalone: StandaloneProc, spark: Any, client: pulsar.Client
+) -> None:
+    ns = "public/spark-write-options"
+    make_namespace(standalone, ns, dedup=True)
+    topic = f"persistent://{ns}/orders"
+    create_topic(standalone, f"{ns}/orders", 3)
+    n, payload = 60, b"x" * 2000
+    rows = [(f"acct{i % 6}", payload + str(i).encode(), i + 1) for i in range(n)]
+    df = spark.createDataFrame(rows, "account string, value binary, sequenceId long")
+    options = {
+        **source_options(standalone),  # serviceUrl and adminUrl, as a read takes them
+        "startingOffsets": "earliest",  # read-only options: accepted, not used
+        "pollTimeoutMs": "5000",
+        "readPath": "client",
+        "topic": topic,
+        "compressionType": "ZSTD",
+        "batchingEnabled": "true",
+        "batchingMaxMessages": "10",
+        "batchingMaxPublishDelayMs": "100",
+        "keyColumn": "account",
+        "producerName": "orders-copy",
+    }
+    for _ in range(2):  # the second write re-sends every sequence id: all dropped
+        df.write.format("magnetar").options(**options).mode("append").save()
+
+    stored: dict[bytes, tuple[int, str, Any]] = {}
+    for p in range(3):
+        for msg in read_all(client, f"{topic}-partition-{p}"):
+            assert msg.data() not in stored, "a row stored twice"
+            stored[msg.data()] = (p, msg.partition_key(), msg.message_id())
+    assert set(stored) == {payload + str(i).encode() for i in range(n)}
+    for i in range(n):
+        assert stored[payload + str(i).encode()][1] == f"acct{i % 6}"  # the key column
+    by_key: dict[str, set[int]] = {}
+    for p, key, _ in stored.values():
+        by_key.setdefault(key, set()).add(p)
+    assert all(len(parts) == 1 for parts in by_key.values())  # routed by the key's hash
+    assert any(mid.batch_index() > 0 for _, _, mid in stored.values())  # batched
+    stats = admin_call(standalone.http_url, "GET", f"/persistent/{ns}/orders/partitioned-stats")
+    assert stats["storageSize"] < n * len(payload) // 10  # stored compressed (ZSTD)
+
+
+@pytest.mark.parametrize(("mode", "partitions_used"), [("SinglePartition", 1), ("", 3)])
+def test_a_write_routes_keyless_rows_by_the_routing_mode(
+    standalone: StandaloneProc, spark: Any, client: pulsar.Client, mode: str, partitions_used: int
+) -> None:
+    ns = "public/spark-write-routing"
+    make_namespace(standalone, ns)
+    name = f"routed-{mode or 'default'}"
+    topic = f"persistent://{ns}/{name}"
+    create_topic(standalone, f"{ns}/{name}", 3)
+    df = spark.createDataFrame([(f"v{i}",) for i in range(30)], "value string").coalesce(1)
+    options = {"serviceUrl": standalone.service_url, "topic": topic, "batchingEnabled": "false"}
+    if mode:
+        options["messageRoutingMode"] = mode
+    df.write.format("magnetar").options(**options).mode("append").save()
+    counts = [len(read_all(client, f"{topic}-partition-{p}")) for p in range(3)]
+    assert sum(counts) == 30
+    assert sum(1 for c in counts if c) == partitions_used  # round robin: every partition
