@@ -59,6 +59,7 @@ READ_OPTION_NAMES: Final = (
     "subscriptionName",
     "pollTimeoutMs",
     "readPath",
+    "valueSchema",
 )
 PRODUCER_OPTION_NAMES: Final = (
     "compressionType",

@@ -237,3 +237,86 @@ def test_a_write_routes_keyless_rows_by_the_routing_mode(
     counts = [len(read_all(client, f"{topic}-partition-{p}")) for p in range(3)]
     assert sum(counts) == 30
     assert sum(1 for c in counts if c) == partitions_used  # round robin: every partition
+
+
+def _user_record(*, with_email: bool) -> type:
+    from pulsar import schema as ps
+
+    fields: dict[str, Any] = {"name": ps.String(), "age": ps.Integer()}
+    if with_email:
+        fields["email"] = ps.String(required_default=True)  # a default: FULL-compatible
+    return type("User", (ps.Record,), fields)
+
+
+@pytest.mark.parametrize("read_path", ["protocol", "client"])
+def test_value_schema_auto_decodes_each_version_with_the_registrys_schemas(
+    standalone: StandaloneProc, spark: Any, client: pulsar.Client, read_path: str
+) -> None:
+    """Avro values written under two versions of a topic's schema (the second adds a field)
+    read as the latest: the first version's rows get the new field's default (null)."""
+    from pulsar import schema as ps
+
+    make_namespace(standalone, NS)
+    name = f"users-{read_path}"
+    topic = f"persistent://{NS}/{name}"
+    create_topic(standalone, f"{NS}/{name}", 2)
+    v1, v2 = _user_record(with_email=False), _user_record(with_email=True)
+    for record, batching, rows in (
+        (v1, True, [v1(name=f"u{i}", age=20 + i) for i in range(6)]),
+        (v2, False, [v2(name=f"w{i}", age=40 + i, email=f"w{i}@x") for i in range(6)]),
+    ):
+        producer = client.create_producer(
+            topic, schema=ps.AvroSchema(record), batching_enabled=batching
+        )
+        for row in rows:
+            producer.send(row, partition_key=row.name)
+        producer.close()
+    versions = admin_call(standalone.http_url, "GET", f"/schemas/{NS}/{name}/schemas")
+    assert len(versions["getSchemaResponses"]) == 2
+
+    options = source_options(standalone, topic=topic, readPath=read_path, valueSchema="auto")
+    df = spark.read.format("magnetar").options(**options).load()
+    assert dict(df.dtypes)["value"] == "struct<name:string,age:int,email:string>"
+    got = {(r.value.name, r.value.age, r.value.email, r.key) for r in df.collect()}
+    assert got == {(f"u{i}", 20 + i, None, f"u{i}") for i in range(6)} | {
+        (f"w{i}", 40 + i, f"w{i}@x", f"w{i}") for i in range(6)
+    }
+    flat = df.select("value.name", "value.age").where("value.age >= 40").count()
+    assert flat == 6
+
+
+def test_value_schema_auto_decodes_string_and_json_schemas_and_refuses_a_topic_without_one(
+    standalone: StandaloneProc, spark: Any, client: pulsar.Client
+) -> None:
+    from pulsar import schema as ps
+
+    make_namespace(standalone, NS)
+    names = f"persistent://{NS}/names"
+    producer = client.create_producer(names, schema=ps.StringSchema())
+    for i in range(5):
+        producer.send(f"né{i}")
+    producer.close()
+    options = source_options(standalone, topic=names, valueSchema="auto")
+    df = spark.read.format("magnetar").options(**options).load()
+    assert dict(df.dtypes)["value"] == "string"
+    assert sorted(r.value for r in df.collect()) == [f"né{i}" for i in range(5)]
+
+    people = f"persistent://{NS}/people"
+    user = _user_record(with_email=True)
+    producer = client.create_producer(people, schema=ps.JsonSchema(user))
+    producer.send(user(name="j", age=7, email=None))
+    producer.close()
+    options = source_options(standalone, topic=people, valueSchema="auto", readPath="client")
+    df = spark.read.format("magnetar").options(**options).load()
+    assert [r.value.asDict() for r in df.collect()] == [{"name": "j", "age": 7, "email": None}]
+
+    raw = f"persistent://{NS}/raw-bytes"
+    _produce(client, raw, 2, batching=False)
+    with pytest.raises(Exception, match=f"topic {raw} has no schema: valueSchema=auto"):
+        spark.read.format("magnetar").options(
+            **source_options(standalone, topic=raw, valueSchema="auto")
+        ).load()
+    with pytest.raises(Exception, match="option valueSchema must be bytes or auto"):
+        spark.read.format("magnetar").options(
+            **source_options(standalone, topic=raw, valueSchema="avro")
+        ).load()
