@@ -29,6 +29,7 @@ from pyspark.sql.types import (
     ByteType,
     DataType,
     DateType,
+    DecimalType,
     DoubleType,
     FloatType,
     IntegerType,
@@ -114,6 +115,13 @@ def spark_type_of(avro_schema: Any, *, topic: str, seen: frozenset[str] = frozen
         return TimestampType()
     if logical == "date":
         return DateType()
+    if logical == "decimal":
+        props = avro_schema.props
+        return DecimalType(int(props.get("precision", 10)), int(props.get("scale", 0)))
+    if logical in ("time-millis", "time-micros"):
+        raise MagnetarSourceError(
+            f"topic {topic}: valueSchema=auto has no Spark column type for Avro's {logical}"
+        )
     simple: dict[str, DataType] = {
         "null": StringType(),
         "boolean": BooleanType(),
@@ -269,7 +277,13 @@ class Decoder:
                     f"message {where} of {self.topic} does not decode with schema version "
                     f"{version} ({self.reader.type}): {type(err).__name__}: {err}"
                 ) from None
-        column = pa.array(decoded, arrow_type)
+        try:
+            column = pa.array(decoded, arrow_type)
+        except (pa.ArrowException, TypeError, ValueError) as err:
+            raise MagnetarSourceError(
+                f"values of {self.topic} do not fit the column type "
+                f"{self.kind.simpleString()}: {err}"
+            ) from None
         names = [n for n in batch.schema.names if n != VERSION_COLUMN]
         arrays = [
             column if n == "value" else batch.column(batch.schema.get_field_index(n)) for n in names

@@ -130,3 +130,39 @@ def test_the_option() -> None:
     assert values.value_schema({"valueschema": "AUTO"}) == "auto"
     with pytest.raises(MagnetarSourceError, match="valueSchema must be bytes or auto"):
         values.value_schema({"valueschema": "avro"})
+
+
+def test_logical_types() -> None:
+    def of(logical: dict[str, Any]) -> str:
+        rec = {"type": "record", "name": "R", "fields": [{"name": "v", "type": logical}]}
+        return values.Reader.of(_history(rec), "x").spark_type("x").simpleString()
+
+    assert of({"type": "long", "logicalType": "timestamp-millis"}) == "struct<v:timestamp>"
+    assert of({"type": "int", "logicalType": "date"}) == "struct<v:date>"
+    decimal = {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}
+    assert of(decimal) == "struct<v:decimal(9,2)>"
+    with pytest.raises(MagnetarSourceError, match="time-millis"):
+        of({"type": "int", "logicalType": "time-millis"})
+
+
+def test_logical_values_decode() -> None:
+    import datetime
+    import decimal
+
+    rec = {
+        "type": "record",
+        "name": "R",
+        "fields": [
+            {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+            {
+                "name": "amount",
+                "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2},
+            },
+        ],
+    }
+    at = datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
+    history = _history(rec)
+    decoder = values.Decoder(values.Reader.of(history, "x"), history, "x")
+    data = _avro(rec, {"at": at, "amount": decimal.Decimal("12.34")})
+    out = decoder.apply(_batch([(data, 0)]), to_arrow_type(decoder.kind, timezone="UTC"))
+    assert out.column(1).to_pylist() == [{"at": at, "amount": decimal.Decimal("12.34")}]
