@@ -11,36 +11,43 @@ the answers were taken: a difference fails naming the case and both answers.
 from __future__ import annotations
 
 import json
-import urllib.error
 import uuid
 
 import pytest
 
+from magnetar.client import admin
+from magnetar.security.client_auth import Credentials
 from tests.clients.conftest import Target
-from tests.clients.test_bundles import _request as admin_request
 from tests.support.schema_cases import CASES, Case
 
 
-def _upload(target: Target, topic: str, definition: dict[str, object]) -> int:
-    body = json.dumps({"type": "AVRO", "schema": json.dumps(definition), "properties": {}})
+def _admin(target: Target) -> admin.AdminClient:
+    """The project's admin client for the target (its token and CA when secured)."""
+    return admin.AdminClient(
+        target.admin_url,
+        credentials=Credentials.parse("token", target.auth_token) if target.auth_token else None,
+        tls_trust_certs_file=str(target.tls_trust_certs) if target.tls_trust_certs else None,
+    )
+
+
+def _upload(client: admin.AdminClient, topic: str, definition: dict[str, object]) -> int:
+    body = {"type": "AVRO", "schema": json.dumps(definition), "properties": {}}
     try:
-        admin_request(target, "POST", f"/admin/v2/schemas/{topic}/schema", body.encode())
-    except urllib.error.HTTPError as err:
-        return err.code
+        client.call("POST", f"/admin/v2/schemas/{topic}/schema", body)
+    except admin.AdminError as err:
+        return err.status
     return 200
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_compatibility_answers_are_pulsars(client_target: Target, case: Case) -> None:
+    client = _admin(client_target)
     ns = f"public/compat-{uuid.uuid4().hex[:8]}"
-    admin_request(client_target, "PUT", f"/admin/v2/namespaces/{ns}", b"{}")
-    strategy = json.dumps(case.strategy).encode()
-    admin_request(
-        client_target, "PUT", f"/admin/v2/namespaces/{ns}/schemaCompatibilityStrategy", strategy
-    )
+    client.call("PUT", f"/admin/v2/namespaces/{ns}", {})
+    client.call("PUT", f"/admin/v2/namespaces/{ns}/schemaCompatibilityStrategy", case.strategy)
     topic = f"{ns}/t"
-    assert _upload(client_target, topic, case.old) == 200
-    status = _upload(client_target, topic, case.new)
+    assert _upload(client, topic, case.old) == 200
+    status = _upload(client, topic, case.new)
     assert status in (200, 409), f"{case.id}: HTTP {status}"
     answer = status == 200
     assert answer == case.compatible, (
