@@ -127,7 +127,11 @@ class Settings:
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool | None) -> Settings:
-        opts.check_known(options, opts.READ_OPTION_NAMES + ACCESS_OPTION_NAMES, what="reads")
+        opts.check_known(
+            options,
+            opts.READ_OPTION_NAMES + opts.PRODUCER_OPTION_NAMES + ACCESS_OPTION_NAMES,
+            what="reads",
+        )  # a write's producer options too: one set of options serves both (ignored here)
         if streaming is False:
             for name in ("maxRecordsPerTrigger", "maxBytesPerTrigger", "subscriptionName"):
                 if options.get(name.lower()):

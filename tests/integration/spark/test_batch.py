@@ -218,6 +218,8 @@ def test_a_write_takes_a_readers_options_and_the_producer_options(
     assert any(mid.batch_index() > 0 for _, _, mid in stored.values())  # batched
     stats = admin_call(standalone.http_url, "GET", f"/persistent/{ns}/orders/partitioned-stats")
     assert stats["storageSize"] < n * len(payload) // 10  # stored compressed (ZSTD)
+    # the same options read the topic back (the producer options are a read's to ignore)
+    assert spark.read.format("magnetar").options(**options).load().count() == n
 
 
 @pytest.mark.parametrize(("mode", "partitions_used"), [("SinglePartition", 1), ("", 3)])
