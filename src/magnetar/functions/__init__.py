@@ -22,6 +22,8 @@ Modules:
 * :mod:`.instance` -- one instance: the official client's consumer and producers around the
   user's function (processing guarantees, SerDes, output properties, metrics).
 * :mod:`.context` -- the ``pulsar.Context`` the user's function receives.
+* :mod:`.trigger` -- ``functions trigger``: a value in, the function's output back (through
+  the client layer).
 
 See docs/functions.md.
 """

@@ -11,8 +11,8 @@ state writes are never dropped silently.
 
 from __future__ import annotations
 
+import base64
 import logging
-import threading
 import urllib.parse
 from collections.abc import Callable
 from typing import Any, Final
@@ -62,8 +62,6 @@ class StateClient:
         if isinstance(value, str):
             self._call("POST", key, {"key": key, "stringValue": value})
             return
-        import base64
-
         self._call("POST", key, {"key": key, "byteValue": base64.b64encode(value).decode()})
 
     def incr(self, key: str, amount: int) -> int:
@@ -117,7 +115,6 @@ class ContextImpl(pulsar.Context):  # type: ignore[misc]
         self.consumer = consumer
         self._record_metric = record_metric
         self.message: Any = None
-        self._lock = threading.Lock()
 
     # --- the current message ---------------------------------------------------------------
 
@@ -250,6 +247,4 @@ class ContextImpl(pulsar.Context):  # type: ignore[misc]
             return int(found["numberValue"]).to_bytes(8, "big", signed=True)
         if found.get("stringValue") is not None:
             return str(found["stringValue"]).encode()
-        import base64
-
         return base64.b64decode(found.get("byteValue") or "")
