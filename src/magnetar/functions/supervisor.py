@@ -213,7 +213,13 @@ class Supervisor:
                     shutil.rmtree(child.directory.parent, ignore_errors=True)
         for fqfn, function in functions.items():
             for instance in range(function.parallelism):
-                await self._reconcile_instance(fqfn, function, instance)
+                try:
+                    await self._reconcile_instance(fqfn, function, instance)
+                except (api.MetadataError, OSError) as err:  # this instance only; next round
+                    failed = self.children.get((fqfn, instance))
+                    if failed is not None:
+                        failed.error = f"cannot start: {type(err).__name__}: {err}"
+                    log.warning("function %s instance %d: %s", fqfn, instance, err)
 
     async def _reconcile_instance(
         self, fqfn: str, function: registry.Function, instance: int
