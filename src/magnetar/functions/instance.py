@@ -123,13 +123,19 @@ class Metrics:
             maxlen=LATEST_EXCEPTIONS
         )
         self.user_metrics: dict[str, dict[str, float]] = {}
-        self.events: collections.deque[tuple[float, str, float]] = collections.deque()
+        self.seconds: dict[int, dict[str, float]] = {}
+        """Per second of the monotonic clock: the counts and latency of the last minute."""
 
     def _event(self, kind: str, latency_ms: float = 0.0) -> None:
-        now = time.monotonic()
-        self.events.append((now, kind, latency_ms))
-        while self.events and self.events[0][0] < now - ONE_MINUTE_S:
-            self.events.popleft()
+        second = int(time.monotonic())
+        bucket = self.seconds.get(second)
+        if bucket is None:
+            bucket = self.seconds[second] = {}
+            for old in [s for s in self.seconds if s <= second - ONE_MINUTE_S]:
+                del self.seconds[old]
+        bucket[kind] = bucket.get(kind, 0) + 1
+        if latency_ms:
+            bucket["latencySumMs"] = bucket.get("latencySumMs", 0.0) + latency_ms
 
     def received_one(self) -> None:
         with self.lock:
@@ -165,12 +171,11 @@ class Metrics:
     def report(self) -> dict[str, Any]:
         with self.lock:
             cutoff = time.monotonic() - ONE_MINUTE_S
-            one_min: dict[str, Any] = collections.Counter()
-            latency = 0.0
-            for t, kind, ms in self.events:
-                if t >= cutoff:
-                    one_min[kind] += 1
-                    latency += ms
+            one_min: dict[str, float] = {}
+            for second, bucket in self.seconds.items():
+                if second >= cutoff:
+                    for kind, value in bucket.items():
+                        one_min[kind] = one_min.get(kind, 0) + value
             return {
                 "pid": os.getpid(),
                 "received": self.received,
@@ -182,7 +187,7 @@ class Metrics:
                 "latestUserExceptions": list(self.latest_user),
                 "latestSystemExceptions": list(self.latest_system),
                 "userMetrics": {k: dict(v) for k, v in self.user_metrics.items()},
-                "oneMin": {**one_min, "latencySumMs": latency},
+                "oneMin": {"latencySumMs": 0.0, **one_min},
             }
 
 
@@ -235,6 +240,7 @@ class Instance:
         self.producers: dict[str, Any] = {}
         self.producers_lock = threading.Lock()
         self.serdes: dict[str, Any] = {}
+        self.input_serdes: dict[str, Any] = {}
         self.function: Any = None
         self.pure: Any = None
 
@@ -325,9 +331,12 @@ class Instance:
     # --- the loop -----------------------------------------------------------------------------
 
     def input_serde(self, topic: str) -> Any:
-        custom = self.config.get("customSerdeInputs", {})
-        base = re.sub(r"-partition-\d+$", "", topic)
-        return self.serde(custom.get(topic) or custom.get(base))
+        found = self.input_serdes.get(topic)
+        if found is None:
+            custom = self.config.get("customSerdeInputs", {})
+            base = re.sub(r"-partition-\d+$", "", topic)
+            found = self.input_serdes[topic] = self.serde(custom.get(topic) or custom.get(base))
+        return found
 
     def process(self, msg: Any, context: context_mod.ContextImpl) -> None:
         self.metrics.received_one()
