@@ -636,6 +636,16 @@ _TOPIC_CALLS = {
     "subscriptions": ("GET", "/subscriptions", "the subscriptions of a topic"),
     "compact": ("PUT", "/compaction", "start a compaction of the topic (409 while one runs)"),
     "compaction-status": ("GET", "/compaction", "the last compaction's status (and error)"),
+    "partitioned-stats-internal": (
+        "GET",
+        "/partitioned-internalStats",
+        "each partition's managed ledger: ledgers and cursors",
+    ),
+    "partitioned-terminate": (
+        "POST",
+        "/terminate/partitions",
+        "terminate every partition; prints each one's last message id",
+    ),
 }
 """Topic verbs without arguments or body: verb -> (method, path after the topic, help)."""
 
@@ -709,6 +719,49 @@ def _topics_skip(a: argparse.Namespace) -> Request:
 @verb("topics", "clear-backlog", "skip every message of a subscription", TOPIC, SUBSCRIPTION)
 def _topics_clear_backlog(a: argparse.Namespace) -> Request:
     return Request("POST", _sub(a, "/skip_all"))
+
+
+@verb(
+    "topics",
+    "peek-messages",
+    "the next messages a subscription has not acknowledged (they stay unconsumed)",
+    TOPIC,
+    SUBSCRIPTION,
+    arg("-n", "--count", type=convert.positive, default=1, help="how many (default 1)"),
+)
+def _topics_peek(a: argparse.Namespace) -> Request:
+    return Request("GET", _sub(a, "/position/1"), messages=a.count)
+
+
+@verb(
+    "topics",
+    "examine-message",
+    "the n-th stored message from the oldest or the newest, acknowledged or not",
+    TOPIC,
+    arg(
+        "-i", "--initialPosition", choices=("latest", "earliest"), default="latest",
+        dest="initial_position", help="count from the newest (latest, default) or the oldest",
+    ),
+    arg(
+        "-m", "--messagePosition", type=convert.positive, default=1, dest="message_position",
+        help="which one, from 1 (default 1)",
+    ),
+)  # fmt: skip
+def _topics_examine(a: argparse.Namespace) -> Request:
+    query = f"?initialPosition={a.initial_position}&messagePosition={a.message_position}"
+    return Request("GET", _topic(a, f"/examinemessage{query}"), messages=1)
+
+
+@verb(
+    "topics",
+    "get-message-by-id",
+    "the stored message (a batch whole) at a ledger and entry",
+    TOPIC,
+    arg("-l", "--ledgerId", type=convert.non_negative, required=True, dest="ledger_id"),
+    arg("-e", "--entryId", type=convert.non_negative, required=True, dest="entry_id"),
+)
+def _topics_get_message_by_id(a: argparse.Namespace) -> Request:
+    return Request("GET", _topic(a, f"/ledger/{a.ledger_id}/entry/{a.entry_id}"), messages=1)
 
 
 _EXPIRE_TIME = arg(

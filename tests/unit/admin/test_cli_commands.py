@@ -213,6 +213,31 @@ CASES: dict[tuple[str, str], tuple[list[str], Request]] = {
         ["t"],
         Request("POST", "/admin/v2/persistent/public/default/t/terminate"),
     ),
+    ("topics", "partitioned-terminate"): (
+        ["t"],
+        Request("POST", "/admin/v2/persistent/public/default/t/terminate/partitions"),
+    ),
+    ("topics", "partitioned-stats-internal"): (
+        ["t"],
+        Request("GET", "/admin/v2/persistent/public/default/t/partitioned-internalStats"),
+    ),
+    ("topics", "peek-messages"): (
+        ["t", "-s", "s1", "-n", "3"],
+        Request("GET", f"{SUB}/position/1", messages=3),
+    ),
+    ("topics", "examine-message"): (
+        ["t", "-i", "earliest", "-m", "2"],
+        Request(
+            "GET",
+            "/admin/v2/persistent/public/default/t/examinemessage"
+            "?initialPosition=earliest&messagePosition=2",
+            messages=1,
+        ),
+    ),
+    ("topics", "get-message-by-id"): (
+        ["t", "-l", "7", "-e", "3"],
+        Request("GET", "/admin/v2/persistent/public/default/t/ledger/7/entry/3", messages=1),
+    ),
     ("topics", "subscriptions"): (
         ["t"],
         Request("GET", "/admin/v2/persistent/public/default/t/subscriptions"),
