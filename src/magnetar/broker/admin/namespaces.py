@@ -222,6 +222,8 @@ POLICIES = (
         -1,
     ),
     Policy("offloadDeletionLagMs", "offload_deletion_lag_ms", validation.OFFLOAD_DELETION_LAG),
+    Policy("maxProducersPerTopic", "max_producers_per_topic", validation.MAX_PRODUCERS),
+    Policy("maxConsumersPerTopic", "max_consumers_per_topic", validation.MAX_CONSUMERS),
 )
 
 
