@@ -28,6 +28,7 @@ GROUPS: Final = {
     "tenants": "tenants: admin roles and allowed clusters",
     "namespaces": "namespaces and their policies",
     "topics": "topics, partitions, subscriptions and topic policies",
+    "topicPolicies": "a topic's own policies, overriding its namespace's (pulsar-admin's group)",
     "schemas": "topic schemas: history, upload, delete, compatibility",
 }
 
@@ -578,12 +579,81 @@ _TOPIC_SETTINGS = {
         "the topic's own compaction threshold", (_THRESHOLD,),
         "POST", "/compactionThreshold", lambda a: a.threshold,
     ),
+    "set-max-producers": Setting(
+        "the topic's own producer limit (0: none)",
+        (arg("-p", "--max-producers", type=convert.non_negative, required=True,
+             dest="max_producers"),),
+        "POST", "/maxProducers", lambda a: a.max_producers,
+    ),
+    "set-max-consumers": Setting(
+        "the topic's own consumer limit (0: none)",
+        (arg("-c", "--max-consumers", type=convert.non_negative, required=True,
+             dest="max_consumers"),),
+        "POST", "/maxConsumers", lambda a: a.max_consumers,
+    ),
+    "set-offload-policies": Setting(
+        "the topic's own offload thresholds and deletion lag",
+        (
+            arg("-d", "--driver", required=True, help="aws-s3, S3, ... (Pulsar's names)"),
+            arg("-r", "--region", default=None), arg("-b", "--bucket", default=None),
+            arg("-e", "--endpoint", default=None),
+            arg("-t", "--offloadAfterThreshold", type=convert.size_bytes, default=None,
+                dest="threshold", help="offload beyond this size on bookies, e.g. 10G"),
+            arg("-ts", "--offloadAfterThresholdInSeconds", type=convert.seconds,
+                default=None, dest="threshold_s", help="offload ledgers older than, e.g. 1d"),
+            arg("-dl", "--offloadDeletionLagInMillis", type=convert.non_negative,
+                default=None, dest="lag_ms", help="delete bookie copies after this many ms"),
+        ),
+        "POST", "/offloadPolicies", lambda a: _offload_policies(a),
+    ),
 }  # fmt: skip
 """Topic verbs sending one value: verb -> its setting."""
+
+_TOPIC_POLICY_SETTINGS = {
+    name: _TOPIC_SETTINGS[name]
+    for name in (
+        "set-message-ttl", "set-retention", "set-deduplication", "set-compaction-threshold",
+        "set-max-producers", "set-max-consumers", "set-offload-policies",
+    )
+}  # fmt: skip
+"""The ``topicPolicies`` group: the topic-level policies of ``topics``, pulsar-admin's way."""
+
+_NS_SETTINGS["set-max-producers-per-topic"] = Setting(
+    "the producer limit of each topic of the namespace (0: none)",
+    (arg("-p", "--max-producers-per-topic", type=convert.non_negative, required=True,
+         dest="max_producers"),),
+    "POST", "/maxProducersPerTopic", lambda a: a.max_producers,
+)  # fmt: skip
+_NS_SETTINGS["set-max-consumers-per-topic"] = Setting(
+    "the consumer limit of each topic of the namespace (0: none)",
+    (arg("-c", "--max-consumers-per-topic", type=convert.non_negative, required=True,
+         dest="max_consumers"),),
+    "POST", "/maxConsumersPerTopic", lambda a: a.max_consumers,
+)  # fmt: skip
+_NS_GETTERS["get-max-producers-per-topic"] = "/maxProducersPerTopic"
+_NS_GETTERS["get-max-consumers-per-topic"] = "/maxConsumersPerTopic"
+_NS_REMOVERS["remove-max-producers-per-topic"] = "/maxProducersPerTopic"
+_NS_REMOVERS["remove-max-consumers-per-topic"] = "/maxConsumersPerTopic"
+
+
+def _offload_policies(a: argparse.Namespace) -> dict[str, Any]:
+    """Pulsar's OffloadPolicies JSON of ``set-offload-policies`` (unset fields left out)."""
+    fields = {
+        "managedLedgerOffloadDriver": a.driver,
+        "managedLedgerOffloadRegion": a.region,
+        "managedLedgerOffloadBucket": a.bucket,
+        "managedLedgerOffloadServiceEndpoint": a.endpoint,
+        "managedLedgerOffloadThresholdInBytes": a.threshold,
+        "managedLedgerOffloadThresholdInSeconds": a.threshold_s,
+        "managedLedgerOffloadDeletionLagInMillis": a.lag_ms,
+    }
+    return {k: v for k, v in fields.items() if v is not None}
+
 
 for _group, _target, _path, _settings in (
     ("namespaces", NAMESPACE, _ns, _NS_SETTINGS),
     ("topics", TOPIC, _topic, _TOPIC_SETTINGS),
+    ("topicPolicies", TOPIC, _topic, _TOPIC_POLICY_SETTINGS),
 ):
     for _name, _s in _settings.items():
         verb(_group, _name, _s.help, _target, *_s.args)(
@@ -816,17 +886,21 @@ def _topics_reset(a: argparse.Namespace) -> Request:
     return Request("POST", _sub(a, "/resetcursor"), a.message_id)
 
 
-for _name, _tail in {
-    "message-ttl": "/messageTTL",
-    "retention": "/retention",
-    "deduplication": "/deduplicationEnabled",
-    "compaction-threshold": "/compactionThreshold",
-}.items():
-    help_text = f"the topic's own {_name} (null: unset)"
-    verb("topics", f"get-{_name}", help_text, TOPIC)(_on_topic("GET", _tail))
-    verb("topics", f"remove-{_name}", f"remove the topic's own {_name}", TOPIC)(
-        _on_topic("DELETE", _tail)
-    )
+for _group in ("topics", "topicPolicies"):
+    for _name, _tail in {
+        "message-ttl": "/messageTTL",
+        "retention": "/retention",
+        "deduplication": "/deduplicationEnabled",
+        "compaction-threshold": "/compactionThreshold",
+        "max-producers": "/maxProducers",
+        "max-consumers": "/maxConsumers",
+        "offload-policies": "/offloadPolicies",
+    }.items():
+        help_text = f"the topic's own {_name} (null: unset)"
+        verb(_group, f"get-{_name}", help_text, TOPIC)(_on_topic("GET", _tail))
+        verb(_group, f"remove-{_name}", f"remove the topic's own {_name}", TOPIC)(
+            _on_topic("DELETE", _tail)
+        )
 
 
 # --- the parser ---------------------------------------------------------------------------------

@@ -250,3 +250,22 @@ def test_peek_examine_and_get_message_by_id(standalone: StandaloneProc) -> None:
         standalone, "topics", "get-message-by-id", topic, "-l", ledger, "-e", "99", ok=False
     )
     assert missing.returncode == 1 and "404 Message id not found" in missing.stderr
+
+
+def test_topic_policies_group(standalone: StandaloneProc) -> None:
+    """``topicPolicies``: pulsar-admin's group for a topic's own policies."""
+    topic = "persistent://public/default/cli-policies"
+    admin(standalone, "topics", "create", topic)
+    admin(standalone, "topicPolicies", "set-max-producers", topic, "-p", "2")
+    admin(standalone, "topicPolicies", "set-retention", topic, "-t", "1h", "-s", "-1")
+    assert as_json(standalone, "topicPolicies", "get-max-producers", topic) == 2
+    assert as_json(standalone, "topics", "get-retention", topic) == {
+        "retentionTimeInMinutes": 60,
+        "retentionSizeInMB": -1,
+    }
+    refused = admin(
+        standalone, "topicPolicies", "set-offload-policies", topic, "-d", "tape", ok=False
+    )
+    assert refused.returncode == 1 and "412 The driver is not supported" in refused.stderr
+    admin(standalone, "topicPolicies", "remove-max-producers", topic)
+    assert as_json(standalone, "topicPolicies", "get-max-producers", topic) is None

@@ -318,17 +318,62 @@ CASES.update(
         ),
     }
 )
+TOP = "/admin/v2/persistent/public/default/t"
+CASES.update(
+    {
+        ("topics", "set-max-producers"): (
+            ["t", "-p", "3"],
+            Request("POST", f"{TOP}/maxProducers", 3),
+        ),
+        ("topics", "set-max-consumers"): (
+            ["t", "-c", "0"],
+            Request("POST", f"{TOP}/maxConsumers", 0),
+        ),
+        ("topics", "set-offload-policies"): (
+            ["t", "-d", "aws-s3", "-b", "bk", "-t", "10M", "-dl", "60000"],
+            Request(
+                "POST",
+                f"{TOP}/offloadPolicies",
+                {
+                    "managedLedgerOffloadDriver": "aws-s3",
+                    "managedLedgerOffloadBucket": "bk",
+                    "managedLedgerOffloadThresholdInBytes": 10 * 1024**2,
+                    "managedLedgerOffloadDeletionLagInMillis": 60000,
+                },
+            ),
+        ),
+        ("namespaces", "set-max-producers-per-topic"): (
+            ["public/ns", "-p", "5"],
+            Request("POST", f"{NSP}/maxProducersPerTopic", 5),
+        ),
+        ("namespaces", "set-max-consumers-per-topic"): (
+            ["public/ns", "-c", "6"],
+            Request("POST", f"{NSP}/maxConsumersPerTopic", 6),
+        ),
+    }
+)
+for _what, _tail in (("producers", "maxProducersPerTopic"), ("consumers", "maxConsumersPerTopic")):
+    CASES[("namespaces", f"get-max-{_what}-per-topic")] = (
+        ["public/ns"],
+        Request("GET", f"{NSP}/{_tail}"),
+    )
+    CASES[("namespaces", f"remove-max-{_what}-per-topic")] = (
+        ["public/ns"],
+        Request("DELETE", f"{NSP}/{_tail}"),
+    )
 for _name, _tail in (("message-ttl", "messageTTL"), ("retention", "retention"),
                      ("deduplication", "deduplicationEnabled"),
-                     ("compaction-threshold", "compactionThreshold")):  # fmt: skip
-    CASES[("topics", f"get-{_name}")] = (
-        ["t"],
-        Request("GET", f"/admin/v2/persistent/public/default/t/{_tail}"),
-    )
-    CASES[("topics", f"remove-{_name}")] = (
-        ["t"],
-        Request("DELETE", f"/admin/v2/persistent/public/default/t/{_tail}"),
-    )
+                     ("compaction-threshold", "compactionThreshold"),
+                     ("max-producers", "maxProducers"), ("max-consumers", "maxConsumers"),
+                     ("offload-policies", "offloadPolicies")):  # fmt: skip
+    for _group in ("topics", "topicPolicies"):
+        CASES[(_group, f"get-{_name}")] = (["t"], Request("GET", f"{TOP}/{_tail}"))
+        CASES[(_group, f"remove-{_name}")] = (["t"], Request("DELETE", f"{TOP}/{_tail}"))
+for _name in (
+    "set-message-ttl", "set-retention", "set-deduplication", "set-compaction-threshold",
+    "set-max-producers", "set-max-consumers", "set-offload-policies",
+):  # fmt: skip
+    CASES[("topicPolicies", _name)] = CASES[("topics", _name)]
 
 SCHEMA_FILE = str(pathlib.Path(__file__).with_name("schema-payload.json"))
 SCHEMA_PAYLOAD = json.loads(pathlib.Path(SCHEMA_FILE).read_text())
