@@ -76,6 +76,16 @@ def test_commit_abort_and_consume_transform_produce(
 
 
 @pytest.mark.timeout(900)
+def test_admin_transactions(standalone: StandaloneProc, tmp_path: Path) -> None:
+    """PulsarAdmin's transactions(): coordinator stats, metadata, slow transactions, abort."""
+    build, log = tmp_path / "build", tmp_path / "java.log"
+    proc = java(
+        standalone, build, log, "-Dtest=TransactionAdminTest", "-Dmagnetar.transactions=true"
+    )
+    assert finished(proc, build, log, 800) == 1
+
+
+@pytest.mark.timeout(900)
 def test_sigkill_mid_transaction_is_atomic(standalone: StandaloneProc, tmp_path: Path) -> None:
     topic = f"persistent://public/default/txn-kill-{uuid.uuid4().hex[:8]}"
     signal_file = tmp_path / "committing"

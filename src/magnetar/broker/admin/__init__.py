@@ -20,6 +20,7 @@ from magnetar.broker.admin import (
     schemas,
     tenants,
     topic_routes,
+    transactions,
 )
 
 
@@ -35,4 +36,5 @@ def extension(app: web.Application) -> None:
     namespaces.register(app.router)
     topic_routes.register(app.router)
     schemas.register(app.router)
+    transactions.register(app.router)
     openapi.register(app.router)

@@ -116,6 +116,12 @@ class HttpPeers:
         headers = self._headers() if self._headers else None
         return await call(web_url, method, path, headers=headers, ssl_context=self._ssl, body=body)
 
+    async def admin_get(self, web_url: str, path: str) -> Any:
+        """``GET path`` (from the root, ``/admin/v3/...``) on the peer: its decoded JSON."""
+        status, answer = await self._call(web_url, "GET", path)
+        raise_for(status, answer, ok=(200,))
+        return answer
+
     async def topic_call(
         self, web_url: str, method: str, topic: TopicName, suffix: str, *, body: Any = None
     ) -> Any:
