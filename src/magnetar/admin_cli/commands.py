@@ -30,6 +30,7 @@ GROUPS: Final = {
     "topics": "topics, partitions, subscriptions and topic policies",
     "topicPolicies": "a topic's own policies, overriding its namespace's (pulsar-admin's group)",
     "schemas": "topic schemas: history, upload, delete, compatibility",
+    "transactions": "transaction coordinators and live transactions (/admin/v3/transactions)",
 }
 
 Builder = Callable[[argparse.Namespace], Request]
@@ -901,6 +902,49 @@ for _group in ("topics", "topicPolicies"):
         verb(_group, f"remove-{_name}", f"remove the topic's own {_name}", TOPIC)(
             _on_topic("DELETE", _tail)
         )
+
+
+# --- transactions -------------------------------------------------------------------------------
+
+V3_TXN: Final = "/admin/v3/transactions"
+_COORDINATOR = arg(
+    "-c", "--coordinator-id", type=convert.non_negative, default=None, dest="coordinator",
+    help="one coordinator (default: each)",
+)  # fmt: skip
+_TXN_ID = (
+    arg("-m", "--most-sig-bits", type=convert.non_negative, required=True, dest="most",
+        help="the transaction id's first part (its coordinator)"),
+    arg("-l", "--least-sig-bits", type=convert.non_negative, required=True, dest="least",
+        help="the transaction id's second part"),
+)  # fmt: skip
+
+
+@verb("transactions", "coordinator-stats", "transaction coordinators' state", _COORDINATOR)
+def _txn_coordinator_stats(a: argparse.Namespace) -> Request:
+    query = "" if a.coordinator is None else f"?coordinatorId={a.coordinator}"
+    return Request("GET", f"{V3_TXN}/coordinatorStats{query}")
+
+
+@verb("transactions", "transaction-metadata", "a live transaction's status and topics", *_TXN_ID)
+def _txn_metadata(a: argparse.Namespace) -> Request:
+    return Request("GET", f"{V3_TXN}/transactionMetadata/{a.most}/{a.least}")
+
+
+@verb(
+    "transactions",
+    "slow-transactions",
+    "the live transactions open longer than a time",
+    arg("-t", "--time", type=convert.seconds, required=True, help="e.g. 30s, 5m"),
+    _COORDINATOR,
+)
+def _txn_slow(a: argparse.Namespace) -> Request:
+    query = "" if a.coordinator is None else f"?coordinatorId={a.coordinator}"
+    return Request("GET", f"{V3_TXN}/slowTransactions/{a.time * 1000}{query}")
+
+
+@verb("transactions", "abort-transaction", "abort a live transaction", *_TXN_ID)
+def _txn_abort(a: argparse.Namespace) -> Request:
+    return Request("POST", f"{V3_TXN}/abortTransaction/{a.most}/{a.least}")
 
 
 # --- the parser ---------------------------------------------------------------------------------

@@ -375,6 +375,28 @@ for _name in (
 ):  # fmt: skip
     CASES[("topicPolicies", _name)] = CASES[("topics", _name)]
 
+TXN = "/admin/v3/transactions"
+CASES.update(
+    {
+        ("transactions", "coordinator-stats"): (
+            ["-c", "0"],
+            Request("GET", f"{TXN}/coordinatorStats?coordinatorId=0"),
+        ),
+        ("transactions", "transaction-metadata"): (
+            ["-m", "0", "-l", "7"],
+            Request("GET", f"{TXN}/transactionMetadata/0/7"),
+        ),
+        ("transactions", "slow-transactions"): (
+            ["-t", "5m"],
+            Request("GET", f"{TXN}/slowTransactions/300000"),
+        ),
+        ("transactions", "abort-transaction"): (
+            ["-m", "1", "-l", "2"],
+            Request("POST", f"{TXN}/abortTransaction/1/2"),
+        ),
+    }
+)
+
 SCHEMA_FILE = str(pathlib.Path(__file__).with_name("schema-payload.json"))
 SCHEMA_PAYLOAD = json.loads(pathlib.Path(SCHEMA_FILE).read_text())
 SCH = "/admin/v2/schemas/public/default/t"
