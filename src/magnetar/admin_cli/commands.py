@@ -25,6 +25,7 @@ V2: Final = "/admin/v2"
 GROUPS: Final = {
     "clusters": "clusters of this Magnetar installation",
     "brokers": "live brokers and their health",
+    "broker-stats": "what a broker serves now (its topics' stats)",
     "tenants": "tenants: admin roles and allowed clusters",
     "namespaces": "namespaces and their policies",
     "topics": "topics, partitions, subscriptions and topic policies",
@@ -137,6 +138,11 @@ def _brokers_list(a: argparse.Namespace) -> Request:
 @verb("brokers", "healthcheck", "check that the broker is healthy (prints ok)")
 def _brokers_health(a: argparse.Namespace) -> Request:
     return Request("GET", f"{V2}/brokers/health")
+
+
+@verb("broker-stats", "topics", "the topics this broker serves, by namespace, bundle, domain")
+def _broker_stats_topics(a: argparse.Namespace) -> Request:
+    return Request("GET", f"{V2}/broker-stats/topics")
 
 
 # --- tenants ------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ CASES: dict[tuple[str, str], tuple[list[str], Request]] = {
     ("clusters", "get"): (["standalone"], Request("GET", "/admin/v2/clusters/standalone")),
     ("brokers", "list"): (["standalone"], Request("GET", "/admin/v2/brokers/standalone")),
     ("brokers", "healthcheck"): ([], Request("GET", "/admin/v2/brokers/health")),
+    ("broker-stats", "topics"): ([], Request("GET", "/admin/v2/broker-stats/topics")),
     ("tenants", "list"): ([], Request("GET", "/admin/v2/tenants")),
     ("tenants", "get"): (["acme"], Request("GET", "/admin/v2/tenants/acme")),
     ("tenants", "create"): (
