@@ -8,7 +8,11 @@ transaction coordinators (``broker/transactions/``).
 * ``GET .../slowTransactions/{timeout ms}[?coordinatorId=N]``: the live transactions open
   longer than that, by id;
 * ``POST .../abortTransaction/{most}/{least}``: abort a live transaction (its messages are
-  never delivered, its acknowledgements are undone), as its timeout would.
+  never delivered, its acknowledgements are undone), as its timeout would;
+* ``GET .../transactionBufferStats/[persistent/]{tenant}/{ns}/{topic}``: a topic's
+  transaction buffer (Pulsar's TransactionBufferStats: ``state``, ``maxReadPosition`` -- how
+  far consumers may read --, ``ongoingTxnSize``, ``totalAbortedTransactions``), on the
+  topic's owner.
 
 A coordinator is answered by the broker serving it (``307`` to it otherwise, as a topic
 call is); a broker without ``transactionCoordinatorEnabled`` answers 503 with Pulsar's
@@ -181,7 +185,40 @@ async def abort_transaction(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
+async def transaction_buffer_stats(request: web.Request) -> web.Response:
+    """A topic's transaction buffer: how far consumers may read, its live transactions."""
+    _service_txns(request)
+    m = request.match_info
+    topic = await topic_scope.topic_name(
+        service(request),
+        domain_name=m.get("domain", "persistent"),
+        tenant=m["tenant"],
+        namespace_name=m["namespace"],
+        local=m["topic"],
+    )
+    loaded = await topic_scope.stored(paths.scope(request), topic, "Transaction buffer stats of")
+    buffer = loaded.txn_buffer
+    if buffer is None:
+        raise AdminError(503, NOT_ENABLED)
+    found = buffer.stats()
+    return web.json_response(
+        {
+            "state": found["state"],
+            "maxReadPosition": found["maxReadPosition"],
+            "ongoingTxnSize": found["ongoingTxnSize"],
+            "totalAbortedTransactions": found["abortedTxnCount"],
+        }
+    )
+
+
 def register(router: web.UrlDispatcher) -> None:
+    router.add_get(
+        BASE + "/transactionBufferStats/{tenant}/{namespace}/{topic}", transaction_buffer_stats
+    )
+    router.add_get(
+        BASE + "/transactionBufferStats/{domain}/{tenant}/{namespace}/{topic}",
+        transaction_buffer_stats,
+    )
     router.add_get(f"{BASE}/coordinatorStats", coordinator_stats)
     router.add_get(BASE + "/transactionMetadata/{most}/{least}", transaction_metadata)
     router.add_get(BASE + "/slowTransactions/{timeout}", slow_transactions)

@@ -15,6 +15,7 @@ import org.apache.pulsar.client.api.PulsarClient;
 import org.apache.pulsar.client.api.SubscriptionInitialPosition;
 import org.apache.pulsar.client.api.transaction.Transaction;
 import org.apache.pulsar.client.api.transaction.TxnID;
+import org.apache.pulsar.common.policies.data.TransactionBufferStats;
 import org.apache.pulsar.common.policies.data.TransactionCoordinatorStats;
 import org.apache.pulsar.common.policies.data.TransactionMetadata;
 import org.junit.jupiter.api.AfterAll;
@@ -67,6 +68,9 @@ class TransactionAdminTest extends Target {
         assertEquals(TimeUnit.MINUTES.toMillis(5), meta.timeoutAt);  // Pulsar's: the timeout
         assertTrue(meta.openTimestamp > 0);
         assertTrue(admin.transactions().getCoordinatorStatsById(0).ongoingTxnSize >= 1);
+        TransactionBufferStats buffer = admin.transactions().getTransactionBufferStats(topic);
+        assertEquals(1, buffer.ongoingTxnSize);
+        assertEquals("Ready", buffer.state);
 
         Thread.sleep(20);
         Map<String, TransactionMetadata> slow = admin.transactions().getSlowTransactions(10, TimeUnit.MILLISECONDS);
@@ -77,6 +81,7 @@ class TransactionAdminTest extends Target {
         assertThrows(PulsarAdminException.NotFoundException.class,
                 () -> admin.transactions().getTransactionMetadata(id));
         assertThrows(ExecutionException.class, () -> txn.commit().get(30, TimeUnit.SECONDS));
+        assertEquals(0, admin.transactions().getTransactionBufferStats(topic).ongoingTxnSize);
         try (Consumer<byte[]> c = client.newConsumer().topic(topic).subscriptionName("s")
                 .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest).subscribe()) {
             assertNull(c.receive(2, TimeUnit.SECONDS), "an aborted transaction's message is never delivered");
