@@ -948,6 +948,20 @@ def _txn_slow(a: argparse.Namespace) -> Request:
     return Request("GET", f"{V3_TXN}/slowTransactions/{a.time * 1000}{query}")
 
 
+@verb(
+    "transactions",
+    "transaction-buffer-stats",
+    "a topic's transaction buffer: how far consumers may read, its live transactions",
+    TOPIC,
+)
+def _txn_buffer_stats(a: argparse.Namespace) -> Request:
+    domain, tenant, ns, local = convert.topic_parts(a.topic)
+    if domain != "persistent":
+        raise AdminCliError("transactions apply to persistent topics only", 2)
+    parts = "/".join(urllib.parse.quote(p, safe="") for p in (tenant, ns, local))
+    return Request("GET", f"{V3_TXN}/transactionBufferStats/{parts}")
+
+
 @verb("transactions", "abort-transaction", "abort a live transaction", *_TXN_ID)
 def _txn_abort(a: argparse.Namespace) -> Request:
     return Request("POST", f"{V3_TXN}/abortTransaction/{a.most}/{a.least}")

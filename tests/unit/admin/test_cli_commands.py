@@ -391,6 +391,10 @@ CASES.update(
             ["-t", "5m"],
             Request("GET", f"{TXN}/slowTransactions/300000"),
         ),
+        ("transactions", "transaction-buffer-stats"): (
+            ["acme/ns/t"],
+            Request("GET", f"{TXN}/transactionBufferStats/acme/ns/t"),
+        ),
         ("transactions", "abort-transaction"): (
             ["-m", "1", "-l", "2"],
             Request("POST", f"{TXN}/abortTransaction/1/2"),
