@@ -9,6 +9,7 @@ against Apache Pulsar 4.0.7 itself, so the same expectations hold for both.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from typing import Any
@@ -17,6 +18,7 @@ import pulsar
 
 from tests.clients.admin_http import call, client
 from tests.clients.conftest import Target
+from tests.clients.test_bundles import pulsar_bundle_range
 from tests.support.wait import wait_until
 
 PARTITIONS = 4
@@ -35,6 +37,24 @@ def _backlog(target: Target, base: str) -> tuple[int, list[int]]:
     return stats["subscriptions"]["s"]["msgBacklog"], per
 
 
+def _spread(t: Target, full: str) -> None:
+    """On the cluster: the partitions' bundles (Pulsar's CRC32 layout) taken in turn by each
+    broker (an authoritative lookup takes the bundle asked about), so the calls of the test
+    reach the other broker's partitions through its admin API."""
+    bundles = sorted({pulsar_bundle_range(f"{full}-partition-{i}", 16) for i in range(PARTITIONS)})
+    rest = full.removeprefix("persistent://")
+    for i in range(PARTITIONS):
+        j = bundles.index(pulsar_bundle_range(f"{full}-partition-{i}", 16))
+        asked = dataclasses.replace(t, admin_url=t.broker_http_urls[j % 2])
+        lookup = f"/lookup/v2/topic/persistent/{rest}-partition-{i}?authoritative=true"
+        assert call(asked, "GET", lookup)[0] == 200
+    owners = {
+        call(t, "GET", f"/lookup/v2/topic/persistent/{rest}-partition-{i}")[1]["brokerUrl"]
+        for i in range(PARTITIONS)
+    }
+    assert len(owners) == min(2, len(bundles)), owners
+
+
 def _reason(answer: Any) -> str:
     assert isinstance(answer, dict), answer
     return str(answer["reason"])
@@ -47,6 +67,8 @@ def test_partitioned_topic_base_name(client_target: Target) -> None:
     base = f"/admin/v2/persistent/{ns}/orders"
     full = f"persistent://{ns}/orders"
     assert call(t, "PUT", f"{base}/partitions", PARTITIONS)[0] == 204
+    if len(t.broker_http_urls) >= 2:
+        _spread(t, full)
 
     # subscriptions: created on every partition, listed once, refused twice
     earliest = {"ledgerId": -1, "entryId": -1}
