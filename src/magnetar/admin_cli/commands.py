@@ -32,6 +32,7 @@ GROUPS: Final = {
     "topicPolicies": "a topic's own policies, overriding its namespace's (pulsar-admin's group)",
     "schemas": "topic schemas: history, upload, delete, compatibility",
     "transactions": "transaction coordinators and live transactions (/admin/v3/transactions)",
+    "resource-quotas": "the default resource quota and namespace bundles' own",
 }
 
 Builder = Callable[[argparse.Namespace], Request]
@@ -965,6 +966,62 @@ def _txn_buffer_stats(a: argparse.Namespace) -> Request:
 @verb("transactions", "abort-transaction", "abort a live transaction", *_TXN_ID)
 def _txn_abort(a: argparse.Namespace) -> Request:
     return Request("POST", f"{V3_TXN}/abortTransaction/{a.most}/{a.least}")
+
+
+# --- resource quotas ----------------------------------------------------------------------------
+
+_QUOTA_BUNDLE = (
+    arg("-n", "--namespace", default=None, dest="quota_ns", help="tenant/namespace"),
+    arg("-b", "--bundle", default=None, help="0x..._0x... (with --namespace)"),
+)
+
+
+def _quota_path(a: argparse.Namespace, *, required: bool = False) -> str:
+    if (a.quota_ns is None) != (a.bundle is None):
+        raise AdminCliError("--namespace and --bundle go together", 2)
+    if a.quota_ns is None:
+        if required:
+            raise AdminCliError("--namespace and --bundle are required", 2)
+        return f"{V2}/resource-quotas"
+    return (
+        f"{V2}/resource-quotas/{namespace_path(a.quota_ns)}/{convert.path_part(a.bundle, 'bundle')}"
+    )
+
+
+@verb("resource-quotas", "get", "the default quota, or a bundle's", *_QUOTA_BUNDLE)
+def _quota_get(a: argparse.Namespace) -> Request:
+    return Request("GET", _quota_path(a))
+
+
+@verb(
+    "resource-quotas",
+    "set",
+    "set the default quota, or a bundle's",
+    arg("-mi", "--msgRateIn", type=float, required=True, dest="msg_rate_in"),
+    arg("-mo", "--msgRateOut", type=float, required=True, dest="msg_rate_out"),
+    arg("-bi", "--bandwidthIn", type=float, required=True, dest="bandwidth_in"),
+    arg("-bo", "--bandwidthOut", type=float, required=True, dest="bandwidth_out"),
+    arg("-mem", "--memory", type=float, required=True),
+    arg("-d", "--dynamic", action="store_true", help="may be adjusted automatically"),
+    *_QUOTA_BUNDLE,
+)
+def _quota_set(a: argparse.Namespace) -> Request:
+    body = {
+        "msgRateIn": a.msg_rate_in, "msgRateOut": a.msg_rate_out,
+        "bandwidthIn": a.bandwidth_in, "bandwidthOut": a.bandwidth_out,
+        "memory": a.memory, "dynamic": a.dynamic,
+    }  # fmt: skip
+    return Request("POST", _quota_path(a), body)
+
+
+@verb(
+    "resource-quotas",
+    "reset-namespace-bundle-quota",
+    "remove a bundle's own quota (the default applies)",
+    *_QUOTA_BUNDLE,
+)
+def _quota_reset(a: argparse.Namespace) -> Request:
+    return Request("DELETE", _quota_path(a, required=True))
 
 
 # --- the parser ---------------------------------------------------------------------------------

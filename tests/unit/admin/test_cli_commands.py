@@ -376,6 +376,34 @@ for _name in (
 ):  # fmt: skip
     CASES[("topicPolicies", _name)] = CASES[("topics", _name)]
 
+RQ = "/admin/v2/resource-quotas"
+CASES.update(
+    {
+        ("resource-quotas", "get"): (
+            ["-n", "public/ns", "-b", "0x00000000_0x40000000"],
+            Request("GET", f"{RQ}/public/ns/0x00000000_0x40000000"),
+        ),
+        ("resource-quotas", "set"): (
+            ["-mi", "1", "-mo", "2", "-bi", "3", "-bo", "4", "-mem", "5"],
+            Request(
+                "POST",
+                RQ,
+                {
+                    "msgRateIn": 1.0,
+                    "msgRateOut": 2.0,
+                    "bandwidthIn": 3.0,
+                    "bandwidthOut": 4.0,
+                    "memory": 5.0,
+                    "dynamic": False,
+                },
+            ),
+        ),
+        ("resource-quotas", "reset-namespace-bundle-quota"): (
+            ["-n", "public/ns", "-b", "0x00000000_0x40000000"],
+            Request("DELETE", f"{RQ}/public/ns/0x00000000_0x40000000"),
+        ),
+    }
+)
 TXN = "/admin/v3/transactions"
 CASES.update(
     {

@@ -18,6 +18,7 @@ from magnetar.broker.admin import (
     openapi,
     permissions,
     remote,
+    resource_quotas,
     schemas,
     tenants,
     topic_routes,
@@ -39,4 +40,5 @@ def extension(app: web.Application) -> None:
     topic_routes.register(app.router)
     schemas.register(app.router)
     transactions.register(app.router)
+    resource_quotas.register(app.router)
     openapi.register(app.router)

@@ -211,13 +211,18 @@ async def transaction_buffer_stats(request: web.Request) -> web.Response:
     )
 
 
+async def transaction_buffer_stats_with_domain(request: web.Request) -> web.Response:
+    """A topic's transaction buffer, the topic named with its domain (``persistent/...``)."""
+    return await transaction_buffer_stats(request)
+
+
 def register(router: web.UrlDispatcher) -> None:
     router.add_get(
         BASE + "/transactionBufferStats/{tenant}/{namespace}/{topic}", transaction_buffer_stats
     )
     router.add_get(
         BASE + "/transactionBufferStats/{domain}/{tenant}/{namespace}/{topic}",
-        transaction_buffer_stats,
+        transaction_buffer_stats_with_domain,
     )
     router.add_get(f"{BASE}/coordinatorStats", coordinator_stats)
     router.add_get(BASE + "/transactionMetadata/{most}/{least}", transaction_metadata)
