@@ -469,6 +469,9 @@ _NS_GETTERS = {
     "get-offload-threshold": "/offloadThreshold",
     "get-offload-deletion-lag": "/offloadDeletionLagMs",
     "get-compaction-threshold": "/compactionThreshold",
+    "get-offload-threshold-in-seconds": "/offloadThresholdInSeconds",
+    "get-schema-validation-enforce": "/schemaValidationEnforced",
+    "get-schema-autoupdate-strategy": "/isAllowAutoUpdateSchema",
 }
 _NS_REMOVERS = {
     "remove-retention": "/retention",
@@ -712,6 +715,7 @@ _TOPIC_CALLS = {
     "unload": ("PUT", "/unload", "unload a topic (clients reconnect)"),
     "terminate": ("POST", "/terminate", "refuse further messages; prints the last message id"),
     "subscriptions": ("GET", "/subscriptions", "the subscriptions of a topic"),
+    "last-message-id": ("GET", "/lastMessageId", "the last stored message's id"),
     "compact": ("PUT", "/compaction", "start a compaction of the topic (409 while one runs)"),
     "compaction-status": ("GET", "/compaction", "the last compaction's status (and error)"),
     "partitioned-stats-internal": (

@@ -239,6 +239,8 @@ def test_peek_examine_and_get_message_by_id(standalone: StandaloneProc) -> None:
     assert text.startswith(f"Message ID: {ids[0].ledger_id()}:{ids[0].entry_id()}\n")
     assert "6d 30" in text and "|m0|" in text and "sequence-id" in text
 
+    last = as_json(standalone, "topics", "last-message-id", topic)
+    assert (last["ledgerId"], last["entryId"]) == (ids[-1].ledger_id(), ids[-1].entry_id())
     newest = as_json(standalone, "topics", "examine-message", topic)
     assert base64.b64decode(newest[0]["payload"]) == b"m2"
     second = as_json(standalone, "topics", "examine-message", topic, "-i", "earliest", "-m", "2")

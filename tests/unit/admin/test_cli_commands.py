@@ -376,6 +376,13 @@ for _name in (
 ):  # fmt: skip
     CASES[("topicPolicies", _name)] = CASES[("topics", _name)]
 
+CASES[("topics", "last-message-id")] = (["t"], Request("GET", f"{TOP}/lastMessageId"))
+for _verb, _tail in (
+    ("get-offload-threshold-in-seconds", "offloadThresholdInSeconds"),
+    ("get-schema-validation-enforce", "schemaValidationEnforced"),
+    ("get-schema-autoupdate-strategy", "isAllowAutoUpdateSchema"),
+):
+    CASES[("namespaces", _verb)] = (["public/ns"], Request("GET", f"{NSP}/{_tail}"))
 RQ = "/admin/v2/resource-quotas"
 CASES.update(
     {
