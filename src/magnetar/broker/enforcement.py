@@ -19,7 +19,7 @@ loaded topics every second:
 
 * **offload** (the namespace's ``offload_threshold``, ``offload_threshold_in_seconds``,
   ``offload_deletion_lag_ms`` over the broker's managedLedgerOffload* defaults; a topic's
-  ``offloadPolicies`` record over both, though no admin endpoint writes it yet) becomes
+  ``offloadPolicies``, ``.../{topic}/offloadPolicies``, over both) becomes
   the managed ledger's offload config; then the managed ledger is asked to start the
   offload its thresholds select (a ledger that rolled over since the last tick is offloaded
   within a second; one offload at a time, and a failed one is retried after a back-off;
@@ -29,6 +29,11 @@ loaded topics every second:
   ``compaction_threshold_bytes``): a compaction
   starts when the ``__compaction`` cursor's backlog is over that many bytes
   (:mod:`magnetar.broker.compaction.service`).
+* **producer and consumer limits** (``max_producers_per_topic``,
+  ``max_consumers_per_topic``: the topic's ``maxProducers`` / ``maxConsumers`` over the
+  namespace's ``maxProducersPerTopic`` / ``maxConsumersPerTopic``) are handed to the topic,
+  which refuses a producer or consumer over them (ProducerBusy / ConsumerBusy, Pulsar's
+  reasons); they are read when the topic loads too.
 * **deduplication** (``deduplicationEnabled``, topic over namespace over the broker default)
   turns the topic's :class:`~magnetar.broker.dedup.Deduplication` on or off on loaded topics;
   producers disconnected longer than the inactivity timeout are forgotten here too.
@@ -155,6 +160,7 @@ class PolicyEnforcer:
         now = time.monotonic() if now is None else now
         state = await self._policies(topic, now)
         self.apply_retention(topic, state.policies.get("retention_policies"))
+        topic.apply_limits(*broker_policies.limits(state.policies))
         self.apply_offload(topic, state.policies)
         if topic.dedup is not None:
             await broker_policies.apply_deduplication(

@@ -291,6 +291,15 @@ def _int_policy(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def limits(effective: dict[str, Any]) -> tuple[int, int]:
+    """The effective ``max_producers_per_topic`` and ``max_consumers_per_topic`` (the
+    topic's ``maxProducers`` / ``maxConsumers`` over the namespace's); 0: no limit."""
+    return (
+        max(_int_policy(effective.get("max_producers_per_topic")) or 0, 0),
+        max(_int_policy(effective.get("max_consumers_per_topic")) or 0, 0),
+    )
+
+
 def offload_config(base: ManagedLedgerConfig, effective: dict[str, Any]) -> ManagedLedgerConfig:
     """``base`` (the broker's managedLedgerOffload* defaults) with the offload thresholds
     and deletion lag of the effective policies: the topic's ``offloadPolicies``

@@ -462,6 +462,7 @@ class BrokerService:
             dedup=dedup,
             compaction=TopicCompaction(ml, view),
         )
+        loaded.apply_limits(*policies.limits(effective))
         try:
             await policies.apply_deduplication(
                 dedup, effective, default=self.config.deduplication_enabled

@@ -81,6 +81,25 @@ class Topic:
         self._last_rate_at = time.monotonic()
         self.created_at = time.time()
 
+    max_producers: int = 0
+    """The effective ``maxProducers`` policy (topic over namespace; 0: no limit), set when
+    a persistent topic loads and by the policy enforcer (``broker/enforcement.py``)."""
+    max_consumers: int = 0
+    """The effective ``maxConsumers`` policy (topic over namespace; 0: no limit)."""
+
+    def apply_limits(self, max_producers: int, max_consumers: int) -> None:
+        self.max_producers, self.max_consumers = max_producers, max_consumers
+
+    def check_consumer_limit(self) -> None:
+        """ConsumerBusy (Pulsar's reason) when the topic has its ``maxConsumers`` already."""
+        if self.max_consumers <= 0:
+            return
+        attached = sum(
+            len(sub.get("consumers") or ()) for sub in self.subscriptions.stats().values()
+        )
+        if attached >= self.max_consumers:
+            raise BrokerError(pb.ConsumerBusy, "Topic reached max consumers limit")
+
     dedup: Deduplication | None = None
     """Message deduplication (persistent topics only; enabled by policy)."""
     txn_buffer: TransactionBuffer | None = None
@@ -129,6 +148,8 @@ class Topic:
                     pb.ProducerBusy,
                     f"Producer with name '{producer.name}' is already connected to topic",
                 )
+        if existing is None and 0 < self.max_producers <= len(self.producers):
+            raise BrokerError(pb.ProducerBusy, "Topic reached max producers limit")
         epoch = await self._grant(producer, on_queued)
         if self.closed or self.fenced_reason is not None:
             if self._exclusive == producer.name:

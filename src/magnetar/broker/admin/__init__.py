@@ -12,6 +12,7 @@ from aiohttp import web
 
 from magnetar.broker import http
 from magnetar.broker.admin import (
+    broker_stats,
     clusters,
     common,
     functions,
@@ -19,9 +20,11 @@ from magnetar.broker.admin import (
     openapi,
     permissions,
     remote,
+    resource_quotas,
     schemas,
     tenants,
     topic_routes,
+    transactions,
 )
 
 
@@ -32,10 +35,13 @@ def extension(app: web.Application) -> None:
     if http.SERVICE in app:  # (route-table tests build the app without a service)
         app[remote.PEERS] = remote.HttpPeers.of(app[http.SERVICE].config)
     clusters.register(app.router)
+    broker_stats.register(app.router)
     tenants.register(app.router)
     permissions.register(app.router)
     namespaces.register(app.router)
     topic_routes.register(app.router)
     schemas.register(app.router)
     functions.register(app.router)
+    transactions.register(app.router)
+    resource_quotas.register(app.router)
     openapi.register(app.router)

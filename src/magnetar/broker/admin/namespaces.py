@@ -172,11 +172,11 @@ async def delete_namespace(request: web.Request) -> web.Response:
 async def delete_namespace_and_topics(
     svc: BrokerService, peers: remote.HttpPeers, tenant: str, ns: str
 ) -> None:
-    """Unload and delete every topic of the namespace, then its partitioned-topic and
-    topic-policy records, then the namespace record."""
+    """Unload and delete every topic of the namespace, then its partitioned-topic,
+    topic-policy and resource-quota records, then the namespace record."""
     for name in await svc.topics_of_namespace(tenant, ns, domains=ALL_DOMAINS):
         await topic_ops.delete_on_owner(Scope(svc, peers), svc.parse_topic(name), force=True)
-    for root in (keys.PARTITIONED_TOPICS, keys.TOPIC_POLICIES):
+    for root in (keys.PARTITIONED_TOPICS, keys.TOPIC_POLICIES, keys.RESOURCE_QUOTAS):
         await svc.store.delete_prefix(f"{root}/{keys.segment(tenant)}/{keys.segment(ns)}")
     try:
         await svc.store.delete(keys.namespace(tenant, ns))
@@ -222,6 +222,8 @@ POLICIES = (
         -1,
     ),
     Policy("offloadDeletionLagMs", "offload_deletion_lag_ms", validation.OFFLOAD_DELETION_LAG),
+    Policy("maxProducersPerTopic", "max_producers_per_topic", validation.MAX_PRODUCERS),
+    Policy("maxConsumersPerTopic", "max_consumers_per_topic", validation.MAX_CONSUMERS),
 )
 
 

@@ -22,6 +22,9 @@ FIELDS = (
     "retention_policies",
     "deduplicationEnabled",
     "compaction_threshold",
+    "max_producers_per_topic",
+    "max_consumers_per_topic",
+    "offloadPolicies",
 )
 """The fields a topic may set, named as the namespace's Policies fields they override."""
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topic import NonPersistentTopic, PersistentTopic
-from magnetar.broker.topic_ops import compaction, errors, scope
+from magnetar.broker.topic_ops import compaction, errors, fanout, scope
 from magnetar.broker.topic_ops.scope import Scope
 from magnetar.wire.topics import TopicName
 
@@ -158,6 +158,23 @@ async def partitioned_stats(
     if per_partition:
         out["partitions"] = per
     return out
+
+
+async def partitioned_internal_stats(s: Scope, topic: TopicName) -> dict[str, Any]:
+    """Pulsar's PartitionedTopicInternalStats: the metadata and each partition's internal
+    stats, by partition name, each asked of the partition's owner."""
+    found = await scope.partitions(s.service, topic)
+    if found is None:
+        raise errors.NotFound(f"partitioned topic {topic.full_name} does not exist")
+
+    async def here(part: TopicName) -> dict[str, Any]:
+        return await internal_stats(s, part)
+
+    parts = await fanout.each(s, topic, found[0], here, method="GET", suffix="/internalStats")
+    return {
+        "metadata": {"partitions": found[0], "deleted": False},
+        "partitions": {topic.partition(i).full_name: p for i, p in enumerate(parts)},
+    }
 
 
 def busy(topic_stats: dict[str, Any]) -> bool:

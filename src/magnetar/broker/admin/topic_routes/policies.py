@@ -1,6 +1,9 @@
-"""Routes: topic-level policies (messageTTL, retention, deduplicationEnabled,
-compactionThreshold) that override
-the namespace's; each has GET (null: unset), POST (set) and DELETE (unset)."""
+"""Routes: topic-level policies, pulsar-admin's ``topicPolicies`` resource (messageTTL,
+retention, deduplicationEnabled, compactionThreshold, maxProducers, maxConsumers,
+offloadPolicies) that override the namespace's; each has GET (null: unset), POST (set) and
+DELETE (unset). A partitioned topic's are set on its base name and apply to every
+partition; the broker applies them where it applies the namespace's
+(``broker/enforcement.py``)."""
 
 from __future__ import annotations
 
@@ -18,6 +21,9 @@ TOPIC_POLICIES: dict[str, tuple[str, validation.Body[Any]]] = {
     "retention": ("retention_policies", validation.RETENTION),
     "deduplicationEnabled": ("deduplicationEnabled", validation.DEDUPLICATION),
     "compactionThreshold": ("compaction_threshold", validation.COMPACTION_THRESHOLD),
+    "maxProducers": ("max_producers_per_topic", validation.MAX_PRODUCERS),
+    "maxConsumers": ("max_consumers_per_topic", validation.MAX_CONSUMERS),
+    "offloadPolicies": ("offloadPolicies", validation.OFFLOAD_POLICIES),
 }
 """Topic policy path -> (its field, overriding the namespace's Policies field; its body)."""
 

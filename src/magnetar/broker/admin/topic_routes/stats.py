@@ -31,7 +31,15 @@ async def partitioned_stats(request: web.Request) -> web.Response:
     return web.json_response(found)
 
 
+async def partitioned_internal_stats(request: web.Request) -> web.Response:
+    """Each partition's internal stats (Pulsar's PartitionedTopicInternalStats)."""
+    topic = await paths.topic(request)
+    found = await topic_stats.partitioned_internal_stats(paths.scope(request), topic)
+    return web.json_response(found)
+
+
 def register(router: web.UrlDispatcher) -> None:
     router.add_get(f"{paths.TOPIC}/stats", stats)
     router.add_get(f"{paths.TOPIC}/internalStats", internal_stats)
     router.add_get(f"{paths.TOPIC}/partitioned-stats", partitioned_stats)
+    router.add_get(f"{paths.TOPIC}/partitioned-internalStats", partitioned_internal_stats)
