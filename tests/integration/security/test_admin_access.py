@@ -45,6 +45,9 @@ _VALUES = {
     "most": "0",
     "least": "1",
     "timeout": "1000",
+    "name": "fn",
+    "instanceId": "0",
+    "key": "k",
 }
 
 
