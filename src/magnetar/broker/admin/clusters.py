@@ -1,16 +1,33 @@
 """Clusters and brokers: ``/admin/v2/clusters[/{cluster}]`` and ``/admin/v2/brokers/{cluster}``.
 
-Read-only here: the cluster record is written by the broker at first start (``ClusterData``:
-serviceUrl, brokerServiceUrl ...), brokers register themselves under their session lease.
+A cluster record (Pulsar's ``ClusterData``: serviceUrl, serviceUrlTls, brokerServiceUrl,
+brokerServiceUrlTls) names how to reach a cluster of the instance: the broker writes its own
+at first start, an administrator creates the others' (``clusters create``) so that tenants
+may allow them and namespaces replicate to them (docs/geo-replication.md: each cluster's
+metadata store holds the records of every cluster it replicates with). Create is
+create-only (409 when it exists), update a compare-and-set that replaces the URLs.
+Brokers register themselves under their session lease.
 (The health check, ``/admin/v2/brokers/health``, is the broker core's.)
 """
 
 from __future__ import annotations
 
+import json
+
 from aiohttp import web
 
-from magnetar.broker.admin.common import check_name, not_found, read_json, service
-from magnetar.metadata import keys
+from magnetar.broker.admin import validation
+from magnetar.broker.admin.common import (
+    AdminError,
+    accepts,
+    check_name,
+    not_found,
+    parsed,
+    read_json,
+    service,
+    update_json,
+)
+from magnetar.metadata import api, keys
 
 
 async def list_clusters(request: web.Request) -> web.Response:
@@ -28,6 +45,59 @@ async def get_cluster(request: web.Request) -> web.Response:
     return web.json_response({k: v for k, v in found[0].items() if k != "format"})
 
 
+def _cluster_name(request: web.Request) -> str:
+    return check_name(request.match_info["cluster"], "cluster")
+
+
+@accepts(validation.CLUSTER_DATA)
+async def create_cluster(request: web.Request) -> web.Response:
+    """Create a cluster record (409 when it exists; 200 with no body, as Pulsar)."""
+    name = _cluster_name(request)
+    data = parsed(request)
+    try:
+        await service(request).store.put(
+            keys.cluster(name),
+            json.dumps({"format": 1, **data}).encode(),
+            expected_version=api.NOT_EXISTS,
+        )
+    except api.BadVersionError:
+        raise AdminError(409, "Cluster already exists") from None
+    return web.Response(status=200)
+
+
+@accepts(validation.CLUSTER_DATA)
+async def update_cluster(request: web.Request) -> web.Response:
+    """Replace a cluster's service URLs (404 when it does not exist)."""
+    name = _cluster_name(request)
+    data = parsed(request)
+
+    def change(record: dict[str, object]) -> None:
+        for field in validation.CLUSTER_URL_FIELDS:
+            record.pop(field, None)
+        record.update(data)
+
+    await update_json(service(request).store, keys.cluster(name), change, what=f"cluster {name}")
+    return web.Response(status=200)
+
+
+async def delete_cluster(request: web.Request) -> web.Response:
+    """Delete a cluster record. As in Pulsar, tenants allowing it and namespaces replicated
+    to it keep its name (their replicators to it stop: no URL to reach it); unlike Pulsar,
+    the broker's own cluster record cannot be deleted (412)."""
+    name = _cluster_name(request)
+    svc = service(request)
+    record = await svc.store.get(keys.cluster(name))
+    if record is None:
+        raise not_found(f"cluster {name}")
+    if name == svc.config.cluster_name:
+        raise AdminError(412, f"Cluster {name} is the local cluster of this broker")
+    try:
+        await svc.store.delete(keys.cluster(name), expected_version=record.version)
+    except (api.BadVersionError, api.NotFoundError):
+        raise AdminError(409, f"cluster {name} changed while being deleted; retry") from None
+    return web.Response(status=204)
+
+
 async def list_brokers(request: web.Request) -> web.Response:
     """The live brokers of a cluster (their ids, host:port)."""
     svc = service(request)
@@ -41,4 +111,7 @@ async def list_brokers(request: web.Request) -> web.Response:
 def register(router: web.UrlDispatcher) -> None:
     router.add_get("/admin/v2/clusters", list_clusters)
     router.add_get("/admin/v2/clusters/{cluster}", get_cluster)
+    router.add_put("/admin/v2/clusters/{cluster}", create_cluster)
+    router.add_post("/admin/v2/clusters/{cluster}", update_cluster)
+    router.add_delete("/admin/v2/clusters/{cluster}", delete_cluster)
     router.add_get("/admin/v2/brokers/{cluster}", list_brokers)
