@@ -11,6 +11,8 @@ while replicating loses nothing and duplicates nothing on the other side.
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,13 +35,17 @@ def _standalone(tmp: Path, cluster: str) -> StandaloneProc:
     )
 
 
-def _register(on: StandaloneProc, name: str, other: StandaloneProc) -> None:
-    admin_call(
-        on.http_url,
-        "PUT",
-        f"/clusters/{name}",
-        {"serviceUrl": other.http_url, "brokerServiceUrl": other.service_url},
+def _admin(on: StandaloneProc, *args: str) -> str:
+    """``magnetar admin`` as docs/geo-replication.md shows it."""
+    result = subprocess.run(
+        [sys.executable, "-m", "magnetar.cli", "admin", "--admin-url", on.http_url, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
 
 
 @pytest.fixture(scope="module")
@@ -47,12 +53,17 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Sta
     tmp = tmp_path_factory.mktemp("georep")
     with started(_standalone(tmp, "a")) as a, started(_standalone(tmp, "b")) as b:
         procs = {"a": a, "b": b}
-        _register(a, "b", b)
-        _register(b, "a", a)
-        for proc in procs.values():
-            admin_call(proc.http_url, "PUT", f"/tenants/{TENANT}", {"allowedClusters": ["a", "b"]})
-            admin_call(proc.http_url, "PUT", f"/namespaces/{TENANT}/{NS}")
-            admin_call(proc.http_url, "POST", f"/namespaces/{TENANT}/{NS}/replication", ["a", "b"])
+        for name, proc in procs.items():
+            other_name, other = ("b", b) if name == "a" else ("a", a)
+            _admin(proc, "clusters", "create", other_name,
+                   "--url", other.http_url, "--broker-url", other.service_url)  # fmt: skip
+            _admin(proc, "tenants", "create", TENANT, "--allowed-clusters", "a,b")
+            _admin(proc, "namespaces", "create", f"{TENANT}/{NS}")
+            _admin(proc, "namespaces", "set-clusters", f"{TENANT}/{NS}", "--clusters", "a,b")
+            assert _admin(proc, "namespaces", "get-clusters", f"{TENANT}/{NS}").split() == [
+                "a",
+                "b",
+            ]
         yield procs
 
 

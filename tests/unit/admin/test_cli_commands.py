@@ -25,6 +25,28 @@ NSP = "/admin/v2/namespaces/public/ns"
 CASES: dict[tuple[str, str], tuple[list[str], Request]] = {
     ("clusters", "list"): ([], Request("GET", "/admin/v2/clusters")),
     ("clusters", "get"): (["standalone"], Request("GET", "/admin/v2/clusters/standalone")),
+    ("clusters", "create"): (
+        ["east", "--url", "http://e:8080", "--broker-url", "pulsar://e:6650"],
+        Request(
+            "PUT",
+            "/admin/v2/clusters/east",
+            {"serviceUrl": "http://e:8080", "brokerServiceUrl": "pulsar://e:6650"},
+        ),
+    ),
+    ("clusters", "update"): (
+        ["east", "--url-secure", "https://e:8443", "--broker-url-secure", "pulsar+ssl://e:6651"],
+        Request(
+            "POST",
+            "/admin/v2/clusters/east",
+            {"serviceUrlTls": "https://e:8443", "brokerServiceUrlTls": "pulsar+ssl://e:6651"},
+        ),
+    ),
+    ("clusters", "delete"): (["east"], Request("DELETE", "/admin/v2/clusters/east")),
+    ("namespaces", "set-clusters"): (
+        ["public/ns", "-c", "a,b"],
+        Request("POST", f"{NSP}/replication", ["a", "b"]),
+    ),
+    ("namespaces", "get-clusters"): (["public/ns"], Request("GET", f"{NSP}/replication")),
     ("brokers", "list"): (["standalone"], Request("GET", "/admin/v2/brokers/standalone")),
     ("brokers", "healthcheck"): ([], Request("GET", "/admin/v2/brokers/health")),
     ("tenants", "list"): ([], Request("GET", "/admin/v2/tenants")),
