@@ -692,6 +692,7 @@ _TOPIC_CALLS = {
     "get-partitioned-topic-metadata": ("GET", "/partitions", "number of partitions (0: none)"),
     "stats": ("GET", "/stats", "rates, counters, publishers and subscriptions"),
     "stats-internal": ("GET", "/internalStats", "the managed ledger: ledgers and cursors"),
+    "backlog": ("GET", "/backlog", "stored entries, each durable cursor's (replicators') backlog"),
     "unload": ("PUT", "/unload", "unload a topic (clients reconnect)"),
     "terminate": ("POST", "/terminate", "refuse further messages; prints the last message id"),
     "subscriptions": ("GET", "/subscriptions", "the subscriptions of a topic"),

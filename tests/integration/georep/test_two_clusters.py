@@ -11,6 +11,7 @@ while replicating loses nothing and duplicates nothing on the other side.
 from __future__ import annotations
 
 import itertools
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -170,9 +171,9 @@ def test_remote_down_backlog_builds_then_drains(clusters: dict[str, StandalonePr
     with client(a) as ca:
         with client(b) as cb:
             cb.subscribe(topic, "s").close()  # the subscription on b, before b goes down
+        producer = ca.create_producer(topic)  # (the topic loads on a: its replicator starts)
         wait_until(lambda: _drained(a, topic, "b"), timeout=30, what="replicator a -> b")
         b.stop()
-        producer = ca.create_producer(topic)
         for i in range(n):
             producer.send(b"d%05d" % i)
         repl = wait_until(
@@ -181,9 +182,7 @@ def test_remote_down_backlog_builds_then_drains(clusters: dict[str, StandalonePr
             what="a sees b down",
         )
         assert repl["replicationBacklog"] > 0
-        backlog = admin_call(
-            a.http_url, "GET", f"/persistent/{topic.removeprefix('persistent://')}/backlog"
-        )
+        backlog = json.loads(_admin(a, "--output", "json", "topics", "backlog", topic))
         assert backlog["cursorDetails"]["pulsar.repl.b"]["cursorBacklog"] > 0
         b.restart()
         wait_until(lambda: _drained(a, topic, "b"), timeout=120, what="backlog drained")

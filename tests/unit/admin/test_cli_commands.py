@@ -217,6 +217,10 @@ CASES: dict[tuple[str, str], tuple[list[str], Request]] = {
         Request("DELETE", "/admin/v2/persistent/public/default/p/partitions?force=false"),
     ),
     ("topics", "stats"): (["t"], Request("GET", "/admin/v2/persistent/public/default/t/stats")),
+    ("topics", "backlog"): (
+        ["persistent://public/default/t"],
+        Request("GET", "/admin/v2/persistent/public/default/t/backlog"),
+    ),
     ("topics", "stats-internal"): (
         ["t"],
         Request("GET", "/admin/v2/persistent/public/default/t/internalStats"),
