@@ -19,6 +19,8 @@ down for hours. One :class:`Replicator` per remote cluster and topic does it:
   resend after a crash of either side;
 * an entry that carries ``replicated_from`` (it came from another cluster) and the broker's
   markers are never copied: no loops;
+* as dispatch, it reads no further than an open transaction's first entry, skips aborted
+  transactions' entries and sends committed ones as plain messages;
 * the cursor moves only over entries whose receipt came back.
 
 :class:`TopicReplication` holds a topic's replicators, started and stopped as the namespace's
@@ -34,11 +36,11 @@ import itertools
 import json
 import logging
 import time
-from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, Protocol
 
 from magnetar import __version__
-from magnetar.broker.subscriptions.entries import split_entry
+from magnetar.broker.subscriptions.entries import EntryMeta, read_meta, split_entry
 from magnetar.client import connection, handles, pool
 from magnetar.client.backoff import Backoff
 from magnetar.managed_ledger.api import (
@@ -63,6 +65,8 @@ SOURCE_POSITION: Final = "__MSG_PROP_REPL_SOURCE_POSITION"
 """The message property carrying ``<ledger>:<entry>`` of the entry in the source cluster."""
 READ_BATCH: Final = 100
 """Entries read (and sent before their receipts are awaited) at a time."""
+TXN_POLL_S: Final = 0.2
+"""How often a replicator held by an open transaction looks again."""
 _ENTRY_BITS: Final = 32
 
 
@@ -106,6 +110,22 @@ def remote_clusters(effective: Mapping[str, Any], local: str) -> list[str]:
     if not isinstance(clusters, list):
         return []
     return sorted({c for c in clusters if isinstance(c, str) and c and c != local})
+
+
+class Transactions(Protocol):
+    """What a replicator asks the topic's transaction buffer (``broker.transactions.buffer``),
+    as dispatch does: how far it may read, and which entries are never delivered (markers,
+    aborted transactions' entries)."""
+
+    @property
+    def active(self) -> bool: ...
+    @property
+    def max_read_position(self) -> Position | None: ...
+    def hides(self, meta: EntryMeta) -> bool: ...
+
+
+def _no_transactions() -> Transactions | None:
+    return None
 
 
 # --- the remote clusters -------------------------------------------------------------------------
@@ -179,12 +199,15 @@ class Replicator:
         local: str,
         remote: str,
         clusters: RemoteClusters,
+        transactions: Callable[[], Transactions | None] = _no_transactions,
     ) -> None:
         self.topic = topic
         self.ml = managed_ledger
         self.local = local
         self.remote = remote
         self.clusters = clusters
+        self.transactions = transactions
+        """The topic's transaction buffer once it has one."""
         self.cursor: ManagedCursor | None = None
         self.producer: handles.Producer | None = None
         self.connected_since: str | None = None
@@ -248,8 +271,10 @@ class Replicator:
                 cursor.rewind()  # from the mark-delete position: the unreceipted, again
                 log.info("%s: replicating to cluster %s", self.topic, self.remote)
                 while True:
+                    await self._wait_for_transactions(cursor)
                     entries = await cursor.read_entries_or_wait(READ_BATCH)
-                    await self._replicate(cursor, self.producer, entries)
+                    readable = self.within_transactions(cursor, entries)
+                    await self._replicate(cursor, self.producer, readable)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -263,6 +288,28 @@ class Replicator:
                 )
                 await self._close_producer()
                 await asyncio.sleep(delay)
+
+    async def _wait_for_transactions(self, cursor: ManagedCursor) -> None:
+        """Hold while an open transaction's entries are next (as dispatch does)."""
+        while True:
+            txn = self.transactions()
+            limit = txn.max_read_position if txn is not None and txn.active else None
+            if limit is None or cursor.read_position <= limit:
+                return
+            await asyncio.sleep(TXN_POLL_S)
+
+    def within_transactions(self, cursor: ManagedCursor, entries: list[Entry]) -> list[Entry]:
+        """The entries before the first one an open transaction holds; the cursor reads
+        that one again next."""
+        txn = self.transactions()
+        limit = txn.max_read_position if txn is not None and txn.active else None
+        if limit is None:
+            return entries
+        for i, entry in enumerate(entries):
+            if entry.position > limit:
+                cursor.seek(entry.position)
+                return entries[:i]
+        return entries
 
     async def _replicate(
         self, cursor: ManagedCursor, producer: handles.Producer, entries: Iterable[Entry]
@@ -300,6 +347,13 @@ class Replicator:
             return None
         if meta.HasField("replicated_from") or meta.HasField("marker_type"):
             return None
+        txn = self.transactions()
+        if meta.HasField("txnid_most_bits") or meta.HasField("txnid_least_bits"):
+            if txn is not None and txn.hides(read_meta(entry.data)):
+                return None  # an aborted transaction's
+            # committed here (the hold is lifted): a plain message on the remote
+            meta.ClearField("txnid_most_bits")
+            meta.ClearField("txnid_least_bits")
         meta.replicated_from = self.local
         meta.properties.add(key=SOURCE_POSITION, value=str(entry.position))
         count = meta.num_messages_in_batch if meta.HasField("num_messages_in_batch") else 1
@@ -374,6 +428,8 @@ class TopicReplication:
         self.replicators: dict[str, Replicator] = {}
         self._lock = asyncio.Lock()
         self.closed = False
+        self.transactions: Callable[[], Transactions | None] = _no_transactions
+        """The topic's transaction buffer, once the topic is built (set by the service)."""
 
     async def update(self, remotes: Iterable[str]) -> None:
         """Start the replicators of ``remotes`` not running, delete those of clusters no
@@ -392,6 +448,7 @@ class TopicReplication:
                     local=self.local,
                     remote=remote,
                     clusters=self.clusters,
+                    transactions=self.transactions,
                 )
                 await replicator.start()
                 self.replicators[remote] = replicator

@@ -472,6 +472,7 @@ class BrokerService:
             compaction=TopicCompaction(ml, view),
             replication=replicators,
         )
+        replicators.transactions = lambda: loaded.txn_buffer
         try:
             await policies.apply_deduplication(
                 dedup,

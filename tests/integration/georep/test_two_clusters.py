@@ -219,3 +219,33 @@ def test_source_broker_sigkilled_mid_replication(clusters: dict[str, StandaloneP
         wait_until(lambda: _drained(a, topic, "b"), timeout=120, what="a -> b drained")
         assert _nothing_more(on_b)
         assert _stats(b, topic)["msgInCounter"] == n
+
+
+def test_partitioned_topic_each_partition_replicated(clusters: dict[str, StandaloneProc]) -> None:
+    a, b = clusters["a"], clusters["b"]
+    topic, n = _topic(), 400
+    for proc in (a, b):  # partitioned metadata is per cluster (docs/geo-replication.md)
+        _admin(proc, "topics", "create-partitioned-topic", topic, "-p", "2")
+    with client(a) as ca, client(b) as cb:
+        on_a, on_b = ca.subscribe(topic, "s"), cb.subscribe(topic, "s")
+        for i in range(2):
+            wait_until(
+                lambda i=i: "b" in _stats(a, f"{topic}-partition-{i}")["replication"],
+                what=f"replicator of partition {i}",
+            )
+        producer = ca.create_producer(topic, batching_enabled=False)
+        for i in range(n):
+            producer.send(b"p%05d" % i, partition_key=f"k{i % 7}")
+        for consumer in (on_a, on_b):
+            got = []
+            for _ in range(n):
+                msg = consumer.receive(timeout_millis=60_000)
+                consumer.acknowledge(msg)
+                got.append((msg.partition_key(), msg.data()))
+            assert sorted(m for _, m in got) == [b"p%05d" % i for i in range(n)]
+            for key in {k for k, _ in got}:  # in order per key
+                mine = [m for k, m in got if k == key]
+                assert mine == sorted(mine)
+        for i in range(2):
+            wait_until(lambda i=i: _drained(a, f"{topic}-partition-{i}", "b"), timeout=60)
+        assert _nothing_more(on_b)

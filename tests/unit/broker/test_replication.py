@@ -1,7 +1,8 @@
 """Geo-replication's pure parts and the receiving side's bookkeeping: sequence ids from source
 positions, what a replicator sends (origin marked) and what it never sends (another
 cluster's entries, markers), the clusters a policy replicates to, and deduplication replaying
-replicated entries under the replicator's name (docs/geo-replication.md)."""
+replicated entries under the replicator's name; transactions as dispatch sees them (held while
+open, aborted entries skipped, committed ones sent as plain messages) (docs/geo-replication.md)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Any, cast
 
 from magnetar.broker import replication
 from magnetar.broker.dedup import Deduplication, Verdict
+from magnetar.broker.transactions.buffer import TransactionBuffer
+from magnetar.broker.transactions.ids import TxnId
 from magnetar.managed_ledger.api import Entry, Position
 from magnetar.managed_ledger.memory import MemoryManagedLedgerFactory
 from magnetar.wire import frames, pb
@@ -89,3 +92,48 @@ async def test_dedup_replay_records_replicated_entries_under_the_replicator() ->
     assert dedup.check("pulsar.repl.b", seq, seq) is Verdict.DUPLICATE
     nxt = replication.sequence_id(Position(40, 3))
     assert dedup.check("pulsar.repl.b", nxt, nxt) is Verdict.NEW
+
+
+async def test_transactions_held_open_aborted_skipped_committed_sent_plain() -> None:
+    factory = MemoryManagedLedgerFactory()
+    ml = await factory.open("t/n/persistent/txn")
+    buffer = TransactionBuffer(ml, "persistent://t/n/txn", on_change=lambda: None)
+    cursor = await ml.open_cursor("pulsar.repl.b")
+    r = replication.Replicator(
+        topic="persistent://t/n/txn",
+        managed_ledger=ml,
+        local="a",
+        remote="b",
+        clusters=cast(Any, None),
+        transactions=lambda: buffer,
+    )
+    committed, aborted = TxnId(1, 1), TxnId(1, 2)
+
+    def txn_entry(txn: TxnId, body: bytes) -> bytes:
+        meta = _meta(txnid_most_bits=txn.most, txnid_least_bits=txn.least)
+        return frames.encode_headers_and_payload(meta, body)
+
+    await ml.add_entry(frames.encode_headers_and_payload(_meta(), b"plain-1"))
+    await buffer.append(committed, txn_entry(committed, b"committed"))
+    await buffer.append(aborted, txn_entry(aborted, b"aborted"))
+    await ml.add_entry(frames.encode_headers_and_payload(_meta(), b"plain-2"))
+    await buffer.end(committed, commit=True)
+
+    def sendable(entries: list[Entry]) -> list[bytes]:
+        out = []
+        for entry in entries:
+            prepared = r._prepare(entry)
+            if prepared is not None:
+                meta, payload, _ = prepared
+                assert not meta.HasField("txnid_most_bits")
+                assert not meta.HasField("txnid_least_bits")
+                out.append(payload)
+        return out
+
+    # the aborted transaction is still open: nothing from its first entry on
+    first = r.within_transactions(cursor, await cursor.read_entries(100))
+    assert sendable(first) == [b"plain-1", b"committed"]
+    await buffer.end(aborted, commit=False)
+    rest = r.within_transactions(cursor, await cursor.read_entries(100))
+    assert sendable(rest) == [b"plain-2"]  # the aborted entry and both markers skipped
+    assert not cursor.has_more_entries()
