@@ -136,6 +136,15 @@ def test_one_producer_both_sides_receive_each_once_in_order(
         assert stats_b["msgInCounter"] == n
         # the replicator's cursor is not a subscription
         assert set(stats_a["subscriptions"]) == {"s"}
+        labels = f'topic="{topic}",remote_cluster="b"'
+        metrics = a.metrics()
+        assert (
+            f'pulsar_replication_backlog{{cluster="a",namespace="geo/repl",{labels}}} 0' in metrics
+        )
+        connected = (
+            f'pulsar_replication_connected_count{{cluster="a",namespace="geo/repl",{labels}}} 1'
+        )
+        assert connected in metrics
 
 
 def test_producers_on_both_sides_no_loop_no_duplicate(
