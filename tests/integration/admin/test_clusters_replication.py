@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.admin.conftest import Admin, running_standalone
+from tests.support.wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 PULSAR_HOME = ROOT / ".cache" / "pulsar-4.0.7"
@@ -113,3 +114,32 @@ def test_replication_clusters_checked_against_clusters_and_tenant(admin: Admin) 
     assert admin.get("/namespaces/geo-t/ns3/replication") == (200, ["repl-east"])
     # back to the local cluster only, so the cluster record can go
     assert admin.post(ns, ["standalone"]) == (200, None)
+
+
+def test_topic_replication_clusters(admin: Admin) -> None:
+    east = {"serviceUrl": "http://127.0.0.1:1", "brokerServiceUrl": "pulsar://127.0.0.1:2"}
+    assert admin.put("/clusters/topic-east", east) == (200, None)
+    assert admin.put("/tenants/geo-tt", {"allowedClusters": ["standalone"]}) == (204, None)
+    assert admin.put("/namespaces/geo-tt/ns") == (204, None)
+    assert admin.put("/persistent/geo-tt/ns/tp") == (204, None)
+    path = "/persistent/geo-tt/ns/tp/replication"
+    assert admin.get(path) == (200, None)  # unset: the namespace's apply
+    refused = [
+        ([], 412, "ClusterIds should not be null or empty"),
+        (["global"], 412, "Cannot specify global in the list of replication clusters"),
+        (["standalone", "mars"], 403, "Invalid cluster id: mars"),
+        (
+            ["standalone", "topic-east"],
+            403,
+            "Cluster [topic-east] is not in the list of allowed clusters list for tenant [geo-tt]",
+        ),
+    ]
+    for clusters, status, reason in refused:
+        got, answer = admin.post(path, clusters)
+        assert (got, _reason(answer)) == (status, reason), clusters
+    assert admin.post("/persistent/geo-tt/ns/missing/replication", ["standalone"])[0] == 404
+    assert admin.post(path, ["standalone"]) == (204, None)
+    # (Pulsar applies topic policies asynchronously)
+    wait_until(lambda: admin.get(path) == (200, ["standalone"]), what="topic replication set")
+    assert admin.delete(path) == (204, None)
+    wait_until(lambda: admin.get(path) == (200, None), what="topic replication removed")

@@ -258,3 +258,26 @@ def test_partitioned_topic_each_partition_replicated(clusters: dict[str, Standal
         for i in range(2):
             wait_until(lambda i=i: _drained(a, f"{topic}-partition-{i}", "b"), timeout=60)
         assert _nothing_more(on_b)
+
+
+def test_topic_level_replication_clusters(clusters: dict[str, StandaloneProc]) -> None:
+    a, b = clusters["a"], clusters["b"]
+    topic = f"persistent://{TENANT}/local/t{next(_names)}"
+    path = f"/persistent/{topic.removeprefix('persistent://')}/replication"
+    for proc in (a, b):  # a namespace each cluster keeps to itself; one topic replicated
+        _admin(proc, "namespaces", "create", f"{TENANT}/local")
+        _admin(proc, "topics", "create", topic)
+    for proc in (a, b):
+        admin_call(proc.http_url, "POST", path, ["a", "b"])
+    with client(a) as ca, client(b) as cb:
+        on_b = cb.subscribe(topic, "s")
+        wait_until(lambda: "b" in _stats(a, topic)["replication"], what="replicator a -> b")
+        producer = ca.create_producer(topic)
+        for i in range(50):
+            producer.send(b"t%03d" % i)
+        assert _receive_all(on_b, 50) == [b"t%03d" % i for i in range(50)]
+        for proc in (a, b):
+            admin_call(proc.http_url, "DELETE", path)
+        wait_until(lambda: "b" not in _stats(a, topic)["replication"], what="replicator stopped")
+        backlog = json.loads(_admin(a, "--output", "json", "topics", "backlog", topic))
+        assert "pulsar.repl.b" not in backlog["cursorDetails"]  # its cursor deleted

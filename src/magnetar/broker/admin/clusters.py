@@ -98,6 +98,36 @@ async def delete_cluster(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
+def check_allowed(cluster: str, allowed: list[str], tenant: str) -> None:
+    """403 unless the tenant allows ``cluster`` (Pulsar's reason)."""
+    if cluster not in allowed:
+        raise AdminError(
+            403,
+            f"Cluster [{cluster}] is not in the list of allowed clusters list"
+            f" for tenant [{tenant}]",
+        )
+
+
+async def check_replication_clusters(
+    store: api.MetadataStore, tenant: str, clusters: list[str]
+) -> list[str]:
+    """A namespace's or topic's new replication clusters, checked as Pulsar checks them (412
+    for an empty list or ``global``, 403 for a cluster without a record or one the tenant
+    does not allow); stored once each, sorted."""
+    if not clusters:
+        raise AdminError(412, "ClusterIds should not be null or empty")
+    if "global" in clusters:
+        raise AdminError(412, "Cannot specify global in the list of replication clusters")
+    known = {keys.unsegment(n) for n in await store.children(keys.CLUSTERS)}
+    tenant_info = await read_json(store, keys.tenant(tenant))
+    allowed = list(tenant_info[0].get("allowedClusters", [])) if tenant_info else []
+    for cluster in clusters:
+        if cluster not in known:
+            raise AdminError(403, f"Invalid cluster id: {cluster}")
+        check_allowed(cluster, allowed, tenant)
+    return sorted(set(clusters))
+
+
 async def list_brokers(request: web.Request) -> web.Response:
     """The live brokers of a cluster (their ids, host:port)."""
     svc = service(request)

@@ -15,7 +15,7 @@ from typing import Any, Final
 from aiohttp import web
 
 from magnetar.broker import policies
-from magnetar.broker.admin import remote, validation
+from magnetar.broker.admin import clusters, remote, validation
 from magnetar.broker.admin.common import (
     AdminError,
     Handler,
@@ -88,7 +88,7 @@ async def create_namespace(request: web.Request) -> web.Response:
     allowed = list(tenant_info[0].get("allowedClusters", []))
     if record["replication_clusters"]:
         for cluster in record["replication_clusters"]:
-            _check_allowed(cluster, allowed, tenant)
+            clusters.check_allowed(cluster, allowed, tenant)
         record["replication_clusters"] = sorted(set(record["replication_clusters"]))
     else:  # as Pulsar: the local cluster when none is given
         record["replication_clusters"] = [svc.config.cluster_name]
@@ -102,15 +102,6 @@ async def create_namespace(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
-def _check_allowed(cluster: str, allowed: list[str], tenant: str) -> None:
-    if cluster not in allowed:
-        raise AdminError(
-            403,
-            f"Cluster [{cluster}] is not in the list of allowed clusters list"
-            f" for tenant [{tenant}]",
-        )
-
-
 async def get_replication(request: web.Request) -> web.Response:
     """The namespace's replication clusters."""
     return web.json_response(list((await _policies(request)).get("replication_clusters") or []))
@@ -122,21 +113,10 @@ async def set_replication(request: web.Request) -> web.Response:
     an empty list or ``global``, 403 for a cluster that does not exist or that the tenant
     does not allow); its topics start or stop their replicators within seconds."""
     tenant, _ = _names(request)
-    clusters: list[str] = parsed(request)
-    store = service(request).store
     await _policies(request)  # 404 first, as Pulsar
-    if not clusters:
-        raise AdminError(412, "ClusterIds should not be null or empty")
-    if "global" in clusters:
-        raise AdminError(412, "Cannot specify global in the list of replication clusters")
-    known = {keys.unsegment(n) for n in await store.children(keys.CLUSTERS)}
-    tenant_info = await read_json(store, keys.tenant(tenant))
-    allowed = list(tenant_info[0].get("allowedClusters", [])) if tenant_info else []
-    for cluster in clusters:
-        if cluster not in known:
-            raise AdminError(403, f"Invalid cluster id: {cluster}")
-        _check_allowed(cluster, allowed, tenant)
-    chosen = sorted(set(clusters))
+    chosen = await clusters.check_replication_clusters(
+        service(request).store, tenant, parsed(request)
+    )
     await _change(request, lambda d: d.__setitem__("replication_clusters", chosen))
     return web.Response(status=200)
 

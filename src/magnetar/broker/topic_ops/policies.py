@@ -22,6 +22,7 @@ FIELDS = (
     "retention_policies",
     "deduplicationEnabled",
     "compaction_threshold",
+    "replication_clusters",
 )
 """The fields a topic may set, named as the namespace's Policies fields they override."""
 
