@@ -18,7 +18,9 @@ down for hours. One :class:`Replicator` per remote cluster and topic does it:
   grows, and the receiving broker's deduplication (on for every replicated topic) drops a
   resend after a crash of either side;
 * an entry that carries ``replicated_from`` (it came from another cluster) and the broker's
-  markers are never copied: no loops;
+  markers are never copied: no loops; nor one whose ``replicate_to`` (the producer's
+  per-message replication clusters, ``__local__`` to disable replication) leaves this
+  remote out;
 * as dispatch, it reads no further than an open transaction's first entry, skips aborted
   transactions' entries and sends committed ones as plain messages;
 * the cursor moves only over entries whose receipt came back.
@@ -347,6 +349,8 @@ class Replicator:
             return None
         if meta.HasField("replicated_from") or meta.HasField("marker_type"):
             return None
+        if meta.replicate_to and self.remote not in meta.replicate_to:
+            return None  # the producer named other clusters (or ``__local__``: none)
         txn = self.transactions()
         if meta.HasField("txnid_most_bits") or meta.HasField("txnid_least_bits"):
             if txn is not None and txn.hides(read_meta(entry.data)):

@@ -281,3 +281,20 @@ def test_topic_level_replication_clusters(clusters: dict[str, StandaloneProc]) -
         wait_until(lambda: "b" not in _stats(a, topic)["replication"], what="replicator stopped")
         backlog = json.loads(_admin(a, "--output", "json", "topics", "backlog", topic))
         assert "pulsar.repl.b" not in backlog["cursorDetails"]  # its cursor deleted
+
+
+def test_per_message_replication_clusters(clusters: dict[str, StandaloneProc]) -> None:
+    a, b = clusters["a"], clusters["b"]
+    topic = _topic()
+    with client(a) as ca, client(b) as cb:
+        on_a, on_b = ca.subscribe(topic, "s"), cb.subscribe(topic, "s")
+        wait_until(lambda: "b" in _stats(a, topic)["replication"], what="replicator a -> b")
+        producer = ca.create_producer(topic)
+        producer.send(b"local only", disable_replication=True)
+        producer.send(b"to a only", replication_clusters=["a"])
+        producer.send(b"to both", replication_clusters=["a", "b"])
+        producer.send(b"plain")
+        assert _receive_all(on_a, 4) == [b"local only", b"to a only", b"to both", b"plain"]
+        assert _receive_all(on_b, 2) == [b"to both", b"plain"]
+        wait_until(lambda: _drained(a, topic, "b"), timeout=60, what="a -> b drained")
+        assert _nothing_more(on_b)

@@ -60,6 +60,10 @@ def test_replicated_entries_and_markers_are_never_sent() -> None:
     assert r._prepare(_entry(Position(1, 0), _meta(replicated_from="b"))) is None
     assert r._prepare(_entry(Position(1, 1), _meta(marker_type=1))) is None
     assert r._prepare(Entry(Position(1, 2), b"\x00\x00")) is None  # undecodable: skipped
+    # per-message replication clusters, and replication disabled (the clients' __local__)
+    assert r._prepare(_entry(Position(1, 3), _meta(replicate_to=["a", "c"]))) is None
+    assert r._prepare(_entry(Position(1, 4), _meta(replicate_to=["__local__"]))) is None
+    assert r._prepare(_entry(Position(1, 5), _meta(replicate_to=["a", "b"]))) is not None
 
 
 def test_remote_clusters_of_a_policy() -> None:
