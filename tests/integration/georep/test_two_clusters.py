@@ -298,3 +298,26 @@ def test_per_message_replication_clusters(clusters: dict[str, StandaloneProc]) -
         assert _receive_all(on_b, 2) == [b"to both", b"plain"]
         wait_until(lambda: _drained(a, topic, "b"), timeout=60, what="a -> b drained")
         assert _nothing_more(on_b)
+
+
+def test_unloads_on_both_sides_mid_replication(clusters: dict[str, StandaloneProc]) -> None:
+    a, b = clusters["a"], clusters["b"]
+    topic, n = _topic(), 2000
+    with client(a) as ca, client(b) as cb:
+        on_b = cb.subscribe(topic, "s")
+        producer = ca.create_producer(
+            topic, batching_enabled=False, max_pending_messages=n, block_if_queue_full=True
+        )
+        wait_until(lambda: "b" in _stats(a, topic)["replication"], what="replicator a -> b")
+        results: list[pulsar.Result] = []
+        for i in range(n):
+            producer.send_async(b"u%05d" % i, lambda res, _id: results.append(res))
+            if i == n // 3:
+                _admin(a, "topics", "unload", topic)  # the source topic moves (reloads)
+            if i == 2 * n // 3:
+                _admin(b, "topics", "unload", topic)  # so does the destination
+        wait_until(lambda: len(results) == n, timeout=60, what="every message stored on a")
+        assert set(results) == {pulsar.Result.Ok}
+        assert _receive_all(on_b, n) == [b"u%05d" % i for i in range(n)]
+        wait_until(lambda: _drained(a, topic, "b"), timeout=60, what="a -> b drained")
+        assert _nothing_more(on_b)
