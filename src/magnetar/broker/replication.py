@@ -67,6 +67,8 @@ SOURCE_POSITION: Final = "__MSG_PROP_REPL_SOURCE_POSITION"
 """The message property carrying ``<ledger>:<entry>`` of the entry in the source cluster."""
 READ_BATCH: Final = 100
 """Entries read (and sent before their receipts are awaited) at a time."""
+CLOSE_TIMEOUT_S: Final = 5.0
+"""How long stopping a replicator waits for the remote to close its producer."""
 TXN_POLL_S: Final = 0.2
 """How often a replicator held by an open transaction looks again."""
 _ENTRY_BITS: Final = 32
@@ -250,8 +252,8 @@ class Replicator:
     async def _close_producer(self) -> None:
         producer, self.producer = self.producer, None
         if producer is not None:
-            with contextlib.suppress(Exception):
-                await producer.close()
+            with contextlib.suppress(Exception):  # (a slow remote must not hold an unload)
+                await asyncio.wait_for(producer.close(), CLOSE_TIMEOUT_S)
 
     async def _run(self) -> None:
         cursor = self.cursor
