@@ -70,10 +70,14 @@ class Resources:
     def parse(cls, raw: Mapping[str, Any]) -> Resources:
         return cls(requests=dict(_sub(raw, "requests")), limits=dict(_sub(raw, "limits")))
 
-    def to_k8s(self) -> Json:
+    def to_k8s(self, *, default_requests: Mapping[str, str] | None = None) -> Json:
+        """The container's ``resources``; ``default_requests`` when neither requests nor
+        limits are given (with limits only, Kubernetes takes them as the requests)."""
         out: Json = {}
         if self.requests:
             out["requests"] = dict(self.requests)
+        elif default_requests and not self.limits:
+            out["requests"] = dict(default_requests)
         if self.limits:
             out["limits"] = dict(self.limits)
         return out

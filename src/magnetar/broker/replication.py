@@ -44,7 +44,7 @@ from typing import Any, Final, Protocol
 from magnetar import __version__
 from magnetar.broker.subscriptions.entries import EntryMeta, read_meta, split_entry
 from magnetar.client import connection, handles, pool
-from magnetar.client.backoff import Backoff
+from magnetar.common.backoff import Backoff
 from magnetar.managed_ledger.api import (
     Entry,
     InitialPosition,

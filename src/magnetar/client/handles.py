@@ -7,7 +7,7 @@ one cluster. Both need what the official clients do on a connection: a producer 
 sequence ids and gets a receipt per message, in order; a consumer subscribes, grants permits
 (FLOW), receives and acknowledges. When the broker closes the producer or consumer (an
 unload, a topic moving) or the connection is lost, the handle looks the topic up again and
-re-creates itself, after a backoff with jitter (``backoff.Backoff``) so that many clients do
+re-creates itself, after a backoff with jitter (``common.backoff.Backoff``) so that many clients do
 not come back at the same instant: a producer resends what had no receipt, under the same
 sequence ids (the broker's deduplication drops what it already stored); a consumer's
 subscription redelivers what was not acknowledged.
@@ -23,7 +23,7 @@ import time
 from typing import Final
 
 from magnetar.client import connection, pool
-from magnetar.client.backoff import Backoff
+from magnetar.common.backoff import Backoff
 from magnetar.wire import batch, commands, frames, lookup, pb, session
 from magnetar.wire.ids import MessageId
 
