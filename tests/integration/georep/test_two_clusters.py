@@ -68,6 +68,17 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Sta
         yield procs
 
 
+def test_each_cluster_answers_for_its_brokers(clusters: dict[str, StandaloneProc]) -> None:
+    a, b = clusters["a"], clusters["b"]
+    # another cluster's brokers: a redirects to b's serviceUrl (the admin client follows)
+    assert admin_call(a.http_url, "GET", "/brokers/b") == admin_call(
+        b.http_url, "GET", "/brokers/b"
+    )
+    assert admin_call(a.http_url, "GET", "/brokers/a") != admin_call(
+        a.http_url, "GET", "/brokers/b"
+    )
+
+
 def _topic() -> str:
     return f"persistent://{TENANT}/{NS}/t{next(_names)}"
 

@@ -24,6 +24,7 @@ from magnetar.broker.admin.common import (
     not_found,
     parsed,
     read_json,
+    redirect,
     service,
     update_json,
 )
@@ -129,11 +130,21 @@ async def check_replication_clusters(
 
 
 async def list_brokers(request: web.Request) -> web.Response:
-    """The live brokers of a cluster (their ids, host:port)."""
+    """The live brokers of a cluster (their ids, host:port); another cluster's are that
+    cluster's to answer: 307 to its serviceUrl (serviceUrlTls when this request came over
+    TLS), as Pulsar's validateClusterOwnership."""
     svc = service(request)
     name = check_name(request.match_info["cluster"], "cluster")
-    if await svc.store.get(keys.cluster(name)) is None:
+    found = await read_json(svc.store, keys.cluster(name))
+    if found is None:
         raise not_found(f"cluster {name}")
+    if name != svc.config.cluster_name:
+        data = found[0]
+        url = data.get("serviceUrlTls") if request.secure else data.get("serviceUrl")
+        url = url or data.get("serviceUrl") or data.get("serviceUrlTls")
+        if not url:
+            raise AdminError(412, f"cluster {name} has no service URL to redirect to")
+        raise redirect(request, str(url))
     names = await svc.store.children(keys.BROKERS)
     return web.json_response(sorted(keys.unsegment(n) for n in names))
 
