@@ -676,6 +676,11 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     p.add_argument("--advertised-address", default="127.0.0.1")
     p.add_argument("--bind-address", default="0.0.0.0")
     p.add_argument("--bookie-port", type=int, help="loopback port of the in-process bookie")
+    p.add_argument(
+        "--cluster-name",
+        default="standalone",
+        help="this cluster's name (another one's, to replicate with it: docs/geo-replication.md)",
+    )
     p.add_argument("--keepalive-interval", type=float, default=30.0, help="ping idle clients")
     p.add_argument(
         "--auto-topic-creation-type",

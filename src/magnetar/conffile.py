@@ -404,7 +404,7 @@ _STANDALONE_ONLY = "a standalone stores every entry once, in its one bookie"
 STANDALONE: Table = {
     **_SERVING,
     "bookiePort": Opt("bookie_port", _port),
-    "clusterName": Fixed(frozenset({"standalone"}), "a standalone's cluster is 'standalone'"),
+    "clusterName": Opt("cluster_name"),
     "managedLedgerDefaultEnsembleSize": Fixed(frozenset({"1"}), _STANDALONE_ONLY),
     "managedLedgerDefaultWriteQuorum": Fixed(frozenset({"1"}), _STANDALONE_ONLY),
     "managedLedgerDefaultAckQuorum": Fixed(frozenset({"1"}), _STANDALONE_ONLY),

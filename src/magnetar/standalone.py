@@ -57,7 +57,7 @@ class StandaloneOptions:
     data_dir: Path
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     """The broker's settings, parsed as ``magnetar broker`` parses them (``cli.py``); the
-    cluster name and the replication are the standalone's own (:func:`broker_config`)."""
+    replication is the standalone's own (:func:`broker_config`)."""
     bookie_port: int | None = None
     """Loopback port of the in-process bookie; None: the one used before, else a free one."""
 
@@ -91,12 +91,12 @@ def _bookie_port(data_dir: Path, requested: int | None) -> int:
 
 
 def broker_config(options: StandaloneOptions) -> BrokerConfig:
-    """The broker's settings in one process: cluster ``standalone``, one bookie, so every
-    ledger has E = Wq = Aq = 1."""
+    """The broker's settings in one process: one bookie, so every ledger has E = Wq = Aq = 1
+    (the cluster is named by ``--cluster-name``, ``standalone`` by default)."""
     ml = dataclasses.replace(
         options.broker.managed_ledger, ensemble_size=1, write_quorum=1, ack_quorum=1
     )
-    return dataclasses.replace(options.broker, cluster_name="standalone", managed_ledger=ml)
+    return dataclasses.replace(options.broker, managed_ledger=ml)
 
 
 async def run(options: StandaloneOptions) -> None:

@@ -132,6 +132,51 @@ def _clusters_get(a: argparse.Namespace) -> Request:
     return Request("GET", f"{V2}/clusters/{name_path(a.cluster, 'cluster')}")
 
 
+_CLUSTER_URLS = (
+    arg("--url", help="the cluster's admin URL, http://host:port (serviceUrl)"),
+    arg("--url-secure", help="https://host:port (serviceUrlTls)"),
+    arg("--broker-url", help="pulsar://host:port (brokerServiceUrl): what replicators use"),
+    arg("--broker-url-secure", help="pulsar+ssl://host:port (brokerServiceUrlTls)"),
+)
+
+
+def _cluster_data(a: argparse.Namespace) -> dict[str, str]:
+    given = {
+        "serviceUrl": a.url,
+        "serviceUrlTls": a.url_secure,
+        "brokerServiceUrl": a.broker_url,
+        "brokerServiceUrlTls": a.broker_url_secure,
+    }
+    return {k: v for k, v in given.items() if v is not None}
+
+
+@verb(
+    "clusters",
+    "create",
+    "register a cluster of the instance (its service URLs)",
+    arg("cluster", help="cluster name"),
+    *_CLUSTER_URLS,
+)
+def _clusters_create(a: argparse.Namespace) -> Request:
+    return Request("PUT", f"{V2}/clusters/{name_path(a.cluster, 'cluster')}", _cluster_data(a))
+
+
+@verb(
+    "clusters",
+    "update",
+    "replace a cluster's service URLs",
+    arg("cluster", help="cluster name"),
+    *_CLUSTER_URLS,
+)
+def _clusters_update(a: argparse.Namespace) -> Request:
+    return Request("POST", f"{V2}/clusters/{name_path(a.cluster, 'cluster')}", _cluster_data(a))
+
+
+@verb("clusters", "delete", "delete a cluster's record", arg("cluster", help="cluster name"))
+def _clusters_delete(a: argparse.Namespace) -> Request:
+    return Request("DELETE", f"{V2}/clusters/{name_path(a.cluster, 'cluster')}")
+
+
 @verb("brokers", "list", "the live brokers of a cluster", arg("cluster", help="cluster name"))
 def _brokers_list(a: argparse.Namespace) -> Request:
     return Request("GET", f"{V2}/brokers/{name_path(a.cluster, 'cluster')}")
@@ -224,6 +269,22 @@ def _ns_create(a: argparse.Namespace) -> Request:
     if a.clusters is not None:
         policies["replication_clusters"] = _csv(a.clusters)
     return Request("PUT", _ns(a), policies if policies else NO_BODY)
+
+
+@verb(
+    "namespaces",
+    "set-clusters",
+    "the clusters a namespace is replicated to",
+    NAMESPACE,
+    arg("-c", "--clusters", required=True, help="comma-separated cluster names"),
+)
+def _ns_set_clusters(a: argparse.Namespace) -> Request:
+    return Request("POST", _ns(a, "/replication"), _csv(a.clusters))
+
+
+@verb("namespaces", "get-clusters", "the clusters a namespace is replicated to", NAMESPACE)
+def _ns_get_clusters(a: argparse.Namespace) -> Request:
+    return Request("GET", _ns(a, "/replication"))
 
 
 @verb("namespaces", "delete", "delete a namespace", NAMESPACE, FORCE)
@@ -713,6 +774,7 @@ _TOPIC_CALLS = {
     "get-partitioned-topic-metadata": ("GET", "/partitions", "number of partitions (0: none)"),
     "stats": ("GET", "/stats", "rates, counters, publishers and subscriptions"),
     "stats-internal": ("GET", "/internalStats", "the managed ledger: ledgers and cursors"),
+    "backlog": ("GET", "/backlog", "stored entries, each durable cursor's (replicators') backlog"),
     "unload": ("PUT", "/unload", "unload a topic (clients reconnect)"),
     "terminate": ("POST", "/terminate", "refuse further messages; prints the last message id"),
     "subscriptions": ("GET", "/subscriptions", "the subscriptions of a topic"),

@@ -37,6 +37,8 @@ loaded topics every second:
 * **deduplication** (``deduplicationEnabled``, topic over namespace over the broker default)
   turns the topic's :class:`~magnetar.broker.dedup.Deduplication` on or off on loaded topics;
   producers disconnected longer than the inactivity timeout are forgotten here too.
+* **replication** (``replication_clusters``): the topic's replicators follow the clusters
+  listed besides the local one (:mod:`magnetar.broker.replication`).
 
 Each topic's effective policies are re-read every few seconds, and at once after a change
 made through this broker (:meth:`BrokerService.policies_changed
@@ -53,7 +55,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from magnetar.broker import dedup
+from magnetar.broker import dedup, replication
 from magnetar.broker import policies as broker_policies
 from magnetar.broker.compaction import view as compaction_view
 from magnetar.broker.config import BrokerConfig
@@ -164,9 +166,16 @@ class PolicyEnforcer:
         self.apply_offload(topic, state.policies)
         if topic.dedup is not None:
             await broker_policies.apply_deduplication(
-                topic.dedup, state.policies, default=self.service.config.deduplication_enabled
+                topic.dedup,
+                state.policies,
+                default=self.service.config.deduplication_enabled,
+                local_cluster=self.service.config.cluster_name,
             )
             topic.dedup.purge_inactive()
+        if topic.replication is not None:
+            await topic.replication.update(
+                replication.remote_clusters(state.policies, self.service.config.cluster_name)
+            )
         threshold = state.policies.get("compaction_threshold")
         if not isinstance(threshold, int) or isinstance(threshold, bool):
             threshold = self.service.config.compaction_threshold_bytes

@@ -34,6 +34,19 @@ _TOPIC_SERIES: tuple[tuple[str, str, str], ...] = (
 )
 
 
+_REPLICATION_SERIES: tuple[tuple[str, str, str], ...] = (
+    ("pulsar_replication_rate_in", "msgRateIn", "Messages/s the remote's replicator publishes"),
+    ("pulsar_replication_rate_out", "msgRateOut", "Messages/s replicated to the remote"),
+    ("pulsar_replication_throughput_in", "msgThroughputIn", "Bytes/s from the remote's replicator"),
+    ("pulsar_replication_throughput_out", "msgThroughputOut", "Bytes/s replicated to the remote"),
+    ("pulsar_replication_backlog", "replicationBacklog", "Entries not yet replicated"),
+    ("pulsar_replication_connected_count", "connected", "1 while connected to the remote"),
+    ("pulsar_replication_delay_in_seconds", "replicationDelayInSeconds", "Oldest entry in flight"),
+)
+"""Pulsar's per-remote-cluster replication gauges (label ``remote_cluster``), from the topic
+stats' ``replication`` section (docs/geo-replication.md)."""
+
+
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
@@ -54,6 +67,7 @@ def _f(stats: dict[str, Any], field: str) -> float:
 def render(cluster: str, topics: Iterable[Topic]) -> str:
     series: dict[str, list[str]] = {name: [] for name, _, _ in _TOPIC_SERIES}
     sub_backlog: list[str] = []
+    replication: dict[str, list[str]] = {name: [] for name, _, _ in _REPLICATION_SERIES}
     ns_topics: dict[str, int] = {}
     cl = _escape(cluster)
     for topic in topics:
@@ -95,6 +109,12 @@ def render(cluster: str, topics: Iterable[Topic]) -> str:
         }
         for name, value in values.items():
             series[name].append(f"{name}{{{labels}}} {_num(value)}")
+        for remote, repl in topic.replication_stats().items():
+            remote_labels = f'{labels},remote_cluster="{_escape(remote)}"'
+            for name, field, _ in _REPLICATION_SERIES:
+                value = repl.get(field)
+                number = int(value) if isinstance(value, bool) else _f(repl, field)
+                replication[name].append(f"{name}{{{remote_labels}}} {_num(number)}")
     lines: list[str] = []
     lines.append("# HELP pulsar_topics_count Topics served by this broker")
     lines.append("# TYPE pulsar_topics_count gauge")
@@ -107,4 +127,9 @@ def render(cluster: str, topics: Iterable[Topic]) -> str:
     lines.append("# HELP pulsar_subscription_back_log Messages not yet acknowledged")
     lines.append("# TYPE pulsar_subscription_back_log gauge")
     lines.extend(sub_backlog)
+    for name, _, help_text in _REPLICATION_SERIES:
+        if replication[name]:
+            lines.append(f"# HELP {name} {help_text}")
+            lines.append(f"# TYPE {name} gauge")
+            lines.extend(replication[name])
     return "\n".join(lines) + "\n"

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from magnetar.broker import replication
 from magnetar.broker.contracts import BrokerError
 from magnetar.broker.dedup import Deduplication
 from magnetar.managed_ledger.api import ManagedLedgerConfig
@@ -260,14 +261,18 @@ async def effective_policies(
 
 
 async def apply_deduplication(
-    dedup: Deduplication, effective: dict[str, Any], *, default: bool
+    dedup: Deduplication, effective: dict[str, Any], *, default: bool, local_cluster: str
 ) -> None:
     """Turn ``dedup`` on or off per the effective ``deduplicationEnabled`` (topic over
     namespace over the broker's ``deduplication_enabled``); off also deletes a snapshot
-    cursor left from when it was on."""
+    cursor left from when it was on. A topic replicated with other clusters has it on
+    whatever the setting: their replicators' resends are dropped by it
+    (docs/geo-replication.md)."""
     wanted = effective.get("deduplicationEnabled")
     if not isinstance(wanted, bool):
         wanted = default
+    if replication.remote_clusters(effective, local_cluster):
+        wanted = True
     if wanted:
         await dedup.enable()
     else:

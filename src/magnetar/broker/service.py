@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from magnetar.broker import access, policies, schemas
+from magnetar.broker import access, policies, replication, schemas
 from magnetar.broker.compaction.service import TopicCompaction
 from magnetar.broker.compaction.view import CompactedTopic
 from magnetar.broker.config import BrokerConfig, group_listeners
@@ -122,6 +122,8 @@ class BrokerService:
         self.me = _info(config)
         self.ownership = Ownership(store, self.me)
         self.transactions = TransactionService(self)
+        self.remote_clusters = replication.RemoteClusters(store, config.security)
+        """Connections to the other clusters, for the replicators (docs/geo-replication.md)."""
         self.topics: dict[str, Topic] = {}
         self._loading: dict[str, asyncio.Future[Topic]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -200,6 +202,7 @@ class BrokerService:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.remote_clusters.close()
         await self.ownership.stop()
 
     def policies_changed(self) -> None:
@@ -454,6 +457,12 @@ class BrokerService:
             topic=topic, managed_ledger=ml, compacted=view
         )
         dedup = self.deduplication(ml)
+        replicators = replication.TopicReplication(
+            topic=topic.full_name,
+            managed_ledger=ml,
+            local=self.config.cluster_name,
+            clusters=self.remote_clusters,
+        )
         loaded = PersistentTopic(
             name=topic,
             managed_ledger=ml,
@@ -461,11 +470,16 @@ class BrokerService:
             on_fenced=self._topic_fenced,
             dedup=dedup,
             compaction=TopicCompaction(ml, view),
+            replication=replicators,
         )
         loaded.apply_limits(*policies.limits(effective))
+        replicators.transactions = lambda: loaded.txn_buffer
         try:
             await policies.apply_deduplication(
-                dedup, effective, default=self.config.deduplication_enabled
+                dedup,
+                effective,
+                default=self.config.deduplication_enabled,
+                local_cluster=self.config.cluster_name,
             )
         except Exception as err:
             await loaded.close(reason="deduplication state could not be recovered")
@@ -478,6 +492,15 @@ class BrokerService:
             await loaded.close(reason="transaction state could not be recovered")
             raise BrokerError(
                 pb.PersistenceError, f"{topic}: recovering transaction state: {err}"
+            ) from None
+        try:  # (before any producer: the replicators' cursors see every entry from now on)
+            await replicators.update(
+                replication.remote_clusters(effective, self.config.cluster_name)
+            )
+        except Exception as err:
+            await loaded.close(reason="replicators could not be started")
+            raise BrokerError(
+                pb.PersistenceError, f"{topic}: starting replicators: {err}"
             ) from None
         return await self._register(topic, loaded)
 

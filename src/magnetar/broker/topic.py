@@ -29,6 +29,7 @@ from magnetar.broker.compaction.service import TopicCompaction
 from magnetar.broker.contracts import BroadcastSubscriptions, BrokerError, TopicSubscriptions
 from magnetar.broker.dedup import Deduplication
 from magnetar.broker.producer import AccessMode, Producer
+from magnetar.broker.replication import TopicReplication, producer_name
 from magnetar.broker.transactions.buffer import TransactionBuffer
 from magnetar.broker.transactions.ids import NOT_ENABLED, TxnId
 from magnetar.managed_ledger.api import (
@@ -102,6 +103,8 @@ class Topic:
 
     dedup: Deduplication | None = None
     """Message deduplication (persistent topics only; enabled by policy)."""
+    replication: TopicReplication | None = None
+    """The replicators to other clusters (persistent topics only; by policy)."""
     txn_buffer: TransactionBuffer | None = None
     """The transaction buffer (persistent topics, when transactions are enabled)."""
 
@@ -282,6 +285,8 @@ class Topic:
         if self.closed:
             return
         self.closed = True
+        if self.replication is not None:
+            await self.replication.close()
         self._fence(f"topic is closing ({reason})", pb.ServiceNotReady)
         producers = list(self.producers.values())
         for producer in producers:
@@ -314,6 +319,25 @@ class Topic:
         self.throughput_in = (self.bytes_in - size) / dt
         self._last_counts = (self.msg_in, self.bytes_in)
         self._last_rate_at = now
+        for producer in self.producers.values():
+            producer.update_rates(dt)
+        if self.replication is not None:
+            self.replication.update_rates(now)
+
+    def replication_stats(self) -> dict[str, Any]:
+        """Pulsar's ``replication`` section: ReplicatorStats by remote cluster, with the
+        rate of what that cluster's replicator publishes here (``msgRateIn``)."""
+        if self.replication is None:
+            return {}
+        out: dict[str, Any] = {}
+        for remote, replicator in sorted(self.replication.replicators.items()):
+            inbound = self.producers.get(producer_name(remote))
+            out[remote] = replicator.stats(
+                rate_in=inbound.rate_in if inbound is not None else 0.0,
+                throughput_in=inbound.throughput_in if inbound is not None else 0.0,
+                inbound=inbound.cnx.remote_address if inbound is not None else None,
+            )
+        return out
 
     def subscription_stats(self) -> Mapping[str, Mapping[str, Any]]:
         try:
@@ -345,7 +369,7 @@ class Topic:
             "publishers": [p.stats() for p in self.producers.values()],
             "waitingPublishers": len(self._waiting),
             "subscriptions": {k: dict(v) for k, v in subs.items()},
-            "replication": {},
+            "replication": self.replication_stats(),
             "deduplicationStatus": (
                 self.dedup.status.value if self.dedup is not None else "Disabled"
             ),
@@ -365,10 +389,12 @@ class PersistentTopic(Topic):
         on_fenced: Callable[[Topic], None] | None = None,
         dedup: Deduplication | None = None,
         compaction: TopicCompaction | None = None,
+        replication: TopicReplication | None = None,
     ) -> None:
         super().__init__(name=name, subscriptions=subscriptions, on_fenced=on_fenced)
         self.managed_ledger = managed_ledger
         self.dedup = dedup
+        self.replication = replication
         self.compaction = compaction
         """Its compacted view and compactions (Pulsar's topic compaction)."""
         self.append = managed_ledger.append

@@ -52,6 +52,10 @@ LEDGER_COUNTER = "ledger"
 DEDUP_CURSOR = "pulsar.dedup"
 """The cursor whose ledger holds a topic's deduplication snapshots (as in Pulsar)."""
 
+REPLICATOR_CURSOR_PREFIX = "pulsar.repl."
+"""A replicator's cursor is ``pulsar.repl.<remote cluster>`` (as in Pulsar): what the topic
+still has to copy to that cluster (docs/geo-replication.md)."""
+
 COMPACTION_CURSOR = "__compaction"
 """The cursor whose mark-delete position is a topic's compaction horizon and whose
 ``CompactedTopicLedger`` property names its compacted ledger (Pulsar's name)."""

@@ -26,6 +26,28 @@ NSP = "/admin/v2/namespaces/public/ns"
 CASES: dict[tuple[str, str], tuple[list[str], Request]] = {
     ("clusters", "list"): ([], Request("GET", "/admin/v2/clusters")),
     ("clusters", "get"): (["standalone"], Request("GET", "/admin/v2/clusters/standalone")),
+    ("clusters", "create"): (
+        ["east", "--url", "http://e:8080", "--broker-url", "pulsar://e:6650"],
+        Request(
+            "PUT",
+            "/admin/v2/clusters/east",
+            {"serviceUrl": "http://e:8080", "brokerServiceUrl": "pulsar://e:6650"},
+        ),
+    ),
+    ("clusters", "update"): (
+        ["east", "--url-secure", "https://e:8443", "--broker-url-secure", "pulsar+ssl://e:6651"],
+        Request(
+            "POST",
+            "/admin/v2/clusters/east",
+            {"serviceUrlTls": "https://e:8443", "brokerServiceUrlTls": "pulsar+ssl://e:6651"},
+        ),
+    ),
+    ("clusters", "delete"): (["east"], Request("DELETE", "/admin/v2/clusters/east")),
+    ("namespaces", "set-clusters"): (
+        ["public/ns", "-c", "a,b"],
+        Request("POST", f"{NSP}/replication", ["a", "b"]),
+    ),
+    ("namespaces", "get-clusters"): (["public/ns"], Request("GET", f"{NSP}/replication")),
     ("brokers", "list"): (["standalone"], Request("GET", "/admin/v2/brokers/standalone")),
     ("brokers", "healthcheck"): ([], Request("GET", "/admin/v2/brokers/health")),
     ("broker-stats", "topics"): ([], Request("GET", "/admin/v2/broker-stats/topics")),
@@ -197,6 +219,10 @@ CASES: dict[tuple[str, str], tuple[list[str], Request]] = {
         Request("DELETE", "/admin/v2/persistent/public/default/p/partitions?force=false"),
     ),
     ("topics", "stats"): (["t"], Request("GET", "/admin/v2/persistent/public/default/t/stats")),
+    ("topics", "backlog"): (
+        ["persistent://public/default/t"],
+        Request("GET", "/admin/v2/persistent/public/default/t/backlog"),
+    ),
     ("topics", "stats-internal"): (
         ["t"],
         Request("GET", "/admin/v2/persistent/public/default/t/internalStats"),

@@ -487,6 +487,57 @@ MESSAGE_ID = Body(
     message_id,
     "MessageId",
 )
+# --- clusters -----------------------------------------------------------------------------------
+
+CLUSTER_URL_FIELDS: Final = (
+    "serviceUrl",
+    "serviceUrlTls",
+    "brokerServiceUrl",
+    "brokerServiceUrlTls",
+)
+_CLUSTER_SCHEMES: Final = {
+    "serviceUrl": ("http://",),
+    "serviceUrlTls": ("https://",),
+    "brokerServiceUrl": ("pulsar://",),
+    "brokerServiceUrlTls": ("pulsar+ssl://",),
+}
+
+
+def cluster_data(value: Any) -> dict[str, str]:
+    """Pulsar's ClusterData, its service URLs only (each with its scheme; empty means none).
+    Other ClusterData fields (the broker client's own TLS and authentication per cluster,
+    proxy URLs, peer clusters) are refused: the replicators use the broker's client
+    settings (docs/geo-replication.md)."""
+    raw = _object(value, "cluster data", {f: {"type": "string"} for f in CLUSTER_URL_FIELDS})
+    out: dict[str, str] = {}
+    for name, given in raw.items():
+        if given is None:
+            continue
+        if not isinstance(given, str):
+            raise AdminError(400, f"{name} must be a string, got {_show(given)}")
+        if given and not given.startswith(_CLUSTER_SCHEMES[name]):
+            raise AdminError(
+                400, f"{name} must start with {_CLUSTER_SCHEMES[name][0]}, got {given!r}"
+            )
+        if given:
+            out[name] = given
+    return out
+
+
+def replication_clusters(value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise AdminError(400, f"replication clusters must be a list of names, got {_show(value)}")
+    return list(value)
+
+
+CLUSTER_DATA = Body(
+    {"type": "object", "properties": {f: {"type": "string"} for f in CLUSTER_URL_FIELDS}},
+    cluster_data,
+    "ClusterData (service URLs)",
+)
+REPLICATION_CLUSTERS = Body(
+    {"type": "array", "items": {"type": "string"}}, replication_clusters, "cluster names"
+)
 TENANT_INFO = Body(_obj_schema(_TENANT_FIELDS), lambda v: v, "TenantInfo")
 NAMESPACE_POLICIES = Body(
     {"type": "object", "properties": {k: {} for k in NAMESPACE_FIELDS}},

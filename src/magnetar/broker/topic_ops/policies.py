@@ -25,6 +25,7 @@ FIELDS = (
     "max_producers_per_topic",
     "max_consumers_per_topic",
     "offloadPolicies",
+    "replication_clusters",
 )
 """The fields a topic may set, named as the namespace's Policies fields they override."""
 

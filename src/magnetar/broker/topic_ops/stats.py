@@ -31,6 +31,38 @@ async def internal_stats(s: Scope, topic: TopicName) -> dict[str, Any]:
     return complete_internal_stats(compaction.internal_stats(loaded))
 
 
+async def backlog(s: Scope, topic: TopicName) -> dict[str, Any]:
+    """Pulsar's PersistentOfflineTopicStats (``GET .../backlog``): the stored entries, the
+    data ledgers and each durable cursor's backlog -- the subscriptions' and the
+    replicators' (``pulsar.repl.<cluster>``) alike."""
+    loaded = await scope.loaded(s, topic)
+    if not isinstance(loaded, PersistentTopic):
+        raise errors.NotAllowed("backlog is only available for persistent topics")
+    ml = loaded.managed_ledger
+    cursors = {name: c for name, c in ml.cursors.items() if c.durable}
+    return {
+        "storageSize": ml.total_size,
+        "totalMessages": ml.number_of_entries,
+        "messageBacklog": max((c.backlog() for c in cursors.values()), default=0),
+        "brokerName": s.service.config.broker_id,
+        "topicName": topic.full_name,
+        "dataLedgerDetails": [
+            {
+                "entries": info.entries,
+                "ledgerId": info.ledger_id,
+                "size": info.size,
+                "timestamp": info.timestamp_ms,
+            }
+            for info in ml.ledgers()
+        ],
+        "cursorDetails": {
+            name: {"cursorBacklog": c.backlog(), "cursorLedgerId": c.stats().cursor_ledger_id}
+            for name, c in sorted(cursors.items())
+        },
+        "statGeneratedAt": datetime.datetime.now(datetime.UTC).isoformat(),
+    }
+
+
 _EMPTY_CURSOR: dict[str, Any] = {
     "markDeletePosition": None, "readPosition": None, "waitingReadOp": False,
     "pendingReadOps": 0, "messagesConsumedCounter": 0, "cursorLedger": 0,
