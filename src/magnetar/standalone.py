@@ -27,6 +27,7 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from magnetar.bookie import metrics as bookie_metrics
 from magnetar.bookie.server import BookieOptions, BookieServer
 from magnetar.broker import admin
 from magnetar.broker.config import BrokerConfig
@@ -123,7 +124,10 @@ async def run(options: StandaloneOptions) -> None:
             store, ledgers, config.managed_ledger, config.offload
         )
         service = BrokerService(config=config, store=store, managed_ledgers=managed_ledgers)
-        server = BrokerServer(service, http_extensions=[admin.extension])
+        # one /metrics for the process: the broker's series and the bookie's (bookie_*)
+        server = BrokerServer(
+            service, http_extensions=[admin.extension], metrics_sources=[bookie_metrics.REGISTRY]
+        )
         await server.start()
         cfg = service.config
         lines = [

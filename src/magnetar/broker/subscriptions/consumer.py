@@ -129,6 +129,7 @@ class Consumer:
     def stats(self) -> Mapping[str, Any]:
         out: dict[str, Any] = {
             "consumerName": self._consumer_name,
+            "consumerId": self._consumer_id,
             "availablePermits": self.permits,
             "unackedMessages": self.unacked_messages,
             "msgRateOut": self.out.msg_rate(),
