@@ -47,6 +47,7 @@ IDLE_SUBSCRIPTION = "parity-idle"
 BROKER_CONF = {
     "exposeTopicLevelMetricsInPrometheus": "true",
     "exposeConsumerLevelMetricsInPrometheus": "true",
+    "transactionCoordinatorEnabled": "true",
 }
 """The metric switches both standalones run with in the comparison."""
 
@@ -57,7 +58,6 @@ PULSAR_CONF = {
     "statsUpdateFrequencyInSecs": "2",
     "statsUpdateInitialDelayInSecs": "2",
     "managedLedgerStatsPeriodSeconds": "2",
-    "transactionCoordinatorEnabled": "true",
 }
 PULSAR_SETTLE_S = 10.0
 """How long after the workload Pulsar's capture waits (a few statistics periods)."""

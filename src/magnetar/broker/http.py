@@ -68,9 +68,7 @@ async def _metrics(request: web.Request) -> web.Response:
 
 
 async def _health(request: web.Request) -> web.Response:
-    service = request.app[SERVICE]
-    session = service.ownership.session
-    if session is None or session.lost:
+    if not request.app[SERVICE].healthy:
         return web.json_response({"reason": "no metadata session"}, status=503)
     return web.Response(text="ok")
 

@@ -124,6 +124,14 @@ _SUBSCRIPTION_GAUGES: tuple[tuple[str, str, Callable[[Mapping[str, Any]], float]
                    default=0.0)),
     ("pulsar_subscription_last_expire_timestamp", "Last message expiry, epoch milliseconds",
      lambda s: _f(s, "lastExpireTimestamp")),
+    ("pulsar_subscription_last_consumed_flow_timestamp",
+     "Last permits granted by a consumer, epoch milliseconds",
+     lambda s: _f(s, "lastConsumedFlowTimestamp")),
+    ("pulsar_subscription_last_mark_delete_advanced_timestamp",
+     "Last move of the mark-delete position by an acknowledgement, epoch milliseconds",
+     lambda s: _f(s, "lastMarkDeleteAdvancedTimestamp")),
+    ("pulsar_subscription_msg_ack_rate", "Messages acknowledged per second",
+     lambda s: _f(s, "msgAckRate")),
     ("pulsar_subscription_msg_drop_rate",
      "Messages dropped per second (non-persistent subscriptions whose consumer lagged)",
      lambda s: _f(s, "msgDropRate")),
@@ -145,6 +153,8 @@ _CONSUMER_GAUGES: tuple[tuple[str, str, Callable[[Mapping[str, Any]], float]], .
      lambda c: _f(c, "msgThroughputOut")),
     ("pulsar_consumer_msg_rate_redeliver", "Messages redelivered per second",
      lambda c: _f(c, "msgRateRedeliver")),
+    ("pulsar_consumer_msg_ack_rate", "Messages acknowledged per second",
+     lambda c: _f(c, "msgAckRate")),
     ("pulsar_out_messages_total", "Messages dispatched", lambda c: _f(c, "msgOutCounter")),
     ("pulsar_out_bytes_total", "Bytes dispatched", lambda c: _f(c, "bytesOutCounter")),
 )  # fmt: skip
@@ -191,6 +201,9 @@ class MetricsSource(Protocol):
 
     @property
     def counters(self) -> BrokerCounters: ...
+
+    @property
+    def healthy(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -286,6 +299,7 @@ class BrokerCollector(Collector):
                         out.add(name, "gauge", help_text, labels, values[name])
                 self._emit_buckets(out, labels, bucketed)
                 self._subscriptions(out, opts, labels, subs)
+                _transaction_buffer(out, labels, topic)
             else:
                 acc = per_namespace.setdefault(ns, {})
                 for name, v in values.items():
@@ -399,6 +413,13 @@ class BrokerCollector(Collector):
             ("pulsar_connection_closed_total_count", "Connections closed", c.connections_closed),
         ):  # fmt: skip
             out.add(name, "gauge", help_text, {**broker, "metric": "broker.connection"}, value)
+        out.add(
+            "pulsar_health",
+            "gauge",
+            "1 while the broker holds its metadata session (what /admin/v2/brokers/health checks)",
+            {**broker, "metric": "broker.health"},
+            1 if self.service.healthy else 0,
+        )
         for name, help_text, value in (
             ("pulsar_broker_lookup_answers", "Lookups answered with this broker", c.lookup_answers),
             ("pulsar_broker_lookup_redirects", "Lookups answered with a redirect",
@@ -437,6 +458,20 @@ class BrokerCollector(Collector):
             cluster,
             c.publish_latency_ms,
         )
+
+
+def _transaction_buffer(out: _Families, labels: Mapping[str, str], topic: Topic) -> None:
+    """pulsar_txn_tb_* of a topic with a transaction buffer (transactions enabled)."""
+    tb = topic.txn_buffer
+    if tb is None:
+        return
+    for name, help_text, value in (
+        ("pulsar_txn_tb_active_total", "Transactions open on the topic", tb.ongoing_count),
+        ("pulsar_txn_tb_committed_total", "Transactions committed on the topic",
+         tb.committed_count),
+        ("pulsar_txn_tb_aborted_total", "Transactions aborted on the topic", tb.aborted_count),
+    ):  # fmt: skip
+        out.add(name, "gauge", help_text, labels, value)
 
 
 def _range_labels(bounds: tuple[float, ...]) -> list[str]:

@@ -168,6 +168,12 @@ class BrokerService:
         self.started_at = time.time()
         self.counters = BrokerCounters()
 
+    @property
+    def healthy(self) -> bool:
+        """Serving: the broker holds its metadata session (the health check's answer)."""
+        session = self.ownership.session
+        return session is not None and not session.lost
+
     # --- lifecycle ---------------------------------------------------------------------------
 
     def reconfigure(self, config: BrokerConfig) -> None:

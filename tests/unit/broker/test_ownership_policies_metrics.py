@@ -125,6 +125,7 @@ class _Source:
     config: BrokerConfig
     topics: dict[str, Topic]
     counters: BrokerCounters
+    healthy: bool = True
 
 
 def test_offload_config_topic_over_namespace_over_broker() -> None:

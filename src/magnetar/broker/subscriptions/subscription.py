@@ -98,6 +98,8 @@ class Subscription:
         self.owner = owner
         self.name = name
         self.cursor = cursor
+        self.last_mark_delete_advanced_ms = 0
+        """When an acknowledgement last moved the mark-delete position (epoch ms)."""
         self.durable = durable
         self.sub_type: SubType = sub_type
         self.key_shared_mode = key_shared_mode
@@ -442,6 +444,9 @@ class Subscription:
             "blockedSubscriptionOnUnackedMsgs": False,
             "lastExpireTimestamp": 0,
             "lastAckedTimestamp": max((c.last_acked_ms for c in self.consumers), default=0),
+            "lastConsumedFlowTimestamp": max((c.last_flow_ms for c in self.consumers), default=0),
+            "lastMarkDeleteAdvancedTimestamp": self.last_mark_delete_advanced_ms,
+            "msgAckRate": sum(float(c["msgAckRate"]) for c in consumers),
         }
         policy = self.policy
         if isinstance(policy, dispatchers.SingleActive) and policy.active is not None:
