@@ -16,10 +16,11 @@ metadata. The stored expectation is Pulsar's capture, written by ``make metrics-
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,8 @@ TOPICS = ("parity-a", "parity-b")
 PARTITIONED = "parity-p"
 PARTITIONS = 2
 NON_PERSISTENT = "parity-np"
+NON_PERSISTENT_MESSAGES = 20
+"""Sent one by one (no batching) to the non-persistent topic."""
 MESSAGES_PER_TOPIC = 200
 CONSUMED_PER_TOPIC = 120
 SUBSCRIPTION = "parity-sub"
@@ -112,9 +115,9 @@ def run_workload(service_url: str, http_url: str) -> Workload:
     work.handles.append(np_consumer)
     np_producer = client.create_producer(np_topic, batching_enabled=False)
     work.handles.append(np_producer)
-    for i in range(20):
+    for i in range(NON_PERSISTENT_MESSAGES):
         np_producer.send(f"np {i}".encode())
-    for _ in range(20):
+    for _ in range(NON_PERSISTENT_MESSAGES):
         np_consumer.acknowledge(np_consumer.receive(timeout_millis=30_000))
     return work
 
@@ -271,30 +274,43 @@ def compare(
     return Comparison(missing, wrong, exc, closed, extra)
 
 
-def _scraped(
-    prometheus_dir: Path, job: str, address: str, service_url: str, http_url: str, settle_s: float
-) -> set[Series]:
-    """The workload against a running standalone, then what Prometheus scraped of it."""
+@contextlib.contextmanager
+def _under_workload(
+    prometheus_dir: Path, job: str, address: str, service_url: str, http_url: str
+) -> Iterator[tuple[PrometheusServer, Workload]]:
+    """Prometheus scraping a running standalone, the workload done, its clients still
+    connected; Prometheus stopped and the clients closed on exit."""
     with started(PrometheusServer(prometheus_dir, [ScrapeTarget(job, address)])) as prom:
         work = run_workload(service_url, http_url)
         try:
-            time.sleep(settle_s)
-            prom.wait_scraped()
-            return capture(prom, job)
+            yield prom, work
         finally:
             work.close()
 
 
-def magnetar_capture(base_dir: Path) -> set[Series]:
-    """A Magnetar standalone under the workload, as Prometheus scraped it."""
+@contextlib.contextmanager
+def magnetar_under_workload(
+    base_dir: Path,
+) -> Iterator[tuple[StandaloneProc, PrometheusServer, Workload]]:
+    """A Magnetar standalone (with :data:`BROKER_CONF`) that ran the workload, scraped by a
+    Prometheus (job ``magnetar``); everything stopped on exit."""
     conf = base_dir / "standalone.conf"
     base_dir.mkdir(parents=True, exist_ok=True)
     conf.write_text("".join(f"{k}={v}\n" for k, v in BROKER_CONF.items()))
     proc = StandaloneProc(base_dir / "data", extra_args=["--config", str(conf)])
     with started(proc):
         address = f"127.0.0.1:{proc.http_port}"
-        return _scraped(base_dir / "prometheus", "magnetar", address, proc.service_url,
-                        proc.http_url, 0.0)  # fmt: skip
+        with _under_workload(
+            base_dir / "prometheus", "magnetar", address, proc.service_url, proc.http_url
+        ) as (prom, work):
+            yield proc, prom, work
+
+
+def magnetar_capture(base_dir: Path) -> set[Series]:
+    """A Magnetar standalone under the workload, as Prometheus scraped it."""
+    with magnetar_under_workload(base_dir) as (_, prom, _):
+        prom.wait_scraped()
+        return capture(prom, "magnetar")
 
 
 def pulsar_capture(base_dir: Path) -> set[Series]:
@@ -311,7 +327,13 @@ def pulsar_capture(base_dir: Path) -> set[Series]:
     url = peer.start()
     try:
         http_url = f"http://127.0.0.1:{peer.http_port}"
-        return _scraped(base_dir / "prometheus", "pulsar", f"127.0.0.1:{peer.http_port}", url,
-                        http_url, PULSAR_SETTLE_S)  # fmt: skip
+        address = f"127.0.0.1:{peer.http_port}"
+        with _under_workload(base_dir / "prometheus", "pulsar", address, url, http_url) as (
+            prom,
+            _,
+        ):
+            time.sleep(PULSAR_SETTLE_S)
+            prom.wait_scraped()
+            return capture(prom, "pulsar")
     finally:
         peer.stop()

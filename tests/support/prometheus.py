@@ -132,6 +132,15 @@ class PrometheusServer(ServerProc):
         data = self.api("query", query=promql)
         return list(data["result"])
 
+    def value(self, promql: str) -> float | None:
+        """The value of a one-series result of ``promql`` (None when it has no series)."""
+        result = self.query(promql)
+        if not result:
+            return None
+        if len(result) > 1:
+            raise AssertionError(f"{promql}: {len(result)} series, expected one")
+        return float(result[0]["value"][1])
+
     def targets_health(self) -> dict[str, str]:
         """``job`` -> health (``up``, ``down``, ``unknown``) of every active target."""
         data = self.api("targets", state="active")

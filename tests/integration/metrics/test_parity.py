@@ -14,22 +14,39 @@ capture is printed too.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support import metrics_parity as parity
-from tests.support.prometheus import INSTALL_HINT, prometheus_available
+from tests.support.prometheus import INSTALL_HINT, PrometheusServer, prometheus_available
+from tests.support.standalone import StandaloneProc, admin_call
+from tests.support.wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 AGAINST = os.environ.get("MAGNETAR_METRICS_AGAINST", "magnetar")
 
 
 @pytest.fixture(scope="module")
-def magnetar_side(tmp_path_factory: pytest.TempPathFactory) -> set[parity.Series]:
+def magnetar_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[StandaloneProc, PrometheusServer]]:
+    """A Magnetar standalone that ran the parity workload, and the Prometheus scraping it."""
     if not prometheus_available():
         pytest.skip(INSTALL_HINT)
-    return parity.magnetar_capture(tmp_path_factory.mktemp("metrics-magnetar"))
+    with parity.magnetar_under_workload(tmp_path_factory.mktemp("metrics-magnetar")) as (
+        proc,
+        prom,
+        _,
+    ):
+        prom.wait_scraped()
+        yield proc, prom
+
+
+@pytest.fixture(scope="module")
+def magnetar_side(magnetar_run: tuple[StandaloneProc, PrometheusServer]) -> set[parity.Series]:
+    return parity.capture(magnetar_run[1], "magnetar")
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +84,70 @@ def test_the_workload_produced_what_it_should(magnetar_side: set[parity.Series])
         "process_cpu_seconds_total",
     ):
         assert name in names, name
+
+
+PERSISTENT = [*parity.TOPICS, *(f"{parity.PARTITIONED}-partition-{i}" for i in range(2))]
+SENT = parity.MESSAGES_PER_TOPIC * (len(parity.TOPICS) + 1)
+"""Messages the workload published to the persistent topics (the partitioned one gets as
+many as a plain one, spread over its partitions)."""
+
+
+def _eventually(prom: PrometheusServer, promql: str, expected: float) -> None:
+    wait_until(
+        lambda: prom.value(promql) == expected,
+        timeout=30,
+        what=f"{promql} == {expected} (last: {prom.value(promql)})",
+    )
+
+
+def test_values_are_what_the_workload_did(
+    magnetar_run: tuple[StandaloneProc, PrometheusServer],
+) -> None:
+    """The series hold real figures, read back through PromQL as a dashboard would."""
+    proc, prom = magnetar_run
+    ns = 'namespace="public/default"'
+    persistent = f'{ns},topic=~"persistent://.*parity-(a|b|p-partition-.)"'
+    _eventually(prom, f"sum(pulsar_in_messages_total{{{persistent}}})", SENT)
+    # backlogs are the admin API's (Pulsar counts entries there, a batch being one)
+    for name in (parity.IDLE_SUBSCRIPTION, parity.SUBSCRIPTION):
+        backlog = sum(
+            admin_call(proc.http_url, "GET", f"/persistent/public/default/{t}/stats")[
+                "subscriptions"
+            ][name]["msgBacklog"]
+            for t in PERSISTENT
+        )
+        assert backlog > 0
+        labels = f'{persistent},subscription="{name}"'
+        _eventually(prom, f"sum(pulsar_subscription_back_log{{{labels}}})", backlog)
+    consumed = parity.CONSUMED_PER_TOPIC * (len(parity.TOPICS) + 1)
+    sub = f'{persistent},subscription="{parity.SUBSCRIPTION}"'
+    out = prom.value(f"sum(pulsar_out_messages_total{{{sub}}})")
+    assert out is not None and out >= consumed
+    # entries (batches) were stored: every latency and size bucket family counted them, in
+    # the statistics period they fell in (max over the last minute catches it)
+    wait_until(
+        lambda: (prom.value(f"sum(max_over_time(pulsar_entry_size_count{{{ns}}}[1m]))") or 0) > 0,
+        timeout=30,
+        what="entry sizes counted",
+    )
+    for family in ("pulsar_storage_write_latency", "pulsar_storage_ledger_write_latency"):
+        wait_until(
+            lambda f=family: (prom.value(f"sum(max_over_time({f}_count{{{ns}}}[1m]))") or 0) > 0,
+            timeout=30,
+            what=f"{family} counted",
+        )
+    # batching: fewer entries than messages, and the publish summary counted each entry
+    publish = prom.value("pulsar_broker_publish_latency_count")
+    assert publish is not None and 0 < publish < SENT
+    # the standalone's bookie stored every persistent entry (and the cursors' own), and the
+    # process itself
+    bookie_entries = prom.value("bookie_add_entries_total")
+    stored = publish - parity.NON_PERSISTENT_MESSAGES
+    assert bookie_entries is not None and bookie_entries >= stored
+    cpu = prom.value("process_cpu_seconds_total")
+    assert cpu is not None and cpu > 0
+    assert prom.value("pulsar_broker_topics_count") is not None
+    assert (prom.value("pulsar_active_connections") or 0) >= 1
 
 
 def test_every_exception_is_documented() -> None:
