@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 from magnetar.broker import access, metrics
 from magnetar.broker.contracts import BrokerError
 from magnetar.broker.service import BrokerService
+from magnetar.metadata import stats as metadata_stats
 from magnetar.offload import metrics as offload_metrics
 from magnetar.security import metrics as security_metrics
 from magnetar.security import tls
@@ -225,6 +226,7 @@ def build_app(
             # the offload layer's series (Pulsar's brk_ledgeroffloader_*; docs/offload.md)
             offload_metrics.REGISTRY,
             security_metrics.REGISTRY,
+            metadata_stats.REGISTRY,
             *metrics_sources,
             *metrics.RUNTIME_COLLECTORS,
         ],
