@@ -34,6 +34,7 @@ from prometheus_client.registry import Collector
 
 import magnetar
 from magnetar.broker.config import BrokerConfig
+from magnetar.broker.schemas import SchemaRegistry
 from magnetar.broker.service import BrokerCounters
 from magnetar.broker.topic import PersistentTopic, Topic
 from magnetar.common import stats as buckets
@@ -208,6 +209,9 @@ class MetricsSource(Protocol):
 
     @property
     def healthy(self) -> bool: ...
+
+    @property
+    def schemas(self) -> SchemaRegistry: ...
 
 
 @dataclass(frozen=True)
@@ -454,6 +458,13 @@ class BrokerCollector(Collector):
             sample="topic_load_failed_total",
         )
         _summary(out, "pulsar_broker_lookup", "Lookup latency, ms", cluster, c.lookup_latency_ms)
+        schemas = self.service.schemas
+        for name, help_text, windows in (
+            ("pulsar_schema_get_ops_latency", "Schema reads, ms", schemas.get_latency_ms),
+            ("pulsar_schema_put_ops_latency", "Schema get-or-create, ms", schemas.put_latency_ms),
+        ):
+            for ns, window in sorted(windows.items()):
+                _summary(out, name, help_text, {**cluster, "namespace": ns}, window)
         _summary(out, "pulsar_topic_load_times", "Topic load time, ms", cluster, c.topic_load_ms)
         _summary(
             out,

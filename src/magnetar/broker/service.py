@@ -643,6 +643,7 @@ class BrokerService:
             await asyncio.sleep(self.config.stats_interval_s)
             now = time.monotonic()
             self.counters.refresh()
+            self.schemas.refresh_stats()
             for topic in list(self.topics.values()):
                 topic.update_rates(now)
                 if isinstance(topic, NonPersistentTopic):
