@@ -466,6 +466,22 @@ class BrokerCollector(Collector):
             for ns, window in sorted(windows.items()):
                 _summary(out, name, help_text, {**cluster, "namespace": ns}, window)
         _summary(out, "pulsar_topic_load_times", "Topic load time, ms", cluster, c.topic_load_ms)
+        # Pulsar's older per-period series of the same loads
+        loads = c.topic_load_ms.last_period
+        period = self.service.config.stats_interval_s
+        topic_load = {**broker, "metric": "topic_load"}
+        for name, figure in (
+            ("pulsar_topic_load_time_mean_ms", sum(loads) / len(loads) if loads else 0.0),
+            ("pulsar_topic_load_time_median_ms", c.topic_load_ms.percentile(0.5)),
+            ("pulsar_topic_load_time_75percentile_ms", c.topic_load_ms.percentile(0.75)),
+            ("pulsar_topic_load_time_95percentile_ms", c.topic_load_ms.percentile(0.95)),
+            ("pulsar_topic_load_time_99_percentile_ms", c.topic_load_ms.percentile(0.99)),
+            ("pulsar_topic_load_time_99_9_percentile_ms", c.topic_load_ms.percentile(0.999)),
+            ("pulsar_topic_load_time_99_99_percentile_ms", c.topic_load_ms.percentile(0.9999)),
+            ("pulsar_topic_load_rate_s", len(loads) / period if period > 0 else 0.0),
+            ("pulsar_topic_load_failed_count", c.topic_load_failed_in_period),
+        ):
+            out.add(name, "gauge", "Topic loads of the last statistics period", topic_load, figure)
         _summary(
             out,
             "pulsar_broker_publish_latency",
@@ -516,6 +532,7 @@ _ML_GAUGES: tuple[tuple[str, str], ...] = (
     ("pulsar_ml_ReadEntriesSucceeded", "Entries read, last period"),
     ("pulsar_ml_ReadEntriesErrors", "Reads that failed, last period"),
     ("pulsar_ml_ReadEntriesOpsCacheMissesRate", "Entries read per second not in the cache"),
+    ("pulsar_ml_MarkDeleteRate", "Moves of the cursors' mark-delete positions per second"),
     ("pulsar_ml_NumberOfMessagesInBacklog", "Messages not yet acknowledged, all cursors"),
     ("pulsar_ml_StoredMessagesSize", "Bytes stored, every copy"),
 )
@@ -553,6 +570,7 @@ def _managed_ledgers(out: _Families, cluster: str, topics: Sequence[Topic]) -> N
             ("pulsar_ml_ReadEntriesSucceeded", p.reads),
             ("pulsar_ml_ReadEntriesErrors", p.read_errors),
             ("pulsar_ml_ReadEntriesOpsCacheMissesRate", p.read_miss_rate),
+            ("pulsar_ml_MarkDeleteRate", p.mark_delete_rate),
             ("pulsar_ml_NumberOfMessagesInBacklog", backlog),
             ("pulsar_ml_StoredMessagesSize", topic.storage_size * topic.write_quorum),
         ):

@@ -114,8 +114,10 @@ class BrokerCounters:
         self.lookup_failures = 0
         self.lookup_pending = 0
         self.lookup_latency_ms = LatencyWindow()
-        self.topic_load_ms = LatencyWindow()
+        self.topic_load_ms = LatencyWindow(keep=True)
         self.topic_load_failed = 0
+        self.topic_load_failed_in_period = 0
+        self._topic_load_failed_before = 0
         self.topic_load_pending = 0
         self.publish_latency_ms = LatencyWindow()
         """From a SEND taken to its receipt, every topic of this broker."""
@@ -132,6 +134,8 @@ class BrokerCounters:
         """End of a statistics period: the summaries' quantiles move on."""
         self.lookup_latency_ms.refresh()
         self.topic_load_ms.refresh()
+        self.topic_load_failed_in_period = self.topic_load_failed - self._topic_load_failed_before
+        self._topic_load_failed_before = self.topic_load_failed
         self.publish_latency_ms.refresh()
 
 

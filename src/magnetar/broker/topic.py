@@ -39,6 +39,7 @@ from magnetar.managed_ledger.api import (
     ManagedLedgerTerminatedError,
     Position,
 )
+from magnetar.managed_ledger.cursor import ManagedCursorImpl
 from magnetar.managed_ledger.ledger import ManagedLedgerImpl
 from magnetar.managed_ledger.reader import ReadStats
 from magnetar.managed_ledger.writer import AddStats
@@ -363,6 +364,8 @@ class StoragePeriod:
     read_bytes_rate: float = 0.0
     hit_bytes_rate: float = 0.0
     miss_bytes_rate: float = 0.0
+    mark_delete_rate: float = 0.0
+    """Moves of the cursors' mark-delete positions per second."""
 
 
 class PersistentTopic(Topic):
@@ -393,7 +396,7 @@ class PersistentTopic(Topic):
 
     storage_period: StoragePeriod = StoragePeriod()
     """The managed ledger's figures over the last statistics period."""
-    _storage_counts: tuple[int, ...] = (0,) * 8
+    _storage_counts: tuple[int, ...] = (0,) * 9
 
     @property
     def storage_write_rate(self) -> float:
@@ -434,7 +437,7 @@ class PersistentTopic(Topic):
         counts = (
             add.succeeded, add.add_errors, add.added_bytes,
             read.cache_hits + misses, misses, read.cache_hit_bytes + read.miss_bytes,
-            read.errors, read.cache_hit_bytes,
+            read.errors, read.cache_hit_bytes, self._mark_delete_moves(),
         )  # fmt: skip
         d = [now - was for now, was in zip(counts, self._storage_counts, strict=True)]
         self._storage_counts = counts
@@ -442,8 +445,15 @@ class PersistentTopic(Topic):
             adds=d[0], add_errors=d[1], write_rate=d[0] / dt, write_bytes_rate=d[2] / dt,
             reads=d[3], read_rate=d[3] / dt, read_miss_rate=d[4] / dt,
             read_bytes_rate=d[5] / dt, read_errors=d[6], hit_bytes_rate=d[7] / dt,
-            miss_bytes_rate=(d[5] - d[7]) / dt,
+            miss_bytes_rate=(d[5] - d[7]) / dt, mark_delete_rate=d[8] / dt,
         )  # fmt: skip
+
+    def _mark_delete_moves(self) -> int:
+        return sum(
+            c.mark_delete_moves
+            for c in self.managed_ledger.cursors.values()
+            if isinstance(c, ManagedCursorImpl)
+        )
 
     @property
     def offloaded_size(self) -> int:

@@ -72,11 +72,14 @@ class LatencyWindow:
     and sum. At most ``cap`` values are kept per period (the count and sum still take every
     one; the quantiles then describe the period's first ``cap`` values)."""
 
-    __slots__ = ("_values", "cap", "count", "quantiles", "sum")
+    __slots__ = ("_values", "cap", "count", "keep", "last_period", "quantiles", "sum")
 
-    def __init__(self, cap: int = 100_000) -> None:
+    def __init__(self, cap: int = 100_000, *, keep: bool = False) -> None:
         self._values: list[float] = []
         self.cap = cap
+        self.keep = keep
+        self.last_period: list[float] = []
+        """With ``keep``: the last refreshed period's values, sorted."""
         self.count = 0
         self.sum = 0.0
         self.quantiles: tuple[float, ...] = ()
@@ -92,7 +95,15 @@ class LatencyWindow:
         values, self._values = self._values, []
         if not values:
             self.quantiles = ()
+            self.last_period = []
             return
         values.sort()
         last = len(values) - 1
         self.quantiles = tuple(values[round(q * last)] for q in SUMMARY_QUANTILES)
+        if self.keep:
+            self.last_period = values
+
+    def percentile(self, q: float) -> float:
+        """The ``q`` quantile of the last period's values (``keep``); 0 without any."""
+        values = self.last_period
+        return values[round(q * (len(values) - 1))] if values else 0.0
