@@ -93,6 +93,7 @@ _TOPIC_GAUGES: tuple[tuple[str, str], ...] = (
     ("pulsar_storage_size", "Bytes stored for the topic"),
     ("pulsar_storage_logical_size", "Bytes stored for the topic, one copy"),
     ("pulsar_storage_offloaded_size", "Bytes of the topic offloaded to object storage"),
+    ("pulsar_storage_backlog_size", "Bytes not yet acknowledged by the slowest subscription"),
     ("pulsar_storage_write_rate", "Entries written to storage per second"),
     ("pulsar_storage_read_rate", "Entries read from storage per second"),
     ("pulsar_storage_read_cache_misses_rate", "Entries read per second not in the cache"),
@@ -251,6 +252,7 @@ def _topic_values(topic: Topic, subs: Mapping[str, Mapping[str, Any]]) -> dict[s
         values["pulsar_storage_write_rate"] = topic.storage_write_rate
         values["pulsar_storage_read_rate"] = topic.storage_read_rate
         values["pulsar_storage_read_cache_misses_rate"] = topic.storage_read_cache_misses_rate
+        values["pulsar_storage_backlog_size"] = topic.backlog_size()
     return values
 
 

@@ -119,6 +119,14 @@ def test_values_are_what_the_workload_did(
         assert backlog > 0
         labels = f'{persistent},subscription="{name}"'
         _eventually(prom, f"sum(pulsar_subscription_back_log{{{labels}}})", backlog)
+    # bytes: the idle subscription acknowledged nothing, so its backlog is everything stored
+    stats = [
+        admin_call(proc.http_url, "GET", f"/persistent/public/default/{t}/stats")
+        for t in PERSISTENT
+    ]
+    backlog_bytes = sum(st["backlogSize"] for st in stats)
+    assert backlog_bytes == sum(st["storageSize"] for st in stats) > 0
+    _eventually(prom, f"sum(pulsar_storage_backlog_size{{{persistent}}})", backlog_bytes)
     consumed = parity.CONSUMED_PER_TOPIC * (len(parity.TOPICS) + 1)
     sub = f'{persistent},subscription="{parity.SUBSCRIPTION}"'
     out = prom.value(f"sum(pulsar_out_messages_total{{{sub}}})")
