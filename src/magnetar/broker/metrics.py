@@ -521,6 +521,8 @@ _ML_BUCKETS: tuple[tuple[str, str, str, list[str]], ...] = (
      "ledger_add_latency_us", _range_labels(buckets.LATENCY_BOUNDS_MS)),
     ("pulsar_ml_EntrySizeBuckets", "Entries added by size (bytes range), last period",
      "entry_sizes", _range_labels(buckets.ENTRY_SIZE_BOUNDS)),
+    ("pulsar_ml_LedgerSwitchLatencyBuckets", "Ledger roll-overs by latency (ms range), last period",
+     "ledger_switch_latency_us", _range_labels(buckets.LATENCY_BOUNDS_MS)),
 )  # fmt: skip
 
 _ML_GAUGES: tuple[tuple[str, str], ...] = (

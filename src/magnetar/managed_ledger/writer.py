@@ -103,7 +103,7 @@ class AddStats:
     succeeded or failed, bytes added. Updated once per entry when its add completes."""
 
     __slots__ = ("add_errors", "add_latency_us", "added_bytes", "entry_sizes",
-                 "ledger_add_latency_us", "succeeded")  # fmt: skip
+                 "ledger_add_latency_us", "ledger_switch_latency_us", "succeeded")  # fmt: skip
 
     def __init__(self) -> None:
         self.entry_sizes = StatsBuckets(ENTRY_SIZE_BOUNDS)
@@ -112,6 +112,9 @@ class AddStats:
         self.ledger_add_latency_us = StatsBuckets(LATENCY_BOUNDS_US)
         """From the entry sent to the ledger to durable on Aq bookies (the last attempt;
         Pulsar's LedgerAddEntryLatencyBuckets)."""
+        self.ledger_switch_latency_us = StatsBuckets(LATENCY_BOUNDS_US)
+        """Roll-overs: from the old ledger's close asked for to the next ledger current
+        (Pulsar's LedgerSwitchLatencyBuckets)."""
         self.succeeded = 0
         self.add_errors = 0
         self.added_bytes = 0
@@ -120,6 +123,7 @@ class AddStats:
         self.entry_sizes.refresh()
         self.add_latency_us.refresh()
         self.ledger_add_latency_us.refresh()
+        self.ledger_switch_latency_us.refresh()
 
 
 class LedgerWriter:
@@ -299,6 +303,7 @@ class LedgerWriter:
     async def _roll(self) -> None:
         host = self._host
         old = self.handle
+        started = perf_counter()
         created: LedgerHandle | None = None
         try:
             creating, self._next_ledger = self._next_ledger, None
@@ -323,6 +328,7 @@ class LedgerWriter:
             if old is not None:
                 host.keep_closed(old)
             self.state = State.WRITABLE
+            self.stats.ledger_switch_latency_us.add((perf_counter() - started) * 1e6)
             self._flush_queue()
         except Exception as err:
             if created is not None:
