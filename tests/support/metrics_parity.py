@@ -332,6 +332,8 @@ def pulsar_capture(base_dir: Path) -> set[Series]:
             prom,
             _,
         ):
+            # not a wait for a state: Pulsar refreshes its statistics on its own timer (every
+            # 2 s here); a few periods later every periodic series has been written
             time.sleep(PULSAR_SETTLE_S)
             prom.wait_scraped()
             return capture(prom, "pulsar")

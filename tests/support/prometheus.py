@@ -18,10 +18,12 @@ import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from tests.support.procs import LOOPBACK, Proc, ServerProc, free_port
+from tests.support.wait import wait_until
 
 INSTALL_HINT = "prometheus is not installed (scripts/setup.sh installs Debian's prometheus)"
 
@@ -162,16 +164,19 @@ class PrometheusServer(ServerProc):
         call began: what a workload did before is then in Prometheus."""
         want = list(jobs) if jobs is not None else [t.job for t in self.targets]
         since = time.time()
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def scraped() -> bool:
             health = self.targets_health()
-            if all(health.get(j) == "up" and self.last_scrape(j) > since for j in want):
-                return
-            if time.monotonic() > deadline:
-                data = self.api("targets", state="active")
-                errors = {t["labels"]["job"]: t.get("lastError") for t in data["activeTargets"]}
-                raise TimeoutError(f"prometheus did not scrape {want} in {timeout}s: {errors}")
-            time.sleep(0.2)
+            return all(health.get(j) == "up" and self.last_scrape(j) > since for j in want)
+
+        try:
+            wait_until(scraped, timeout=timeout, what=f"prometheus scraping {want}")
+        except AssertionError:
+            data = self.api("targets", state="active")
+            errors = {t["labels"]["job"]: t.get("lastError") for t in data["activeTargets"]}
+            raise TimeoutError(
+                f"prometheus did not scrape {want} in {timeout}s: {errors}"
+            ) from None
 
     def series(self, job: str) -> list[dict[str, str]]:
         """Every series Prometheus holds for ``job`` (its label sets, ``__name__``
@@ -188,8 +193,6 @@ class PrometheusServer(ServerProc):
 
 def _parse_rfc3339(stamp: str) -> float:
     """Prometheus' ``lastScrape`` (RFC 3339 with nanoseconds and an offset)."""
-    from datetime import datetime
-
     head, _, rest = stamp.partition(".")
     frac = ""
     tz = "Z"
