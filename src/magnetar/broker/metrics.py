@@ -418,8 +418,10 @@ class BrokerCollector(Collector):
             ("pulsar_active_connections", "Client connections open", c.active_connections),
             ("pulsar_connection_created_total_count", "Connections accepted",
              c.connections_created),
-            ("pulsar_connection_create_success_count", "Connections accepted",
-             c.connections_created),
+            ("pulsar_connection_create_success_count", "Connections that completed CONNECT",
+             c.connections_established),
+            ("pulsar_connection_create_fail_count", "Connections closed before CONNECTED",
+             c.connections_failed),
             ("pulsar_connection_closed_total_count", "Connections closed", c.connections_closed),
         ):  # fmt: skip
             out.add(name, "gauge", help_text, {**broker, "metric": "broker.connection"}, value)

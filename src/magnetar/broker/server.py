@@ -153,7 +153,7 @@ class BrokerServer:
     def _connection_closed(self, cnx: ServerConnection) -> None:
         if cnx in self.connections:
             self.connections.discard(cnx)
-            self.service.counters.connection_closed()
+            self.service.counters.connection_closed(established=cnx.connected)
 
     async def _start_http(self) -> None:
         cfg = self.service.config

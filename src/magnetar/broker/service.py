@@ -109,6 +109,11 @@ class BrokerCounters:
         self.connections_created = 0
         self.connections_closed = 0
         self.active_connections = 0
+        self.connections_established = 0
+        """Connections whose CONNECT was answered CONNECTED."""
+        self.connections_failed = 0
+        """Connections closed before CONNECTED (refused credentials or roles, a command
+        before CONNECT, a client that went away first)."""
         self.lookup_answers = 0
         self.lookup_redirects = 0
         self.lookup_failures = 0
@@ -126,9 +131,11 @@ class BrokerCounters:
         self.connections_created += 1
         self.active_connections += 1
 
-    def connection_closed(self) -> None:
+    def connection_closed(self, *, established: bool) -> None:
         self.connections_closed += 1
         self.active_connections -= 1
+        if not established:
+            self.connections_failed += 1
 
     def refresh(self) -> None:
         """End of a statistics period: the summaries' quantiles move on."""
