@@ -37,6 +37,7 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.broker.schemas import SchemaRegistry
 from magnetar.broker.service import BrokerCounters
 from magnetar.broker.topic import PersistentTopic, Topic
+from magnetar.broker.transactions import remote
 from magnetar.common import stats as buckets
 from magnetar.managed_ledger.ledger import ManagedLedgerImpl
 
@@ -446,6 +447,14 @@ class BrokerCollector(Collector):
             cluster,
             c.lookup_pending,
         )
+        if self.service.config.transaction_coordinator_enabled:
+            out.add(
+                "pulsar_txn_tb_client_pending_requests",
+                "gauge",
+                "END_TXN requests to other brokers' topics not answered yet",
+                cluster,
+                remote.pending_requests(),
+            )
         out.add(
             "pulsar_broker_topic_load_pending_requests",
             "gauge",
