@@ -30,6 +30,7 @@ from prometheus_client import (
 from prometheus_client import exposition as text_exposition
 from prometheus_client.metrics_core import Metric
 from prometheus_client.openmetrics import exposition as om_exposition
+from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
 import magnetar
@@ -680,9 +681,27 @@ def registry(
     return reg
 
 
-def render(reg: CollectorRegistry, accept: str | None) -> tuple[bytes, str]:
+class _WithText(Collector):
+    """A registry's series, then those of Prometheus text rendered elsewhere."""
+
+    def __init__(self, reg: CollectorRegistry, text: str) -> None:
+        self._reg = reg
+        self._text = text
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._reg.collect()
+        yield from text_string_to_metric_families(self._text)
+
+
+def render(reg: CollectorRegistry, accept: str | None, extra_text: str = "") -> tuple[bytes, str]:
     """The body and content type for a scraper whose Accept header is ``accept``:
-    OpenMetrics when it asks for ``application/openmetrics-text``, else the text format."""
+    OpenMetrics when it asks for ``application/openmetrics-text``, else the text format.
+    ``extra_text``: more series in the Prometheus text format (parsed, so that either format
+    carries them)."""
+    if extra_text:
+        combined = CollectorRegistry(auto_describe=False)
+        combined.register(_WithText(reg, extra_text))
+        reg = combined
     if accept and "application/openmetrics-text" in accept:
         body: bytes = om_exposition.generate_latest(reg)  # type: ignore[no-untyped-call]
         return body, om_exposition.CONTENT_TYPE_LATEST

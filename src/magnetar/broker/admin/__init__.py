@@ -1,4 +1,5 @@
-"""The Pulsar admin REST API v2 on the broker's HTTP port (issue: admin REST API).
+"""The Pulsar admin REST API v2 on the broker's HTTP port (issue: admin REST API), and the
+functions API v3 (``functions.py``).
 
 Plugged into the broker's aiohttp app as an extension (``broker.http.build_app``): tenants,
 namespaces and their policies, topics, subscriptions and clusters, with Pulsar's paths,
@@ -13,6 +14,7 @@ from magnetar.broker import http
 from magnetar.broker.admin import (
     clusters,
     common,
+    functions,
     namespaces,
     openapi,
     permissions,
@@ -35,4 +37,5 @@ def extension(app: web.Application) -> None:
     namespaces.register(app.router)
     topic_routes.register(app.router)
     schemas.register(app.router)
+    functions.register(app.router)
     openapi.register(app.router)
