@@ -85,6 +85,8 @@ _BROKER_FLAGS = {
     "force_delete_namespace_allowed": "force_delete_namespace_allowed",
     "transaction_coordinator_enabled": "transaction_coordinator_enabled",
     "compaction_threshold": "compaction_threshold_bytes",
+    "expose_topic_level_metrics_in_prometheus": "expose_topic_level_metrics",
+    "expose_consumer_level_metrics_in_prometheus": "expose_consumer_level_metrics",
 }
 """Parsed flag (its ``dest``) -> BrokerConfig field."""
 
@@ -433,6 +435,22 @@ def _force_delete(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _metrics_options(p: argparse.ArgumentParser) -> None:
+    """Pulsar's switches of the /metrics series per topic and per consumer."""
+    _bool_option(
+        p,
+        "--expose-topic-level-metrics-in-prometheus",
+        _BC.expose_topic_level_metrics,
+        "series per topic and subscription on /metrics (off: summed per namespace)",
+    )
+    _bool_option(
+        p,
+        "--expose-consumer-level-metrics-in-prometheus",
+        _BC.expose_consumer_level_metrics,
+        "pulsar_consumer_* series per consumer on /metrics",
+    )
+
+
 _OFFLOAD_FLAGS = (
     # (flag, broker.conf key, help)
     ("--offload-driver", "managedLedgerOffloadDriver", "aws-s3 or S3 (S3-compatible); unset: off"),
@@ -698,6 +716,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     _non_persistent_inactive(p)
     _deduplication(p)
     _force_delete(p)
+    _metrics_options(p)
     _offload(p)
     _security(p)
     p.add_argument("--log-level", default=None)
@@ -755,6 +774,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     p.add_argument("--min-ledger-age", type=float, default=_ML.min_ledger_age_s, metavar="SECONDS")
     _deduplication(p)
     _force_delete(p)
+    _metrics_options(p)
     p.add_argument(
         "--deduplication-max-producers", type=int, default=_BC.deduplication_max_producers
     )

@@ -310,6 +310,12 @@ S3 driver configures elsewhere."""
 
 _FORCE_DELETE: dict[str, Opt | Fixed] = {
     "forceDeleteTenantAllowed": Opt("force_delete_tenant_allowed", parse_bool),
+    "exposeTopicLevelMetricsInPrometheus": Opt(
+        "expose_topic_level_metrics_in_prometheus", parse_bool
+    ),
+    "exposeConsumerLevelMetricsInPrometheus": Opt(
+        "expose_consumer_level_metrics_in_prometheus", parse_bool
+    ),
     "forceDeleteNamespaceAllowed": Opt("force_delete_namespace_allowed", parse_bool),
     "transactionCoordinatorEnabled": Opt("transaction_coordinator_enabled", parse_bool),
 }

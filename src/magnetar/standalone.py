@@ -30,6 +30,7 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from magnetar.bookie import metrics as bookie_metrics
 from magnetar.bookie.server import BookieOptions, BookieServer
 from magnetar.broker import admin
 from magnetar.broker.admin import functions as functions_admin
@@ -136,9 +137,11 @@ async def run(options: StandaloneOptions) -> None:
             worker_id=f"c-{cfg.cluster_name}-fw-{cfg.advertised_address}-"
             f"{cfg.http_port or cfg.https_port}",
         )
+        # one /metrics for the process: the broker's series and the bookie's (bookie_*)
         server = BrokerServer(
             service,
             http_extensions=[admin.extension, functions_admin.with_runtime(supervisor)],
+            metrics_sources=[bookie_metrics.REGISTRY],
         )
         await server.start()
         supervisor.start(service_url=cfg.service_url, web_service_url=cfg.web_service_url)

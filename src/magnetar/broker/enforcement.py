@@ -118,10 +118,16 @@ async def expire(
     if last_old is None:
         return 0
     moved = 0
+    find_sub = getattr(subs, "subscription", None)
     for cursor in chosen:
         if last_old > cursor.mark_delete_position:
+            before = cursor.backlog()
             await cursor.mark_delete(last_old)
             moved += 1
+            sub = find_sub(cursor.name) if find_sub is not None else None
+            if sub is not None:
+                # Pulsar's msgRateExpired / totalMsgExpired count entries, as its backlog does
+                sub.expired(max(0, before - cursor.backlog()))
             log.info("%s/%s: expired messages up to %s (TTL)", topic.name, cursor.name, last_old)
     return moved
 

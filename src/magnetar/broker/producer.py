@@ -22,6 +22,7 @@ import functools
 import logging
 from collections import deque
 from collections.abc import Callable
+from time import perf_counter
 from typing import Protocol
 
 from magnetar.broker import replication
@@ -29,6 +30,7 @@ from magnetar.broker.contracts import BrokerError, ServerCnx
 from magnetar.broker.dedup import Deduplication, Verdict
 from magnetar.broker.subscriptions.entries import split_entry
 from magnetar.broker.transactions.ids import TxnId
+from magnetar.common.stats import LatencyWindow
 from magnetar.managed_ledger.api import ManagedLedgerTerminatedError, Position
 from magnetar.wire import commands, frames, pb
 from magnetar.wire.ids import MessageId
@@ -47,6 +49,7 @@ class ProducerTopic(Protocol):
     dedup: Deduplication | None
     msg_in: int
     bytes_in: int
+    publish_latency_ms: LatencyWindow
     append: Callable[[bytes], asyncio.Future[Position]]
 
     def append_txn(self, txn: TxnId, data: bytes) -> asyncio.Future[Position]: ...
@@ -65,9 +68,13 @@ class AccessMode(enum.IntEnum):
 class _Pending:
     """One SEND waiting for durability (a PendingAddOp in BookKeeper terms)."""
 
-    __slots__ = ("dedup", "done", "error", "highest_sequence_id", "position", "sequence_id")
+    __slots__ = (
+        "dedup", "done", "error", "highest_sequence_id", "position", "sequence_id", "started",
+    )  # fmt: skip
 
     def __init__(self, sequence_id: int, highest_sequence_id: int) -> None:
+        self.started = perf_counter()
+        """When the SEND was taken (Pulsar's publish latency ends with its receipt)."""
         self.sequence_id = sequence_id
         self.highest_sequence_id = highest_sequence_id
         self.done = False
@@ -270,11 +277,15 @@ class Producer:
         cnx = self.cnx
         pid = self.producer_id
         stored = False
+        now = 0.0
         while pending and pending[0].done:
             head = pending.popleft()
             pos = head.position
             if pos is not None:
-                stored = stored or pos is not DUPLICATE_POSITION
+                if pos is not DUPLICATE_POSITION:
+                    stored = True
+                    now = now or perf_counter()
+                    self.topic.publish_latency_ms.add((now - head.started) * 1000.0)
                 cnx.send_command(
                     commands.send_receipt(
                         producer_id=pid,
