@@ -520,8 +520,8 @@ stats' ``replication`` section (docs/geo-replication.md)."""
 
 
 def _replication(out: _Families, labels: Mapping[str, str], topic: Topic) -> None:
-    for remote, repl in topic.replication_stats().items():
-        remote_labels = {**labels, "remote_cluster": remote}
+    for remote_cluster, repl in topic.replication_stats().items():
+        remote_labels = {**labels, "remote_cluster": remote_cluster}
         for name, field, help_text in _REPLICATION_SERIES:
             value = repl.get(field)
             number = float(value) if isinstance(value, bool) else _f(repl, field)
