@@ -102,6 +102,9 @@ class BookieService:
         self.storage = store
         self.bookie_id = bookie_id
         self.rack = rack
+        self.decommissioning = False
+        """Set once an operator started this bookie's decommission: adds are refused (the
+        writers change ensembles) while reads go on serving until its ledgers moved off."""
 
     # --- adds ------------------------------------------------------------------------------
 
@@ -171,6 +174,10 @@ class BookieService:
     async def _store(
         self, ledger_id: storage.LedgerId, entries: list[storage.AddRequest]
     ) -> list[storage.AddResult]:
+        if self.decommissioning:
+            refused = storage.ReadOnlyError(f"bookie {self.bookie_id} is being decommissioned")
+            metrics.ADD_FAILURES.inc(len(entries))
+            return [storage.AddResult(ledger_id, e.entry_id, refused) for e in entries]
         started = time.perf_counter()
         try:
             results = await self.storage.add_entries(entries)

@@ -1,0 +1,83 @@
+"""A bookie lost for good: its ledgers are re-replicated from the surviving copies, and the
+restored copies serve when a second bookie is lost (issue 22, acceptance 1, at the ledger
+level; test_broker_recovery.py does it through a broker and the official client)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from magnetar.ledger.client import LedgerClient
+from magnetar.metadata import api
+from tests.integration.autorecovery.conftest import healed, referencing
+from tests.support.autorecovery import AutorecoveryProc
+from tests.support.bookies import BookieProc
+from tests.support.wait import eventually
+
+pytestmark = pytest.mark.etcd
+
+
+def payload(ledger: int, entry: int) -> bytes:
+    return f"ledger-{ledger}-entry-{entry}-".encode() * 20
+
+
+async def wait_registered(ledgers: LedgerClient, n: int) -> None:
+    async def enough() -> bool:
+        return len(await ledgers.bookies()) >= n
+
+    await eventually(enough, timeout=20, interval=0.2, what=f"{n} bookies registered")
+
+
+async def test_lost_bookie_is_rereplicated_and_copies_serve(
+    bookies: Callable[..., list[BookieProc]],
+    autorecovery: Callable[..., AutorecoveryProc],
+    ledgers: LedgerClient,
+    store: api.MetadataStore,
+) -> None:
+    procs = {b.bookie_id: b for b in bookies(5)}
+    await wait_registered(ledgers, 5)
+    written: dict[int, list[bytes]] = {}
+    handles = []
+    for _ in range(4):
+        h = await ledgers.create(ensemble_size=3, write_quorum=2, ack_quorum=2)
+        written[h.ledger_id] = []
+        for i in range(60):
+            data = payload(h.ledger_id, i)
+            await h.add_entry(data)
+            written[h.ledger_id].append(data)
+        handles.append(h)
+    for h in handles[:3]:
+        await h.close()
+    writer = handles[3]  # stays open: its writer replaces the lost bookie itself
+    autorecovery()
+
+    victim = writer.metadata.last_fragment.ensemble[0]
+    procs[victim].kill()
+    for i in range(60, 90):
+        data = payload(writer.ledger_id, i)
+        await writer.add_entry(data)
+        written[writer.ledger_id].append(data)
+    assert victim not in writer.metadata.last_fragment.ensemble
+
+    async def victim_healed() -> bool:
+        return await healed(store, victim)
+
+    await eventually(victim_healed, timeout=90, interval=0.5, what=f"ledgers moved off {victim}")
+
+    # The writer closes over the metadata the worker changed under it (CAS, kept ensembles).
+    await writer.close()
+    assert writer.metadata.closed and writer.metadata.last_entry_id == 89
+
+    # A second bookie lost: every entry still has a copy, the restored ones included.
+    load = {b: len(await referencing(store, b)) for b in procs if b != victim}
+    second = max(load, key=lambda b: load[b])
+    procs[second].kill()
+    reader = LedgerClient(store, add_timeout=5.0, rpc_timeout=5.0)
+    try:
+        for ledger_id, entries in written.items():
+            handle = await reader.open(ledger_id)
+            got = await handle.read(0, len(entries) - 1)
+            assert [data for _, data in got] == entries, f"ledger {ledger_id}"
+    finally:
+        await reader.close()
