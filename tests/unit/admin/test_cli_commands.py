@@ -27,6 +27,16 @@ CASES: dict[tuple[str, str], tuple[list[str], Request]] = {
     ("clusters", "get"): (["standalone"], Request("GET", "/admin/v2/clusters/standalone")),
     ("brokers", "list"): (["standalone"], Request("GET", "/admin/v2/brokers/standalone")),
     ("brokers", "healthcheck"): ([], Request("GET", "/admin/v2/brokers/health")),
+    ("bookies", "list"): ([], Request("GET", "/admin/v2/bookies/all")),
+    ("bookies", "list-underreplicated"): ([], Request("GET", "/admin/v2/bookies/underreplicated")),
+    ("bookies", "decommission"): (
+        ["10.0.0.7:3181"],
+        Request("POST", "/admin/v2/bookies/decommission/10.0.0.7%3A3181"),
+    ),
+    ("bookies", "decommission-status"): (
+        ["10.0.0.7:3181"],
+        Request("GET", "/admin/v2/bookies/decommission/10.0.0.7%3A3181"),
+    ),
     ("tenants", "list"): ([], Request("GET", "/admin/v2/tenants")),
     ("tenants", "get"): (["acme"], Request("GET", "/admin/v2/tenants/acme")),
     ("tenants", "create"): (

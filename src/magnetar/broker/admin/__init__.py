@@ -11,6 +11,7 @@ from aiohttp import web
 
 from magnetar.broker import http
 from magnetar.broker.admin import (
+    bookies,
     clusters,
     common,
     namespaces,
@@ -30,6 +31,7 @@ def extension(app: web.Application) -> None:
     if http.SERVICE in app:  # (route-table tests build the app without a service)
         app[remote.PEERS] = remote.HttpPeers.of(app[http.SERVICE].config)
     clusters.register(app.router)
+    bookies.register(app.router)
     tenants.register(app.router)
     permissions.register(app.router)
     namespaces.register(app.router)
