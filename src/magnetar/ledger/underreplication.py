@@ -103,15 +103,17 @@ async def _instance_of(store: api.MetadataStore, bookie_id: str) -> str | None:
 
 async def bookie_statuses(store: api.MetadataStore) -> list[BookieStatus]:
     """Every bookie known to the cluster (registered, formatted or with a state), sorted."""
-    registered: dict[str, tuple[bool, str]] = {}  # id -> (read-only, rack)
+    registered: dict[str, tuple[bool, str, str | None]] = {}  # id -> (read-only, rack, instance)
     for prefix, read_only in ((keys.BOOKIES_AVAILABLE, False), (keys.BOOKIES_READONLY, True)):
         async for record in store.scan_all(prefix):
             bookie_id = keys.unsegment(record.key.rsplit("/", 1)[-1])
             info = _json(record.value)
             ro = read_only or bool(info.get("readOnly", False))
+            live = info.get("instanceId")
             registered[bookie_id] = (
-                ro or registered.get(bookie_id, (False, ""))[0],
+                ro or registered.get(bookie_id, (False, "", None))[0],
                 str(info.get("rack") or DEFAULT_RACK),
+                str(live) if live else None,
             )
     cookies: dict[str, str | None] = {}
     async for record in store.scan_all(keys.BOOKIE_COOKIES):
@@ -127,19 +129,17 @@ async def bookie_statuses(store: api.MetadataStore) -> list[BookieStatus]:
         )
     out: list[BookieStatus] = []
     for bookie_id in sorted({*registered, *cookies, *states}):
-        read_only, rack = registered.get(bookie_id, (False, DEFAULT_RACK))
-        instance = cookies.get(bookie_id)
+        read_only, rack, live = registered.get(bookie_id, (False, DEFAULT_RACK, None))
+        instance = live or cookies.get(bookie_id)
         state_name, state_instance = states.get(bookie_id, ("", None))
-        applies = state_name and (
-            state_instance is None or state_instance == instance or instance is None
+        # A state binds the instance it was set for: a bookie back with a fresh disk (a new
+        # instance id) is not its predecessor's decommission.
+        applies = bool(state_name) and (
+            state_instance is None or instance is None or state_instance == instance
         )
         if applies and state_name == BookieState.DECOMMISSIONING.value:
             state = BookieState.DECOMMISSIONING
-        elif (
-            applies
-            and state_name == BookieState.DECOMMISSIONED.value
-            and bookie_id not in registered
-        ):
+        elif applies and state_name == BookieState.DECOMMISSIONED.value:
             state = BookieState.DECOMMISSIONED
         elif bookie_id not in registered:
             state = BookieState.GONE
