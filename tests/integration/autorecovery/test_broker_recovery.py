@@ -103,8 +103,8 @@ def marked(url: str) -> list[int]:
 
 def admin(cluster: Cluster, *args: str) -> Any:
     result = subprocess.run(
-        [sys.executable, "-m", "magnetar.cli", "admin", "--admin-url", cluster.broker.http_url, "--output", "json",
-         *args],
+        [sys.executable, "-m", "magnetar.cli", "admin", "--admin-url", cluster.broker.http_url,
+         "--output", "json", *args],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
