@@ -339,8 +339,11 @@ def _autorecovery_options(args: argparse.Namespace) -> Any:
             lost_bookie_recovery_delay=args.lost_bookie_recovery_delay,
             audit_interval=args.audit_interval,
             periodic_check_interval=args.periodic_check_interval,
+            session_ttl=args.session_ttl,
         ),
-        worker=WorkerOptions(open_ledger_grace=args.open_ledger_grace),
+        worker=WorkerOptions(
+            open_ledger_grace=args.open_ledger_grace, session_ttl=args.session_ttl
+        ),
         min_racks_per_write_quorum=args.min_racks_per_write_quorum,
         enforce_min_racks=args.enforce_min_racks_per_write_quorum,
     )
@@ -932,6 +935,9 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     p.add_argument("--metadata-url", help="etcd://host:port[,host:port] (required)")
     p.add_argument("--http-port", type=int, default=8001, help="/metrics and /health")
     p.add_argument("--bind-address", default="0.0.0.0")
+    p.add_argument(
+        "--session-ttl", type=float, default=10.0, help="auditor and claim leases, seconds"
+    )
     p.add_argument("--log-level", default=None)
     _autorecovery_flags(p)
     p.set_defaults(func=_autorecovery)

@@ -17,6 +17,7 @@ FAST = (
     "--lost-bookie-recovery-delay", "3",
     "--audit-interval", "1",
     "--open-ledger-grace", "5",
+    "--session-ttl", "2",
 )  # fmt: skip
 """Short delays so a test sees a lost bookie's ledgers move within seconds."""
 
