@@ -120,7 +120,12 @@ class ReplicationWorker:
         try:
             meta, _ = await self.client.read_metadata(ledger_id)
         except NoSuchLedgerError:
-            return await ur.clear(self.store, found)
+            await ur.clear(self.store, found)
+            return False
+        if not lost & {b for f in meta.fragments for b in f.ensemble}:
+            # Already moved (a mark re-added from an audit that read the old metadata).
+            await ur.clear(self.store, found)
+            return False
         if not meta.closed and lost & set(meta.last_fragment.ensemble):
             age = time.time() - found.ctime_ms / 1000
             if meta.state is LedgerState.OPEN and age < self.options.open_ledger_grace:
