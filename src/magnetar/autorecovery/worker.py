@@ -138,7 +138,7 @@ class ReplicationWorker:
                 )
             else:
                 log.info("ledger %d: open past the grace period: fencing and recovering", ledger_id)
-                meta, _ = await LedgerRecoveryOp(self.client, ledger_id).run()
+                meta, _ = await LedgerRecoveryOp(self.client, ledger_id, lost=lost).run()
         for index in range(len(meta.fragments)):
             meta = await self._recover_fragment(meta, index, lost)
         meta, _ = await self.client.read_metadata(ledger_id)

@@ -9,9 +9,11 @@ from collections.abc import Callable
 import pytest
 
 from magnetar.ledger.client import LedgerClient
+from magnetar.ledger.entry import unwrap
+from magnetar.ledger.errors import LedgerError
 from magnetar.metadata import api
 from tests.integration.autorecovery.conftest import healed, referencing
-from tests.support.autorecovery import AutorecoveryProc
+from tests.support.autorecovery import FAST, AutorecoveryProc
 from tests.support.bookies import BookieProc
 from tests.support.wait import eventually
 
@@ -79,5 +81,75 @@ async def test_lost_bookie_is_rereplicated_and_copies_serve(
             handle = await reader.open(ledger_id)
             got = await handle.read(0, len(entries) - 1)
             assert [data for _, data in got] == entries, f"ledger {ledger_id}"
+    finally:
+        await reader.close()
+
+
+async def test_idle_open_ledger_is_fenced_recovered_and_moved(
+    bookies: Callable[..., list[BookieProc]],
+    autorecovery: Callable[..., AutorecoveryProc],
+    ledgers: LedgerClient,
+    store: api.MetadataStore,
+) -> None:
+    """A writer that stays silent after losing a bookie of its last fragment: past the grace
+    period the worker fences the ledger, closes it at its last entry and moves the fragment;
+    the old writer's next add fails (never two writers) and every entry it had confirmed
+    reads back."""
+    procs = {b.bookie_id: b for b in bookies(5)}
+    await wait_registered(ledgers, 5)
+    writer = await ledgers.create(ensemble_size=3, write_quorum=2, ack_quorum=2)
+    entries = [payload(writer.ledger_id, i) for i in range(40)]
+    for data in entries:
+        await writer.add_entry(data)
+    victim = writer.metadata.last_fragment.ensemble[1]
+    procs[victim].kill()
+    autorecovery()
+
+    async def moved() -> bool:
+        return await healed(store, victim)
+
+    await eventually(moved, timeout=90, interval=0.5, what="the open ledger moved")
+    meta, _ = await ledgers.read_metadata(writer.ledger_id)
+    assert meta.closed and meta.last_entry_id == len(entries) - 1
+    with pytest.raises(LedgerError):
+        await writer.add_entry(b"too late")
+    reader = LedgerClient(store, rpc_timeout=5.0)
+    try:
+        got = await (await reader.open(writer.ledger_id)).read(0, len(entries) - 1)
+        assert [d for _, d in got] == entries
+    finally:
+        await reader.close()
+
+
+async def test_periodic_check_finds_a_replica_that_lost_its_entries(
+    bookies: Callable[..., list[BookieProc]],
+    autorecovery: Callable[..., AutorecoveryProc],
+    ledgers: LedgerClient,
+    store: api.MetadataStore,
+) -> None:
+    """auditorPeriodicCheckInterval: a live bookie that no longer has a closed ledger's
+    entries (deleted there through its own API) is found, and the ledger moved off it."""
+    bookies(4)
+    await wait_registered(ledgers, 4)
+    h = await ledgers.create(ensemble_size=3, write_quorum=2, ack_quorum=2)
+    entries = [payload(h.ledger_id, i) for i in range(30)]
+    for data in entries:
+        await h.add_entry(data)
+    await h.close()
+    emptied = h.metadata.last_fragment.ensemble[2]
+    await ledgers.bookie(emptied).delete_ledger(h.ledger_id)
+    autorecovery((*FAST, "--periodic-check-interval", "2"))
+
+    async def moved() -> bool:
+        return await healed(store, emptied)
+
+    await eventually(moved, timeout=60, interval=0.5, what=f"the ledger moved off {emptied}")
+    reader = LedgerClient(store, rpc_timeout=5.0)
+    try:
+        handle = await reader.open(h.ledger_id)
+        for entry_id, data in enumerate(entries):  # every replica that remains holds its copy
+            for bookie in handle.metadata.write_set(entry_id):
+                got = await reader.bookie(bookie).read(h.ledger_id, entry_id, entry_id)
+                assert [d for _, d in got] and unwrap(got[0][1])[1] == data
     finally:
         await reader.close()
