@@ -168,12 +168,31 @@ def test_killed_bookie_is_rereplicated_then_a_second_loss_loses_nothing(cluster:
         )
         stats = internal_stats(cluster, topic)
         assert all(not ledger["underReplicated"] for ledger in stats["ledgers"])
+        assert admin(cluster, "bookies", "list-underreplicated") == []
+        listed = {b["bookieId"]: b for b in admin(cluster, "bookies", "list")["bookies"]}
+        assert listed[victim]["state"] == "gone"
 
         load = {b: len(ledgers_on(cluster.url, b)) for b in cluster.bookies if b != victim}
         second = max(load, key=lambda b: load[b])
         cluster.bookies[second].kill()
         got = consume_all(client, topic, len(sent))
         assert got == sent
+
+        # internalStats reads the marks: with the workers stopped, a marked ledger shows it.
+        cluster.recovery.stop()
+        ledger_id = internal_stats(cluster, topic)["ledgers"][0]["ledgerId"]
+
+        async def mark(store: Any) -> None:
+            await ur.mark(store, ledger_id, [second])
+
+        on_store(cluster.url, mark)
+        flags = {
+            ledger["ledgerId"]: ledger["underReplicated"]
+            for ledger in internal_stats(cluster, topic)["ledgers"]
+        }
+        assert flags[ledger_id] is True
+        assert not any(v for k, v in flags.items() if k != ledger_id)
+        assert admin(cluster, "bookies", "list-underreplicated")[0]["ledgerId"] == ledger_id
     finally:
         client.close()
 
