@@ -147,9 +147,14 @@ class Auditor:
                     since = self._missing_since.setdefault(bookie, now)
                     if now - since >= self.options.lost_bookie_recovery_delay:
                         lost.add(bookie)
-            if periodic and meta.closed:
-                lost |= await self._missing_copies(meta, registered - lost)
-            if lost and await ur.mark(self.store, meta.ledger_id, lost):
+            lacking = (
+                await self._missing_copies(meta, registered - lost)
+                if periodic and meta.closed
+                else set()
+            )
+            if (lost or lacking) and await ur.mark(
+                self.store, meta.ledger_id, lost, lacking=lacking
+            ):
                 marked += 1
                 log.info("auditor: ledger %d under-replicated (%s)", meta.ledger_id, sorted(lost))
         if periodic:

@@ -116,7 +116,7 @@ class ReplicationWorker:
         found = await ur.mark_of(self.store, ledger_id)
         if found is None:
             return False
-        lost = set(found.missing)
+        lost = await self._still_lost(found)
         try:
             meta, _ = await self.client.read_metadata(ledger_id)
         except NoSuchLedgerError:
@@ -150,6 +150,17 @@ class ReplicationWorker:
             log.info("ledger %d: re-replicated off %s", ledger_id, sorted(lost))
             return True
         return False
+
+    async def _still_lost(self, found: ur.Mark) -> set[str]:
+        """The mark's bookies that are still to be moved off: those found lacking entries, and
+        the others unless they are registered again and not decommissioning (a bookie back
+        with its cookie verified still has its data)."""
+        healthy = {
+            s.bookie_id
+            for s in await ur.bookie_statuses(self.store)
+            if s.registered and s.state in (ur.BookieState.RW, ur.BookieState.RO)
+        }
+        return {b for b in found.missing if b in found.lacking or b not in healthy}
 
     async def _recover_fragment(
         self, meta: LedgerMetadata, index: int, lost: set[str]

@@ -7,7 +7,9 @@ stats report whether a ledger is under-replicated. They all read and write the s
 (docs/metadata.md, "Key layout"), so the layout and its JSON live here, below all of them:
 
 * ``/underreplication/ledgers/<ledger id>``: the mark, ``missingReplicas`` (bookie ids the
-  ledger must be moved off), ``ctime`` (ms) — persistent, written by the auditor;
+  ledger must be moved off), ``lackingEntries`` (those of them found alive but without
+  entries they should hold: moved off even while registered), ``ctime`` (ms) — persistent,
+  written by the auditor;
 * ``/underreplication/locks/<ledger id>``: a worker's claim — leased by its session, so a
   killed worker's claim disappears with its lease and another worker takes the ledger;
 * ``/bookies/state/<bookie id>``: ``state`` (``decommissioning`` / ``decommissioned``) and
@@ -63,13 +65,31 @@ class Mark:
     missing: tuple[str, ...]
     ctime_ms: int
     version: api.Version
+    lacking: tuple[str, ...] = ()
+    """Bookies of ``missing`` the periodic check found alive but without their entries."""
 
     def to_json(self) -> dict[str, object]:
         return {
             "ledgerId": self.ledger_id,
             "missingReplicas": list(self.missing),
+            "lackingEntries": list(self.lacking),
             "ctime": self.ctime_ms,
         }
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    return tuple(str(b) for b in value) if isinstance(value, list) else ()
+
+
+def _mark(ledger_id: int, record: api.Record) -> Mark:
+    doc = _json(record.value)
+    return Mark(
+        ledger_id=ledger_id,
+        missing=_strings(doc.get("missingReplicas")),
+        ctime_ms=int(str(doc.get("ctime", 0))),
+        version=record.version,
+        lacking=_strings(doc.get("lackingEntries")),
+    )
 
 
 def _json(raw: bytes) -> dict[str, object]:
@@ -191,47 +211,36 @@ async def finish_decommission(
 
 async def marks(store: api.MetadataStore) -> list[Mark]:
     """Every ledger marked under-replicated, by ledger id."""
-    out = []
-    async for record in store.scan_all(keys.UNDERREPLICATED_LEDGERS):
-        doc = _json(record.value)
-        missing = doc.get("missingReplicas", [])
-        out.append(
-            Mark(
-                ledger_id=keys.id_in_key(record.key),
-                missing=tuple(str(b) for b in missing) if isinstance(missing, list) else (),
-                ctime_ms=int(str(doc.get("ctime", 0))),
-                version=record.version,
-            )
-        )
-    return out
+    return [
+        _mark(keys.id_in_key(record.key), record)
+        async for record in store.scan_all(keys.UNDERREPLICATED_LEDGERS)
+    ]
 
 
 async def mark_of(store: api.MetadataStore, ledger_id: int) -> Mark | None:
     record = await store.get(keys.underreplicated_ledger(ledger_id))
-    if record is None:
-        return None
-    doc = _json(record.value)
-    missing = doc.get("missingReplicas", [])
-    return Mark(
-        ledger_id,
-        tuple(str(b) for b in missing) if isinstance(missing, list) else (),
-        int(str(doc.get("ctime", 0))),
-        record.version,
-    )
+    return None if record is None else _mark(ledger_id, record)
 
 
-async def mark(store: api.MetadataStore, ledger_id: int, missing: Iterable[str]) -> bool:
+async def mark(
+    store: api.MetadataStore,
+    ledger_id: int,
+    missing: Iterable[str],
+    *,
+    lacking: Iterable[str] = (),
+) -> bool:
     """Mark ``ledger_id`` under-replicated (adding to an existing mark's bookies); True when
-    the mark is new or grew."""
-    wanted = set(missing)
+    the mark is new or grew. ``lacking``: bookies alive but missing entries (also missing)."""
+    lacks = set(lacking)
+    wanted = set(missing) | lacks
     while True:
         current = await mark_of(store, ledger_id)
-        if current is not None and wanted <= set(current.missing):
+        if current is not None and wanted <= set(current.missing) and lacks <= set(current.lacking):
             return False
-        merged = sorted(wanted | set(current.missing if current else ()))
         doc = {
             "format": 1,
-            "missingReplicas": merged,
+            "missingReplicas": sorted(wanted | set(current.missing if current else ())),
+            "lackingEntries": sorted(lacks | set(current.lacking if current else ())),
             "ctime": current.ctime_ms if current else int(time.time() * 1000),
         }
         try:

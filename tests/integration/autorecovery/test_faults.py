@@ -23,6 +23,7 @@ from magnetar.metadata import api, keys, open_store
 from tests.integration.autorecovery.conftest import healed, referencing
 from tests.support.autorecovery import AutorecoveryProc
 from tests.support.bookies import BookieProc
+from tests.support.etcd import EtcdServer
 from tests.support.wait import eventually
 
 pytestmark = pytest.mark.etcd
@@ -187,4 +188,26 @@ async def test_two_workers_race_for_the_same_ledgers(
     assert {int(k[0]) for k in copies} == set(moved)
     assert set(copies.values()) == {1}, copies
     assert await healed(store, victim)
+    await lose_another_and_read_all(store, procs, victim, written)
+
+
+async def test_etcd_unavailable_for_a_while(
+    bookies: Callable[..., list[BookieProc]],
+    autorecovery: Callable[..., AutorecoveryProc],
+    ledgers: LedgerClient,
+    store: api.MetadataStore,
+    own_etcd: EtcdServer,
+) -> None:
+    """etcd killed right after the bookie loss and back 8 s later (longer than every lease):
+    sessions are renewed or re-created, the auditor is elected again, recovery completes."""
+    procs = await start_cluster(bookies, ledgers)
+    written = await write(ledgers, 10, 100, 512)
+    proc = autorecovery()
+    victim = await victim_of(store, procs)
+    procs[victim].kill()
+    own_etcd.kill()
+    await asyncio.sleep(8)
+    own_etcd.start()
+    await wait_healed(store, victim)
+    assert proc.alive()
     await lose_another_and_read_all(store, procs, victim, written)

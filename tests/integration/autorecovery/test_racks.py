@@ -32,6 +32,12 @@ async def test_ensembles_span_racks_before_and_after_rereplication(
         return len(await ledgers.bookies()) == len(RACKS)
 
     await eventually(registered, timeout=20, interval=0.2, what="bookies registered")
+
+    # autoRecoveryDaemonEnabled: one of the bookies is the auditor, on its own /metrics
+    async def one_auditor() -> bool:
+        return sum("autorecovery_auditor_elected 1.0" in p.metrics() for p in procs) == 1
+
+    await eventually(one_auditor, timeout=20, interval=0.5, what="exactly one auditor")
     listed = {s.bookie_id: s for s in await ur.bookie_statuses(store)}
     assert {b: s.rack for b, s in listed.items()} == rack_of
     assert {s.state for s in listed.values()} == {ur.BookieState.RW}

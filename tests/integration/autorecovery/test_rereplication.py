@@ -20,6 +20,16 @@ from tests.support.wait import eventually
 pytestmark = pytest.mark.etcd
 
 
+def metric_values(text: str) -> dict[str, float]:
+    """Unlabelled samples of a Prometheus text exposition."""
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#") and "{" not in line:
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
 def payload(ledger: int, entry: int) -> bytes:
     return f"ledger-{ledger}-entry-{entry}-".encode() * 20
 
@@ -52,9 +62,10 @@ async def test_lost_bookie_is_rereplicated_and_copies_serve(
     for h in handles[:3]:
         await h.close()
     writer = handles[3]  # stays open: its writer replaces the lost bookie itself
-    autorecovery()
+    recovery = autorecovery()
 
     victim = writer.metadata.last_fragment.ensemble[0]
+    on_victim = await referencing(store, victim)
     procs[victim].kill()
     for i in range(60, 90):
         data = payload(writer.ledger_id, i)
@@ -66,6 +77,12 @@ async def test_lost_bookie_is_rereplicated_and_copies_serve(
         return await healed(store, victim)
 
     await eventually(victim_healed, timeout=90, interval=0.5, what=f"ledgers moved off {victim}")
+    figures = metric_values(recovery.metrics())
+    assert figures["autorecovery_auditor_elected"] == 1
+    # E=3, Wq=2: the victim held 2 of every 3 of the first 60 entries of each of its ledgers
+    assert figures["autorecovery_rereplicated_entries_total"] == 40 * len(on_victim)
+    assert figures["autorecovery_rereplicated_bytes_total"] > 40 * len(on_victim) * 340
+    assert figures["autorecovery_recovered_ledgers_total"] == len(on_victim)
 
     # The writer closes over the metadata the worker changed under it (CAS, kept ensembles).
     await writer.close()
