@@ -8,9 +8,11 @@ from collections.abc import Callable
 
 import pytest
 
+from magnetar.ledger import entry
+from magnetar.ledger import underreplication as ur
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.entry import unwrap
-from magnetar.ledger.errors import LedgerError
+from magnetar.ledger.errors import BookieError, LedgerError
 from magnetar.metadata import api
 from tests.integration.autorecovery.conftest import healed, referencing
 from tests.support.autorecovery import FAST, AutorecoveryProc
@@ -170,3 +172,32 @@ async def test_periodic_check_finds_a_replica_that_lost_its_entries(
                 assert [d for _, d in got] and unwrap(got[0][1])[1] == data
     finally:
         await reader.close()
+
+
+async def test_a_decommissioning_bookie_refuses_writers_but_takes_recovery_adds(
+    bookies: Callable[..., list[BookieProc]], ledgers: LedgerClient, store: api.MetadataStore
+) -> None:
+    (proc,) = bookies(1)
+    await wait_registered(ledgers, 1)
+    h = await ledgers.create(ensemble_size=1, write_quorum=1, ack_quorum=1)
+    await h.add_entry(b"before")
+    status = await ur.start_decommission(store, proc.bookie_id)
+    assert status.state is ur.BookieState.DECOMMISSIONING
+
+    async def read_only() -> bool:
+        listed = {s.bookie_id: s for s in await ur.bookie_statuses(store)}
+        return not await ledgers.bookies() and listed[proc.bookie_id].registered
+
+    await eventually(read_only, timeout=20, interval=0.2, what="the bookie turned read-only")
+    bookie = ledgers.bookie(proc.bookie_id)
+    with pytest.raises(BookieError, match="being decommissioned"):
+        await bookie.add_future(
+            ledger_id=h.ledger_id, entry_id=1, master_key=h.metadata.password, lac=0,
+            data=entry.wrap(3, b"w1"),
+        )  # fmt: skip
+    await bookie.add_future(
+        ledger_id=h.ledger_id, entry_id=1, master_key=h.metadata.password, lac=0,
+        data=entry.wrap(3, b"r1"), recovery=True,
+    )  # fmt: skip
+    got = await bookie.read(h.ledger_id, 1, 1, past_lac=True)
+    assert entry.unwrap(got[0][1])[1] == b"r1"
