@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass, replace
 
 from magnetar.autorecovery import metrics
@@ -45,6 +46,8 @@ log = logging.getLogger(__name__)
 
 COPY_BATCH = 256
 """Entries read (and written) per round trip of a fragment copy."""
+COPY_BATCHES_IN_FLIGHT = 4
+"""Batches written while the next one is read (bounds the memory of a copy)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -187,6 +190,7 @@ class ReplicationWorker:
         first = fragment.first_entry_id
         lac = end  # every entry of a fragment before the last, or of a closed one, is confirmed
         copied = 0
+        writing: deque[asyncio.Future[list[None]]] = deque()
         lo = first
         while lo <= end:
             hi = min(end, lo + COPY_BATCH - 1)
@@ -207,10 +211,15 @@ class ReplicationWorker:
                         )
                     )
                     metrics.RECOVERY_BYTES.inc(len(data))
-                await asyncio.gather(*writes)
+                # Read the next batch while this one is written; a few batches in flight.
+                writing.append(asyncio.gather(*writes))
+                while len(writing) > COPY_BATCHES_IN_FLIGHT:
+                    await writing.popleft()
                 metrics.RECOVERY_ENTRIES.inc(len(wanted))
                 copied += len(wanted)
             lo = hi + 1
+        while writing:
+            await writing.popleft()
         log.info(
             "ledger %d: fragment %d position %d (%s): %d entries copied to %s",
             meta.ledger_id,
