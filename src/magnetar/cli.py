@@ -87,6 +87,8 @@ _BROKER_FLAGS = {
     "force_delete_namespace_allowed": "force_delete_namespace_allowed",
     "transaction_coordinator_enabled": "transaction_coordinator_enabled",
     "compaction_threshold": "compaction_threshold_bytes",
+    "min_racks_per_write_quorum": "bookkeeper_min_racks_per_write_quorum",
+    "enforce_min_racks_per_write_quorum": "bookkeeper_enforce_min_racks",
 }
 """Parsed flag (its ``dest``) -> BrokerConfig field."""
 
@@ -861,6 +863,18 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     p.add_argument("--ensemble-size", type=int, default=2, help="bookies per ledger (E)")
     p.add_argument("--write-quorum", type=int, default=2, help="copies of each entry (Wq)")
     p.add_argument("--ack-quorum", type=int, default=2, help="copies confirmed before ack (Aq)")
+    p.add_argument(
+        "--min-racks-per-write-quorum",
+        type=int,
+        default=_BC.bookkeeper_min_racks_per_write_quorum,
+        help="racks each write set should span (bookkeeperClientMinNumRacksPerWriteQuorum)",
+    )
+    _bool_option(
+        p,
+        "--enforce-min-racks-per-write-quorum",
+        _BC.bookkeeper_enforce_min_racks,
+        "refuse ensembles spanning fewer racks (bookkeeperClientEnforceMinNumRacksPerWriteQuorum)",
+    )
     p.add_argument("--session-ttl", type=float, default=10.0, help="ownership lease, seconds")
     p.add_argument("--keepalive-interval", type=float, default=_BC.keepalive_interval_s)
     p.add_argument(

@@ -391,6 +391,10 @@ BROKER: Table = {
         "deduplication_producer_inactivity", _minutes_to_s
     ),
     "brokerServiceCompactionThresholdInBytes": Opt("compaction_threshold", _non_negative_int),
+    "bookkeeperClientMinNumRacksPerWriteQuorum": Opt("min_racks_per_write_quorum", _positive_int),
+    "bookkeeperClientEnforceMinNumRacksPerWriteQuorum": Opt(
+        "enforce_min_racks_per_write_quorum", parse_bool
+    ),
     **_FORCE_DELETE,
     **_OFFLOAD,
     **_BROKER_NOT_IMPLEMENTED,

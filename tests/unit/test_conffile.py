@@ -87,9 +87,14 @@ def test_broker_file_sets_options_and_converts_units(tmp_path: Path) -> None:
         "brokerDeduplicationEnabled=true\n"
         "forceDeleteTenantAllowed=true\n"
         "authenticationEnabled=false\n"
-        "bookkeeperClientRackawarePolicyEnabled=true\n",
+        "bookkeeperClientRackawarePolicyEnabled=true\n"
+        "bookkeeperClientMinNumRacksPerWriteQuorum=2\n"
+        "bookkeeperClientEnforceMinNumRacksPerWriteQuorum=true\n",
     )
     args = cli.parse_args(["broker", "--config", conf])
+    config = cli.broker_config(args)
+    assert config.bookkeeper_min_racks_per_write_quorum == 2
+    assert config.bookkeeper_enforce_min_racks is True
     assert args.cluster_name == "prod"
     assert args.metadata_url == "etcd://etcd-0:2379,etcd-1:2379"
     assert args.advertised_address == "127.0.0.1", "an empty value is unset"
