@@ -188,9 +188,35 @@ class ReplicationWorker:
         """Write every entry of ``fragment`` (up to ``end``) that position ``pos`` stores to
         ``target``, read from the surviving replicas."""
         first = fragment.first_entry_id
+        writing: deque[asyncio.Future[list[None]]] = deque()
+        try:
+            copied = await self._copy_batches(meta, pos, first, end, target, writing)
+        finally:
+            for pending in writing:  # after a failure: nobody waits for these any more
+                pending.cancel()
+                with contextlib.suppress(BaseException):
+                    await pending
+        log.info(
+            "ledger %d: fragment %d position %d (%s): %d entries copied to %s",
+            meta.ledger_id,
+            first,
+            pos,
+            fragment.ensemble[pos],
+            copied,
+            target,
+        )
+
+    async def _copy_batches(
+        self,
+        meta: LedgerMetadata,
+        pos: int,
+        first: int,
+        end: int,
+        target: str,
+        writing: deque[asyncio.Future[list[None]]],
+    ) -> int:
         lac = end  # every entry of a fragment before the last, or of a closed one, is confirmed
         copied = 0
-        writing: deque[asyncio.Future[list[None]]] = deque()
         lo = first
         while lo <= end:
             hi = min(end, lo + COPY_BATCH - 1)
@@ -220,15 +246,7 @@ class ReplicationWorker:
             lo = hi + 1
         while writing:
             await writing.popleft()
-        log.info(
-            "ledger %d: fragment %d position %d (%s): %d entries copied to %s",
-            meta.ledger_id,
-            first,
-            pos,
-            fragment.ensemble[pos],
-            copied,
-            target,
-        )
+        return copied
 
     async def _swap(
         self, ledger_id: int, old: Fragment, ensemble: tuple[str, ...]
