@@ -366,14 +366,14 @@ async def _bookie_with_autorecovery(args: argparse.Namespace, options: Any) -> N
             bookie_metrics.REGISTRY.register(collector)
     ready = asyncio.Event()
     bookie = asyncio.create_task(server.run(args.metadata_url, options, ready=ready))
+    waiting = asyncio.create_task(ready.wait())
     try:
-        await asyncio.wait(
-            [bookie, asyncio.create_task(ready.wait())], return_when=asyncio.FIRST_COMPLETED
-        )
+        await asyncio.wait([bookie, waiting], return_when=asyncio.FIRST_COMPLETED)
         if not bookie.done():
             recovery.start()
         await bookie
     finally:
+        waiting.cancel()
         await recovery.stop()
         await store.close()
 

@@ -160,12 +160,14 @@ class Auditor:
         if periodic:
             self._last_periodic = now
         for bookie, count in references.items():
+            metrics.DECOMMISSION_REMAINING.labels(bookie).set(count)
             if count:
                 self._unreferenced.pop(bookie, None)
                 continue
             self._unreferenced[bookie] = self._unreferenced.get(bookie, 0) + 1
             if self._unreferenced[bookie] >= 2:
                 await ur.finish_decommission(self.store, bookie, statuses[bookie].instance_id)
+                metrics.DECOMMISSION_REMAINING.remove(bookie)
                 self._unreferenced.pop(bookie, None)
                 log.info("auditor: bookie %s decommissioned (no ledger references it)", bookie)
         marks = await ur.marks(self.store)

@@ -34,10 +34,18 @@ RECOVERY_BYTES = Counter(
     registry=REGISTRY,
 )
 
+DECOMMISSION_REMAINING = Gauge(
+    "autorecovery_decommission_ledgers_remaining",
+    "Ledgers still on a decommissioning bookie at the auditor's last audit",
+    ["bookie"],
+    registry=REGISTRY,
+)
+
 COLLECTORS = (
     AUDITOR_ELECTED,
     UNDER_REPLICATED,
     RECOVERED_LEDGERS,
     RECOVERY_ENTRIES,
     RECOVERY_BYTES,
+    DECOMMISSION_REMAINING,
 )

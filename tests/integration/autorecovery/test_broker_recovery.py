@@ -239,6 +239,21 @@ def test_decommission_under_a_producer(cluster: Cluster) -> None:
         old_cookie = on_store(cluster.url, lambda s: s.get(keys.bookie_cookie(leaving)))
         thread = threading.Thread(target=producer_loop)
         thread.start()
+        gauge = f'autorecovery_decommission_ledgers_remaining{{bookie="{leaving}"}}'
+        remaining: list[float] = []
+
+        def watch_progress() -> None:  # the auditor's gauge, while it exists
+            while not stop.is_set():
+                text = cluster.recovery.metrics()
+                remaining.extend(
+                    float(line.rsplit(" ", 1)[1])
+                    for line in text.splitlines()
+                    if line.startswith(gauge)
+                )
+                stop.wait(0.1)
+
+        watcher = threading.Thread(target=watch_progress)
+        watcher.start()
         try:
             started = admin(cluster, "bookies", "decommission", leaving)
             assert started["state"] == "decommissioning"
@@ -256,7 +271,10 @@ def test_decommission_under_a_producer(cluster: Cluster) -> None:
         finally:
             stop.set()
             thread.join(timeout=120)
+            watcher.join(timeout=30)
         assert not errors, errors
+        assert remaining and remaining[-1] == 0, remaining  # progress, down to none left
+        assert gauge not in cluster.recovery.metrics()  # gone once decommissioned
         status = admin(cluster, "bookies", "decommission-status", leaving)
         assert status["ledgersReferencing"] == 0
         assert not ledgers_on(cluster.url, leaving)
