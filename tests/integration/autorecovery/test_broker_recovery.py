@@ -169,6 +169,13 @@ def test_killed_bookie_is_rereplicated_then_a_second_loss_loses_nothing(cluster:
         stats = internal_stats(cluster, topic)
         assert all(not ledger["underReplicated"] for ledger in stats["ledgers"])
         assert admin(cluster, "bookies", "list-underreplicated") == []
+        unknown = subprocess.run(
+            [sys.executable, "-m", "magnetar.cli", "admin", "--admin-url",
+             cluster.broker.http_url, "bookies", "decommission", "10.9.9.9:3181"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert unknown.returncode == 1
+        assert "404" in unknown.stderr and "bookie 10.9.9.9:3181" in unknown.stderr
         listed = {b["bookieId"]: b for b in admin(cluster, "bookies", "list")["bookies"]}
         assert listed[victim]["state"] == "gone"
 
@@ -282,6 +289,14 @@ def test_decommission_under_a_producer(cluster: Cluster) -> None:
         assert consume_all(client, topic, len(sent)) == sent
     finally:
         client.close()
+
+    again = subprocess.run(
+        [sys.executable, "-m", "magnetar.cli", "admin", "--admin-url", cluster.broker.http_url,
+         "bookies", "decommission", leaving],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert again.returncode == 1 and "409" in again.stderr, again.stderr
+    assert "already decommissioned" in again.stderr
 
     # The node comes back with an empty disk at the same address: a new identity, serving.
     proc = cluster.bookies[leaving]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from magnetar.broker.admin.common import not_found, service
+from magnetar.broker.admin.common import AdminError, not_found, service
 from magnetar.ledger import underreplication as ur
 from magnetar.ledger.metadata import LedgerMetadata
 from magnetar.metadata import keys
@@ -52,10 +52,13 @@ async def _progress(request: web.Request, bookie_id: str) -> dict[str, object]:
 async def decommission(request: web.Request) -> web.Response:
     """Start decommissioning a bookie (read-only, its ledgers re-replicated elsewhere)."""
     bookie_id = request.match_info["bookie"]
-    try:
-        await ur.start_decommission(service(request).store, bookie_id)
-    except KeyError:
-        raise not_found(f"bookie {bookie_id} (or it is already decommissioned)") from None
+    store = service(request).store
+    status = {s.bookie_id: s for s in await ur.bookie_statuses(store)}.get(bookie_id)
+    if status is None:
+        raise not_found(f"bookie {bookie_id}")
+    if status.state is ur.BookieState.DECOMMISSIONED:
+        raise AdminError(409, f"bookie {bookie_id} is already decommissioned")
+    await ur.start_decommission(store, bookie_id)
     return web.json_response(await _progress(request, bookie_id))
 
 
