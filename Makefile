@@ -150,6 +150,13 @@ test-clients-pulsar: setup
 test-security-pulsar: setup
 	@MAGNETAR_SECURITY_AGAINST=pulsar $(PY) -m pytest tests/integration/security -rs $(PYTEST_ARGS)
 
+# security-refusals: records Apache Pulsar's status for every admin route walked with a role
+# lacking permission (tests/integration/security/pulsar_refusals.json), which the route walk
+# compares Magnetar's refusals with in `make test`. Run it after adding routes.
+.PHONY: security-refusals
+security-refusals: setup
+	@MAGNETAR_SECURITY_AGAINST=pulsar MAGNETAR_SECURITY_RECORD=1 $(PY) -m pytest tests/integration/security/test_admin_access.py -k refusals -q $(PYTEST_ARGS)
+
 # --- Images (issue 12): built locally, nothing pulled from a registry ---------------------------
 # images: magnetar/{broker,bookie,operator,spark}:<version> on a Debian bookworm base built here with
 # debootstrap (cached; scripts/images/base.sh), Python packages from PyPI; installs Debian's

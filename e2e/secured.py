@@ -4,14 +4,15 @@ operator (e2e/test_pulsarcluster.py calls :func:`check`):
 
 * it turns Ready (CertificatesReady and AuthReady True: the operator's CA, each
   component's certificate, the generated signing key and its super-user tokens);
-* the certificates are the ones the processes serve: the certificate etcd, the bookie and
-  the broker present in a TLS handshake from the host (each verified against the cluster's
-  CA, etcd's and the bookie's with a client certificate, as they require one) is the one in
-  their Secret -- so each process holds that Secret's key too;
-* a client on the host connects over TLS with a token minted from the cluster's signing
-  key (``magnetar tokens create``), to the brokers' Service (the operator does not
-  configure the proxy's TLS yet: docs/kubernetes.md), and produces and consumes; the admin
-  API refuses a caller without a token;
+* the certificates are the ones the processes serve: the certificate etcd, the bookie, the
+  broker and the proxy present in a TLS handshake from the host (each verified against the
+  cluster's CA, etcd's and the bookie's with a client certificate, as they require one) is
+  the one in their Secret -- so each process holds that Secret's key too; the proxy's
+  carries its Service's cluster IP (added once the Service has one);
+* a client on the host connects through the proxy's Service over TLS, the hostname
+  verified (its cluster IP is in the proxy's certificate), with a token minted from the
+  cluster's signing key (``magnetar tokens create``), and produces and consumes; the admin
+  API, through the proxy too, refuses a caller without a token;
 * a Tenant and a Topic applied with kubectl turn Ready through the operator's authenticated
   admin client, and ``magnetar admin`` with the token sees them;
 * (full form) a renewal reaches the processes: the brokers' certificate replaced by one
@@ -85,7 +86,6 @@ def _der(pem: bytes) -> bytes:
 
 def _status(url: str, *, ca: Path, token: str | None = None) -> int:
     ctx = ssl.create_default_context(cafile=str(ca))
-    ctx.check_hostname = False
     req = urllib.request.Request(url)  # noqa: S310  (https URLs built here)
     if token:
         req.add_header("Authorization", f"Bearer {token}")
@@ -140,7 +140,7 @@ def _check(c: Cluster, timings: dict[str, float], *, rotation: bool) -> None:
         ca = d / "ca.crt"
         ca.write_bytes(_secret(c, f"{NAME}-ca")["ca.crt"])
         files: dict[str, tuple[Path, Path]] = {}
-        for component in ("etcd", "bookie", "broker"):
+        for component in ("etcd", "bookie", "broker", "proxy"):
             data = _secret(c, f"{NAME}-{component}-tls")
             crt, key = d / f"{component}.crt", d / f"{component}.key"
             crt.write_bytes(data["tls.crt"])
@@ -157,6 +157,21 @@ def _check(c: Cluster, timings: dict[str, float], *, rotation: bool) -> None:
         ):
             served = served_certificate(_pod_ip(c, component), port, ca=ca, client=client)
             assert served == _der(files[component][0].read_bytes()), f"{component}:{port}"
+        svc = json.loads(c.k("-n", NS, "get", "svc", f"{NAME}-proxy", "-o", "json"))
+        ip = svc["spec"]["clusterIP"]
+        assert {p["port"] for p in svc["spec"]["ports"]} == {6651, 8443}, "TLS ports only"
+        proxy_cert: bytes = wait_until(
+            lambda: ip in pki.names_of(crt := _secret(c, f"{NAME}-proxy-tls")["tls.crt"]) and crt,
+            timeout=60,
+            what="the proxy Service's cluster IP in the proxy's certificate",
+        )
+        for port in (6651, 8443):  # re-read from the mounted files, no restart
+            wait_until(
+                lambda port=port: served_certificate(ip, port, ca=ca) == _der(proxy_cert),
+                timeout=300,
+                interval=5,
+                what=f"the proxy serving the certificate with its cluster IP on {port}",
+            )
 
         # -- a client on the host: TLS and a token minted from the cluster's signing key
         key_file = d / "secret.key"
@@ -164,16 +179,13 @@ def _check(c: Cluster, timings: dict[str, float], *, rotation: bool) -> None:
         token = _magnetar(
             "tokens", "create", "--secret-key", f"file://{key_file}", "--subject", "admin"
         ).strip()
-        svc = json.loads(c.k("-n", NS, "get", "svc", f"{NAME}-broker", "-o", "json"))
-        ip = svc["spec"]["clusterIP"]
-        assert {p["port"] for p in svc["spec"]["ports"]} == {6651, 8443}, "TLS ports only"
         admin_url = f"https://{ip}:8443"
         assert _status(f"{admin_url}/admin/v2/tenants", ca=ca) == 401
         assert _status(f"{admin_url}/admin/v2/tenants", ca=ca, token=token) == 200
         client = pulsar.Client(
             f"pulsar+ssl://{ip}:6651",
             tls_trust_certs_file_path=str(ca),
-            tls_validate_hostname=False,  # lookups answer the brokers' pod addresses
+            tls_validate_hostname=True,  # the proxy answers lookups with its own address
             authentication=pulsar.AuthenticationToken(token),
             operation_timeout_seconds=60,
         )

@@ -20,10 +20,10 @@ are on the cluster bridge's address):
 * the owning broker's pod deleted mid-publish loses none, and the client reconnects;
 * a version (image) change rolls the bookies one at a time, then the brokers, with a
   producer running, and loses nothing receipted;
-* a second PulsarCluster with spec.tls and spec.auth (e2e/secured.py) turns Ready, its
-  processes serve the certificates of their Secrets, a client on the host produces and
-  consumes over TLS with a token, and a Tenant and a Topic reconcile through the
-  operator's authenticated admin API;
+* a second PulsarCluster with spec.tls, spec.auth and a proxy (e2e/secured.py) turns
+  Ready, its processes serve the certificates of their Secrets, a client on the host
+  produces and consumes through the proxy over TLS (hostname verified) with a token, and a
+  Tenant and a Topic reconcile through the operator's authenticated admin API;
 * `helm uninstall` alone (its pre-delete hook deletes the Tenants/Topics and the
   PulsarCluster while the operator runs; reclaimPolicy Delete) leaves no claim, no volume
   directory and no object; `cluster.sh down` leaves nothing on the machine.

@@ -47,7 +47,7 @@ want=$(cat pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     log "installing Python dependencies"
     "$VENV/bin/pip" install -q --upgrade pip
-    "$VENV/bin/pip" install -q -e ".[dev,k8s,spark]"
+    "$VENV/bin/pip" install -q -e ".[dev,k8s,spark,functions]"
     echo "$want" > "$stamp"
 fi
 # --- generated code ------------------------------------------------------------------------

@@ -244,13 +244,15 @@ async def step_proxy(run: Run) -> Condition | None:
             if existing is not None and _owned_by(existing, owner):
                 await run.kube.delete(api_version, kind, ns, name)
         return None
-    dep, held = await _apply_deployment(run, proxy.build(owner, run.spec), name)
+    dep, held = await _apply_deployment(
+        run, proxy.build(owner, run.spec, verification=run.verification), name
+    )
     cond, counts = _deployment_condition(
         conditions.PROXY_READY, "proxies", dep, run.spec.proxy.replicas, held
     )
     run.status["proxy"] = counts
-    run.status["proxyUrl"] = proxy.service_url(owner)
-    run.status["proxyAdminUrl"] = proxy.admin_url(owner)
+    run.status["proxyUrl"] = proxy.service_url(owner, run.spec)
+    run.status["proxyAdminUrl"] = proxy.admin_url(owner, run.spec)
     return cond
 
 
@@ -320,57 +322,19 @@ STEPS: tuple[Step, ...] = (
 )
 
 
-def unsupported(spec: ClusterSpec) -> list[str]:
-    """What the spec asks for that Magnetar does not implement (empty: nothing).
-
-    Such a cluster is refused as a whole rather than built without the feature: a cluster
-    reported Ready without the TLS or authentication it asked for would be a lie. The
-    operator does not configure the proxy's TLS listeners, etcd client certificate and
-    credentials towards the brokers yet (``magnetar proxy`` has them: docs/security.md), so
-    a secured cluster cannot have a proxy yet."""
-    out = []
-    if spec.proxy.enabled and (spec.tls.enabled or spec.auth.enabled):
-        out.append(
-            "spec.proxy.enabled with spec.tls or spec.auth: the operator does not configure "
-            "the proxy's TLS and credentials yet (docs/kubernetes.md)"
-        )
-    return out
-
-
 async def reconcile(kube: Kube, body: Mapping[str, Any], *, event: EventFn, now: str) -> Json:
-    """Run every step in order, then write the status (conditions + observedGeneration) once.
-
-    A spec asking for what is not implemented builds nothing: phase ``Unsupported``, an
-    ``Unsupported`` condition naming the fields, ``Ready`` False with reason Unsupported."""
+    """Run every step in order, then write the status (conditions + observedGeneration) once."""
     run = Run(kube=kube, body=body, event=event)
     generation = int(body["metadata"].get("generation", 0))
     old = (body.get("status") or {}).get("conditions")
-    refused = unsupported(run.spec)
-    if refused:
-        message = "; ".join(refused)
-        event("Warning", "Unsupported", message)
-        status: Json = {
-            "phase": "Unsupported",
-            "conditions": conditions.merge(
-                old,
-                [
-                    Condition(conditions.READY, False, "Unsupported", message),
-                    Condition(conditions.UNSUPPORTED, True, "NotImplemented", message),
-                ],
-                now=now,
-                generation=generation,
-            ),
-            "observedGeneration": generation,
-        }
-    else:
-        results = [c for step in STEPS if (c := await step(run)) is not None]
-        ready = conditions.summary(results)
-        status = {
-            **run.status,
-            "phase": "Ready" if ready.ok else "Reconciling",
-            "conditions": conditions.merge(old, [ready, *results], now=now, generation=generation),
-            "observedGeneration": generation,
-        }
+    results = [c for step in STEPS if (c := await step(run)) is not None]
+    ready = conditions.summary(results)
+    status: Json = {
+        **run.status,
+        "phase": "Ready" if ready.ok else "Reconciling",
+        "conditions": conditions.merge(old, [ready, *results], now=now, generation=generation),
+        "observedGeneration": generation,
+    }
     await kube.patch_status(
         common.API_VERSION, "PulsarCluster", run.owner.namespace, run.owner.name, status
     )

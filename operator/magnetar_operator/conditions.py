@@ -24,9 +24,8 @@ PROXY_READY = "ProxyReady"
 CERTIFICATES_READY = "CertificatesReady"
 """Only with ``spec.tls``: every certificate Secret holds a valid certificate."""
 AUTH_READY = "AuthReady"
-"""Only with ``spec.auth``: the signing key and the operator's and brokers' tokens exist."""
-UNSUPPORTED = "Unsupported"
-"""True when the spec asks for something Magnetar does not implement: nothing is built."""
+"""Only with ``spec.auth``: the signing key and the operator's, brokers' (and proxy's)
+tokens exist."""
 CLUSTER_TYPES = (METADATA_READY, BOOKIES_READY, BROKERS_READY, OFFLOAD_READY)
 
 

@@ -13,7 +13,7 @@ running it every resync is cheap and a renewal happens at the first pass inside 
   processes re-read the files Kubernetes updates in place (docs/security.md): nothing
   restarts.
 * Auth: the signing key Secret (generated when absent) and ``<cluster>-tokens`` with the
-  operator's and the brokers' super-user tokens, minted again when the key changes.
+  operator's, the brokers' and the proxy's super-user tokens, minted again when the key changes.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from magnetar_operator import conditions, pki, tokens
-from magnetar_operator.builders import security
+from magnetar_operator.builders import proxy, security
 from magnetar_operator.builders.common import Owner
 from magnetar_operator.conditions import Condition
 from magnetar_operator.kube import ApiError, Kube
@@ -97,7 +97,14 @@ async def step_tls(run: Target) -> Condition | None:
     spec, owner, kube = run.spec, run.owner, run.kube
     if not spec.tls.enabled:
         return None
-    subjects = security.subjects(owner, spec)
+    proxy_service = (
+        await kube.get("v1", "Service", owner.namespace, proxy.service_name(owner))
+        if spec.proxy.enabled
+        else None
+    )
+    subjects = security.subjects(
+        owner, spec, proxy_addresses=security.service_addresses(proxy_service)
+    )
     if spec.tls.issuer is not None:
         return await _cert_manager(run, subjects)
     clock = now()
@@ -198,10 +205,7 @@ async def step_auth(run: Target) -> tuple[Condition | None, tokens.Verification]
     tokens_name = security.tokens_secret_name(owner)
     have = _data(await kube.get("v1", "Secret", owner.namespace, tokens_name))
     want = dict(have)
-    for item, role in (
-        (security.OPERATOR_TOKEN, security.OPERATOR_ROLE),
-        (security.BROKER_TOKEN, security.BROKER_ROLE),
-    ):
+    for item, role in security.minted_tokens(spec):
         if not tokens.valid_for(have.get(item, b"").decode(), key, role):
             want[item] = tokens.mint(key, role).encode()
     if want != have:

@@ -14,7 +14,9 @@ Settings from the environment (read at import):
 ``MAGNETAR_OPERATOR_DELETE_RETRIES`` (attempts before a finalizer gives up, default 5),
 ``MAGNETAR_OPERATOR_FIRST_RETRY_DELAY`` (s, default 1: a Tenant/Topic waiting for its
 cluster or namespace retries after 1, 2, 4 ... s, at most the retry delay, so a Tenant and
-its Topics applied in one command are Ready within seconds).
+its Topics applied in one command are Ready within seconds),
+``MAGNETAR_OPERATOR_METRICS_PORT`` (the operator's own /metrics, ``metrics``; off when unset
+or 0) and ``MAGNETAR_OPERATOR_METRICS_ADDRESS`` (default 0.0.0.0).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 
 import kopf
 
-from magnetar_operator import cluster, conditions, resources
+from magnetar_operator import cluster, conditions, metrics, resources
 from magnetar_operator.builders import broker, security
 from magnetar_operator.builders.common import API_VERSION, GROUP, Owner
 from magnetar_operator.kube import Kube
@@ -41,6 +43,8 @@ RESOURCE_RESYNC = float(os.environ.get("MAGNETAR_OPERATOR_RESOURCE_RESYNC", "60"
 RETRY_DELAY = float(os.environ.get("MAGNETAR_OPERATOR_RETRY_DELAY", "10"))
 DELETE_RETRIES = int(os.environ.get("MAGNETAR_OPERATOR_DELETE_RETRIES", "5"))
 FIRST_RETRY_DELAY = float(os.environ.get("MAGNETAR_OPERATOR_FIRST_RETRY_DELAY", "1"))
+METRICS_PORT = int(os.environ.get("MAGNETAR_OPERATOR_METRICS_PORT") or 0)
+METRICS_ADDRESS = os.environ.get("MAGNETAR_OPERATOR_METRICS_ADDRESS", "0.0.0.0")
 ADMIN_URL_ANNOTATION = f"{GROUP}/admin-url"
 
 log = logging.getLogger("magnetar_operator")
@@ -77,6 +81,9 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.posting.level = logging.INFO
     settings.watching.server_timeout = 300
     memo["magnetar"] = State(kube=Kube.from_environment())
+    if METRICS_PORT:
+        metrics.serve(METRICS_PORT, METRICS_ADDRESS)
+        log.info("metrics on http://%s:%d/metrics", METRICS_ADDRESS, METRICS_PORT)
 
 
 @kopf.on.cleanup()
@@ -87,6 +94,7 @@ async def shutdown(memo: kopf.Memo, **_: Any) -> None:
 def _events(body: kopf.Body) -> cluster.EventFn:
     def post(type_: str, reason: str, message: str) -> None:
         kopf.event(body, type=type_, reason=reason, message=message)
+        metrics.EVENTS.labels(str(body.get("kind")), type_, reason).inc()
         log.info("%s/%s %s: %s", body.metadata.namespace, body.metadata.name, reason, message)
 
     return post
@@ -97,8 +105,13 @@ async def _reconcile_cluster(body: kopf.Body, memo: kopf.Memo) -> None:
     state = _state(memo)
     if body.metadata.get("deletionTimestamp"):
         return
-    async with state.lock(body):
-        await cluster.reconcile(state.kube, body, event=_events(body), now=conditions.now_iso())
+    async with state.lock(body), metrics.reconcile_pass("PulsarCluster"):
+        status = await cluster.reconcile(
+            state.kube, body, event=_events(body), now=conditions.now_iso()
+        )
+        metrics.PHASES.set(
+            "PulsarCluster", str(body.metadata.namespace), str(body.metadata.name), status["phase"]
+        )
 
 
 @kopf.on.create(GROUP, "pulsarclusters")
@@ -119,6 +132,7 @@ async def cluster_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     async with state.lock(body):
         await cluster.cleanup(state.kube, body, event=_events(body))
     state.forget(body)
+    metrics.PHASES.forget("PulsarCluster", str(body.metadata.namespace), str(body.metadata.name))
 
 
 # --- Tenant / Topic ------------------------------------------------------------------------
@@ -189,6 +203,8 @@ async def _write_status(
     kube: Kube, body: kopf.Body, plural_kind: str, cond: conditions.Condition, extra: Json
 ) -> None:
     generation = int(body.metadata.get("generation") or 0)
+    namespace, name = str(body.metadata.namespace), str(body.metadata.name)
+    metrics.PHASES.set(plural_kind, namespace, name, "Ready" if cond.ok else cond.reason)
     status = {
         **extra,
         "conditions": conditions.merge(
@@ -216,7 +232,7 @@ async def _sync(body: kopf.Body, memo: kopf.Memo, kind: str, retry: int) -> None
     extra: Json = {}
     delay = resources.backoff(retry, first=FIRST_RETRY_DELAY, cap=RETRY_DELAY)
     target: Target | None = None
-    async with state.lock(body):
+    async with state.lock(body), metrics.reconcile_pass(kind):
         try:
             target = await _target(state.kube, str(body.metadata.namespace), spec["clusterRef"])
             extra["adminUrl"] = target.url
@@ -300,6 +316,7 @@ async def _delete(body: kopf.Body, memo: kopf.Memo, kind: str, retry: int) -> No
     except AdminUnavailable as e:
         _retry_or_give_up(post, e, retry)
     state.forget(body)
+    metrics.PHASES.forget(kind, str(body.metadata.namespace), str(body.metadata.name))
 
 
 async def _delete_blocked(

@@ -3,11 +3,16 @@
 A small asyncio client over aiohttp: server-side apply (``fieldManager`` =
 magnetar-operator, forced, so the operator owns the fields it sets and drift is reverted),
 get/list/delete, and status patches of our custom resources. Credentials come from the
-in-cluster service account or a kubeconfig, loaded by the ``kubernetes`` package.
+in-cluster service account or a kubeconfig, loaded by the ``kubernetes`` package, and
+follow their rotation (:class:`CredentialSource`): the projected service-account token is
+re-read every minute (kubelet replaces it long before it expires), an exec plugin's token
+is fetched again when it expires, and a 401 reloads everything once and retries -- a
+token read once at start would lock the operator out after an hour.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import ssl
 from collections.abc import Mapping
@@ -20,6 +25,8 @@ import aiohttp
 from magnetar_operator.spec import Json
 
 FIELD_MANAGER = "magnetar-operator"
+RETIRED_SESSION_GRACE_S = 60.0
+"""A session replaced for a new TLS identity is closed this long after (its requests end)."""
 
 # kind -> (plural, namespaced)
 KINDS: dict[str, tuple[str, bool]] = {
@@ -66,15 +73,7 @@ class Credentials:
     verify: bool = True
 
 
-def load_credentials() -> Credentials:
-    """In-cluster service account first, then ``$KUBECONFIG``/~/.kube/config."""
-    from kubernetes import client, config  # the loaders only; no API calls through it
-
-    cfg = client.Configuration()
-    try:
-        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-    except config.ConfigException:
-        config.load_kube_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+def _credentials_of(cfg: Any) -> Credentials:
     token = cfg.get_api_key_with_prefix("authorization") or cfg.get_api_key_with_prefix(
         "BearerToken"
     )
@@ -88,6 +87,46 @@ def load_credentials() -> Credentials:
         key_file=cfg.key_file,
         verify=bool(cfg.verify_ssl),
     )
+
+
+class CredentialSource:
+    """The operator's credentials as they are now: in-cluster service account first, then
+    ``$KUBECONFIG``/~/.kube/config (``kubeconfig``: that file), loaded by the ``kubernetes``
+    package, whose refresh hook re-reads a rotating service-account token (every minute)
+    or runs an exec plugin again once its token expired."""
+
+    def __init__(self, kubeconfig: str | None = None) -> None:
+        self._kubeconfig = kubeconfig
+        self._cfg: Any = None
+        self.reload()
+
+    def reload(self) -> Credentials:
+        """Load everything again (after a 401: a token revoked before its expiry, a client
+        certificate replaced)."""
+        from kubernetes import client, config  # the loaders only; no API calls through it
+
+        cfg = client.Configuration()
+        if self._kubeconfig is not None:
+            config.load_kube_config(config_file=self._kubeconfig, client_configuration=cfg)  # type: ignore[no-untyped-call]
+        else:
+            try:
+                config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+            except config.ConfigException:
+                config.load_kube_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        self._cfg = cfg
+        return _credentials_of(cfg)
+
+    def current(self) -> Credentials:
+        """The credentials to send now (the refresh hook first, when the loader set one)."""
+        hook = getattr(self._cfg, "refresh_api_key_hook", None)
+        if hook is not None:
+            hook(self._cfg)
+        return _credentials_of(self._cfg)
+
+
+def load_credentials() -> Credentials:
+    """The credentials as they are now (see :class:`CredentialSource`)."""
+    return CredentialSource().current()
 
 
 def resource_path(
@@ -110,15 +149,31 @@ def resource_path(
 
 
 class Kube:
-    """An aiohttp session bound to one API server."""
+    """An aiohttp session bound to one API server; with a :class:`CredentialSource`, each
+    request sends the current token, a changed TLS identity opens a new session, and a 401
+    reloads the credentials and retries once."""
 
-    def __init__(self, creds: Credentials) -> None:
-        self._creds = creds
+    def __init__(self, creds: Credentials | CredentialSource) -> None:
+        self._source = creds if isinstance(creds, CredentialSource) else None
+        self._creds = creds.current() if isinstance(creds, CredentialSource) else creds
         self._session: aiohttp.ClientSession | None = None
 
     @classmethod
     def from_environment(cls) -> Kube:
-        return cls(load_credentials())
+        return cls(CredentialSource())
+
+    def _refresh(self, creds: Credentials) -> None:
+        """Take ``creds``; a new TLS identity or server needs a new session."""
+        tls = (creds.host, creds.ca_file, creds.cert_file, creds.key_file, creds.verify)
+        old = self._creds
+        if tls != (old.host, old.ca_file, old.cert_file, old.key_file, old.verify) and (
+            self._session is not None
+        ):
+            # requests in flight on the old session finish (30 s timeout) before it closes
+            retired, self._session = self._session, None
+            loop = asyncio.get_running_loop()
+            loop.call_later(RETIRED_SESSION_GRACE_S, lambda: loop.create_task(retired.close()))
+        self._creds = creds
 
     def _ssl(self) -> ssl.SSLContext | bool:
         if not self._creds.host.startswith("https"):
@@ -133,8 +188,6 @@ class Kube:
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             headers = {"Accept": "application/json", "User-Agent": FIELD_MANAGER}
-            if self._creds.token:
-                headers["Authorization"] = f"Bearer {self._creds.token}"
             self._session = aiohttp.ClientSession(
                 base_url=self._creds.host,
                 headers=headers,
@@ -156,8 +209,28 @@ class Kube:
         params: Mapping[str, str] | None = None,
         content_type: str = "application/json",
     ) -> Json:
+        if self._source is not None:
+            self._refresh(self._source.current())
+        try:
+            return await self._send(method, path, body, params, content_type)
+        except ApiError as e:
+            if e.status != 401 or self._source is None:
+                raise
+            self._refresh(self._source.reload())
+            return await self._send(method, path, body, params, content_type)
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        params: Mapping[str, str] | None,
+        content_type: str,
+    ) -> Json:
         data = None if body is None else json.dumps(body)
         headers = {"Content-Type": content_type} if data is not None else {}
+        if self._creds.token:
+            headers["Authorization"] = f"Bearer {self._creds.token}"
         async with self._client().request(
             method, path, data=data, params=params, headers=headers
         ) as resp:

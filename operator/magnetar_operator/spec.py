@@ -70,10 +70,14 @@ class Resources:
     def parse(cls, raw: Mapping[str, Any]) -> Resources:
         return cls(requests=dict(_sub(raw, "requests")), limits=dict(_sub(raw, "limits")))
 
-    def to_k8s(self) -> Json:
+    def to_k8s(self, *, default_requests: Mapping[str, str] | None = None) -> Json:
+        """The container's ``resources``; ``default_requests`` when neither requests nor
+        limits are given (with limits only, Kubernetes takes them as the requests)."""
         out: Json = {}
         if self.requests:
             out["requests"] = dict(self.requests)
+        elif default_requests and not self.limits:
+            out["requests"] = dict(default_requests)
         if self.limits:
             out["limits"] = dict(self.limits)
         return out
@@ -128,7 +132,10 @@ class Proxy:
     replicas: int = 1
     service_type: str = "ClusterIP"
     node_ports: dict[str, int] = field(default_factory=dict)
-    """``pulsar`` / ``http`` -> nodePort (NodePort and LoadBalancer services)."""
+    """``pulsar`` / ``http`` (``pulsar-tls`` / ``https`` with TLS) -> nodePort (NodePort and
+    LoadBalancer services)."""
+    certificate_names: tuple[str, ...] = ()
+    """With ``spec.tls``: more names and addresses in the proxy's certificate."""
     resources: Resources = field(default_factory=lambda: Resources.parse({}))
     config: dict[str, str] = field(default_factory=dict)
     extra_args: tuple[str, ...] = ()
@@ -141,6 +148,7 @@ class Proxy:
             replicas=int(raw.get("replicas", 1)),
             service_type=str(svc.get("type", "ClusterIP")),
             node_ports={str(k): int(v) for k, v in _sub(svc, "nodePorts").items()},
+            certificate_names=tuple(str(n) for n in raw.get("certificateNames", ())),
             resources=Resources.parse(_sub(raw, "resources")),
             config=_str_map(raw, "config"),
             extra_args=tuple(str(a) for a in raw.get("extraArgs", ())),

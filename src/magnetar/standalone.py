@@ -14,6 +14,9 @@ Everything durable lives under ``--data-dir``::
     DIR/bookie/          the bookie's journal, entry logs and index
     DIR/standalone.json  the bookie's port: its identity (and the ledgers' ensembles) name
                          it, so a restart must reuse it
+    DIR/functions/       Pulsar Functions' instances: their packages, specs, logs and
+                         metrics reports (child processes of the standalone, supervised by
+                         ``functions/supervisor.py``; docs/functions.md)
 
 A restart on the same directory keeps every topic, message and subscription.
 """
@@ -29,6 +32,7 @@ from pathlib import Path
 
 from magnetar.bookie.server import BookieOptions, BookieServer
 from magnetar.broker import admin
+from magnetar.broker.admin import functions as functions_admin
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.server import (
     BrokerServer,
@@ -38,6 +42,7 @@ from magnetar.broker.server import (
 )
 from magnetar.broker.service import BrokerService
 from magnetar.common import aio
+from magnetar.functions.supervisor import Supervisor
 from magnetar.ledger.client import LedgerClient
 from magnetar.metadata import open_store
 
@@ -113,6 +118,7 @@ async def run(options: StandaloneOptions) -> None:
     ledgers: LedgerClient | None = None
     server: BrokerServer | None = None
     managed_ledgers = None
+    supervisor: Supervisor | None = None
     try:
         await bookie.start()
         assert bookie.service is not None
@@ -123,9 +129,19 @@ async def run(options: StandaloneOptions) -> None:
             store, ledgers, config.managed_ledger, config.offload
         )
         service = BrokerService(config=config, store=store, managed_ledgers=managed_ledgers)
-        server = BrokerServer(service, http_extensions=[admin.extension])
-        await server.start()
         cfg = service.config
+        supervisor = Supervisor(
+            store,
+            work_dir=data_dir / "functions",
+            worker_id=f"c-{cfg.cluster_name}-fw-{cfg.advertised_address}-"
+            f"{cfg.http_port or cfg.https_port}",
+        )
+        server = BrokerServer(
+            service,
+            http_extensions=[admin.extension, functions_admin.with_runtime(supervisor)],
+        )
+        await server.start()
+        supervisor.start(service_url=cfg.service_url, web_service_url=cfg.web_service_url)
         lines = [
             "Magnetar standalone ready",
             f"  service URL: {cfg.service_url}",
@@ -141,6 +157,8 @@ async def run(options: StandaloneOptions) -> None:
         await wait_for_signal()
         log.info("shutting down")
     finally:
+        if supervisor is not None:
+            await supervisor.stop()
         if server is not None:
             await server.stop()
         if managed_ledgers is not None:

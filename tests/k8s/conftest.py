@@ -79,10 +79,13 @@ def start_operator(
 ) -> Proc:
     """`kopf run` of magnetar_operator in a subprocess, with ``settings`` (default: short
     resync/retry intervals; ``{}`` for the operator's own defaults); ``scope`` is kopf's
-    namespace arguments. Ready when kopf's liveness endpoint answers."""
+    namespace arguments; its own /metrics on a free loopback port
+    (``env["MAGNETAR_OPERATOR_METRICS_PORT"]``). Ready when kopf's liveness endpoint answers."""
     port = free_port()
     env = {
         "KUBECONFIG": str(kubeconfig),
+        "MAGNETAR_OPERATOR_METRICS_PORT": str(free_port()),
+        "MAGNETAR_OPERATOR_METRICS_ADDRESS": LOOPBACK,
         **(FAST_SETTINGS if settings is None else settings),
         "PYTHONPATH": os.pathsep.join([str(ROOT / "operator"), os.environ.get("PYTHONPATH", "")]),
     }

@@ -175,27 +175,3 @@ def test_cluster_objects_scaling_status_and_cleanup(
     )
     deleted = [e.reason for e in client.CoreV1Api(api).list_namespaced_event(namespace).items]
     assert "DeletedVolumes" in deleted
-
-
-def test_unsupported_features_are_refused_not_built(
-    api: client.ApiClient, operator: Proc, namespace: str
-) -> None:
-    """The operator does not configure the proxy's TLS yet: a cluster with both is refused
-    (phase Unsupported, an Unsupported condition naming spec.proxy.enabled, Ready False) and
-    nothing is built."""
-    cr = CR(api, namespace)
-    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
-    make_cluster(cr, "tls", {**SPEC, "tls": {"enabled": True}, "proxy": {"enabled": True}})
-
-    def refused() -> dict[str, Any] | None:
-        obj = cr.get("pulsarclusters", "tls")
-        return obj if (obj.get("status") or {}).get("phase") == "Unsupported" else None
-
-    obj = eventually(refused, timeout=60, what="PulsarCluster phase Unsupported")
-    unsupported, ready = condition(obj, "Unsupported"), condition(obj, "Ready")
-    assert unsupported is not None and unsupported["status"] == "True"
-    assert "spec.proxy.enabled with spec.tls" in unsupported["message"]
-    assert ready is not None and (ready["status"], ready["reason"]) == ("False", "Unsupported")
-    assert apps.list_namespaced_stateful_set(namespace).items == []
-    assert apps.list_namespaced_deployment(namespace).items == []
-    assert [s.metadata.name for s in core.list_namespaced_secret(namespace).items] == []

@@ -41,6 +41,7 @@ SPEC: dict[str, Any] = {
     "brokers": {"replicas": 1},
     "tls": {"enabled": True, "duration": "48h", "renewBefore": "12h"},
     "auth": {"enabled": True, "superUserRoles": ["admin"]},
+    "proxy": {"enabled": True, "certificateNames": ["pulsar.example.com"]},
     "persistence": {"reclaimPolicy": "Delete"},
 }
 
@@ -90,6 +91,8 @@ def test_certificates_tokens_and_what_the_components_are_given(
     assert conds["AuthReady"]["status"] == "True", conds["AuthReady"]
     assert obj["status"]["serviceUrl"] == f"pulsar+ssl://sec-broker.{namespace}.svc:6651"
     assert obj["status"]["adminUrl"] == f"https://sec-broker.{namespace}.svc:8443"
+    assert obj["status"]["proxyUrl"] == f"pulsar+ssl://sec-proxy.{namespace}.svc:6651"
+    assert obj["status"]["proxyAdminUrl"] == f"https://sec-proxy.{namespace}.svc:8443"
 
     # -- the CA and the certificates
     ca = secret_data(core, namespace, "sec-ca")
@@ -99,6 +102,7 @@ def test_certificates_tokens_and_what_the_components_are_given(
         "sec-etcd-tls": f"sec-etcd-0.sec-etcd.{namespace}.svc",
         "sec-bookie-tls": f"sec-bookie-1.sec-bookie.{namespace}.svc",
         "sec-broker-tls": f"sec-broker.{namespace}.svc",
+        "sec-proxy-tls": f"sec-proxy.{namespace}.svc",
     }
     for name, must_name in expected.items():
         secret = core.read_namespaced_secret(name, namespace)
@@ -119,8 +123,19 @@ def test_certificates_tokens_and_what_the_components_are_given(
     for item, role in (
         ("operator.token", "magnetar-operator"),
         ("broker.token", "magnetar-broker"),
+        ("proxy.token", "magnetar-proxy"),
     ):
         assert jwt.decode(minted[item].decode(), key, algorithms=["HS256"])["sub"] == role
+
+    # -- the proxy's certificate: its Service's names, then its cluster IP once it has one
+    cluster_ip = core.read_namespaced_service("sec-proxy", namespace).spec.cluster_ip
+
+    def proxy_names() -> set[str] | None:
+        names = pki.names_of(secret_data(core, namespace, "sec-proxy-tls")["tls.crt"])
+        return names if cluster_ip in names else None
+
+    names = eventually(proxy_names, timeout=30, what="the proxy's cluster IP in its certificate")
+    assert {"pulsar.example.com", f"sec-proxy.{namespace}.svc.cluster.local"} <= names
 
     # -- what the components are given
     etcd = apps.read_namespaced_stateful_set("sec-etcd", namespace).spec.template.spec
@@ -137,8 +152,22 @@ def test_certificates_tokens_and_what_the_components_are_given(
         ("sec-tokens", ["broker.token"]),
     ]
     conf = core.read_namespaced_config_map("sec-broker", namespace).data["broker.conf"]
-    assert "superUserRoles=magnetar-operator,magnetar-broker,admin\n" in conf
+    assert "superUserRoles=magnetar-operator,magnetar-broker,magnetar-proxy,admin\n" in conf
+    assert "proxyRoles=magnetar-proxy\n" in conf
     assert "brokerServicePortTls=6651\n" in conf and "brokerServicePort=\n" in conf
+    proxies = apps.read_namespaced_deployment("sec-proxy", namespace).spec.template.spec
+    auth = next(v for v in proxies.volumes if v.name == "auth").projected.sources
+    assert [(s.secret.name, [i.key for i in s.secret.items]) for s in auth] == [
+        ("sec-token-key", ["secret.key"]),
+        ("sec-tokens", ["proxy.token"]),
+    ]
+    assert "sec-proxy-tls" in {v.secret.secret_name for v in proxies.volumes if v.secret}
+    conf = core.read_namespaced_config_map("sec-proxy", namespace).data["proxy.conf"]
+    assert "servicePortTls=6651\n" in conf and "servicePort=\n" in conf
+    assert "tlsEnabledWithBroker=true\n" in conf
+    assert "brokerClientAuthenticationParameters=file:///etc/magnetar/auth/proxy.token" in conf
+    svc = core.read_namespaced_service("sec-proxy", namespace).spec
+    assert {p.port for p in svc.ports} == {6651, 8443}
 
     # -- renewal: a broker certificate inside its margin (12h) is issued again
     ca_pair = pki.KeyPair(ca["ca.crt"], ca["ca.key"])
@@ -420,11 +449,15 @@ def test_cert_manager_issuer(
             items = objects.list_namespaced_custom_object(
                 "cert-manager.io", "v1", namespace, "certificates"
             )["items"]
-            assert len(items) == 3
+            assert len(items) == 4
+            proxy = next(i for i in items if i["metadata"]["name"] == "cm-proxy-tls")
+            assert len(proxy["spec"].get("ipAddresses", ())) == 2, "its cluster IP too"
             return {i["metadata"]["name"]: i for i in items}
 
-        certs = eventually(certificates, timeout=30, what="3 Certificates")
-        assert set(certs) == {"cm-etcd-tls", "cm-bookie-tls", "cm-broker-tls"}
+        certs = eventually(certificates, timeout=30, what="4 Certificates")
+        assert set(certs) == {"cm-etcd-tls", "cm-bookie-tls", "cm-broker-tls", "cm-proxy-tls"}
+        cluster_ip = core.read_namespaced_service("cm-proxy", namespace).spec.cluster_ip
+        assert cluster_ip in certs["cm-proxy-tls"]["spec"]["ipAddresses"]
         broker = certs["cm-broker-tls"]["spec"]
         assert broker["issuerRef"] == {
             "name": "ca",

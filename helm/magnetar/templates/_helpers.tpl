@@ -145,12 +145,6 @@ app.kubernetes.io/component: operator
 {{- if and $off.enabled (not (include "magnetar.cluster.offloadToMinio" .)) (not (and $off.bucket $off.credentialsSecret)) -}}
 {{- fail "cluster.spec.offload: bucket and credentialsSecret are required when offload is enabled" -}}
 {{- end -}}
-{{- $proxy := default dict .Values.cluster.spec.proxy -}}
-{{- $tls := default dict .Values.cluster.spec.tls -}}
-{{- $auth := default dict .Values.cluster.spec.auth -}}
-{{- if and $proxy.enabled (or $tls.enabled $auth.enabled) -}}
-{{- fail "cluster.spec.proxy.enabled cannot be combined with cluster.spec.tls or cluster.spec.auth yet: the operator does not configure the proxy's TLS and credentials (it would refuse the cluster as Unsupported)" -}}
-{{- end -}}
 {{- end -}}
 {{- end -}}
 

@@ -15,6 +15,10 @@ from magnetar_operator.builders.common import BOOKIE_HTTP_PORT, BOOKIE_PORT, Own
 from magnetar_operator.spec import ClusterSpec, Json
 
 COMPONENT = "bookie"
+DEFAULT_REQUESTS = {"cpu": "100m", "memory": "512Mi"}
+"""A bookie's requests when ``spec.bookies.resources`` gives none: the scheduler counts
+the journal's and the entry logs' memory, and the pod is not the first evicted under
+memory pressure (a data pod with no requests is BestEffort)."""
 CONFIG_FILE = "bookkeeper.conf"
 CONFIG_DIR = "/etc/magnetar"
 JOURNAL_DIR = "/var/lib/magnetar/journal"
@@ -140,8 +144,7 @@ def statefulset(owner: Owner, spec: ClusterSpec, *, replicas: int | None = None)
         "volumeMounts": mounts,
         "securityContext": container_sc,
     }
-    if bk.resources.to_k8s():
-        container["resources"] = bk.resources.to_k8s()
+    container["resources"] = bk.resources.to_k8s(default_requests=DEFAULT_REQUESTS)
     pod_spec: Json = {
         "securityContext": pod_sc,
         "terminationGracePeriodSeconds": 60,

@@ -12,6 +12,9 @@ from magnetar_operator.builders.common import ETCD_CLIENT_PORT, ETCD_PEER_PORT, 
 from magnetar_operator.spec import ClusterSpec, Json
 
 COMPONENT = "etcd"
+DEFAULT_REQUESTS = {"cpu": "100m", "memory": "256Mi"}
+"""etcd's requests when ``spec.metadata.etcd.resources`` gives none (not BestEffort: the
+metadata store is the last thing to evict)."""
 METRICS_PORT = 2381
 TLS_DIR = "/etc/etcd/tls"
 
@@ -144,8 +147,7 @@ def statefulset(owner: Owner, spec: ClusterSpec) -> Json:
         "volumeMounts": mounts,
         "securityContext": container_sc,
     }
-    if md.etcd_resources.to_k8s():
-        container["resources"] = md.etcd_resources.to_k8s()
+    container["resources"] = md.etcd_resources.to_k8s(default_requests=DEFAULT_REQUESTS)
     pod_spec: Json = {
         "securityContext": pod_sc,
         "containers": [container],

@@ -7,11 +7,12 @@ must agree on every Secret name, key name and mount path; they all read them fro
 Secrets (``<cluster>`` is the PulsarCluster's name):
 
 * ``<cluster>-ca`` -- the operator's CA (``ca.crt``, ``ca.key``), without an issuer only;
-* ``<cluster>-<component>-tls`` for etcd, bookie and broker -- ``tls.crt``, ``tls.key``,
-  ``ca.crt``, the layout cert-manager writes, so the mounts are the same either way;
+* ``<cluster>-<component>-tls`` for etcd, bookie, broker and (when enabled) proxy --
+  ``tls.crt``, ``tls.key``, ``ca.crt``, the layout cert-manager writes, so the mounts are
+  the same either way;
 * the signing key (``spec.auth.secretName``, default ``<cluster>-token-key``) and
-  ``<cluster>-tokens`` (``operator.token``, ``broker.token``: super-user tokens the
-  operator mints).
+  ``<cluster>-tokens`` (``operator.token``, ``broker.token`` and, with a proxy,
+  ``proxy.token``: super-user tokens the operator mints).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import base64
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from magnetar_operator.builders import common
 from magnetar_operator.builders.common import Owner
@@ -28,8 +30,12 @@ from magnetar_operator.spec import ClusterSpec, Json
 CA_CERT, TLS_CERT, TLS_KEY, CA_KEY = "ca.crt", "tls.crt", "tls.key", "ca.key"
 OPERATOR_ROLE = "magnetar-operator"
 BROKER_ROLE = "magnetar-broker"
+PROXY_ROLE = "magnetar-proxy"
+"""The proxy's own role: a super-user and the brokers' ``proxyRoles``, so a broker
+authorizes the client the proxy forwards (its original principal), as Pulsar's chart does."""
 OPERATOR_TOKEN = "operator.token"  # noqa: S105  (a key name in a Secret)
 BROKER_TOKEN = "broker.token"  # noqa: S105
+PROXY_TOKEN = "proxy.token"  # noqa: S105
 CERT_MANAGER_API = "cert-manager.io/v1"
 CLUSTER_DOMAIN = "cluster.local"
 TOKEN_PROVIDER = "org.apache.pulsar.broker.authentication.AuthenticationProviderToken"  # noqa: S105
@@ -85,9 +91,14 @@ class Subject:
     names: tuple[str, ...]
 
 
-def subjects(owner: Owner, spec: ClusterSpec) -> list[Subject]:
+def subjects(
+    owner: Owner, spec: ClusterSpec, *, proxy_addresses: tuple[str, ...] = ()
+) -> list[Subject]:
     """The certificates of a cluster with ``spec.tls``: etcd (server, peer and its own
-    client), the bookies (each pod's advertised name), the brokers (their Service)."""
+    client), the bookies (each pod's advertised name), the brokers (their Service), the
+    proxy when enabled (its Service's names and ``proxy_addresses`` -- its cluster IP and
+    load-balancer addresses, once it has them -- plus ``spec.proxy.certificateNames``: what
+    clients outside the cluster reach it by)."""
     ns = owner.namespace
     out = []
     if spec.metadata.managed:
@@ -117,7 +128,31 @@ def subjects(owner: Owner, spec: ClusterSpec) -> list[Subject]:
             (*dns_forms(br, ns), "localhost", "127.0.0.1"),
         )
     )
+    if spec.proxy.enabled:
+        px = owner.name_of("proxy")
+        proxy_names = [
+            *dns_forms(px, ns),
+            "localhost",
+            "127.0.0.1",
+            *proxy_addresses,
+            *spec.proxy.certificate_names,
+        ]
+        out.append(
+            Subject("proxy", tls_secret_name(owner, "proxy"), px, tuple(dict.fromkeys(proxy_names)))
+        )
     return out
+
+
+def service_addresses(service: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The addresses a Service is reached by: its cluster IPs, external IPs and load-balancer
+    ingress (IPs and host names); () before it exists."""
+    spec = (service or {}).get("spec") or {}
+    ingress = (((service or {}).get("status") or {}).get("loadBalancer") or {}).get("ingress")
+    out = [ip for ip in spec.get("clusterIPs") or [spec.get("clusterIP")] if ip and ip != "None"]
+    out += [str(ip) for ip in spec.get("externalIPs") or ()]
+    for entry in ingress or ():
+        out += [str(v) for k, v in entry.items() if k in ("ip", "hostname") and v]
+    return tuple(dict.fromkeys(out))
 
 
 def _is_ip(name: str) -> bool:
@@ -230,18 +265,40 @@ def etcd_client_settings(tls_dir: str) -> str:
     )
 
 
-def auth_config(spec: ClusterSpec, *, auth_dir: str, verify_key: str) -> dict[str, str]:
-    """broker.conf keys of ``spec.auth``: token authentication, authorization, the
-    super-users (the operator's and the brokers' roles first), and the brokers' own token
-    for calls to other brokers."""
+def token_authentication(*, auth_dir: str, verify_key: str, token: str) -> dict[str, str]:
+    """Keys a broker and a proxy share for ``spec.auth``: clients authenticate with tokens
+    verified with the mounted key; the process's own ``token`` towards the brokers."""
     key_kind = "tokenSecretKey" if verify_key.startswith("secret") else "tokenPublicKey"
-    roles = [OPERATOR_ROLE, BROKER_ROLE, *spec.auth.super_user_roles]
     return {
         "authenticationEnabled": "true",
         "authenticationProviders": TOKEN_PROVIDER,
         key_kind: f"file://{auth_dir}/{verify_key}",
-        "authorizationEnabled": "true",
-        "superUserRoles": ",".join(dict.fromkeys(roles)),
         "brokerClientAuthenticationPlugin": TOKEN_CLIENT_PLUGIN,
-        "brokerClientAuthenticationParameters": f"file://{auth_dir}/{BROKER_TOKEN}",
+        "brokerClientAuthenticationParameters": f"file://{auth_dir}/{token}",
     }
+
+
+def auth_config(spec: ClusterSpec, *, auth_dir: str, verify_key: str) -> dict[str, str]:
+    """broker.conf keys of ``spec.auth``: token authentication, authorization, the
+    super-users (the operator's, the brokers' and the proxy's roles first), the proxy's role
+    as ``proxyRoles`` when there is a proxy, and the brokers' own token for calls to other
+    brokers."""
+    roles = [OPERATOR_ROLE, BROKER_ROLE]
+    if spec.proxy.enabled:
+        roles.append(PROXY_ROLE)
+    data = {
+        **token_authentication(auth_dir=auth_dir, verify_key=verify_key, token=BROKER_TOKEN),
+        "authorizationEnabled": "true",
+        "superUserRoles": ",".join(dict.fromkeys([*roles, *spec.auth.super_user_roles])),
+    }
+    if spec.proxy.enabled:
+        data["proxyRoles"] = PROXY_ROLE
+    return data
+
+
+def minted_tokens(spec: ClusterSpec) -> list[tuple[str, str]]:
+    """(item in ``<cluster>-tokens``, role) of every token the operator mints."""
+    out = [(OPERATOR_TOKEN, OPERATOR_ROLE), (BROKER_TOKEN, BROKER_ROLE)]
+    if spec.proxy.enabled:
+        out.append((PROXY_TOKEN, PROXY_ROLE))
+    return out

@@ -7,7 +7,8 @@ flags follow pulsar-admin where they exist (``tenants create -r ops``,
 Output is readable text (tables) by default, JSON with ``--output json``; an HTTP error prints
 ``magnetar admin: <status> <reason>`` and exits 1, a bad argument exits 2.
 
-Modules: :mod:`.commands` (the verbs: arguments -> request), :mod:`.client` (HTTP),
+Modules: :mod:`.commands` (the verbs: arguments -> request), :mod:`.functions` (the
+``functions`` verbs, admin API v3), :mod:`.client` (HTTP),
 :mod:`.convert` (times, sizes, names), :mod:`.render` (text output).
 """
 
@@ -18,6 +19,7 @@ import sys
 from collections.abc import Sequence
 
 from magnetar.admin_cli import commands, connection, render
+from magnetar.admin_cli import functions as functions  # registers the functions verbs
 from magnetar.admin_cli.client import AdminCliError
 
 __all__ = ["build_parser", "main", "run"]

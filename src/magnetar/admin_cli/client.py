@@ -32,6 +32,8 @@ class Request:
     method: str
     path: str
     body: Any = field(default=NO_BODY)
+    form: tuple[admin.FormField, ...] | None = None
+    """A multipart/form-data body instead of JSON (the functions API's uploads)."""
 
 
 class Client:
@@ -51,7 +53,7 @@ class Client:
     def call(self, request: Request) -> Any:
         """Send ``request``; the decoded JSON answer (text when not JSON, None when empty)."""
         try:
-            return self.http.call(request.method, request.path, request.body)
+            return self.http.call(request.method, request.path, request.body, form=request.form)
         except admin.AdminError as err:
             raise AdminCliError(f"{err.status} {err.reason}") from None
         except admin.AdminUnreachable as err:

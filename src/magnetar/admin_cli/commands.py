@@ -30,6 +30,7 @@ GROUPS: Final = {
     "namespaces": "namespaces and their policies",
     "topics": "topics, partitions, subscriptions and topic policies",
     "schemas": "topic schemas: history, upload, delete, compatibility",
+    "functions": "Pulsar Functions (Python): create, run, status, stats, state",
 }
 
 Builder = Callable[[argparse.Namespace], Request]

@@ -17,7 +17,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from magnetar.common import errors
+from magnetar.common import backoff, errors
 from magnetar.metadata import api, keys
 
 COOKIE_FILE = "COOKIE"
@@ -149,6 +149,7 @@ async def register(
     key = keys.bookie_available(bookie_id)
     value = json.dumps(info, sort_keys=True).encode()
     deadline = asyncio.get_running_loop().time() + wait
+    delays = backoff.Backoff(initial_s=0.25, max_s=1.0)
     while True:
         try:
             return await store.put(key, value, expected_version=api.NOT_EXISTS, session=session)
@@ -157,4 +158,4 @@ async def register(
                 raise IdentityError(
                     f"bookie id {bookie_id} is already registered by a live process"
                 ) from None
-            await asyncio.sleep(0.25)
+            await asyncio.sleep(delays.next())

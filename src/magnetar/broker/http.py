@@ -39,6 +39,11 @@ ORIGINAL_PRINCIPAL_HEADER = "X-Original-Principal"
 
 Extension = Callable[[web.Application], None]
 
+MetricsSource = Callable[[web.Application], Awaitable[str]]
+METRICS_SOURCES = web.AppKey("magnetar_metrics_sources", list[MetricsSource])
+"""``app[METRICS_SOURCES]``: more Prometheus text for ``/metrics``, added by extensions
+(the functions' series, ``broker/admin/functions.py``)."""
+
 _STATUS_OF_ERROR: dict[int, int] = {
     pb.TopicNotFound: 404,
     pb.SubscriptionNotFound: 404,
@@ -63,6 +68,8 @@ async def _metrics(request: web.Request) -> web.Response:
     # the offload layer's series (Pulsar's brk_ledgeroffloader_* names; docs/offload.md)
     body += prometheus_client.generate_latest(offload_metrics.REGISTRY).decode()
     body += security_metrics.render()
+    for source in request.app.get(METRICS_SOURCES, []):
+        body += await source(request.app)
     return web.Response(body=body.encode(), headers={"Content-Type": metrics.CONTENT_TYPE})
 
 
@@ -130,9 +137,9 @@ def _refused(status: int, reason: str) -> web.Response:
 async def access_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Authenticate every request (when authentication is on) and authorize it by its
     route's rule (:func:`magnetar.broker.access.route_rule`, when authorization is on):
-    401 without valid credentials, and 401 too when the role may not -- the status Apache
-    Pulsar 4 answers its authorization refusals with (checked against it here), which
-    pulsar-admin reports as "not authorized"."""
+    401 without valid credentials; when the role may not, 401 or 403 route by route as
+    Apache Pulsar 4 answers (:func:`magnetar.broker.access.refusal_status`, checked against
+    it here), which pulsar-admin reports as "not authorized"."""
     service = request.app[SERVICE]
     acc = service.access
     route = request.match_info.route.resource
@@ -166,7 +173,8 @@ async def access_middleware(request: web.Request, handler: Handler) -> web.Strea
     if not await _allowed(acc, identity, original, rule, request.match_info):
         role = acc.acting_role(identity, original)
         return _refused(
-            401, f"Unauthorized: role {role!r} is not authorized ({rule.need.value}) here"
+            access.refusal_status(request.method, pattern),
+            f"Unauthorized: role {role!r} is not authorized ({rule.need.value}) here",
         )
     return await handler(request)
 

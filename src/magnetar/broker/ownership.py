@@ -14,6 +14,7 @@ This module only talks to the metadata store; the service decides what to do wit
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import contextlib
 import functools
@@ -26,6 +27,7 @@ from typing import Any
 
 from magnetar import __version__
 from magnetar.broker.config import Listener
+from magnetar.common import backoff
 from magnetar.metadata import api, keys
 from magnetar.wire.topics import TopicName
 
@@ -180,7 +182,7 @@ class Ownership:
         session = await self.store.session(ttl)
         key = keys.broker(self.me.broker_id)
         loop_deadline = wait
-        delay = 0.25
+        delays = backoff.Backoff(initial_s=0.25, max_s=1.0)
         while True:
             try:
                 await self.store.put(
@@ -193,8 +195,7 @@ class Ownership:
                     raise RuntimeError(
                         f"broker id {self.me.broker_id} is registered by a live process"
                     ) from None
-                import asyncio
-
+                delay = delays.next()
                 await asyncio.sleep(delay)
                 loop_deadline -= delay
         self.session = session

@@ -41,6 +41,7 @@ from magnetar.broker.ownership import BrokerInfo, Bundle, Ownership, bundle_of
 from magnetar.broker.subscriptions import NonPersistentSubscriptions, TopicSubscriptionsImpl
 from magnetar.broker.topic import NonPersistentTopic, PersistentTopic, Topic
 from magnetar.broker.transactions.service import TransactionService
+from magnetar.common import backoff
 from magnetar.managed_ledger.api import ManagedLedger, ManagedLedgerFactory
 from magnetar.metadata import api
 from magnetar.wire import pb
@@ -177,7 +178,7 @@ class BrokerService:
     async def _recover_session(self) -> None:
         await self.unload_all(reason="metadata session lost")
         await self.transactions.unload_coordinators()  # their bundles may go elsewhere
-        delay = 0.5
+        delays = backoff.Backoff(initial_s=0.5, max_s=5.0)
         while not self._closing:
             try:
                 await self._open_session()
@@ -185,8 +186,7 @@ class BrokerService:
                 return
             except Exception as err:
                 log.warning("broker %s: cannot open a new session yet: %s", self.me.broker_id, err)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                await asyncio.sleep(delays.next())
 
     async def close(self) -> None:
         """Unload every topic (clients get CLOSE_PRODUCER/CLOSE_CONSUMER and look up

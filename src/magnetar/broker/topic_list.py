@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import Final
 
 from magnetar.broker.contracts import BrokerError
+from magnetar.common import backoff
 from magnetar.metadata import api, keys
 from magnetar.wire import pb
 from magnetar.wire.frames import crc32c
@@ -122,6 +123,7 @@ class TopicListWatcher:
     async def _follow(self, parent: str, start_revision: int) -> None:
         """Mark the list dirty when a topic-level key below ``parent`` changes (cursor and
         other deeper records are ignored)."""
+        delays = backoff.Backoff(initial_s=0.2, max_s=5.0)
         while True:
             try:
                 async for event in self._store.watch(
@@ -138,10 +140,11 @@ class TopicListWatcher:
                 self._dirty.set()
             except Exception as exc:
                 log.info("topic list watcher %d: watch of %s: %s", self.watcher_id, parent, exc)
-                await asyncio.sleep(1.0)
+                await asyncio.sleep(delays.next())
                 self._dirty.set()
 
     async def _notify(self) -> None:
+        delays = backoff.Backoff(initial_s=0.2, max_s=5.0)
         while True:
             await self._dirty.wait()
             await asyncio.sleep(_DEBOUNCE_S)
@@ -150,9 +153,10 @@ class TopicListWatcher:
                 now = await self._current()
             except Exception as exc:
                 log.info("topic list watcher %d: listing failed: %s", self.watcher_id, exc)
-                await asyncio.sleep(1.0)
+                await asyncio.sleep(delays.next())
                 self._dirty.set()
                 continue
+            delays.reset()
             added, deleted = now - self._topics, self._topics - now
             if not added and not deleted:
                 continue

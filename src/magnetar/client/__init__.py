@@ -13,5 +13,5 @@ version, ``urls``, ``matching``, ``lookup``, ``session``) and the connections he
 * ``blocking``: the same on a blocking socket, for synchronous callers (Spark's executors),
   with a frame reader a caller may replace (the Spark reader's copy-free one);
 * ``handles``: producer and consumer handles (sequence ids and receipts; subscribe, flow,
-  ack), reconnecting after ``backoff`` (doubling, with jitter), as the Spark reader does.
+  ack), reconnecting after ``common.backoff`` (growing, with jitter), as the Spark reader does.
 """

@@ -27,11 +27,13 @@ nothing of ``magnetar``) with a function of the same shape.
 from __future__ import annotations
 
 import json
+import secrets
 import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, Final
 
@@ -185,20 +187,25 @@ class AdminClient:
         *,
         params: Mapping[str, str] | None = None,
         raw: bool = False,
+        form: Sequence[FormField] | None = None,
     ) -> Any:
         """``method path`` (``path`` from the root: ``/admin/v2/...``); the decoded JSON
-        answer (text when not JSON, None when empty; the bytes with ``raw``). Redirects are
-        followed with the same method, body and credentials."""
+        answer (text when not JSON, None when empty; the bytes with ``raw``). ``form``: send a
+        multipart/form-data body of those fields instead of JSON (the functions API's
+        uploads). Redirects are followed with the same method, body and credentials."""
         url = self.base + path
         if params:
             url += ("&" if "?" in url else "?") + urllib.parse.urlencode(params)
         data = None if body is NO_BODY else json.dumps(body).encode()
+        content_type = "application/json"
+        if form is not None:
+            content_type, data = multipart(form)
         for _ in range(MAX_REDIRECTS + 1):
             request = urllib.request.Request(url, data=data, method=method)  # noqa: S310 - http(s) only
             for name, value in self.headers().items():
                 request.add_header(name, value)
             if data is not None:
-                request.add_header("Content-Type", "application/json")
+                request.add_header("Content-Type", content_type)
             try:
                 with self._opener(url).open(request, timeout=self.timeout) as response:
                     payload = response.read()
@@ -228,6 +235,31 @@ class AdminClient:
 
     def delete(self, path: str, **kwargs: Any) -> Any:
         return self.call("DELETE", path, **kwargs)
+
+
+@dataclass(frozen=True, slots=True)
+class FormField:
+    """One field of a multipart/form-data body (a file when ``file_name`` is set)."""
+
+    name: str
+    data: bytes
+    file_name: str | None = None
+    content_type: str = "application/json"
+
+
+def multipart(fields: Sequence[FormField]) -> tuple[str, bytes]:
+    """(Content-Type, body) of a multipart/form-data request holding ``fields``."""
+    boundary = f"magnetar-{secrets.token_hex(16)}"
+    out = bytearray()
+    for f in fields:
+        disposition = f'form-data; name="{f.name}"'
+        if f.file_name is not None:
+            disposition += f'; filename="{f.file_name}"'
+        out += f"--{boundary}\r\nContent-Disposition: {disposition}\r\n".encode()
+        out += f"Content-Type: {f.content_type}\r\n\r\n".encode()
+        out += f.data + b"\r\n"
+    out += f"--{boundary}--\r\n".encode()
+    return f"multipart/form-data; boundary={boundary}", bytes(out)
 
 
 def _decode(raw: bytes) -> Any:

@@ -7,7 +7,7 @@ one cluster. Both need what the official clients do on a connection: a producer 
 sequence ids and gets a receipt per message, in order; a consumer subscribes, grants permits
 (FLOW), receives and acknowledges. When the broker closes the producer or consumer (an
 unload, a topic moving) or the connection is lost, the handle looks the topic up again and
-re-creates itself, after a backoff with jitter (``backoff.Backoff``) so that many clients do
+re-creates itself, after a backoff with jitter (``common.backoff.Backoff``) so that many clients do
 not come back at the same instant: a producer resends what had no receipt, under the same
 sequence ids (the broker's deduplication drops what it already stored); a consumer's
 subscription redelivers what was not acknowledged.
@@ -23,7 +23,7 @@ import time
 from typing import Final
 
 from magnetar.client import connection, pool
-from magnetar.client.backoff import Backoff
+from magnetar.common.backoff import Backoff
 from magnetar.wire import batch, commands, frames, lookup, pb, session
 from magnetar.wire.ids import MessageId
 
@@ -325,8 +325,10 @@ class Consumer(_Handle):
         initial_position: pb.CommandSubscribe.InitialPosition.ValueType,
         receiver_queue: int,
         backoff: Backoff,
+        durable: bool = True,
     ) -> None:
         super().__init__(clients, topic, backoff=backoff)
+        self.durable = durable
         self.subscription = subscription
         self.consumer_id = consumer_id
         self.sub_type = sub_type
@@ -350,7 +352,9 @@ class Consumer(_Handle):
         ),
         receiver_queue: int = 1000,
         backoff: Backoff | None = None,
+        durable: bool = True,
     ) -> Consumer:
+        """``durable=False``: a reader's subscription, gone when the consumer closes."""
         consumer = cls(
             clients,
             topic,
@@ -360,6 +364,7 @@ class Consumer(_Handle):
             initial_position=initial_position,
             receiver_queue=receiver_queue,
             backoff=backoff or Backoff(),
+            durable=durable,
         )
         await consumer._create()
         return consumer
@@ -372,6 +377,7 @@ class Consumer(_Handle):
             request_id=0,
             sub_type=self.sub_type,
             initial_position=self.initial_position,
+            durable=self.durable,
         )
 
     def _attach(self, conn: connection.Connection) -> None:

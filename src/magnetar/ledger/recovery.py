@@ -16,6 +16,7 @@ import logging
 from collections.abc import Collection
 from dataclasses import replace
 
+from magnetar.common import backoff
 from magnetar.ledger import entry
 from magnetar.ledger.errors import NoSuchEntryError, RecoveryError
 from magnetar.ledger.io import LedgerIO
@@ -97,6 +98,7 @@ class LedgerRecoveryOp:
 
     async def _read_for_recovery(self, meta: LedgerMetadata, entry_id: int) -> bytes | None:
         """The entry's bytes if any replica has it; None when it can never have been acked."""
+        delays = backoff.Backoff(initial_s=0.1, max_s=1.0)
         for _attempt in range(self.max_attempts):
             write_set = meta.write_set(entry_id)
             results = await asyncio.gather(
@@ -114,7 +116,7 @@ class LedgerRecoveryOp:
                     missing += 1
             if missing >= meta.write_quorum - meta.ack_quorum + 1:
                 return None
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(delays.next())
         raise RecoveryError(
             f"ledger {meta.ledger_id}: cannot decide whether entry {entry_id} exists"
         )

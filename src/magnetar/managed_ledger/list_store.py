@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from magnetar.common import backoff
 from magnetar.ledger.handle import LedgerHandle
 from magnetar.managed_ledger import api, records
 from magnetar.managed_ledger.ledger_list import LedgerList
@@ -105,7 +106,7 @@ class ListStore:
         held); a lost race raises ManagedLedgerFencedError."""
         raw = info.to_json()
         key = self._path.info_key
-        delay = 0.1
+        delays = backoff.Backoff(initial_s=0.1, max_s=2.0)
         for attempt in range(CAS_ATTEMPTS):
             try:
                 self.version = await self._store.put(key, raw, expected_version=self.version)
@@ -121,8 +122,7 @@ class ListStore:
             except md.StoreUnavailableError:
                 if attempt == CAS_ATTEMPTS - 1:
                     raise
-                await asyncio.sleep(delay)
-                delay *= 2
+                await asyncio.sleep(delays.next())
         self.ledgers.apply(info)
 
     async def record_closed(

@@ -47,7 +47,7 @@ import grpc
 import grpc.aio
 from aetcd import rpc
 
-from magnetar.common import grpctls
+from magnetar.common import backoff, grpctls
 from magnetar.metadata import api, keys
 from magnetar.metadata.lease import LeaseState
 
@@ -183,6 +183,10 @@ class EtcdSession(LeaseState):
 
     async def _keepalive(self) -> None:
         request = rpc.LeaseKeepAliveRequest(ID=self._id)
+        # retries well within the lease's TTL, so that a renewal lands before it runs out
+        delays = backoff.Backoff(
+            initial_s=min(0.05, self._ttl / 20), max_s=min(1.0, self._ttl / 10)
+        )
         while True:
             conn = self._store._pick()
             call = conn.lease.LeaseKeepAlive(wait_for_ready=True)
@@ -197,11 +201,12 @@ class EtcdSession(LeaseState):
                         self._expired()
                         return
                     self._renewed(sent_at, int(response.TTL))
+                    delays.reset()
                     await asyncio.sleep(self._ttl / 3)
             except Exception as exc:  # keep trying until the watchdog says the TTL ran out
                 log.info("etcd session %x: keep-alive failed (%s), retrying", self._id, exc)
                 self._store._rotate(conn)
-                await asyncio.sleep(min(0.2, self._ttl / 10))
+                await asyncio.sleep(delays.next())
             finally:
                 call.cancel()
 
@@ -328,6 +333,7 @@ class EtcdStore:
         unavailability until the deadline."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._timeout
+        delays = backoff.Backoff(initial_s=0.05, max_s=1.0)
         while True:
             conn = self._pick()
             stub = getattr(conn, service)
@@ -342,8 +348,9 @@ class EtcdStore:
                 error = _error(exc, conn.endpoint)
                 if isinstance(error, api.StoreUnavailableError):
                     self._rotate(conn)
-                    if retry and loop.time() + 0.05 < deadline:
-                        await asyncio.sleep(0.05)
+                    delay = delays.next()
+                    if retry and loop.time() + delay < deadline:
+                        await asyncio.sleep(delay)
                         continue
                 raise error from exc
 
@@ -580,6 +587,7 @@ class EtcdStore:
         async def revoke() -> None:
             loop = asyncio.get_running_loop()
             give_up = loop.time() + max(60.0, 4 * self._timeout)
+            delays = backoff.Backoff(initial_s=0.2, max_s=5.0)
             while loop.time() < give_up:
                 try:
                     await self._call("lease", "LeaseRevoke", rpc.LeaseRevokeRequest(ID=lease_id))
@@ -587,7 +595,7 @@ class EtcdStore:
                 except api.SessionLostError:
                     return
                 except api.StoreUnavailableError:
-                    await asyncio.sleep(0.2)
+                    await asyncio.sleep(delays.next())
 
         if self._closed:
             return
@@ -619,7 +627,7 @@ class EtcdStore:
         self, key: bytes, range_end: bytes, start_revision: int | None
     ) -> AsyncIterator[api.WatchEvent]:
         next_rev = start_revision if start_revision is not None else await self.revision() + 1
-        backoff = 0.05
+        delays = backoff.Backoff(initial_s=0.05, max_s=1.0)
         while not self._closed:
             conn = self._pick()
             call = conn.watch.Watch(wait_for_ready=True)
@@ -640,7 +648,7 @@ class EtcdStore:
                             f"etcd canceled the watch: {response.cancel_reason}"
                         )
                     if response.created:
-                        backoff = 0.05
+                        delays.reset()
                     last = next_rev - 1
                     for event in response.events:
                         rev = int(event.kv.mod_revision)
@@ -661,8 +669,7 @@ class EtcdStore:
                     return
                 log.info("etcd watch broke (%s); resuming at revision %d", exc, next_rev)
                 self._rotate(conn)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
+                await asyncio.sleep(delays.next())
             except asyncio.CancelledError:
                 task = asyncio.current_task()
                 if self._closed and (task is None or not task.cancelling()):

@@ -254,3 +254,43 @@ def schema_version(tenant_name: str, namespace_name: str, topic: str, version: i
 def id_counter(name: str) -> str:
     """The counter behind ``MetadataStore.next_id(name)``."""
     return f"{COUNTERS}/{segment(name)}"
+
+
+# --- Pulsar Functions (magnetar.functions) ----------------------------------------------------
+
+FUNCTIONS = "/functions/meta"
+FUNCTION_PACKAGES = "/functions/packages"
+FUNCTION_STATE = "/functions/state"
+
+
+def function(tenant_name: str, namespace_name: str, name: str) -> str:
+    """A function's record: its FunctionConfig, package and which instances are stopped."""
+    return f"{FUNCTIONS}/{segment(tenant_name)}/{segment(namespace_name)}/{segment(name)}"
+
+
+def function_namespace(tenant_name: str, namespace_name: str) -> str:
+    """Parent of a namespace's function records (their children are the names)."""
+    return f"{FUNCTIONS}/{segment(tenant_name)}/{segment(namespace_name)}"
+
+
+def function_packages(tenant_name: str, namespace_name: str, name: str) -> str:
+    """Parent of every stored package version of a function."""
+    return f"{FUNCTION_PACKAGES}/{segment(tenant_name)}/{segment(namespace_name)}/{segment(name)}"
+
+
+def function_package_chunk(
+    tenant_name: str, namespace_name: str, name: str, version: int, chunk: int
+) -> str:
+    """Chunk ``chunk`` of package version ``version`` (values are at most 1 MiB)."""
+    base = function_packages(tenant_name, namespace_name, name)
+    return f"{base}/{_id('package version', version)}/{_id('chunk', chunk)}"
+
+
+def function_state(tenant_name: str, namespace_name: str, name: str) -> str:
+    """Parent of a function's state keys (``put_state``, counters)."""
+    return f"{FUNCTION_STATE}/{segment(tenant_name)}/{segment(namespace_name)}/{segment(name)}"
+
+
+def function_state_key(tenant_name: str, namespace_name: str, name: str, key: str) -> str:
+    """One state key of a function."""
+    return f"{function_state(tenant_name, namespace_name, name)}/{segment(key)}"

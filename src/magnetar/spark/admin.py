@@ -190,3 +190,14 @@ class Admin:
         if status >= 300 or answer is None:
             return None
         return bool(answer)
+
+    def schemas(self, topic: str) -> Any:
+        """Every version of ``topic``'s schema (``getSchemaResponses``); None when it has no
+        schema."""
+        _, rest = topic.split("://", 1)
+        status, answer = self._call("GET", f"schemas/{rest}/schemas")
+        if status == 404:
+            return None
+        if status >= 300:
+            raise MagnetarSourceError(f"the schemas of {topic}: HTTP {status}: {answer}")
+        return answer

@@ -59,9 +59,23 @@ READ_OPTION_NAMES: Final = (
     "subscriptionName",
     "pollTimeoutMs",
     "readPath",
+    "valueSchema",
 )
-WRITE_OPTION_NAMES: Final = ("serviceUrl", "topic")
-"""Spark hands options over lower-cased."""
+PRODUCER_OPTION_NAMES: Final = (
+    "compressionType",
+    "batchingEnabled",
+    "batchingMaxMessages",
+    "batchingMaxPublishDelayMs",
+    "messageRoutingMode",
+    "keyColumn",
+    "producerName",
+)
+"""The producer's settings of a write, named as Pulsar's ``ProducerConfigurationData``."""
+WRITE_OPTION_NAMES: Final = (*dict.fromkeys(("serviceUrl", "topic", *READ_OPTION_NAMES)),)
+"""A write takes every option a read takes, so one set of connection options serves both:
+``serviceUrl`` and ``topic`` are used, ``adminUrl`` is checked (http(s)://host:port) and not
+needed, the read-only ones (offsets, triggers, ...) are ignored. Spark hands options over
+lower-cased."""
 SPARK_OWNED: Final = frozenset({"path", "checkpointlocation", "queryname"})
 """Options Spark itself sets on a source or sink (load(path), writeStream's checkpoint)."""
 

@@ -43,8 +43,9 @@ from typing import Any, Final, NamedTuple, cast
 from google.protobuf.message import DecodeError
 
 from magnetar import __version__
-from magnetar.client import backoff, blocking
+from magnetar.client import blocking
 from magnetar.client.connection import ConnectionLostError
+from magnetar.common import backoff
 from magnetar.spark.access import ANONYMOUS, Access
 from magnetar.spark.options import MagnetarSourceError, Position
 from magnetar.spark.rows import (
@@ -174,16 +175,19 @@ def read_range(
     poll_timeout_ms: int,
     fallback: Callable[[Position], Iterator[Any]],
     access: Access = ANONYMOUS,
+    versions: bool = False,
 ) -> Iterator[Any]:
     """Every message of ``r`` in order, as Arrow record batches of ``rows.SCHEMA``
     (``ARROW_BATCH_ROWS`` rows each, the last one fewer), the same batches as
     ``read.read_range``. ``fallback(after)`` reads the rest of the range after ``after`` with
-    the official client, for entries this loop does not decode."""
+    the official client, for entries this loop does not decode. ``versions``: with each
+    row's schema version (``rows.arrow_schema``)."""
     after = Position.parse(r.after)
     until = Position.parse(r.until)
     if until <= after:
         return
     reader = _RangeReader(service_url, r.topic, after, until, poll_timeout_ms, access)
+    reader.versions = versions
     try:
         yield from reader.batches(fallback)
     finally:
@@ -192,6 +196,9 @@ def read_range(
 
 class _RangeReader:
     """One task's read of one range: the subscription, the position reached, the rows."""
+
+    versions = False
+    """With each entry's schema version (valueSchema=auto; ``rows.arrow_schema``)."""
 
     def __init__(
         self,
@@ -332,7 +339,7 @@ class _RangeReader:
     # --- the loop -------------------------------------------------------------------------
 
     def batches(self, fallback: Callable[[Position], Iterator[Any]]) -> Iterator[Any]:
-        schema = arrow_schema()
+        schema = arrow_schema(versions=self.versions)
         cols = Columns(self.parent, self.index)
         poll_s = self.poll_ms / 1000
         reconnects = 0
@@ -432,7 +439,10 @@ class _RangeReader:
             raise _Unsupported(f"entry {ledger}:{entry} is a chunk of a larger message")
         data, start = _payload(md, stored, start, f"{ledger}:{entry}")
         prefix = _id_prefix(ledger, entry, self.index)
-        cols.start_entry(ledger, entry, md.publish_time, md.producer_name, md.event_time)
+        version = -1
+        if self.versions and md.schema_version:
+            version = int.from_bytes(md.schema_version, "big")
+        cols.start_entry(ledger, entry, md.publish_time, md.producer_name, md.event_time, version)
         if not batched:
             value = data[start:] if start else data
             props = _pairs(md.properties) if md.properties else []

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
@@ -27,9 +27,10 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
+from pyspark.sql.types import StructType
 
 from magnetar.spark import options as opts
-from magnetar.spark import protocol_read
+from magnetar.spark import protocol_read, values
 from magnetar.spark.access import ALL_NAMES as ACCESS_OPTION_NAMES
 from magnetar.spark.access import ANONYMOUS, Access
 from magnetar.spark.admin import (
@@ -48,6 +49,7 @@ from magnetar.spark.rows import (
     arrow_schema,
     parent_and_index,
     poll_timeout_message,
+    spark_schema,
 )
 
 __all__ = ["ARROW_BATCH_ROWS", "SCHEMA", "BatchReader", "Range", "StreamReader", "read_range"]
@@ -77,18 +79,59 @@ class Settings:
     max_bytes: int | None
     read_path: str
     access: Access
+    value_schema: str = values.VALUE_SCHEMA_BYTES
+    readers: Mapping[str, values.Reader] = field(default_factory=dict)
+    """valueSchema=auto: per topic read (partitioned: its base name), the reader schema."""
 
     @classmethod
-    def check(cls, options: Mapping[str, str]) -> None:
+    def check(cls, options: Mapping[str, str]) -> StructType:
         """What load() can check without knowing batch or streaming: the options, the URLs,
-        the topics and the partitions the offsets name."""
+        the topics and the partitions the offsets name; the rows' schema."""
         settings = cls.parse(options, streaming=None)
         admin = settings.admin()
-        settings.check_offsets_name_known_partitions(settings.resolve(admin))
+        partitions = settings.resolve(admin)
+        settings.check_offsets_name_known_partitions(partitions)
+        return settings.with_readers(admin, partitions).schema()
+
+    def with_readers(self, admin: Admin, partitions: Sequence[str]) -> Settings:
+        """With valueSchema=auto: these settings with the reader schema of each topic read
+        (they must give ``value`` one type)."""
+        if self.value_schema != values.VALUE_SCHEMA_AUTO:
+            return self
+        readers: dict[str, values.Reader] = {}
+        for topic in dict.fromkeys(parent_and_index(p)[0] for p in partitions):
+            readers[topic] = values.Reader.of(
+                values.versions(admin.schemas(topic) or {"getSchemaResponses": []}, topic),
+                topic,
+            )
+        if not readers and self.selector.pattern is None:
+            raise MagnetarSourceError("valueSchema=auto: no topic to take the schema from")
+        kinds = {topic: r.spark_type(topic).simpleString() for topic, r in readers.items()}
+        if len(set(kinds.values())) > 1:
+            raise MagnetarSourceError(
+                "valueSchema=auto: the topics read have different value types ("
+                + "; ".join(f"{t}: {k}" for t, k in kinds.items())
+                + "); read them separately"
+            )
+        return replace(self, readers=readers)
+
+    def value_type(self) -> Any:
+        """The Spark type of ``value`` when decoded (None: the payload's bytes)."""
+        if self.value_schema != values.VALUE_SCHEMA_AUTO or not self.readers:
+            return None
+        topic, reader = next(iter(self.readers.items()))
+        return reader.spark_type(topic)
+
+    def schema(self) -> StructType:
+        return spark_schema(self.value_type())
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool | None) -> Settings:
-        opts.check_known(options, opts.READ_OPTION_NAMES + ACCESS_OPTION_NAMES, what="reads")
+        opts.check_known(
+            options,
+            opts.READ_OPTION_NAMES + opts.PRODUCER_OPTION_NAMES + ACCESS_OPTION_NAMES,
+            what="reads",
+        )  # a write's producer options too: one set of options serves both (ignored here)
         if streaming is False:
             for name in ("maxRecordsPerTrigger", "maxBytesPerTrigger", "subscriptionName"):
                 if options.get(name.lower()):
@@ -113,6 +156,7 @@ class Settings:
             max_bytes=opts.positive_int(options, "maxBytesPerTrigger"),
             read_path=opts.read_path(options),
             access=Access.parse(options),
+            value_schema=values.value_schema(options),
         )
         if settings.max_records and settings.max_bytes:
             raise MagnetarSourceError(
@@ -183,10 +227,16 @@ def end_until(spec: opts.OffsetSpec, state: PartitionState) -> Position | None:
 
 
 def read_range(
-    service_url: str, r: Range, *, poll_timeout_ms: int, access: Access = ANONYMOUS
+    service_url: str,
+    r: Range,
+    *,
+    poll_timeout_ms: int,
+    access: Access = ANONYMOUS,
+    versions: bool = False,
 ) -> Iterator[Any]:
     """Every message of ``r`` in order, as Arrow record batches of ``SCHEMA`` (at most
-    ``ARROW_BATCH_ROWS`` rows each).
+    ``ARROW_BATCH_ROWS`` rows each); ``versions``: with each row's schema version
+    (``rows.arrow_schema``).
 
     The loop does per message only what the row needs from the client: the messages of one
     stored entry (a producer batch) share the entry's metadata, so its publish time and
@@ -194,7 +244,7 @@ def read_range(
     are computed by Arrow per batch."""
     import pulsar  # the executors' dependency, imported where it runs
 
-    schema = arrow_schema()
+    schema = arrow_schema(versions=versions)
     after = tuple(Position.parse(r.after))
     until = tuple(Position.parse(r.until))
     if until <= after:
@@ -245,7 +295,13 @@ def read_range(
                 break
             if (ledger, entry) != last_entry:
                 last_entry = (ledger, entry)
-                cols.start_entry(ledger, entry, msg.publish_timestamp(), msg.producer_name())
+                cols.start_entry(
+                    ledger,
+                    entry,
+                    msg.publish_timestamp(),
+                    msg.producer_name(),
+                    version=_schema_version(msg) if versions else -1,
+                )
             props = msg.properties()
             add_row(
                 msg.partition_key() or None,
@@ -272,22 +328,61 @@ def read_range(
 
 
 def read_partition(settings: Settings, partition: InputPartition) -> Iterator[Any]:
-    """An input partition's messages as Arrow batches (both readers' ``read``)."""
+    """An input partition's messages as Arrow batches (both readers' ``read``); with
+    valueSchema=auto, their values decoded (``values.Decoder``)."""
     if not isinstance(partition, Range):
         return  # nothing planned: Spark still runs one task without a partition
+    value_type = settings.value_type()
+    if value_type is None:
+        yield from _read_partition(settings, partition, versions=False)
+        return
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    topic = parent_and_index(partition.topic)[0]
+    history = values.versions(settings.admin().schemas(topic) or {"getSchemaResponses": []}, topic)
+    reader = settings.readers.get(topic) or values.Reader.of(history, topic)  # (a new topic)
+    decoder = values.Decoder(reader, history, topic)
+    if decoder.kind != value_type:
+        raise MagnetarSourceError(
+            f"valueSchema=auto: {topic} has values of {decoder.kind.simpleString()}, the "
+            f"query reads {value_type.simpleString()}"
+        )
+    arrow_type = to_arrow_type(value_type, timezone="UTC")
+    for batch in _read_partition(settings, partition, versions=True):
+        yield decoder.apply(batch, arrow_type)
+
+
+def _read_partition(settings: Settings, partition: Range, *, versions: bool) -> Iterator[Any]:
     service, poll, access = settings.service_url, settings.poll_timeout_ms, settings.access
     if settings.read_path == opts.READ_PATH_CLIENT:
-        yield from read_range(service, partition, poll_timeout_ms=poll, access=access)
+        yield from read_range(
+            service, partition, poll_timeout_ms=poll, access=access, versions=versions
+        )
         return
 
     def client_from(after: Position) -> Iterator[Any]:
         """The rest of the range, read by the official client's loop."""
         rest = Range(partition.topic, after, Position.parse(partition.until))
-        return read_range(service, rest, poll_timeout_ms=poll, access=access)
+        return read_range(service, rest, poll_timeout_ms=poll, access=access, versions=versions)
 
     yield from protocol_read.read_range(
-        service, partition, poll_timeout_ms=poll, fallback=client_from, access=access
+        service,
+        partition,
+        poll_timeout_ms=poll,
+        fallback=client_from,
+        access=access,
+        versions=versions,
     )
+
+
+def _schema_version(msg: Any) -> int:
+    """A message's schema version (-1: none), from the official client's message."""
+    as_int = getattr(msg, "int_schema_version", None)
+    if as_int is not None:
+        return int(as_int())
+    raw = msg.schema_version()
+    raw = raw.encode("latin-1") if isinstance(raw, str) else raw
+    return int.from_bytes(raw, "big") if raw else -1
 
 
 # --- batch --------------------------------------------------------------------------------------
@@ -301,6 +396,7 @@ class BatchReader(DataSourceReader):
         admin = self.settings.admin()
         partitions = self.settings.resolve(admin)
         self.settings.check_offsets_name_known_partitions(partitions)
+        self.settings = self.settings.with_readers(admin, partitions)
         self.ranges: list[Range] = []
         for partition in partitions:
             state = admin.state(partition)
@@ -356,8 +452,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __init__(self, options: Mapping[str, str]) -> None:
         self.settings = Settings.parse(options, streaming=True)
-        partitions = self.settings.resolve(self.settings.admin())
+        admin = self.settings.admin()
+        partitions = self.settings.resolve(admin)
         self.settings.check_offsets_name_known_partitions(partitions)
+        self.settings = self.settings.with_readers(admin, partitions)
         self.target: dict[str, Position] | None = None
 
     # offsets

@@ -14,6 +14,7 @@ from typing import Any
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import (
     BinaryType,
+    DataType,
     IntegerType,
     MapType,
     StringType,
@@ -23,6 +24,7 @@ from pyspark.sql.types import (
 )
 
 from magnetar.spark.options import Position
+from magnetar.spark.values import VERSION_COLUMN
 
 SCHEMA = StructType(
     [
@@ -63,11 +65,24 @@ def parent_and_index(partition: str) -> tuple[str, int]:
     return partition, -1
 
 
-def arrow_schema() -> Any:
-    """``SCHEMA`` as the Arrow schema Spark's Python worker expects of a reader's batches."""
+def arrow_schema(*, versions: bool = False) -> Any:
+    """``SCHEMA`` as the Arrow schema Spark's Python worker expects of a reader's batches;
+    with ``versions``, and the per-row schema version ``VERSION_COLUMN`` that
+    ``values.Decoder`` decodes by (and removes)."""
+    import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    return to_arrow_schema(SCHEMA, timezone="UTC")
+    schema = to_arrow_schema(SCHEMA, timezone="UTC")
+    return schema.append(pa.field(VERSION_COLUMN, pa.int64())) if versions else schema
+
+
+def spark_schema(value_type: DataType | None) -> StructType:
+    """``SCHEMA``, with ``value`` of ``value_type`` when the values are decoded."""
+    if value_type is None:
+        return SCHEMA
+    return StructType(
+        [StructField("value", value_type) if f.name == "value" else f for f in SCHEMA.fields]
+    )
 
 
 def poll_timeout_message(topic: str, after: Position, until: str, poll_timeout_ms: int) -> str:
@@ -109,22 +124,31 @@ class Columns:
         self.published: list[int] = []
         self.producers: list[str] = []
         self.entry_events: list[int] = []
+        self.versions: list[int] = []
 
     @property
     def rows(self) -> int:
         return len(self.keys)
 
     def start_entry(
-        self, ledger: int, entry: int, published: int, producer: str, event: int = 0
+        self,
+        ledger: int,
+        entry: int,
+        published: int,
+        producer: str,
+        event: int = 0,
+        version: int = -1,
     ) -> None:
         """The rows appended next belong to this entry (``event``: its messages' event time
-        unless they set their own; 0 for none)."""
+        unless they set their own, 0 for none; ``version``: its schema version, -1 for
+        none)."""
         self.starts.append(len(self.keys))
         self.ledgers.append(ledger)
         self.entries.append(entry)
         self.published.append(published)
         self.producers.append(producer)
         self.entry_events.append(event)
+        self.versions.append(version)
 
     def add_chunk(self, data: bytes) -> None:
         """``data`` holds the values of the rows appended next (``bounds`` index into it)."""
@@ -166,7 +190,10 @@ class Columns:
             del marked[cut:], column[cut:]
         left = len(rest.keys)
         for starts, records in (
-            ("starts", ("ledgers", "entries", "published", "producers", "entry_events")),
+            (
+                "starts",
+                ("ledgers", "entries", "published", "producers", "entry_events", "versions"),
+            ),
             ("chunk_starts", ("chunks",)),
         ):
             firsts = getattr(self, starts)
@@ -207,6 +234,8 @@ class Columns:
             self._properties(n, schema.field("properties").type),
             pa.array(self.producers, pa.string()).take(rows),
         ]
+        if schema.get_field_index(VERSION_COLUMN) >= 0:
+            columns.append(pa.array(self.versions, pa.int64()).take(rows))
         return pa.RecordBatch.from_arrays(columns, schema=schema)
 
     def _batch_and_partition(self) -> Any:

@@ -23,8 +23,7 @@ class MagnetarDataSource(DataSource):
 
     def schema(self) -> StructType:
         """Called by load() only: the read options are checked here, before anything runs."""
-        read.Settings.check(self.options)
-        return read.SCHEMA
+        return read.Settings.check(self.options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return read.BatchReader(self.options)

@@ -14,7 +14,8 @@ import pytest
 
 from magnetar.broker.contracts import BrokerError
 from magnetar.broker.transactions import remote
-from magnetar.client import backoff, blocking, connection, handles, pool
+from magnetar.client import blocking, connection, handles, pool
+from magnetar.common import backoff
 from magnetar.wire import commands, lookup, pb, urls
 from tests.support import standalone as standalone_procs
 from tests.support.standalone import StandaloneProc, admin_call

@@ -2,9 +2,12 @@
 the real processes and secures them: etcd with the builder's TLS flags, a bookie and a
 broker with the rendered bookkeeper.conf / broker.conf and etcd settings files, each with
 certificates from the operator's CA (``magnetar_operator.pki``) and tokens from its
-signing key (``magnetar_operator.tokens``) -- only the mount paths, ports and addresses
-differ from a pod's. The official client then produces and consumes over TLS with the
-operator's token; the admin API refuses a caller without one.
+signing key (``magnetar_operator.tokens``), and the proxy with the rendered proxy.conf --
+only the mount paths, ports and addresses differ from a pod's. The official client then
+produces and consumes over TLS with the operator's token; the admin API refuses a caller
+without one; through the proxy (hostname verified against its certificate), a role is
+refused until the namespace grants it, then produces and consumes: the brokers authorize
+the client the proxy forwards, not the proxy's super-user role.
 
 Why here and not only on the local cluster: a key, flag or certificate property the
 processes refuse shows up in seconds, without images or Kubernetes.
@@ -24,7 +27,7 @@ import pulsar
 import pytest
 
 from magnetar_operator import pki, tokens
-from magnetar_operator.builders import bookie, broker, common, etcd, security
+from magnetar_operator.builders import bookie, broker, common, etcd, proxy, security
 from magnetar_operator.builders.common import Owner
 from magnetar_operator.spec import ClusterSpec
 from tests.support.etcd import ETCD_BINARY, etcd_available
@@ -36,7 +39,9 @@ pytestmark = [
 ]
 
 OWNER = Owner("sec", "ns", "0b1c2d3e-0000-0000-0000-000000000001")
-SPEC = ClusterSpec.parse({"tls": {"enabled": True}, "auth": {"enabled": True}})
+SPEC = ClusterSpec.parse(
+    {"tls": {"enabled": True}, "auth": {"enabled": True}, "proxy": {"enabled": True}}
+)
 MAGNETAR = str(Path(sys.executable).with_name("magnetar"))
 
 
@@ -85,12 +90,13 @@ def _https_status(
 
 
 class Secured:
-    """etcd, a bookie and a broker configured by the operator's builders."""
+    """etcd, a bookie, a broker and a proxy configured by the operator's builders."""
 
     def __init__(self, base: Path) -> None:
         self.ca = pki.create_ca("sec CA", now=dt.datetime.now(dt.UTC))
         local = ["localhost", LOOPBACK]
-        tls = {c: _mount(base / c, self.ca, local) for c in ("etcd", "bookie", "broker")}
+        components = ("etcd", "bookie", "broker", "proxy")
+        tls = {c: _mount(base / c, self.ca, local) for c in components}
         self.ca_file = tls["broker"] / "ca.crt"
         key = tokens.signing_key(tokens.generate_secret_key())
         auth = base / "auth"
@@ -98,7 +104,9 @@ class Secured:
         assert isinstance(key.signing, bytes)
         (auth / "secret.key").write_bytes(key.signing)
         (auth / security.BROKER_TOKEN).write_text(tokens.mint(key, security.BROKER_ROLE))
+        (auth / security.PROXY_TOKEN).write_text(tokens.mint(key, security.PROXY_ROLE))
         self.token = tokens.mint(key, security.OPERATOR_ROLE)
+        self.app_token = tokens.mint(key, "app")
         self.procs: list[Proc] = []
 
         client_port, peer_port = free_ports(2)
@@ -159,6 +167,29 @@ class Secured:
             ready=lambda: _https_status(f"{self.admin_url}/status.html", self.ca_file) == 200,
         )
 
+        self.proxy_tls_port, self.proxy_https_port = free_ports(2)
+        px_conf = base / "proxy.conf"
+        (base / "px-etcd.yaml").write_text(security.etcd_client_settings(str(tls["proxy"])))
+        px_conf.write_text(
+            _rendered(
+                proxy.config_data(OWNER, SPEC),
+                {proxy.TLS_DIR: str(tls["proxy"]), proxy.AUTH_DIR: str(auth)},
+                metadataStoreUrl=metadata,
+                metadataStoreConfigPath=str(base / "px-etcd.yaml"),
+                bindAddress=LOOPBACK,
+                servicePortTls=str(self.proxy_tls_port),
+                webServicePortTls=str(self.proxy_https_port),
+            )
+        )
+        self.proxy_admin_url = f"https://{LOOPBACK}:{self.proxy_https_port}"
+        self._start(
+            [MAGNETAR, *(a.replace(f"{proxy.CONFIG_DIR}/{proxy.CONFIG_FILE}", str(px_conf))
+                         for a in proxy.args(SPEC))],
+            base / "proxy.log",
+            ready=lambda: _https_status(f"{self.proxy_admin_url}/status.html", self.ca_file)
+            == 200,
+        )  # fmt: skip
+
     def _start(self, argv: list[str], log: Path, *, ready: Callable[[], bool]) -> None:
         proc = Proc(argv, log_path=log, ready=ready, ready_timeout=60)
         self.procs.append(proc)
@@ -201,3 +232,46 @@ def test_rendered_configuration_secures_every_process(secured: Secured) -> None:
         client.close()
     # the broker reached the bookie over mutual TLS (it requires client certificates)
     assert "grpc+tls" in (secured.procs[1].log_path.read_text(errors="replace"))
+
+
+def _produce_consume(url: str, ca: Path, token: str, topic: str) -> list[bytes]:
+    client = pulsar.Client(
+        url,
+        tls_trust_certs_file_path=str(ca),
+        tls_validate_hostname=True,
+        authentication=pulsar.AuthenticationToken(token),
+        operation_timeout_seconds=30,
+    )
+    try:
+        consumer = client.subscribe(topic, "s")
+        producer = client.create_producer(topic)
+        for i in range(20):
+            producer.send(f"m-{i}".encode())
+        return [consumer.receive(timeout_millis=10_000).data() for _ in range(20)]
+    finally:
+        client.close()
+
+
+def test_through_the_rendered_proxy_the_brokers_authorize_the_client(secured: Secured) -> None:
+    """The proxy's role is a super-user, yet a client it forwards gets only its own
+    permissions: refused before the grant (lookup or producer), served after it."""
+    url = f"pulsar+ssl://{LOOPBACK}:{secured.proxy_tls_port}"  # an IP address in its SANs
+    admin = f"{secured.proxy_admin_url}/admin/v2"
+    assert _https_status(f"{admin}/tenants", secured.ca_file) == 401
+    assert _https_status(f"{admin}/tenants", secured.ca_file, token=secured.token) == 200
+    topic = "persistent://public/default/through-proxy"
+    with pytest.raises(pulsar.AuthorizationError):
+        _produce_consume(url, secured.ca_file, secured.app_token, topic)
+    grant = urllib.request.Request(
+        f"{admin}/namespaces/public/default/permissions/app",
+        data=b'["produce", "consume"]',
+        method="POST",
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {secured.token}"},
+    )
+    ctx = ssl.create_default_context(cafile=str(secured.ca_file))
+    with urllib.request.urlopen(grant, timeout=10, context=ctx) as resp:
+        assert resp.status == 204
+    got = _produce_consume(url, secured.ca_file, secured.app_token, topic)
+    assert got == [f"m-{i}".encode() for i in range(20)]
+    # the proxy reached etcd (it found the broker there) and the broker over TLS
+    assert _https_status(f"{secured.proxy_admin_url}/status.html", secured.ca_file) == 200

@@ -6,7 +6,9 @@ and tenant admins get through, and ``magnetar admin`` works with client.conf and
 from __future__ import annotations
 
 import json
+import os
 import re
+from pathlib import Path
 from typing import Any
 
 import jwt
@@ -241,3 +243,34 @@ def test_grant_and_revoke_round_trip(secured: Secured) -> None:
     )  # fmt: skip
     if AGAINST != "pulsar":  # Pulsar 4.0.7 answers 204 and drops the unknown action
         assert bad[0] == 400 and b"unknown action 'fly'" in bad[1]
+
+
+REFUSALS = Path(__file__).with_name("pulsar_refusals.json")
+"""Apache Pulsar 4.0.7's status for each route of the walk, to a role without permission
+(``nobody``), recorded by ``make security-refusals`` (this test against Pulsar with
+``MAGNETAR_SECURITY_RECORD=1``)."""
+
+
+def test_refusals_have_pulsars_status(secured: Secured) -> None:
+    """Not only no 2xx: the refusal is Pulsar's, 401 or 403, route by route, so a script
+    checking the status works unchanged. Compared where Pulsar refuses (401/403): not where
+    it does not serve the route (404/405), answers a 400 first (it parses the request body
+    before it authorizes; Magnetar authorizes first) or is open (PULSAR_OPEN)."""
+    token = secured.token("nobody")
+    statuses = {}
+    for method, pattern, path in ROUTES:
+        if (method, pattern) in OPEN_ROUTES:
+            continue
+        body = b"{}" if method in ("PUT", "POST") else None
+        statuses[f"{method} {pattern}"] = secured.https(method, path, token=token, body=body)[0]
+    if AGAINST == "pulsar" and os.environ.get("MAGNETAR_SECURITY_RECORD"):
+        REFUSALS.write_text(json.dumps(statuses, indent=1, sort_keys=True) + "\n")
+        return
+    expected = json.loads(REFUSALS.read_text())
+    differ = {
+        route: (status, expected[route])
+        for route, status in statuses.items()
+        if expected.get(route) in (401, 403) and status != expected[route]
+    }
+    print("\n".join(f"{r}: Magnetar {m}, Pulsar {p}" for r, (m, p) in sorted(differ.items())))
+    assert not differ

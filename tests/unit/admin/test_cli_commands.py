@@ -17,6 +17,7 @@ import magnetar.admin_cli
 from magnetar import admin_cli
 from magnetar.admin_cli import commands, convert
 from magnetar.admin_cli.client import NO_BODY, Client, Request
+from magnetar.client.admin import FormField
 from tests.support import admin_echo
 
 SUB = "/admin/v2/persistent/public/default/t/subscription/s1"
@@ -351,6 +352,145 @@ CASES.update(
         ),
     }
 )
+
+
+FN = "/admin/v3/functions/public/default"
+FN_PY = pathlib.Path(__file__).parents[2] / "integration/functions/examples/exclamation_function.py"
+CASES.update(
+    {
+        ("functions", "create"): (
+            [
+                "--py",
+                str(FN_PY),
+                "--classname",
+                "exclamation_function.ExclamationFunction",
+                "--inputs",
+                "a, b",
+                "--output",
+                "out",
+                "--parallelism",
+                "2",
+                "--processing-guarantees",
+                "EFFECTIVELY_ONCE",
+                "--user-config",
+                '{"k": 1}',
+                "--subs-position",
+                "Earliest",
+                "--cpu",
+                "0.5",
+            ],
+            Request(
+                "POST",
+                f"{FN}/ExclamationFunction",
+                form=(
+                    FormField(
+                        "functionConfig",
+                        json.dumps(
+                            {
+                                "className": "exclamation_function.ExclamationFunction",
+                                "output": "out",
+                                "processingGuarantees": "EFFECTIVELY_ONCE",
+                                "parallelism": 2,
+                                "subscriptionPosition": "Earliest",
+                                "inputs": ["a", "b"],
+                                "userConfig": {"k": 1},
+                                "resources": {"cpu": 0.5},
+                                "tenant": "public",
+                                "namespace": "default",
+                                "name": "ExclamationFunction",
+                                "runtime": "PYTHON",
+                                "py": "exclamation_function.py",
+                            }
+                        ).encode(),
+                    ),
+                    FormField(
+                        "data",
+                        FN_PY.read_bytes(),
+                        "exclamation_function.py",
+                        "application/octet-stream",
+                    ),
+                ),
+            ),
+        ),
+        ("functions", "update"): (
+            ["--fqfn", "t/n/f", "--parallelism", "3"],
+            Request(
+                "PUT",
+                "/admin/v3/functions/t/n/f",
+                form=(
+                    FormField(
+                        "functionConfig",
+                        json.dumps(
+                            {
+                                "parallelism": 3,
+                                "tenant": "t",
+                                "namespace": "n",
+                                "name": "f",
+                                "runtime": "PYTHON",
+                            }
+                        ).encode(),
+                    ),
+                ),
+            ),
+        ),
+        ("functions", "get"): (["--name", "f"], Request("GET", f"{FN}/f")),
+        ("functions", "delete"): (
+            ["--fqfn", "a/b/f"],
+            Request("DELETE", "/admin/v3/functions/a/b/f"),
+        ),
+        ("functions", "list"): (
+            ["--tenant", "acme", "--namespace", "ns"],
+            Request("GET", "/admin/v3/functions/acme/ns"),
+        ),
+        ("functions", "start"): (["--name", "f"], Request("POST", f"{FN}/f/start")),
+        ("functions", "stop"): (
+            ["--name", "f", "--instance-id", "1"],
+            Request("POST", f"{FN}/f/1/stop"),
+        ),
+        ("functions", "restart"): (["--name", "f"], Request("POST", f"{FN}/f/restart")),
+        ("functions", "status"): (["--name", "f"], Request("GET", f"{FN}/f/status")),
+        ("functions", "stats"): (
+            ["--name", "f", "--instance-id", "0"],
+            Request("GET", f"{FN}/f/0/stats"),
+        ),
+        ("functions", "querystate"): (
+            ["--name", "f", "-k", "a b"],
+            Request("GET", f"{FN}/f/state/a%20b"),
+        ),
+        ("functions", "trigger"): (
+            ["--name", "f", "--trigger-value", "hi", "--topic", "in"],
+            Request(
+                "POST",
+                f"{FN}/f/trigger",
+                form=(
+                    FormField("data", b"hi", content_type="text/plain"),
+                    FormField("topic", b"in", content_type="text/plain"),
+                ),
+            ),
+        ),
+        ("functions", "putstate"): (
+            ["--name", "f", "-s", '{"key": "k", "numberValue": 3}'],
+            Request(
+                "POST",
+                f"{FN}/f/state/k",
+                form=(FormField("state", b'{"key": "k", "numberValue": 3}'),),
+            ),
+        ),
+    }
+)
+
+
+def test_function_names_and_packages_are_checked(tmp_path: pathlib.Path) -> None:
+    for argv, message in (
+        (["functions", "get"], "name is required"),
+        (["functions", "get", "--fqfn", "a/b"], "tenant/namespace/name"),
+        (["functions", "get", "--fqfn", "a/b/c", "--name", "c"], "not both"),
+        (["functions", "create", "--name", "f", "--classname", "m.C"], "--py is required"),
+        (["functions", "create", "--name", "f", "--py", str(tmp_path / "none.py")], "--py"),
+        (["functions", "create", "--py", str(FN_PY), "--user-config", "[1]"], "JSON object"),
+    ):
+        with pytest.raises(admin_cli.client.AdminCliError, match=message):
+            commands.request_for(parse(*argv))
 
 
 def test_schema_get_versions_and_bad_files(tmp_path: pathlib.Path) -> None:

@@ -40,7 +40,6 @@ SPECS = {
         **example("pulsarcluster-production.yaml")["spec"],
         "tls": {"enabled": True},
         "auth": {"enabled": True, "secretName": "keys"},
-        "proxy": {"enabled": False},
     },
 }
 
@@ -234,3 +233,27 @@ def test_broker_command_line_matches_magnetar_broker() -> None:
     ]
     mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
     assert mounts["config"] == "/etc/magnetar/conf"
+
+
+def test_data_pods_get_default_requests() -> None:
+    """Bookies and etcd are never BestEffort: requests by default, the user's when given
+    (limits alone: Kubernetes takes them as the requests)."""
+
+    def resources(spec: ClusterSpec, kind: str, name: str) -> dict[str, Any]:
+        objs = by_kind_name(build_all(OWNER, spec))
+        out: dict[str, Any] = objs[(kind, name)]["spec"]["template"]["spec"]["containers"][0][
+            "resources"
+        ]
+        return out
+
+    plain = ClusterSpec.parse({})
+    assert resources(plain, "StatefulSet", "dev-bookie") == {"requests": bookie.DEFAULT_REQUESTS}
+    assert resources(plain, "StatefulSet", "dev-etcd") == {"requests": etcd.DEFAULT_REQUESTS}
+    given = ClusterSpec.parse(
+        {
+            "bookies": {"resources": {"requests": {"memory": "4Gi"}}},
+            "metadata": {"etcd": {"resources": {"limits": {"memory": "1Gi"}}}},
+        }
+    )
+    assert resources(given, "StatefulSet", "dev-bookie") == {"requests": {"memory": "4Gi"}}
+    assert resources(given, "StatefulSet", "dev-etcd") == {"limits": {"memory": "1Gi"}}

@@ -134,6 +134,14 @@ def test_production_values(helm: str) -> None:
     assert pc["spec"]["bookies"]["journal"]["storageClassName"] == "local-nvme"
     sm = by[("ServiceMonitor", "rel-magnetar", "magnetar")]
     assert sm["metadata"]["labels"]["release"] == "prometheus"
+    pm = by[("PodMonitor", "rel-magnetar-operator", "magnetar")]
+    assert pm["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
+    assert pm["spec"]["selector"]["matchLabels"].items() <= (
+        dep["spec"]["template"]["metadata"]["labels"].items()
+    ), "it selects the operator's pod"
+    assert {p["name"]: p["containerPort"] for p in c["ports"]}["metrics"] == 8081
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["MAGNETAR_OPERATOR_METRICS_PORT"] == "8081"
     dashboards = [
         d for d in docs if d["kind"] == "ConfigMap" and "dashboard" in d["metadata"]["name"]
     ]
@@ -163,17 +171,6 @@ BAD = [
     (
         ["--set", "cluster.enabled=true", "--set", "cluster.spec.offload.enabled=true"],
         "bucket and credentialsSecret are required",
-    ),
-    (
-        [
-            "--set",
-            "cluster.enabled=true",
-            "--set",
-            "cluster.spec.proxy.enabled=true",
-            "--set",
-            "cluster.spec.tls.enabled=true",
-        ],
-        "cluster.spec.proxy.enabled cannot be combined with cluster.spec.tls",
     ),
     (["--set", "operator.watchNamespaces={team-*}"], "is not a valid namespace name"),
     (["--set", "operator.logLevel=loud"], "value must be one of"),

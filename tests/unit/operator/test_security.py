@@ -14,7 +14,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from magnetar import conffile
 from magnetar_operator import pki, tokens
-from magnetar_operator.builders import bookie, broker, build_all, etcd, security
+from magnetar_operator.builders import bookie, broker, build_all, etcd, proxy, security
 from magnetar_operator.spec import ClusterSpec, duration_seconds
 from tests.unit.operator.schemas import validate
 from tests.unit.operator.test_builders import OWNER, SPECS, by_kind_name
@@ -50,7 +50,7 @@ def test_durations_in_cert_managers_form() -> None:
 
 def test_subjects_name_every_service_and_pod() -> None:
     subjects = {s.component: s for s in security.subjects(OWNER, SECURED)}
-    assert set(subjects) == {"etcd", "bookie", "broker"}
+    assert set(subjects) == {"etcd", "bookie", "broker", "proxy"}
     etcd_names = set(subjects["etcd"].names)
     for i in range(3):  # production: 3 members, each under the headless Service
         assert f"dev-etcd-{i}.dev-etcd.pulsar.svc" in etcd_names
@@ -66,7 +66,31 @@ def test_subjects_name_every_service_and_pod() -> None:
         "dev-etcd-tls",
         "dev-bookie-tls",
         "dev-broker-tls",
+        "dev-proxy-tls",
     }
+    assert "dev-proxy.pulsar.svc" in subjects["proxy"].names  # the proxy URL's host
+    service = {
+        "spec": {
+            "clusterIP": "10.96.0.20",
+            "clusterIPs": ["10.96.0.20"],
+            "externalIPs": ["1.2.3.4"],
+        },
+        "status": {"loadBalancer": {"ingress": [{"ip": "5.6.7.8"}, {"hostname": "lb.example"}]}},
+    }
+    addresses = security.service_addresses(service)
+    assert addresses == ("10.96.0.20", "1.2.3.4", "5.6.7.8", "lb.example")
+    spec = ClusterSpec.parse(
+        {**SPECS["secured-3"], "proxy": {"enabled": True, "certificateNames": ["pulsar.example"]}}
+    )
+    proxy_names = {
+        s.component: s for s in security.subjects(OWNER, spec, proxy_addresses=addresses)
+    }["proxy"].names
+    assert {*addresses, "pulsar.example", "dev-proxy", "localhost"} <= set(proxy_names)
+    assert security.service_addresses(None) == ()
+    headless = {"spec": {"clusterIP": "None"}}
+    assert security.service_addresses(headless) == ()
+    no_proxy = ClusterSpec.parse({**SPECS["secured-3"], "proxy": {"enabled": False}})
+    assert "proxy" not in {s.component for s in security.subjects(OWNER, no_proxy)}
 
 
 def test_issued_certificates_chain_to_the_ca_for_the_names_and_both_usages() -> None:
@@ -180,6 +204,42 @@ def test_secured_objects_are_valid_and_mount_their_secrets() -> None:
     svc = objs[("Service", "dev-broker")]["spec"]
     assert {p["port"] for p in svc["ports"]} == {6651, 8443}
 
+    px = objs[("Deployment", "dev-proxy")]
+    assert mounts(px)["tls"] == proxy.TLS_DIR and mounts(px)["auth"] == proxy.AUTH_DIR
+    assert volumes(px)["tls"]["secret"]["secretName"] == "dev-proxy-tls"
+    sources = volumes(px)["auth"]["projected"]["sources"]
+    items = [i["key"] for s in sources for i in s["secret"]["items"]]
+    assert items == ["secret.key", "proxy.token"], "the proxy's own token, no other"
+    c = container(px)
+    assert {p["containerPort"] for p in c["ports"]} == {6651, 8443}, "plaintext ports off"
+    assert c["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    assert c["livenessProbe"]["tcpSocket"] == {"port": "pulsar-tls"}
+    svc = objs[("Service", "dev-proxy")]["spec"]
+    assert {(p["name"], p["port"]) for p in svc["ports"]} == {("pulsar-tls", 6651), ("https", 8443)}
+
+
+def test_secured_proxy_conf() -> None:
+    """The proxy authenticates clients itself and acts as ``magnetar-proxy`` towards the
+    brokers, which list that role in proxyRoles (so they authorize the forwarded client)."""
+    conf = proxy.config_data(OWNER, SECURED)
+    assert (conf["servicePort"], conf["webServicePort"]) == ("", "")
+    assert (conf["servicePortTls"], conf["webServicePortTls"]) == ("6651", "8443")
+    assert conf["tlsEnabledWithBroker"] == "true"
+    assert conf["brokerClientTrustCertsFilePath"] == f"{proxy.TLS_DIR}/ca.crt"
+    assert conf["metadataStoreConfigPath"] == f"{proxy.CONFIG_DIR}/etcd.yaml"
+    assert conf["authenticationEnabled"] == "true"
+    assert conf["tokenSecretKey"] == f"file://{proxy.AUTH_DIR}/secret.key"
+    assert conf["brokerClientAuthenticationParameters"] == f"file://{proxy.AUTH_DIR}/proxy.token"
+    assert "authorizationEnabled" not in conf, "the brokers authorize"
+    brokers = broker.config_data(OWNER, SECURED)
+    assert brokers["proxyRoles"] == "magnetar-proxy"
+    assert "magnetar-proxy" in brokers["superUserRoles"].split(",")
+    assert proxy.service_url(OWNER, SECURED) == "pulsar+ssl://dev-proxy.pulsar.svc:6651"
+    assert proxy.admin_url(OWNER, SECURED) == "https://dev-proxy.pulsar.svc:8443"
+    plain = ClusterSpec.parse({"proxy": {"enabled": True}})
+    assert "proxyRoles" not in broker.config_data(OWNER, plain)
+    assert proxy.service_url(OWNER, plain) == "pulsar://dev-proxy.pulsar.svc:6650"
+
 
 def test_secured_broker_conf() -> None:
     conf = broker.config_data(OWNER, SECURED)
@@ -200,7 +260,7 @@ def test_secured_broker_conf() -> None:
 
 
 def test_rendered_etcd_settings_are_what_the_processes_read(tmp_path: Any) -> None:
-    for builder in (broker, bookie):
+    for builder in (broker, bookie, proxy):
         cm = builder.config_map(OWNER, SECURED)
         path = tmp_path / "etcd.yaml"
         path.write_text(cm["data"]["etcd.yaml"])
@@ -238,12 +298,14 @@ def test_cert_manager_certificates() -> None:
     assert body["privateKey"]["encoding"] == "PKCS8"
 
 
-def test_a_new_signing_key_restarts_the_brokers() -> None:
-    """Brokers read their verification key at startup: its digest is in their template."""
+@pytest.mark.parametrize("builder", [broker, proxy])
+def test_a_new_signing_key_restarts_the_brokers_and_proxies(builder: Any) -> None:
+    """Brokers and proxies read their verification key at startup: its digest is in their
+    template."""
 
     def template_hash(digest: str) -> str:
         v = tokens.Verification("secret.key", digest)
-        dep = broker.deployment(OWNER, SECURED, verification=v)
+        dep = builder.deployment(OWNER, SECURED, verification=v)
         return str(dep["spec"]["template"]["metadata"]["annotations"]["magnetar.dev/config-hash"])
 
     assert template_hash("aaaa") != template_hash("bbbb")

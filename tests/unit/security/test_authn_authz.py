@@ -143,6 +143,8 @@ def test_proxy_roles_act_for_the_original_principal() -> None:
         ("DELETE", "/admin/v2/tenants/{tenant}", access.Need.TENANT_ADMIN, None),
         ("POST", "/admin/v2/tenants/{tenant}", access.Need.TENANT_ADMIN, None),
         ("PUT", "/admin/v2/tenants/{tenant}", access.Need.SUPER_USER, None),
+        ("POST", "/admin/v3/functions/{tenant}/{namespace}/{name}", access.Need.TENANT_ADMIN, None),
+        ("GET", "/admin/v3/functions/{tenant}/{namespace}", access.Need.TENANT_ADMIN, None),
         ("PUT", "/admin/v2/namespaces/{tenant}/{namespace}", access.Need.TENANT_ADMIN, None),
         ("GET", "/admin/v2/{domain}/{tenant}/{namespace}", access.Need.NAMESPACE, None),
         ("GET", "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/stats", access.Need.TOPIC,

@@ -1,4 +1,5 @@
-"""The Pulsar admin REST API v2 on the broker's HTTP port (issue: admin REST API).
+"""The Pulsar admin REST API v2 on the broker's HTTP port (issue: admin REST API), and the
+functions API v3 (``functions.py``).
 
 Plugged into the broker's aiohttp app as an extension (``broker.http.build_app``): tenants,
 namespaces and their policies, topics, subscriptions and clusters, with Pulsar's paths,
@@ -14,6 +15,7 @@ from magnetar.broker.admin import (
     bookies,
     clusters,
     common,
+    functions,
     namespaces,
     openapi,
     permissions,
@@ -37,4 +39,5 @@ def extension(app: web.Application) -> None:
     namespaces.register(app.router)
     topic_routes.register(app.router)
     schemas.register(app.router)
+    functions.register(app.router)
     openapi.register(app.router)
