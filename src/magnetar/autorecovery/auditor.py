@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass
 
 from magnetar.autorecovery import metrics
+from magnetar.common import backoff
 from magnetar.ledger import underreplication as ur
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.errors import NoSuchEntryError
@@ -76,11 +77,13 @@ class Auditor:
 
     async def run(self) -> None:
         """Stand for election, audit while elected; forever (cancel to stop)."""
+        delays = backoff.Backoff(initial_s=0.5, max_s=5.0)
         while True:
             session: api.Session | None = None
             try:
                 session = await self.store.session(self.options.session_ttl)
                 await self._wait_elected(session)
+                delays.reset()
                 self.elected = True
                 metrics.AUDITOR_ELECTED.set(1)
                 log.info("auditor %s: elected", self.name)
@@ -94,7 +97,7 @@ class Auditor:
                 raise
             except Exception as err:  # the store may be unreachable for a while
                 log.warning("auditor %s: %s", self.name, err)
-                await asyncio.sleep(1.0)
+                await asyncio.sleep(delays.next())
             finally:
                 self.elected = False
                 metrics.AUDITOR_ELECTED.set(0)
@@ -104,6 +107,7 @@ class Auditor:
 
     async def _wait_elected(self, session: api.Session) -> None:
         value = json.dumps({"format": 1, "auditor": self.name}).encode()
+        delays = backoff.Backoff(initial_s=0.5, max_s=2.0)
         while True:
             if session.lost:
                 raise api.SessionLostError("lost before being elected")
@@ -112,8 +116,8 @@ class Auditor:
                     keys.AUDITOR, value, expected_version=api.NOT_EXISTS, session=session
                 )
                 return
-            except api.BadVersionError:
-                await asyncio.sleep(1.0)
+            except api.BadVersionError:  # another auditor holds it: stand again soon
+                await asyncio.sleep(delays.next())
 
     # --- one audit -------------------------------------------------------------------------
 

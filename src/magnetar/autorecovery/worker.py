@@ -35,6 +35,7 @@ from collections import deque
 from dataclasses import dataclass, replace
 
 from magnetar.autorecovery import metrics
+from magnetar.common import backoff
 from magnetar.ledger import underreplication as ur
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.errors import LedgerError, NoSuchLedgerError
@@ -75,10 +76,12 @@ class ReplicationWorker:
 
     async def run(self) -> None:
         """Claim and recover marked ledgers, forever (cancel to stop)."""
+        delays = backoff.Backoff(initial_s=0.5, max_s=5.0)
         while True:
             session: api.Session | None = None
             try:
                 session = await self.store.session(self.options.session_ttl)
+                delays.reset()
                 while not session.lost:
                     if not await self.run_once(session):
                         await asyncio.sleep(self.options.poll_interval)
@@ -86,7 +89,7 @@ class ReplicationWorker:
                 raise
             except Exception as err:  # the store may be unreachable for a while
                 log.warning("recovery worker %s: %s", self.name, err)
-                await asyncio.sleep(1.0)
+                await asyncio.sleep(delays.next())
             finally:
                 if session is not None:
                     with contextlib.suppress(Exception):
