@@ -157,6 +157,18 @@ test-security-pulsar: setup
 security-refusals: setup
 	@MAGNETAR_SECURITY_AGAINST=pulsar MAGNETAR_SECURITY_RECORD=1 $(PY) -m pytest tests/integration/security/test_admin_access.py -k refusals -q $(PYTEST_ARGS)
 
+# --- Metrics (issue 23): parity with Apache Pulsar's /metrics, through a real Prometheus ----------
+# tests/integration/metrics runs in `make test` against the stored capture of Pulsar's series
+# (tests/integration/metrics/pulsar-4.0.7.metrics). metrics-pulsar rewrites that capture from a
+# Pulsar standalone under the same workload (scripts/capture_pulsar_metrics.py);
+# test-metrics-pulsar runs the parity test against a fresh capture. docs/metrics.md.
+.PHONY: metrics-pulsar test-metrics-pulsar
+metrics-pulsar: setup
+	@$(PY) scripts/capture_pulsar_metrics.py
+
+test-metrics-pulsar: setup
+	@MAGNETAR_METRICS_AGAINST=pulsar $(PY) -m pytest tests/integration/metrics -rs -s $(PYTEST_ARGS)
+
 # --- Images (issue 12): built locally, nothing pulled from a registry ---------------------------
 # images: magnetar/{broker,bookie,operator,spark}:<version> on a Debian bookworm base built here with
 # debootstrap (cached; scripts/images/base.sh), Python packages from PyPI; installs Debian's

@@ -16,7 +16,9 @@ log() { printf '[setup] %s\n' "$*"; }
 # and it is the one etcd the machine's package registry provides (the metadata contract
 # tests run against it).
 # openjdk-17-jre-headless: the JVM of the optional PySpark data source (src/magnetar/spark).
-APT_PKGS=(etcd-server etcd-client openjdk-17-jre-headless)
+# prometheus: the real Prometheus the metrics tests scrape with (tests/support/prometheus.py;
+# its service is not started: the tests run their own on free loopback ports).
+APT_PKGS=(etcd-server etcd-client openjdk-17-jre-headless prometheus)
 missing=()
 for p in "${APT_PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -89,6 +89,8 @@ _BROKER_FLAGS = {
     "compaction_threshold": "compaction_threshold_bytes",
     "min_racks_per_write_quorum": "bookkeeper_min_racks_per_write_quorum",
     "enforce_min_racks_per_write_quorum": "bookkeeper_enforce_min_racks",
+    "expose_topic_level_metrics_in_prometheus": "expose_topic_level_metrics",
+    "expose_consumer_level_metrics_in_prometheus": "expose_consumer_level_metrics",
 }
 """Parsed flag (its ``dest``) -> BrokerConfig field."""
 
@@ -568,6 +570,22 @@ def _force_delete(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _metrics_options(p: argparse.ArgumentParser) -> None:
+    """Pulsar's switches of the /metrics series per topic and per consumer."""
+    _bool_option(
+        p,
+        "--expose-topic-level-metrics-in-prometheus",
+        _BC.expose_topic_level_metrics,
+        "series per topic and subscription on /metrics (off: summed per namespace)",
+    )
+    _bool_option(
+        p,
+        "--expose-consumer-level-metrics-in-prometheus",
+        _BC.expose_consumer_level_metrics,
+        "pulsar_consumer_* series per consumer on /metrics",
+    )
+
+
 _OFFLOAD_FLAGS = (
     # (flag, broker.conf key, help)
     ("--offload-driver", "managedLedgerOffloadDriver", "aws-s3 or S3 (S3-compatible); unset: off"),
@@ -811,6 +829,11 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     p.add_argument("--advertised-address", default="127.0.0.1")
     p.add_argument("--bind-address", default="0.0.0.0")
     p.add_argument("--bookie-port", type=int, help="loopback port of the in-process bookie")
+    p.add_argument(
+        "--cluster-name",
+        default="standalone",
+        help="this cluster's name (another one's, to replicate with it: docs/geo-replication.md)",
+    )
     p.add_argument("--keepalive-interval", type=float, default=30.0, help="ping idle clients")
     p.add_argument(
         "--auto-topic-creation-type",
@@ -828,6 +851,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     _non_persistent_inactive(p)
     _deduplication(p)
     _force_delete(p)
+    _metrics_options(p)
     _offload(p)
     _security(p)
     p.add_argument("--log-level", default=None)
@@ -897,6 +921,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     p.add_argument("--min-ledger-age", type=float, default=_ML.min_ledger_age_s, metavar="SECONDS")
     _deduplication(p)
     _force_delete(p)
+    _metrics_options(p)
     p.add_argument(
         "--deduplication-max-producers", type=int, default=_BC.deduplication_max_producers
     )

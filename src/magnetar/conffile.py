@@ -310,6 +310,12 @@ S3 driver configures elsewhere."""
 
 _FORCE_DELETE: dict[str, Opt | Fixed] = {
     "forceDeleteTenantAllowed": Opt("force_delete_tenant_allowed", parse_bool),
+    "exposeTopicLevelMetricsInPrometheus": Opt(
+        "expose_topic_level_metrics_in_prometheus", parse_bool
+    ),
+    "exposeConsumerLevelMetricsInPrometheus": Opt(
+        "expose_consumer_level_metrics_in_prometheus", parse_bool
+    ),
     "forceDeleteNamespaceAllowed": Opt("force_delete_namespace_allowed", parse_bool),
     "transactionCoordinatorEnabled": Opt("transaction_coordinator_enabled", parse_bool),
 }
@@ -408,7 +414,7 @@ _STANDALONE_ONLY = "a standalone stores every entry once, in its one bookie"
 STANDALONE: Table = {
     **_SERVING,
     "bookiePort": Opt("bookie_port", _port),
-    "clusterName": Fixed(frozenset({"standalone"}), "a standalone's cluster is 'standalone'"),
+    "clusterName": Opt("cluster_name"),
     "managedLedgerDefaultEnsembleSize": Fixed(frozenset({"1"}), _STANDALONE_ONLY),
     "managedLedgerDefaultWriteQuorum": Fixed(frozenset({"1"}), _STANDALONE_ONLY),
     "managedLedgerDefaultAckQuorum": Fixed(frozenset({"1"}), _STANDALONE_ONLY),

@@ -30,6 +30,7 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from magnetar.bookie import metrics as bookie_metrics
 from magnetar.bookie.server import BookieOptions, BookieServer
 from magnetar.broker import admin
 from magnetar.broker.admin import functions as functions_admin
@@ -57,7 +58,7 @@ class StandaloneOptions:
     data_dir: Path
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     """The broker's settings, parsed as ``magnetar broker`` parses them (``cli.py``); the
-    cluster name and the replication are the standalone's own (:func:`broker_config`)."""
+    replication is the standalone's own (:func:`broker_config`)."""
     bookie_port: int | None = None
     """Loopback port of the in-process bookie; None: the one used before, else a free one."""
 
@@ -91,12 +92,12 @@ def _bookie_port(data_dir: Path, requested: int | None) -> int:
 
 
 def broker_config(options: StandaloneOptions) -> BrokerConfig:
-    """The broker's settings in one process: cluster ``standalone``, one bookie, so every
-    ledger has E = Wq = Aq = 1."""
+    """The broker's settings in one process: one bookie, so every ledger has E = Wq = Aq = 1
+    (the cluster is named by ``--cluster-name``, ``standalone`` by default)."""
     ml = dataclasses.replace(
         options.broker.managed_ledger, ensemble_size=1, write_quorum=1, ack_quorum=1
     )
-    return dataclasses.replace(options.broker, cluster_name="standalone", managed_ledger=ml)
+    return dataclasses.replace(options.broker, managed_ledger=ml)
 
 
 async def run(options: StandaloneOptions) -> None:
@@ -136,9 +137,11 @@ async def run(options: StandaloneOptions) -> None:
             worker_id=f"c-{cfg.cluster_name}-fw-{cfg.advertised_address}-"
             f"{cfg.http_port or cfg.https_port}",
         )
+        # one /metrics for the process: the broker's series and the bookie's (bookie_*)
         server = BrokerServer(
             service,
             http_extensions=[admin.extension, functions_admin.with_runtime(supervisor)],
+            metrics_sources=[bookie_metrics.REGISTRY],
         )
         await server.start()
         supervisor.start(service_url=cfg.service_url, web_service_url=cfg.web_service_url)

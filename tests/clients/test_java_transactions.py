@@ -7,9 +7,11 @@ is then on both topics or on neither, checked by content."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,6 +75,37 @@ def test_commit_abort_and_consume_transform_produce(
     build, log = tmp_path / "build", tmp_path / "java.log"
     proc = java(standalone, build, log, "-Dtest=TransactionTest", "-Dmagnetar.transactions=true")
     assert finished(proc, build, log, 800) == 2
+
+
+@pytest.mark.timeout(900)
+def test_admin_transactions(standalone: StandaloneProc, tmp_path: Path) -> None:
+    """PulsarAdmin's transactions(): coordinator stats, metadata, slow transactions, abort."""
+    build, log = tmp_path / "build", tmp_path / "java.log"
+    proc = java(
+        standalone, build, log, "-Dtest=TransactionAdminTest", "-Dmagnetar.transactions=true"
+    )
+    assert finished(proc, build, log, 800) == 1
+
+
+def test_magnetar_admin_transactions(standalone: StandaloneProc) -> None:
+    """``magnetar admin transactions``: the coordinator's state; an unknown transaction is a
+    404 naming it."""
+
+    def admin(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "magnetar.cli", "admin", "--admin-url", standalone.http_url]
+        return subprocess.run([*argv, *args], capture_output=True, text=True, timeout=60)
+
+    stats = admin("--output", "json", "transactions", "coordinator-stats")
+    assert stats.returncode == 0 and json.loads(stats.stdout)["0"]["state"] == "Ready"
+    one = admin("--output", "json", "transactions", "coordinator-stats", "-c", "0")
+    assert json.loads(one.stdout)["state"] == "Ready"
+    assert (
+        json.loads(admin("-o", "json", "transactions", "slow-transactions", "-t", "1h").stdout)
+        == {}
+    )
+    missing = admin("transactions", "transaction-metadata", "-m", "0", "-l", "999")
+    assert missing.returncode == 1
+    assert "404 Transaction not found: (0,999)" in missing.stderr
 
 
 @pytest.mark.timeout(900)

@@ -26,11 +26,15 @@ GROUPS: Final = {
     "clusters": "clusters of this Magnetar installation",
     "brokers": "live brokers and their health",
     "bookies": "bookies: state and rack, under-replicated ledgers, decommission",
+    "broker-stats": "what a broker serves now (its topics' stats)",
     "tenants": "tenants: admin roles and allowed clusters",
     "namespaces": "namespaces and their policies",
     "topics": "topics, partitions, subscriptions and topic policies",
+    "topicPolicies": "a topic's own policies, overriding its namespace's (pulsar-admin's group)",
     "schemas": "topic schemas: history, upload, delete, compatibility",
     "functions": "Pulsar Functions (Python): create, run, status, stats, state",
+    "transactions": "transaction coordinators and live transactions (/admin/v3/transactions)",
+    "resource-quotas": "the default resource quota and namespace bundles' own",
 }
 
 Builder = Callable[[argparse.Namespace], Request]
@@ -129,6 +133,51 @@ def _clusters_get(a: argparse.Namespace) -> Request:
     return Request("GET", f"{V2}/clusters/{name_path(a.cluster, 'cluster')}")
 
 
+_CLUSTER_URLS = (
+    arg("--url", help="the cluster's admin URL, http://host:port (serviceUrl)"),
+    arg("--url-secure", help="https://host:port (serviceUrlTls)"),
+    arg("--broker-url", help="pulsar://host:port (brokerServiceUrl): what replicators use"),
+    arg("--broker-url-secure", help="pulsar+ssl://host:port (brokerServiceUrlTls)"),
+)
+
+
+def _cluster_data(a: argparse.Namespace) -> dict[str, str]:
+    given = {
+        "serviceUrl": a.url,
+        "serviceUrlTls": a.url_secure,
+        "brokerServiceUrl": a.broker_url,
+        "brokerServiceUrlTls": a.broker_url_secure,
+    }
+    return {k: v for k, v in given.items() if v is not None}
+
+
+@verb(
+    "clusters",
+    "create",
+    "register a cluster of the instance (its service URLs)",
+    arg("cluster", help="cluster name"),
+    *_CLUSTER_URLS,
+)
+def _clusters_create(a: argparse.Namespace) -> Request:
+    return Request("PUT", f"{V2}/clusters/{name_path(a.cluster, 'cluster')}", _cluster_data(a))
+
+
+@verb(
+    "clusters",
+    "update",
+    "replace a cluster's service URLs",
+    arg("cluster", help="cluster name"),
+    *_CLUSTER_URLS,
+)
+def _clusters_update(a: argparse.Namespace) -> Request:
+    return Request("POST", f"{V2}/clusters/{name_path(a.cluster, 'cluster')}", _cluster_data(a))
+
+
+@verb("clusters", "delete", "delete a cluster's record", arg("cluster", help="cluster name"))
+def _clusters_delete(a: argparse.Namespace) -> Request:
+    return Request("DELETE", f"{V2}/clusters/{name_path(a.cluster, 'cluster')}")
+
+
 @verb("brokers", "list", "the live brokers of a cluster", arg("cluster", help="cluster name"))
 def _brokers_list(a: argparse.Namespace) -> Request:
     return Request("GET", f"{V2}/brokers/{name_path(a.cluster, 'cluster')}")
@@ -137,6 +186,11 @@ def _brokers_list(a: argparse.Namespace) -> Request:
 @verb("brokers", "healthcheck", "check that the broker is healthy (prints ok)")
 def _brokers_health(a: argparse.Namespace) -> Request:
     return Request("GET", f"{V2}/brokers/health")
+
+
+@verb("broker-stats", "topics", "the topics this broker serves, by namespace, bundle, domain")
+def _broker_stats_topics(a: argparse.Namespace) -> Request:
+    return Request("GET", f"{V2}/broker-stats/topics")
 
 
 # --- bookies ------------------------------------------------------------------------------------
@@ -241,6 +295,22 @@ def _ns_create(a: argparse.Namespace) -> Request:
     if a.clusters is not None:
         policies["replication_clusters"] = _csv(a.clusters)
     return Request("PUT", _ns(a), policies if policies else NO_BODY)
+
+
+@verb(
+    "namespaces",
+    "set-clusters",
+    "the clusters a namespace is replicated to",
+    NAMESPACE,
+    arg("-c", "--clusters", required=True, help="comma-separated cluster names"),
+)
+def _ns_set_clusters(a: argparse.Namespace) -> Request:
+    return Request("POST", _ns(a, "/replication"), _csv(a.clusters))
+
+
+@verb("namespaces", "get-clusters", "the clusters a namespace is replicated to", NAMESPACE)
+def _ns_get_clusters(a: argparse.Namespace) -> Request:
+    return Request("GET", _ns(a, "/replication"))
 
 
 @verb("namespaces", "delete", "delete a namespace", NAMESPACE, FORCE)
@@ -487,6 +557,9 @@ _NS_GETTERS = {
     "get-offload-threshold": "/offloadThreshold",
     "get-offload-deletion-lag": "/offloadDeletionLagMs",
     "get-compaction-threshold": "/compactionThreshold",
+    "get-offload-threshold-in-seconds": "/offloadThresholdInSeconds",
+    "get-schema-validation-enforce": "/schemaValidationEnforced",
+    "get-schema-autoupdate-strategy": "/isAllowAutoUpdateSchema",
 }
 _NS_REMOVERS = {
     "remove-retention": "/retention",
@@ -605,12 +678,81 @@ _TOPIC_SETTINGS = {
         "the topic's own compaction threshold", (_THRESHOLD,),
         "POST", "/compactionThreshold", lambda a: a.threshold,
     ),
+    "set-max-producers": Setting(
+        "the topic's own producer limit (0: none)",
+        (arg("-p", "--max-producers", type=convert.non_negative, required=True,
+             dest="max_producers"),),
+        "POST", "/maxProducers", lambda a: a.max_producers,
+    ),
+    "set-max-consumers": Setting(
+        "the topic's own consumer limit (0: none)",
+        (arg("-c", "--max-consumers", type=convert.non_negative, required=True,
+             dest="max_consumers"),),
+        "POST", "/maxConsumers", lambda a: a.max_consumers,
+    ),
+    "set-offload-policies": Setting(
+        "the topic's own offload thresholds and deletion lag",
+        (
+            arg("-d", "--driver", required=True, help="aws-s3, S3, ... (Pulsar's names)"),
+            arg("-r", "--region", default=None), arg("-b", "--bucket", default=None),
+            arg("-e", "--endpoint", default=None),
+            arg("-t", "--offloadAfterThreshold", type=convert.size_bytes, default=None,
+                dest="threshold", help="offload beyond this size on bookies, e.g. 10G"),
+            arg("-ts", "--offloadAfterThresholdInSeconds", type=convert.seconds,
+                default=None, dest="threshold_s", help="offload ledgers older than, e.g. 1d"),
+            arg("-dl", "--offloadDeletionLagInMillis", type=convert.non_negative,
+                default=None, dest="lag_ms", help="delete bookie copies after this many ms"),
+        ),
+        "POST", "/offloadPolicies", lambda a: _offload_policies(a),
+    ),
 }  # fmt: skip
 """Topic verbs sending one value: verb -> its setting."""
+
+_TOPIC_POLICY_SETTINGS = {
+    name: _TOPIC_SETTINGS[name]
+    for name in (
+        "set-message-ttl", "set-retention", "set-deduplication", "set-compaction-threshold",
+        "set-max-producers", "set-max-consumers", "set-offload-policies",
+    )
+}  # fmt: skip
+"""The ``topicPolicies`` group: the topic-level policies of ``topics``, pulsar-admin's way."""
+
+_NS_SETTINGS["set-max-producers-per-topic"] = Setting(
+    "the producer limit of each topic of the namespace (0: none)",
+    (arg("-p", "--max-producers-per-topic", type=convert.non_negative, required=True,
+         dest="max_producers"),),
+    "POST", "/maxProducersPerTopic", lambda a: a.max_producers,
+)  # fmt: skip
+_NS_SETTINGS["set-max-consumers-per-topic"] = Setting(
+    "the consumer limit of each topic of the namespace (0: none)",
+    (arg("-c", "--max-consumers-per-topic", type=convert.non_negative, required=True,
+         dest="max_consumers"),),
+    "POST", "/maxConsumersPerTopic", lambda a: a.max_consumers,
+)  # fmt: skip
+_NS_GETTERS["get-max-producers-per-topic"] = "/maxProducersPerTopic"
+_NS_GETTERS["get-max-consumers-per-topic"] = "/maxConsumersPerTopic"
+_NS_REMOVERS["remove-max-producers-per-topic"] = "/maxProducersPerTopic"
+_NS_REMOVERS["remove-max-consumers-per-topic"] = "/maxConsumersPerTopic"
+
+
+def _offload_policies(a: argparse.Namespace) -> dict[str, Any]:
+    """Pulsar's OffloadPolicies JSON of ``set-offload-policies`` (unset fields left out)."""
+    fields = {
+        "managedLedgerOffloadDriver": a.driver,
+        "managedLedgerOffloadRegion": a.region,
+        "managedLedgerOffloadBucket": a.bucket,
+        "managedLedgerOffloadServiceEndpoint": a.endpoint,
+        "managedLedgerOffloadThresholdInBytes": a.threshold,
+        "managedLedgerOffloadThresholdInSeconds": a.threshold_s,
+        "managedLedgerOffloadDeletionLagInMillis": a.lag_ms,
+    }
+    return {k: v for k, v in fields.items() if v is not None}
+
 
 for _group, _target, _path, _settings in (
     ("namespaces", NAMESPACE, _ns, _NS_SETTINGS),
     ("topics", TOPIC, _topic, _TOPIC_SETTINGS),
+    ("topicPolicies", TOPIC, _topic, _TOPIC_POLICY_SETTINGS),
 ):
     for _name, _s in _settings.items():
         verb(_group, _name, _s.help, _target, *_s.args)(
@@ -658,11 +800,23 @@ _TOPIC_CALLS = {
     "get-partitioned-topic-metadata": ("GET", "/partitions", "number of partitions (0: none)"),
     "stats": ("GET", "/stats", "rates, counters, publishers and subscriptions"),
     "stats-internal": ("GET", "/internalStats", "the managed ledger: ledgers and cursors"),
+    "backlog": ("GET", "/backlog", "stored entries, each durable cursor's (replicators') backlog"),
     "unload": ("PUT", "/unload", "unload a topic (clients reconnect)"),
     "terminate": ("POST", "/terminate", "refuse further messages; prints the last message id"),
     "subscriptions": ("GET", "/subscriptions", "the subscriptions of a topic"),
+    "last-message-id": ("GET", "/lastMessageId", "the last stored message's id"),
     "compact": ("PUT", "/compaction", "start a compaction of the topic (409 while one runs)"),
     "compaction-status": ("GET", "/compaction", "the last compaction's status (and error)"),
+    "partitioned-stats-internal": (
+        "GET",
+        "/partitioned-internalStats",
+        "each partition's managed ledger: ledgers and cursors",
+    ),
+    "partitioned-terminate": (
+        "POST",
+        "/terminate/partitions",
+        "terminate every partition; prints each one's last message id",
+    ),
 }
 """Topic verbs without arguments or body: verb -> (method, path after the topic, help)."""
 
@@ -738,6 +892,49 @@ def _topics_clear_backlog(a: argparse.Namespace) -> Request:
     return Request("POST", _sub(a, "/skip_all"))
 
 
+@verb(
+    "topics",
+    "peek-messages",
+    "the next messages a subscription has not acknowledged (they stay unconsumed)",
+    TOPIC,
+    SUBSCRIPTION,
+    arg("-n", "--count", type=convert.positive, default=1, help="how many (default 1)"),
+)
+def _topics_peek(a: argparse.Namespace) -> Request:
+    return Request("GET", _sub(a, "/position/1"), messages=a.count)
+
+
+@verb(
+    "topics",
+    "examine-message",
+    "the n-th stored message from the oldest or the newest, acknowledged or not",
+    TOPIC,
+    arg(
+        "-i", "--initialPosition", choices=("latest", "earliest"), default="latest",
+        dest="initial_position", help="count from the newest (latest, default) or the oldest",
+    ),
+    arg(
+        "-m", "--messagePosition", type=convert.positive, default=1, dest="message_position",
+        help="which one, from 1 (default 1)",
+    ),
+)  # fmt: skip
+def _topics_examine(a: argparse.Namespace) -> Request:
+    query = f"?initialPosition={a.initial_position}&messagePosition={a.message_position}"
+    return Request("GET", _topic(a, f"/examinemessage{query}"), messages=1)
+
+
+@verb(
+    "topics",
+    "get-message-by-id",
+    "the stored message (a batch whole) at a ledger and entry",
+    TOPIC,
+    arg("-l", "--ledgerId", type=convert.non_negative, required=True, dest="ledger_id"),
+    arg("-e", "--entryId", type=convert.non_negative, required=True, dest="entry_id"),
+)
+def _topics_get_message_by_id(a: argparse.Namespace) -> Request:
+    return Request("GET", _topic(a, f"/ledger/{a.ledger_id}/entry/{a.entry_id}"), messages=1)
+
+
 _EXPIRE_TIME = arg(
     "-t", "--expireTime", type=convert.seconds, required=True, dest="expire_time",
     help="expire messages older than this, e.g. 30s, 1h",
@@ -790,17 +987,134 @@ def _topics_reset(a: argparse.Namespace) -> Request:
     return Request("POST", _sub(a, "/resetcursor"), a.message_id)
 
 
-for _name, _tail in {
-    "message-ttl": "/messageTTL",
-    "retention": "/retention",
-    "deduplication": "/deduplicationEnabled",
-    "compaction-threshold": "/compactionThreshold",
-}.items():
-    help_text = f"the topic's own {_name} (null: unset)"
-    verb("topics", f"get-{_name}", help_text, TOPIC)(_on_topic("GET", _tail))
-    verb("topics", f"remove-{_name}", f"remove the topic's own {_name}", TOPIC)(
-        _on_topic("DELETE", _tail)
+for _group in ("topics", "topicPolicies"):
+    for _name, _tail in {
+        "message-ttl": "/messageTTL",
+        "retention": "/retention",
+        "deduplication": "/deduplicationEnabled",
+        "compaction-threshold": "/compactionThreshold",
+        "max-producers": "/maxProducers",
+        "max-consumers": "/maxConsumers",
+        "offload-policies": "/offloadPolicies",
+    }.items():
+        help_text = f"the topic's own {_name} (null: unset)"
+        verb(_group, f"get-{_name}", help_text, TOPIC)(_on_topic("GET", _tail))
+        verb(_group, f"remove-{_name}", f"remove the topic's own {_name}", TOPIC)(
+            _on_topic("DELETE", _tail)
+        )
+
+
+# --- transactions -------------------------------------------------------------------------------
+
+V3_TXN: Final = "/admin/v3/transactions"
+_COORDINATOR = arg(
+    "-c", "--coordinator-id", type=convert.non_negative, default=None, dest="coordinator",
+    help="one coordinator (default: each)",
+)  # fmt: skip
+_TXN_ID = (
+    arg("-m", "--most-sig-bits", type=convert.non_negative, required=True, dest="most",
+        help="the transaction id's first part (its coordinator)"),
+    arg("-l", "--least-sig-bits", type=convert.non_negative, required=True, dest="least",
+        help="the transaction id's second part"),
+)  # fmt: skip
+
+
+@verb("transactions", "coordinator-stats", "transaction coordinators' state", _COORDINATOR)
+def _txn_coordinator_stats(a: argparse.Namespace) -> Request:
+    query = "" if a.coordinator is None else f"?coordinatorId={a.coordinator}"
+    return Request("GET", f"{V3_TXN}/coordinatorStats{query}")
+
+
+@verb("transactions", "transaction-metadata", "a live transaction's status and topics", *_TXN_ID)
+def _txn_metadata(a: argparse.Namespace) -> Request:
+    return Request("GET", f"{V3_TXN}/transactionMetadata/{a.most}/{a.least}")
+
+
+@verb(
+    "transactions",
+    "slow-transactions",
+    "the live transactions open longer than a time",
+    arg("-t", "--time", type=convert.seconds, required=True, help="e.g. 30s, 5m"),
+    _COORDINATOR,
+)
+def _txn_slow(a: argparse.Namespace) -> Request:
+    query = "" if a.coordinator is None else f"?coordinatorId={a.coordinator}"
+    return Request("GET", f"{V3_TXN}/slowTransactions/{a.time * 1000}{query}")
+
+
+@verb(
+    "transactions",
+    "transaction-buffer-stats",
+    "a topic's transaction buffer: how far consumers may read, its live transactions",
+    TOPIC,
+)
+def _txn_buffer_stats(a: argparse.Namespace) -> Request:
+    domain, tenant, ns, local = convert.topic_parts(a.topic)
+    if domain != "persistent":
+        raise AdminCliError("transactions apply to persistent topics only", 2)
+    parts = "/".join(urllib.parse.quote(p, safe="") for p in (tenant, ns, local))
+    return Request("GET", f"{V3_TXN}/transactionBufferStats/{parts}")
+
+
+@verb("transactions", "abort-transaction", "abort a live transaction", *_TXN_ID)
+def _txn_abort(a: argparse.Namespace) -> Request:
+    return Request("POST", f"{V3_TXN}/abortTransaction/{a.most}/{a.least}")
+
+
+# --- resource quotas ----------------------------------------------------------------------------
+
+_QUOTA_BUNDLE = (
+    arg("-n", "--namespace", default=None, dest="quota_ns", help="tenant/namespace"),
+    arg("-b", "--bundle", default=None, help="0x..._0x... (with --namespace)"),
+)
+
+
+def _quota_path(a: argparse.Namespace, *, required: bool = False) -> str:
+    if (a.quota_ns is None) != (a.bundle is None):
+        raise AdminCliError("--namespace and --bundle go together", 2)
+    if a.quota_ns is None:
+        if required:
+            raise AdminCliError("--namespace and --bundle are required", 2)
+        return f"{V2}/resource-quotas"
+    return (
+        f"{V2}/resource-quotas/{namespace_path(a.quota_ns)}/{convert.path_part(a.bundle, 'bundle')}"
     )
+
+
+@verb("resource-quotas", "get", "the default quota, or a bundle's", *_QUOTA_BUNDLE)
+def _quota_get(a: argparse.Namespace) -> Request:
+    return Request("GET", _quota_path(a))
+
+
+@verb(
+    "resource-quotas",
+    "set",
+    "set the default quota, or a bundle's",
+    arg("-mi", "--msgRateIn", type=float, required=True, dest="msg_rate_in"),
+    arg("-mo", "--msgRateOut", type=float, required=True, dest="msg_rate_out"),
+    arg("-bi", "--bandwidthIn", type=float, required=True, dest="bandwidth_in"),
+    arg("-bo", "--bandwidthOut", type=float, required=True, dest="bandwidth_out"),
+    arg("-mem", "--memory", type=float, required=True),
+    arg("-d", "--dynamic", action="store_true", help="may be adjusted automatically"),
+    *_QUOTA_BUNDLE,
+)
+def _quota_set(a: argparse.Namespace) -> Request:
+    body = {
+        "msgRateIn": a.msg_rate_in, "msgRateOut": a.msg_rate_out,
+        "bandwidthIn": a.bandwidth_in, "bandwidthOut": a.bandwidth_out,
+        "memory": a.memory, "dynamic": a.dynamic,
+    }  # fmt: skip
+    return Request("POST", _quota_path(a), body)
+
+
+@verb(
+    "resource-quotas",
+    "reset-namespace-bundle-quota",
+    "remove a bundle's own quota (the default applies)",
+    *_QUOTA_BUNDLE,
+)
+def _quota_reset(a: argparse.Namespace) -> Request:
+    return Request("DELETE", _quota_path(a, required=True))
 
 
 # --- the parser ---------------------------------------------------------------------------------

@@ -8,7 +8,10 @@ Text layout, whatever the endpoint:
   (``retention_policies.retentionTimeInMinutes``); then, under a heading, each field that is a
   list of objects (``publishers``, ``ledgers``) or a map of objects (``subscriptions``,
   ``cursors``) as a table whose first column is the map's key. Tables too wide for a terminal
-  print one indented block per row instead.
+  print one indented block per row instead;
+* stored messages (``topics peek-messages``, ``examine-message``, ``get-message-by-id``)
+  print as pulsar-admin prints them: the message id, the metadata, then the payload as a
+  hex dump with its printable characters (JSON: the metadata and the base64 payload).
 """
 
 from __future__ import annotations
@@ -17,11 +20,17 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from magnetar.admin_cli.client import Message
+
 MAX_TABLE_WIDTH: Final = 140
 MAX_COLUMNS: Final = 9
 
 
 def render(value: Any, output: str = "text") -> str:
+    if isinstance(value, list) and value and all(isinstance(v, Message) for v in value):
+        if output == "json":
+            return json.dumps([m.to_json() for m in value], indent=2)
+        return "\n\n".join(message(m) for m in value)
     if output == "json":
         return json.dumps(value, indent=2)
     if value is None:
@@ -33,6 +42,26 @@ def render(value: Any, output: str = "text") -> str:
     if isinstance(value, dict):
         return document(value)
     return cell(value)
+
+
+def message(m: Message) -> str:
+    """One stored message: id, metadata lines, then a hex dump of the payload."""
+    lines = [f"Message ID: {m.message_id}"]
+    width = max((len(k) for k in m.metadata), default=0)
+    lines += [f"{k.ljust(width)}  {v}" for k, v in sorted(m.metadata.items())]
+    lines.append(hexdump(m.payload))
+    return "\n".join(lines)
+
+
+def hexdump(data: bytes, per_line: int = 16) -> str:
+    """``offset  hex bytes  |printable|``, 16 bytes a line."""
+    out = []
+    for at in range(0, len(data), per_line):
+        chunk = data[at : at + per_line]
+        hexes = " ".join(f"{b:02x}" for b in chunk).ljust(per_line * 3 - 1)
+        text = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
+        out.append(f"{at:08x}  {hexes}  |{text}|")
+    return "\n".join(out) if out else "(empty payload)"
 
 
 def cell(value: Any) -> str:

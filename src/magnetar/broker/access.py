@@ -198,8 +198,11 @@ _TOPIC_ROUTE: Final = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}"
 _SCHEMA_ROUTE: Final = "/admin/v2/schemas/{tenant}/{namespace}/{topic}"
 
 _LOOKUP_GETS: Final = frozenset(
-    {"", "/stats", "/internalStats", "/partitioned-stats", "/lastMessageId", "/partitions"}
-)
+    {
+        "", "/stats", "/internalStats", "/partitioned-stats", "/partitioned-internalStats",
+        "/lastMessageId", "/partitions",
+    }
+)  # fmt: skip
 """Topic reads Pulsar allows a role that may look the topic up (GET_STATS, GET_METADATA)."""
 
 
@@ -286,7 +289,9 @@ def route_rule(method: str, route: str, *, authenticate_metrics: bool) -> RouteR
         rest = route[len(_TOPIC_ROUTE) :]
         if method == "GET" and rest in _LOOKUP_GETS:
             return RouteRule(Need.TOPIC, TopicOp.LOOKUP)
-        if rest == "/subscriptions" or rest.startswith(("/subscription/", "/all_subscription/")):
+        if rest == "/subscriptions" or rest.startswith(
+            ("/subscription/", "/all_subscription/", "/examinemessage", "/ledger/")
+        ):  # Pulsar's PEEK_MESSAGES (examine, get-message-by-id) is a consumer's too
             return RouteRule(Need.TOPIC, TopicOp.CONSUME)
         return RouteRule(Need.TOPIC, TopicOp.ADMIN)
     return RouteRule(Need.SUPER_USER)

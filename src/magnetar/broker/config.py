@@ -87,6 +87,14 @@ class BrokerConfig:
     stats interval; 0 or less: never."""
     load_report_interval_s: float = 5.0
 
+    expose_topic_level_metrics: bool = True
+    """Pulsar's exposeTopicLevelMetricsInPrometheus: /metrics has a series per topic (and
+    subscription); off, the topic series are summed per namespace (labels cluster,
+    namespace)."""
+    expose_consumer_level_metrics: bool = False
+    """Pulsar's exposeConsumerLevelMetricsInPrometheus: ``pulsar_consumer_*`` per consumer
+    (with topic-level metrics on)."""
+
     deduplication_enabled: bool = False
     """Pulsar's brokerDeduplicationEnabled: the default when neither the namespace nor the
     topic sets ``deduplicationEnabled``."""

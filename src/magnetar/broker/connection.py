@@ -279,6 +279,7 @@ class ServerConnection:
                 return
             self._schedule_refresh()
         self.connected = True
+        self.service.counters.connections_established += 1
         self._t.write(
             frames.encode_command(
                 commands.connected(

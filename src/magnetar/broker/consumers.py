@@ -84,6 +84,7 @@ class ConsumerCommands:
                     await service.schemas.check_consumer(
                         topic_name, cmd.schema, await service.schema_policy(topic_name)
                     )
+                topic.check_consumer_limit()
                 handle = await topic.subscriptions.subscribe(cmd, self._s)
             except Exception as exc:
                 self._s.log_failure("subscribe", cmd.topic, exc)

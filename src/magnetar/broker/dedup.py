@@ -16,6 +16,9 @@ How it works (docs/architecture.md, "Deduplication"):
   it are **replayed** (their metadata carries producer name and sequence ids) before any
   producer is accepted, so the state is exactly what was stored.
 * Chunks of one message share a sequence id: only the last chunk is checked and recorded.
+* Entries stored by another cluster's replicator are recorded under the replicator's name and
+  the sequence id derived from their source position (``broker/replication.py``), as the
+  replicator sent them, not under the original producer's.
 * A disconnected producer is forgotten after the inactivity timeout; turning deduplication
   off deletes the cursor and the state.
 """
@@ -30,6 +33,7 @@ import time
 from collections.abc import Mapping
 from typing import Final
 
+from magnetar.broker import replication
 from magnetar.broker.subscriptions.entries import split_entry
 from magnetar.managed_ledger.api import (
     CursorNotFoundError,
@@ -138,6 +142,9 @@ class Deduplication:
                     log.warning("%s: replay of %s: %s", self._ml.name, entry.position, exc)
                     continue
                 name = meta.producer_name
+                replicated = replication.replayed_sequence_id(meta)
+                if replicated is not None:  # stored by another cluster's replicator
+                    name, seq = replicated
                 if seq > self.persisted.get(name, -1):
                     self.persisted[name] = seq
                     self.pushed[name] = seq

@@ -19,7 +19,7 @@ loaded topics every second:
 
 * **offload** (the namespace's ``offload_threshold``, ``offload_threshold_in_seconds``,
   ``offload_deletion_lag_ms`` over the broker's managedLedgerOffload* defaults; a topic's
-  ``offloadPolicies`` record over both, though no admin endpoint writes it yet) becomes
+  ``offloadPolicies``, ``.../{topic}/offloadPolicies``, over both) becomes
   the managed ledger's offload config; then the managed ledger is asked to start the
   offload its thresholds select (a ledger that rolled over since the last tick is offloaded
   within a second; one offload at a time, and a failed one is retried after a back-off;
@@ -29,9 +29,16 @@ loaded topics every second:
   ``compaction_threshold_bytes``): a compaction
   starts when the ``__compaction`` cursor's backlog is over that many bytes
   (:mod:`magnetar.broker.compaction.service`).
+* **producer and consumer limits** (``max_producers_per_topic``,
+  ``max_consumers_per_topic``: the topic's ``maxProducers`` / ``maxConsumers`` over the
+  namespace's ``maxProducersPerTopic`` / ``maxConsumersPerTopic``) are handed to the topic,
+  which refuses a producer or consumer over them (ProducerBusy / ConsumerBusy, Pulsar's
+  reasons); they are read when the topic loads too.
 * **deduplication** (``deduplicationEnabled``, topic over namespace over the broker default)
   turns the topic's :class:`~magnetar.broker.dedup.Deduplication` on or off on loaded topics;
   producers disconnected longer than the inactivity timeout are forgotten here too.
+* **replication** (``replication_clusters``): the topic's replicators follow the clusters
+  listed besides the local one (:mod:`magnetar.broker.replication`).
 
 Each topic's effective policies are re-read every few seconds, and at once after a change
 made through this broker (:meth:`BrokerService.policies_changed
@@ -48,7 +55,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from magnetar.broker import dedup
+from magnetar.broker import dedup, replication
 from magnetar.broker import policies as broker_policies
 from magnetar.broker.compaction import view as compaction_view
 from magnetar.broker.config import BrokerConfig
@@ -111,10 +118,16 @@ async def expire(
     if last_old is None:
         return 0
     moved = 0
+    find_sub = getattr(subs, "subscription", None)
     for cursor in chosen:
         if last_old > cursor.mark_delete_position:
+            before = cursor.backlog()
             await cursor.mark_delete(last_old)
             moved += 1
+            sub = find_sub(cursor.name) if find_sub is not None else None
+            if sub is not None:
+                # Pulsar's msgRateExpired / totalMsgExpired count entries, as its backlog does
+                sub.expired(max(0, before - cursor.backlog()))
             log.info("%s/%s: expired messages up to %s (TTL)", topic.name, cursor.name, last_old)
     return moved
 
@@ -155,12 +168,20 @@ class PolicyEnforcer:
         now = time.monotonic() if now is None else now
         state = await self._policies(topic, now)
         self.apply_retention(topic, state.policies.get("retention_policies"))
+        topic.apply_limits(*broker_policies.limits(state.policies))
         self.apply_offload(topic, state.policies)
         if topic.dedup is not None:
             await broker_policies.apply_deduplication(
-                topic.dedup, state.policies, default=self.service.config.deduplication_enabled
+                topic.dedup,
+                state.policies,
+                default=self.service.config.deduplication_enabled,
+                local_cluster=self.service.config.cluster_name,
             )
             topic.dedup.purge_inactive()
+        if topic.replication is not None:
+            await topic.replication.update(
+                replication.remote_clusters(state.policies, self.service.config.cluster_name)
+            )
         threshold = state.policies.get("compaction_threshold")
         if not isinstance(threshold, int) or isinstance(threshold, bool):
             threshold = self.service.config.compaction_threshold_bytes

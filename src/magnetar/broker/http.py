@@ -14,10 +14,12 @@ from collections.abc import Awaitable, Callable, Iterable
 
 import prometheus_client
 from aiohttp import web
+from prometheus_client.registry import Collector
 
 from magnetar.broker import access, metrics
 from magnetar.broker.contracts import BrokerError
 from magnetar.broker.service import BrokerService
+from magnetar.metadata import stats as metadata_stats
 from magnetar.offload import metrics as offload_metrics
 from magnetar.security import metrics as security_metrics
 from magnetar.security import tls
@@ -62,21 +64,20 @@ def error_response(err: BrokerError) -> web.Response:
     return web.json_response({"reason": err.message}, status=_STATUS_OF_ERROR.get(err.code, 500))
 
 
+METRICS = web.AppKey("magnetar_metrics_registry", prometheus_client.CollectorRegistry)
+"""``app[METRICS]``: what /metrics renders (:func:`magnetar.broker.metrics.registry`)."""
+
+
 async def _metrics(request: web.Request) -> web.Response:
-    service = request.app[SERVICE]
-    body = metrics.render(service.config.cluster_name, list(service.topics.values()))
-    # the offload layer's series (Pulsar's brk_ledgeroffloader_* names; docs/offload.md)
-    body += prometheus_client.generate_latest(offload_metrics.REGISTRY).decode()
-    body += security_metrics.render()
-    for source in request.app.get(METRICS_SOURCES, []):
-        body += await source(request.app)
-    return web.Response(body=body.encode(), headers={"Content-Type": metrics.CONTENT_TYPE})
+    app = request.app
+    # more series rendered as text by extensions (the functions' pulsar_function_*)
+    extra = "".join([await source(app) for source in app.get(METRICS_SOURCES, [])])
+    body, content_type = metrics.render(app[METRICS], request.headers.get("Accept"), extra)
+    return web.Response(body=body, headers={"Content-Type": content_type})
 
 
 async def _health(request: web.Request) -> web.Response:
-    service = request.app[SERVICE]
-    session = service.ownership.session
-    if session is None or session.lost:
+    if not request.app[SERVICE].healthy:
         return web.json_response({"reason": "no metadata session"}, status=503)
     return web.Response(text="ok")
 
@@ -218,9 +219,27 @@ async def _allowed(
     )
 
 
-def build_app(service: BrokerService, *, extensions: Iterable[Extension] = ()) -> web.Application:
+def build_app(
+    service: BrokerService,
+    *,
+    extensions: Iterable[Extension] = (),
+    metrics_sources: Iterable[Collector | prometheus_client.CollectorRegistry] = (),
+) -> web.Application:
+    """The broker's HTTP application; ``metrics_sources`` are more registries /metrics shows
+    (the standalone's bookie)."""
     app = web.Application(middlewares=[access_middleware])
     app[SERVICE] = service
+    app[METRICS] = metrics.registry(
+        metrics.BrokerCollector(service),
+        [
+            # the offload layer's series (Pulsar's brk_ledgeroffloader_*; docs/offload.md)
+            offload_metrics.REGISTRY,
+            security_metrics.REGISTRY,
+            metadata_stats.REGISTRY,
+            *metrics_sources,
+            *metrics.RUNTIME_COLLECTORS,
+        ],
+    )
     app.router.add_get("/metrics", _metrics)
     app.router.add_get("/admin/v2/brokers/health", _health)
     app.router.add_get("/status.html", _status)

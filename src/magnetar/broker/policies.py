@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from magnetar.broker import replication
 from magnetar.broker.contracts import BrokerError
 from magnetar.broker.dedup import Deduplication
 from magnetar.managed_ledger.api import ManagedLedgerConfig
@@ -260,14 +261,18 @@ async def effective_policies(
 
 
 async def apply_deduplication(
-    dedup: Deduplication, effective: dict[str, Any], *, default: bool
+    dedup: Deduplication, effective: dict[str, Any], *, default: bool, local_cluster: str
 ) -> None:
     """Turn ``dedup`` on or off per the effective ``deduplicationEnabled`` (topic over
     namespace over the broker's ``deduplication_enabled``); off also deletes a snapshot
-    cursor left from when it was on."""
+    cursor left from when it was on. A topic replicated with other clusters has it on
+    whatever the setting: their replicators' resends are dropped by it
+    (docs/geo-replication.md)."""
     wanted = effective.get("deduplicationEnabled")
     if not isinstance(wanted, bool):
         wanted = default
+    if replication.remote_clusters(effective, local_cluster):
+        wanted = True
     if wanted:
         await dedup.enable()
     else:
@@ -289,6 +294,15 @@ def retention_config(
 
 def _int_policy(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def limits(effective: dict[str, Any]) -> tuple[int, int]:
+    """The effective ``max_producers_per_topic`` and ``max_consumers_per_topic`` (the
+    topic's ``maxProducers`` / ``maxConsumers`` over the namespace's); 0: no limit."""
+    return (
+        max(_int_policy(effective.get("max_producers_per_topic")) or 0, 0),
+        max(_int_policy(effective.get("max_consumers_per_topic")) or 0, 0),
+    )
 
 
 def offload_config(base: ManagedLedgerConfig, effective: dict[str, Any]) -> ManagedLedgerConfig:

@@ -22,12 +22,15 @@ import functools
 import logging
 from collections import deque
 from collections.abc import Callable
+from time import perf_counter
 from typing import Protocol
 
+from magnetar.broker import replication
 from magnetar.broker.contracts import BrokerError, ServerCnx
 from magnetar.broker.dedup import Deduplication, Verdict
 from magnetar.broker.subscriptions.entries import split_entry
 from magnetar.broker.transactions.ids import TxnId
+from magnetar.common.stats import LatencyWindow
 from magnetar.managed_ledger.api import ManagedLedgerTerminatedError, Position
 from magnetar.wire import commands, frames, pb
 from magnetar.wire.ids import MessageId
@@ -46,6 +49,7 @@ class ProducerTopic(Protocol):
     dedup: Deduplication | None
     msg_in: int
     bytes_in: int
+    publish_latency_ms: LatencyWindow
     append: Callable[[bytes], asyncio.Future[Position]]
 
     def append_txn(self, txn: TxnId, data: bytes) -> asyncio.Future[Position]: ...
@@ -64,9 +68,13 @@ class AccessMode(enum.IntEnum):
 class _Pending:
     """One SEND waiting for durability (a PendingAddOp in BookKeeper terms)."""
 
-    __slots__ = ("dedup", "done", "error", "highest_sequence_id", "position", "sequence_id")
+    __slots__ = (
+        "dedup", "done", "error", "highest_sequence_id", "position", "sequence_id", "started",
+    )  # fmt: skip
 
     def __init__(self, sequence_id: int, highest_sequence_id: int) -> None:
+        self.started = perf_counter()
+        """When the SEND was taken (Pulsar's publish latency ends with its receipt)."""
         self.sequence_id = sequence_id
         self.highest_sequence_id = highest_sequence_id
         self.done = False
@@ -98,16 +106,22 @@ def send_error_code(exc: BaseException) -> pb.ServerError.ValueType:
 class Producer:
     __slots__ = (
         "_drained",
+        "_last_counts",
         "_pending",
         "access_mode",
+        "bytes_in",
         "closed",
         "cnx",
         "epoch",
         "metadata",
+        "msg_in",
         "name",
         "on_detach",
         "producer_id",
+        "rate_in",
+        "replicator",
         "schema_version",
+        "throughput_in",
         "topic",
         "topic_epoch",
         "user_provided_name",
@@ -143,6 +157,14 @@ class Producer:
         self.closed = False
         self._pending: deque[_Pending] = deque()
         self._drained: asyncio.Event | None = None
+        self.replicator = replication.is_replicator(name)
+        """Another cluster's replicator: its SEND sequence ids are derived from the source
+        positions, one per entry, whatever the entry holds (docs/geo-replication.md)."""
+        self.msg_in = 0
+        self.bytes_in = 0
+        self.rate_in = 0.0
+        self.throughput_in = 0.0
+        self._last_counts = (0, 0)
 
     @property
     def exclusive(self) -> bool:
@@ -184,7 +206,12 @@ class Producer:
         dedup = topic.dedup
         if dedup is not None and (not dedup.enabled or (is_chunk and not _is_last_chunk(data))):
             dedup = None  # not judged: deduplication is off, or a chunk before the last
-        if dedup is not None and highest_sequence_id == sequence_id and num_messages > 1:
+        if (
+            dedup is not None
+            and highest_sequence_id == sequence_id
+            and num_messages > 1
+            and not self.replicator
+        ):
             derived = dedup.highest_sequence_id(data)
             if derived is not None:
                 highest_sequence_id = derived
@@ -221,6 +248,8 @@ class Producer:
         self._pending.append(op)
         topic.msg_in += num_messages
         topic.bytes_in += len(data)
+        self.msg_in += num_messages
+        self.bytes_in += len(data)
         future.add_done_callback(functools.partial(self._completed, op))
 
     def _completed(self, op: _Pending, future: asyncio.Future[Position]) -> None:
@@ -248,11 +277,15 @@ class Producer:
         cnx = self.cnx
         pid = self.producer_id
         stored = False
+        now = 0.0
         while pending and pending[0].done:
             head = pending.popleft()
             pos = head.position
             if pos is not None:
-                stored = stored or pos is not DUPLICATE_POSITION
+                if pos is not DUPLICATE_POSITION:
+                    stored = True
+                    now = now or perf_counter()
+                    self.topic.publish_latency_ms.add((now - head.started) * 1000.0)
                 cnx.send_command(
                     commands.send_receipt(
                         producer_id=pid,
@@ -321,8 +354,17 @@ class Producer:
         if self.on_detach is not None:
             self.on_detach(self)
 
+    def update_rates(self, dt: float) -> None:
+        msgs, size = self._last_counts
+        self.rate_in = (self.msg_in - msgs) / dt
+        self.throughput_in = (self.bytes_in - size) / dt
+        self._last_counts = (self.msg_in, self.bytes_in)
+
     def stats(self) -> dict[str, object]:
         return {
+            "msgRateIn": self.rate_in,
+            "msgThroughputIn": self.throughput_in,
+            "averageMsgSize": self.throughput_in / self.rate_in if self.rate_in else 0.0,
             "producerId": self.producer_id,
             "producerName": self.name,
             "accessMode": self.access_mode.name.title().replace("_", ""),

@@ -30,6 +30,7 @@ from typing import Final
 
 from magnetar.broker import schema_compat
 from magnetar.broker.contracts import BrokerError
+from magnetar.common.stats import LatencyWindow
 from magnetar.metadata import api, keys
 from magnetar.wire import pb
 from magnetar.wire.topics import TopicName
@@ -134,6 +135,23 @@ class SchemaRegistry:
 
     def __init__(self, store: api.MetadataStore) -> None:
         self._store = store
+        self.get_latency_ms: dict[str, LatencyWindow] = {}
+        """Per namespace: reads of a schema (Pulsar's pulsar_schema_get_ops_latency)."""
+        self.put_latency_ms: dict[str, LatencyWindow] = {}
+        """Per namespace: get-or-create of a schema (pulsar_schema_put_ops_latency)."""
+
+    def refresh_stats(self) -> None:
+        """End of a statistics period (the summaries' quantiles move on)."""
+        for window in (*self.get_latency_ms.values(), *self.put_latency_ms.values()):
+            window.refresh()
+
+    @staticmethod
+    def _timed(windows: dict[str, LatencyWindow], topic: TopicName, started: float) -> None:
+        ns = topic.namespace_name
+        window = windows.get(ns)
+        if window is None:
+            window = windows[ns] = LatencyWindow()
+        window.add((time.perf_counter() - started) * 1000.0)
 
     @staticmethod
     def _parent(topic: TopicName) -> str:
@@ -151,6 +169,13 @@ class SchemaRegistry:
 
     async def get(self, topic: TopicName, version: int | None = None) -> StoredSchema | None:
         """Version ``version`` (the latest when None), or None when there is none."""
+        started = time.perf_counter()
+        try:
+            return await self._get(topic, version)
+        finally:
+            self._timed(self.get_latency_ms, topic, started)
+
+    async def _get(self, topic: TopicName, version: int | None) -> StoredSchema | None:
         if version is not None:
             if version < 0:
                 return None
@@ -168,6 +193,15 @@ class SchemaRegistry:
         """The version of ``schema`` in ``topic``'s history, adding it as the next version
         when no stored version has the same type and definition and ``policy`` allows it;
         raises BrokerError(IncompatibleSchema) otherwise."""
+        started = time.perf_counter()
+        try:
+            return await self._get_or_create(topic, schema, policy)
+        finally:
+            self._timed(self.put_latency_ms, topic, started)
+
+    async def _get_or_create(
+        self, topic: TopicName, schema: pb.Schema, policy: SchemaPolicy | None
+    ) -> int:
         policy = policy or SchemaPolicy()
         if len(schema.schema_data) > MAX_SCHEMA_BYTES:
             raise BrokerError(

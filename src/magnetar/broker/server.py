@@ -19,6 +19,8 @@ import logging
 from collections.abc import Callable, Iterable
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry
+from prometheus_client.registry import Collector
 
 from magnetar.broker import admin, http
 from magnetar.broker.config import BrokerConfig
@@ -69,10 +71,15 @@ class BrokerServer:
     connections keep theirs)."""
 
     def __init__(
-        self, service: BrokerService, *, http_extensions: Iterable[http.Extension] = ()
+        self,
+        service: BrokerService,
+        *,
+        http_extensions: Iterable[http.Extension] = (),
+        metrics_sources: Iterable[Collector | CollectorRegistry] = (),
     ) -> None:
         self.service = service
         self._http_extensions = list(http_extensions)
+        self._metrics_sources = list(metrics_sources)
         self._servers: list[asyncio.Server] = []
         self._http: web.AppRunner | None = None
         self._http_servers: list[asyncio.Server] = []
@@ -139,13 +146,21 @@ class BrokerServer:
             )
 
     def _new_connection(self) -> FrameTransport:
-        cnx = ServerConnection(self.service, on_closed=self.connections.discard)
+        cnx = ServerConnection(self.service, on_closed=self._connection_closed)
         self.connections.add(cnx)
+        self.service.counters.connection_opened()
         return cnx.protocol
+
+    def _connection_closed(self, cnx: ServerConnection) -> None:
+        if cnx in self.connections:
+            self.connections.discard(cnx)
+            self.service.counters.connection_closed(established=cnx.connected)
 
     async def _start_http(self) -> None:
         cfg = self.service.config
-        app = http.build_app(self.service, extensions=self._http_extensions)
+        app = http.build_app(
+            self.service, extensions=self._http_extensions, metrics_sources=self._metrics_sources
+        )
         self._http = web.AppRunner(app, access_log=None)
         await self._http.setup()
         handler = self._http.server

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from magnetar.broker import access, policies, schemas
+from magnetar.broker import access, policies, replication, schemas
 from magnetar.broker.compaction.service import TopicCompaction
 from magnetar.broker.compaction.view import CompactedTopic
 from magnetar.broker.config import BrokerConfig, group_listeners
@@ -42,6 +42,7 @@ from magnetar.broker.subscriptions import NonPersistentSubscriptions, TopicSubsc
 from magnetar.broker.topic import NonPersistentTopic, PersistentTopic, Topic
 from magnetar.broker.transactions.service import TransactionService
 from magnetar.common import backoff
+from magnetar.common.stats import LatencyWindow
 from magnetar.managed_ledger.api import ManagedLedger, ManagedLedgerFactory
 from magnetar.metadata import api
 from magnetar.wire import pb
@@ -100,6 +101,52 @@ def managed_ledger_name(topic: TopicName) -> str:
     return f"{topic.tenant}/{topic.namespace}/{topic.domain.value}/{topic.local_name}"
 
 
+class BrokerCounters:
+    """What the broker counts for /metrics beyond its topics (Pulsar's connection, lookup
+    and topic-load metrics); updated where the work happens, once per connection, lookup
+    or topic load."""
+
+    def __init__(self) -> None:
+        self.connections_created = 0
+        self.connections_closed = 0
+        self.active_connections = 0
+        self.connections_established = 0
+        """Connections whose CONNECT was answered CONNECTED."""
+        self.connections_failed = 0
+        """Connections closed before CONNECTED (refused credentials or roles, a command
+        before CONNECT, a client that went away first)."""
+        self.lookup_answers = 0
+        self.lookup_redirects = 0
+        self.lookup_failures = 0
+        self.lookup_pending = 0
+        self.lookup_latency_ms = LatencyWindow()
+        self.topic_load_ms = LatencyWindow(keep=True)
+        self.topic_load_failed = 0
+        self.topic_load_failed_in_period = 0
+        self._topic_load_failed_before = 0
+        self.topic_load_pending = 0
+        self.publish_latency_ms = LatencyWindow()
+        """From a SEND taken to its receipt, every topic of this broker."""
+
+    def connection_opened(self) -> None:
+        self.connections_created += 1
+        self.active_connections += 1
+
+    def connection_closed(self, *, established: bool) -> None:
+        self.connections_closed += 1
+        self.active_connections -= 1
+        if not established:
+            self.connections_failed += 1
+
+    def refresh(self) -> None:
+        """End of a statistics period: the summaries' quantiles move on."""
+        self.lookup_latency_ms.refresh()
+        self.topic_load_ms.refresh()
+        self.topic_load_failed_in_period = self.topic_load_failed - self._topic_load_failed_before
+        self._topic_load_failed_before = self.topic_load_failed
+        self.publish_latency_ms.refresh()
+
+
 class BrokerService:
     def __init__(
         self,
@@ -122,6 +169,8 @@ class BrokerService:
         self.me = _info(config)
         self.ownership = Ownership(store, self.me)
         self.transactions = TransactionService(self)
+        self.remote_clusters = replication.RemoteClusters(store, config.security)
+        """Connections to the other clusters, for the replicators (docs/geo-replication.md)."""
         self.topics: dict[str, Topic] = {}
         self._loading: dict[str, asyncio.Future[Topic]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -131,6 +180,13 @@ class BrokerService:
         self._closing = False
         self._session_generation = 0
         self.started_at = time.time()
+        self.counters = BrokerCounters()
+
+    @property
+    def healthy(self) -> bool:
+        """Serving: the broker holds its metadata session (the health check's answer)."""
+        session = self.ownership.session
+        return session is not None and not session.lost
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -200,6 +256,7 @@ class BrokerService:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.remote_clusters.close()
         await self.ownership.stop()
 
     def policies_changed(self) -> None:
@@ -335,6 +392,26 @@ class BrokerService:
     ) -> LookupAnswer:
         """Where ``topic`` is served; ``listener`` (the client's listenerName) picks which
         of the serving broker's advertised listeners the answer names."""
+        c = self.counters
+        c.lookup_pending += 1
+        started = time.perf_counter()
+        try:
+            answer = await self._lookup(topic, authoritative=authoritative, listener=listener)
+        except BaseException:
+            c.lookup_failures += 1
+            raise
+        finally:
+            c.lookup_pending -= 1
+        c.lookup_latency_ms.add((time.perf_counter() - started) * 1000.0)
+        if answer.redirect:
+            c.lookup_redirects += 1
+        else:
+            c.lookup_answers += 1
+        return answer
+
+    async def _lookup(
+        self, topic: TopicName, *, authoritative: bool, listener: str | None
+    ) -> LookupAnswer:
         bundle = await self.bundle(topic)
         self._check_not_releasing(bundle)
         if self.ownership.is_owned(bundle):
@@ -427,6 +504,20 @@ class BrokerService:
         return await asyncio.shield(pending)
 
     async def _load(self, topic: TopicName, *, create: bool, explicit: bool = False) -> Topic:
+        c = self.counters
+        c.topic_load_pending += 1
+        started = time.perf_counter()
+        try:
+            loaded = await self._load_topic(topic, create=create, explicit=explicit)
+        except BaseException:
+            c.topic_load_failed += 1
+            raise
+        finally:
+            c.topic_load_pending -= 1
+        c.topic_load_ms.add((time.perf_counter() - started) * 1000.0)
+        return loaded
+
+    async def _load_topic(self, topic: TopicName, *, create: bool, explicit: bool) -> Topic:
         if self._closing:
             raise BrokerError(pb.ServiceNotReady, "broker is shutting down")
         await self.check_owned(topic)
@@ -454,6 +545,12 @@ class BrokerService:
             topic=topic, managed_ledger=ml, compacted=view
         )
         dedup = self.deduplication(ml)
+        replicators = replication.TopicReplication(
+            topic=topic.full_name,
+            managed_ledger=ml,
+            local=self.config.cluster_name,
+            clusters=self.remote_clusters,
+        )
         loaded = PersistentTopic(
             name=topic,
             managed_ledger=ml,
@@ -461,10 +558,16 @@ class BrokerService:
             on_fenced=self._topic_fenced,
             dedup=dedup,
             compaction=TopicCompaction(ml, view),
+            replication=replicators,
         )
+        loaded.apply_limits(*policies.limits(effective))
+        replicators.transactions = lambda: loaded.txn_buffer
         try:
             await policies.apply_deduplication(
-                dedup, effective, default=self.config.deduplication_enabled
+                dedup,
+                effective,
+                default=self.config.deduplication_enabled,
+                local_cluster=self.config.cluster_name,
             )
         except Exception as err:
             await loaded.close(reason="deduplication state could not be recovered")
@@ -477,6 +580,15 @@ class BrokerService:
             await loaded.close(reason="transaction state could not be recovered")
             raise BrokerError(
                 pb.PersistenceError, f"{topic}: recovering transaction state: {err}"
+            ) from None
+        try:  # (before any producer: the replicators' cursors see every entry from now on)
+            await replicators.update(
+                replication.remote_clusters(effective, self.config.cluster_name)
+            )
+        except Exception as err:
+            await loaded.close(reason="replicators could not be started")
+            raise BrokerError(
+                pb.PersistenceError, f"{topic}: starting replicators: {err}"
             ) from None
         return await self._register(topic, loaded)
 
@@ -496,6 +608,7 @@ class BrokerService:
         if self._closing or not self.ownership.is_owned(bundle):
             await loaded.close(reason="ownership lost while loading")
             raise BrokerError(pb.ServiceNotReady, f"topic {topic} is no longer served here")
+        loaded.publish_latency_ms = self.counters.publish_latency_ms
         self.topics[topic.full_name] = loaded
         log.info("%s: loaded", topic)
         return loaded
@@ -564,6 +677,8 @@ class BrokerService:
         while True:
             await asyncio.sleep(self.config.stats_interval_s)
             now = time.monotonic()
+            self.counters.refresh()
+            self.schemas.refresh_stats()
             for topic in list(self.topics.values()):
                 topic.update_rates(now)
                 if isinstance(topic, NonPersistentTopic):

@@ -23,20 +23,27 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from magnetar.broker.compaction.service import TopicCompaction
 from magnetar.broker.contracts import BroadcastSubscriptions, BrokerError, TopicSubscriptions
 from magnetar.broker.dedup import Deduplication
 from magnetar.broker.producer import AccessMode, Producer
+from magnetar.broker.replication import TopicReplication, producer_name
 from magnetar.broker.transactions.buffer import TransactionBuffer
 from magnetar.broker.transactions.ids import NOT_ENABLED, TxnId
+from magnetar.common.stats import LatencyWindow
 from magnetar.managed_ledger.api import (
     ManagedLedger,
     ManagedLedgerFencedError,
     ManagedLedgerTerminatedError,
     Position,
 )
+from magnetar.managed_ledger.cursor import ManagedCursorImpl
+from magnetar.managed_ledger.ledger import ManagedLedgerImpl
+from magnetar.managed_ledger.reader import ReadStats
+from magnetar.managed_ledger.writer import AddStats
 from magnetar.wire import pb
 from magnetar.wire.topics import TopicName
 
@@ -77,12 +84,35 @@ class Topic:
         self.bytes_in = 0
         self.rate_in = 0.0
         self.throughput_in = 0.0
+        self.publish_latency_ms = LatencyWindow()
+        """From a SEND taken to its receipt (Pulsar's pulsar_broker_publish_latency)."""
         self._last_counts = (0, 0)
         self._last_rate_at = time.monotonic()
         self.created_at = time.time()
 
+    max_producers: int = 0
+    """The effective ``maxProducers`` policy (topic over namespace; 0: no limit), set when
+    a persistent topic loads and by the policy enforcer (``broker/enforcement.py``)."""
+    max_consumers: int = 0
+    """The effective ``maxConsumers`` policy (topic over namespace; 0: no limit)."""
+
+    def apply_limits(self, max_producers: int, max_consumers: int) -> None:
+        self.max_producers, self.max_consumers = max_producers, max_consumers
+
+    def check_consumer_limit(self) -> None:
+        """ConsumerBusy (Pulsar's reason) when the topic has its ``maxConsumers`` already."""
+        if self.max_consumers <= 0:
+            return
+        attached = sum(
+            len(sub.get("consumers") or ()) for sub in self.subscriptions.stats().values()
+        )
+        if attached >= self.max_consumers:
+            raise BrokerError(pb.ConsumerBusy, "Topic reached max consumers limit")
+
     dedup: Deduplication | None = None
     """Message deduplication (persistent topics only; enabled by policy)."""
+    replication: TopicReplication | None = None
+    """The replicators to other clusters (persistent topics only; by policy)."""
     txn_buffer: TransactionBuffer | None = None
     """The transaction buffer (persistent topics, when transactions are enabled)."""
 
@@ -129,6 +159,8 @@ class Topic:
                     pb.ProducerBusy,
                     f"Producer with name '{producer.name}' is already connected to topic",
                 )
+        if existing is None and 0 < self.max_producers <= len(self.producers):
+            raise BrokerError(pb.ProducerBusy, "Topic reached max producers limit")
         epoch = await self._grant(producer, on_queued)
         if self.closed or self.fenced_reason is not None:
             if self._exclusive == producer.name:
@@ -261,6 +293,8 @@ class Topic:
         if self.closed:
             return
         self.closed = True
+        if self.replication is not None:
+            await self.replication.close()
         self._fence(f"topic is closing ({reason})", pb.ServiceNotReady)
         producers = list(self.producers.values())
         for producer in producers:
@@ -286,6 +320,14 @@ class Topic:
 
     def update_rates(self, now: float) -> None:
         dt = now - self._last_rate_at
+        if dt > 0:
+            self.update_storage_rates(dt)
+        self._update_rates(now, dt)
+
+    def update_storage_rates(self, dt: float) -> None:
+        """Per-second figures of the storage side over the last ``dt`` seconds."""
+
+    def _update_rates(self, now: float, dt: float) -> None:
         if dt <= 0:
             return
         msgs, size = self._last_counts
@@ -293,6 +335,25 @@ class Topic:
         self.throughput_in = (self.bytes_in - size) / dt
         self._last_counts = (self.msg_in, self.bytes_in)
         self._last_rate_at = now
+        for producer in self.producers.values():
+            producer.update_rates(dt)
+        if self.replication is not None:
+            self.replication.update_rates(now)
+
+    def replication_stats(self) -> dict[str, Any]:
+        """Pulsar's ``replication`` section: ReplicatorStats by remote cluster, with the
+        rate of what that cluster's replicator publishes here (``msgRateIn``)."""
+        if self.replication is None:
+            return {}
+        out: dict[str, Any] = {}
+        for remote, replicator in sorted(self.replication.replicators.items()):
+            inbound = self.producers.get(producer_name(remote))
+            out[remote] = replicator.stats(
+                rate_in=inbound.rate_in if inbound is not None else 0.0,
+                throughput_in=inbound.throughput_in if inbound is not None else 0.0,
+                inbound=inbound.cnx.remote_address if inbound is not None else None,
+            )
+        return out
 
     def subscription_stats(self) -> Mapping[str, Mapping[str, Any]]:
         try:
@@ -324,12 +385,32 @@ class Topic:
             "publishers": [p.stats() for p in self.producers.values()],
             "waitingPublishers": len(self._waiting),
             "subscriptions": {k: dict(v) for k, v in subs.items()},
-            "replication": {},
+            "replication": self.replication_stats(),
             "deduplicationStatus": (
                 self.dedup.status.value if self.dedup is not None else "Disabled"
             ),
             "topicEpoch": self.topic_epoch,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class StoragePeriod:
+    """A persistent topic's managed-ledger figures over one statistics period (Pulsar's
+    ManagedLedgerMBean: counts of the period, and per-second rates)."""
+
+    adds: int = 0
+    add_errors: int = 0
+    write_rate: float = 0.0
+    write_bytes_rate: float = 0.0
+    reads: int = 0
+    read_errors: int = 0
+    read_rate: float = 0.0
+    read_miss_rate: float = 0.0
+    read_bytes_rate: float = 0.0
+    hit_bytes_rate: float = 0.0
+    miss_bytes_rate: float = 0.0
+    mark_delete_rate: float = 0.0
+    """Moves of the cursors' mark-delete positions per second."""
 
 
 class PersistentTopic(Topic):
@@ -344,10 +425,12 @@ class PersistentTopic(Topic):
         on_fenced: Callable[[Topic], None] | None = None,
         dedup: Deduplication | None = None,
         compaction: TopicCompaction | None = None,
+        replication: TopicReplication | None = None,
     ) -> None:
         super().__init__(name=name, subscriptions=subscriptions, on_fenced=on_fenced)
         self.managed_ledger = managed_ledger
         self.dedup = dedup
+        self.replication = replication
         self.compaction = compaction
         """Its compacted view and compactions (Pulsar's topic compaction)."""
         self.append = managed_ledger.append
@@ -358,6 +441,89 @@ class PersistentTopic(Topic):
     def storage_size(self) -> int:
         return self.managed_ledger.total_size
 
+    storage_period: StoragePeriod = StoragePeriod()
+    """The managed ledger's figures over the last statistics period."""
+    _storage_counts: tuple[int, ...] = (0,) * 9
+
+    @property
+    def storage_write_rate(self) -> float:
+        """Entries stored per second (Pulsar's pulsar_storage_write_rate)."""
+        return self.storage_period.write_rate
+
+    @property
+    def storage_read_rate(self) -> float:
+        """Entries read per second, from the cache or not (pulsar_storage_read_rate)."""
+        return self.storage_period.read_rate
+
+    @property
+    def storage_read_cache_misses_rate(self) -> float:
+        """Entries read per second that were not in the cache (from bookies or S3)."""
+        return self.storage_period.read_miss_rate
+
+    @property
+    def storage_stats(self) -> tuple[AddStats, ReadStats] | None:
+        """The managed ledger's add and read figures (None when it measures none)."""
+        ml = self.managed_ledger
+        if isinstance(ml, ManagedLedgerImpl):
+            return ml.add_stats, ml.read_stats
+        return None
+
+    @property
+    def write_quorum(self) -> int:
+        """Copies of each entry (1 when the managed ledger does not say)."""
+        ml = self.managed_ledger
+        return ml.config.write_quorum if isinstance(ml, ManagedLedgerImpl) else 1
+
+    def update_storage_rates(self, dt: float) -> None:
+        stats = self.storage_stats
+        if stats is None:
+            return
+        add, read = stats
+        add.refresh()
+        misses = read.bookie_entries + read.offloaded_entries
+        counts = (
+            add.succeeded, add.add_errors, add.added_bytes,
+            read.cache_hits + misses, misses, read.cache_hit_bytes + read.miss_bytes,
+            read.errors, read.cache_hit_bytes, self._mark_delete_moves(),
+        )  # fmt: skip
+        d = [now - was for now, was in zip(counts, self._storage_counts, strict=True)]
+        self._storage_counts = counts
+        self.storage_period = StoragePeriod(
+            adds=d[0], add_errors=d[1], write_rate=d[0] / dt, write_bytes_rate=d[2] / dt,
+            reads=d[3], read_rate=d[3] / dt, read_miss_rate=d[4] / dt,
+            read_bytes_rate=d[5] / dt, read_errors=d[6], hit_bytes_rate=d[7] / dt,
+            miss_bytes_rate=(d[5] - d[7]) / dt, mark_delete_rate=d[8] / dt,
+        )  # fmt: skip
+
+    def backlog_size(self) -> int:
+        """Bytes not yet acknowledged by the slowest durable subscription, estimated as Pulsar
+        estimates it (whole ledgers after its mark-delete position, plus the rest of that
+        position's ledger at its average entry size); 0 without a durable subscription."""
+        ml = self.managed_ledger
+        marks = [
+            c.mark_delete_position
+            for name, c in ml.cursors.items()
+            if c.durable and not name.startswith("__")
+        ]
+        if not marks:
+            return 0
+        mark = min(marks)
+        total = 0.0
+        for info in ml.ledgers():
+            if info.ledger_id > mark.ledger_id:
+                total += info.size
+            elif info.ledger_id == mark.ledger_id and info.entries > 0:
+                left = max(0, info.entries - (mark.entry_id + 1))
+                total += info.size * left / info.entries
+        return int(total)
+
+    def _mark_delete_moves(self) -> int:
+        return sum(
+            c.mark_delete_moves
+            for c in self.managed_ledger.cursors.values()
+            if isinstance(c, ManagedCursorImpl)
+        )
+
     @property
     def offloaded_size(self) -> int:
         return sum(i.size for i in self.managed_ledger.ledgers() if i.offloaded)
@@ -365,6 +531,7 @@ class PersistentTopic(Topic):
     def stats(self) -> dict[str, Any]:
         """TopicStats with Pulsar's ``compaction`` (CompactionStats)."""
         out = super().stats()
+        out["backlogSize"] = self.backlog_size()
         if self.compaction is not None:
             out["compaction"] = self.compaction.stats()
         return out

@@ -188,11 +188,14 @@ class AdminClient:
         params: Mapping[str, str] | None = None,
         raw: bool = False,
         form: Sequence[FormField] | None = None,
+        with_headers: bool = False,
     ) -> Any:
         """``method path`` (``path`` from the root: ``/admin/v2/...``); the decoded JSON
-        answer (text when not JSON, None when empty; the bytes with ``raw``). ``form``: send a
-        multipart/form-data body of those fields instead of JSON (the functions API's
-        uploads). Redirects are followed with the same method, body and credentials."""
+        answer (text when not JSON, None when empty; the bytes with ``raw``; with
+        ``with_headers``, the response's headers and its bytes, as a stored message is
+        answered). ``form``: send a multipart/form-data body of those fields instead of JSON
+        (the functions API's uploads). Redirects are followed with the same method, body and
+        credentials."""
         url = self.base + path
         if params:
             url += ("&" if "?" in url else "?") + urllib.parse.urlencode(params)
@@ -209,6 +212,8 @@ class AdminClient:
             try:
                 with self._opener(url).open(request, timeout=self.timeout) as response:
                     payload = response.read()
+                    if with_headers:
+                        return dict(response.headers.items()), payload
                     return payload if raw else _decode(payload)
             except urllib.error.HTTPError as err:
                 location = err.headers.get("Location") if err.headers else None

@@ -158,11 +158,15 @@ class _Handle:
             log.warning("%s on %s not re-created: %s", self.kind, self.topic, exc)
             self.closed = True
             self._ready.set()  # (waiters see it closed)
+            self._given_up(exc)
         finally:
             self._recreating = None
 
     def connection_lost(self, exc: Exception) -> None:
         self._lost(str(exc))
+
+    def _given_up(self, exc: Exception) -> None:
+        """The handle could not be re-created and is closed for good."""
 
     async def _stop(self, cmd: pb.BaseCommand) -> None:
         self.closed = True
@@ -285,6 +289,47 @@ class Producer(_Handle):
             except connection.ConnectionLostError:
                 pass  # (resent once re-created)
         return await receipt
+
+    async def send_stored(
+        self, metadata: pb.MessageMetadata, payload: bytes, *, sequence_id: int
+    ) -> asyncio.Future[MessageId]:
+        """Send an entry as stored elsewhere (``metadata`` as it is, a batch's payload
+        unsplit) under ``sequence_id``, which only grows; returns once it is written, with
+        the future of its receipt (across reconnections; HandleClosedError when the
+        producer is closed for good). A replicator's send: receipts come in order, so it
+        can keep many in flight."""
+        if self.closed:
+            raise HandleClosedError(f"producer on {self.topic} is closed")
+        await self._ready.wait()
+        if self.closed:
+            raise HandleClosedError(f"producer on {self.topic} is closed")
+        self.last_sequence_id = max(self.last_sequence_id, sequence_id)
+        count = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
+        data = frames.encode_payload_command(
+            commands.send(
+                producer_id=self.producer_id,
+                sequence_id=sequence_id,
+                num_messages=count,
+                highest_sequence_id=sequence_id,
+            ),
+            frames.encode_headers_and_payload(metadata, payload),
+        )
+        receipt: asyncio.Future[MessageId] = asyncio.get_running_loop().create_future()
+        self._unacknowledged[sequence_id] = (data, receipt)
+        conn = self.conn
+        if conn is not None:
+            try:
+                conn.write(data)
+                await conn.drain()
+            except connection.ConnectionLostError:
+                pass  # (resent once re-created)
+        return receipt
+
+    def _given_up(self, exc: Exception) -> None:
+        for _, receipt in self._unacknowledged.values():
+            if not receipt.done():
+                receipt.set_exception(HandleClosedError(f"producer on {self.topic}: {exc}"))
+        self._unacknowledged.clear()
 
     def frame_received(self, frame: frames.Frame) -> None:
         cmd = frame.command

@@ -16,13 +16,22 @@ Key = tuple[int, int]
 
 
 class EntryCache:
-    __slots__ = ("_entries", "_order", "hits", "max_bytes", "misses", "size")
+    __slots__ = (
+        "_entries", "_order", "evicted", "evictions", "hits", "inserted", "max_bytes", "misses",
+        "size",
+    )  # fmt: skip
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.size = 0
         self.hits = 0
         self.misses = 0
+        self.inserted = 0
+        """Entries put in (Pulsar's pulsar_ml_cache_inserted_entries_total)."""
+        self.evicted = 0
+        """Entries dropped to make room or because every reader was past them."""
+        self.evictions = 0
+        """Times entries were dropped to stay under ``max_bytes``."""
         self._entries: dict[Key, bytes] = {}
         self._order: deque[Key] = deque()
 
@@ -38,7 +47,9 @@ class EntryCache:
         self._entries[key] = data
         self._order.append(key)
         self.size += len(data)
+        self.inserted += 1
         if self.size > self.max_bytes:
+            self.evictions += 1
             self._evict(self.max_bytes)
 
     def get(self, ledger_id: int, entry_id: int) -> bytes | None:
@@ -60,6 +71,7 @@ class EntryCache:
             data = entries.pop(order.popleft(), None)
             if data is not None:
                 self.size -= len(data)
+                self.evicted += 1
 
     def evict_before(self, ledger_id: int, entry_id: int) -> None:
         """Drop entries before (ledger_id, entry_id): every reader is past them."""
@@ -69,6 +81,7 @@ class EntryCache:
             data = entries.pop(order.popleft(), None)
             if data is not None:
                 self.size -= len(data)
+                self.evicted += 1
 
     def drop_ledger(self, ledger_id: int) -> None:
         for key in [k for k in self._entries if k[0] == ledger_id]:

@@ -143,6 +143,8 @@ class ManagedCursorImpl:
         self._persist_timer: asyncio.TimerHandle | None = None
         self._persist_task: asyncio.Task[None] | None = None
         self._persists = 0
+        self.mark_delete_moves = 0
+        """Times the mark-delete position moved (Pulsar's MarkDeleteRate counts these)."""
         self._persist_lock = asyncio.Lock()
 
     # --- construction -----------------------------------------------------------------------
@@ -367,6 +369,7 @@ class ManagedCursorImpl:
     def _after_ack(self, before: int, moved: bool) -> None:
         self._consumed += max(0, before - self.backlog())
         if moved:
+            self.mark_delete_moves += 1
             md_pos = self._acks.mark_delete
             if self._read_position <= md_pos:
                 self._read_position = self._ml.positions.next_position(md_pos)

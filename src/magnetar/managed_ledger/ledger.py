@@ -56,7 +56,7 @@ from magnetar.managed_ledger.offloading import OffloadHost
 from magnetar.managed_ledger.reader import EntryReader, ReadStats
 from magnetar.managed_ledger.storage import Options, storage_error
 from magnetar.managed_ledger.trimmer import TrimHost, Trimmer
-from magnetar.managed_ledger.writer import LedgerWriter, State, WriterHost
+from magnetar.managed_ledger.writer import AddStats, LedgerWriter, State, WriterHost
 from magnetar.metadata import api as md
 from magnetar.offload.offloader import Offloader
 
@@ -228,6 +228,11 @@ class ManagedLedgerImpl(ListedPositions):
     @property
     def cache(self) -> EntryCache:
         return self._cache
+
+    @property
+    def add_stats(self) -> AddStats:
+        """Entry sizes, add latencies and counts of the add path (Pulsar's ML stats)."""
+        return self._writer.stats
 
     @property
     def read_stats(self) -> ReadStats:

@@ -42,6 +42,11 @@ class ReadStats:
     """Entries read from bookies (cache misses)."""
     offloaded_entries: int = 0
     """Entries read from offloaded ledgers (S3)."""
+    cache_hit_bytes: int = 0
+    miss_bytes: int = 0
+    """Bytes of the entries read from bookies or S3."""
+    errors: int = 0
+    """Reads that failed (from bookies or S3)."""
 
 
 class _Readable(Protocol):
@@ -170,6 +175,7 @@ class EntryReader:
             if data is not None:
                 out.append(Entry(Position(lid, e), data))
                 self.stats.cache_hits += 1
+                self.stats.cache_hit_bytes += len(data)
                 e += 1
                 size += len(data)
                 if 0 < max_bytes <= size:
@@ -184,16 +190,21 @@ class EntryReader:
             except (ledger_errors.LedgerError, OffloadError) as err:
                 if lid not in self._list.records:
                     return out  # the ledger was trimmed while it was read
+                self.stats.errors += 1
                 raise storage_error(err) from err
             if from_s3:
                 self.stats.offloaded_entries += len(got)
             else:
                 self.stats.bookie_entries += len(got)
+            before = size
             for eid, payload in got:
                 out.append(Entry(Position(lid, eid), payload))
                 size += len(payload)
                 if 0 < max_bytes <= size:
-                    return out
+                    break
+            self.stats.miss_bytes += size - before
+            if 0 < max_bytes <= size:
+                return out
             e = end + 1
         return out
 

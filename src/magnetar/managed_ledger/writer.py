@@ -27,8 +27,10 @@ import time
 from collections import deque
 from collections.abc import Coroutine
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Any, Protocol
 
+from magnetar.common.stats import ENTRY_SIZE_BOUNDS, LATENCY_BOUNDS_US, StatsBuckets
 from magnetar.ledger import errors as ledger_errors
 from magnetar.ledger.handle import LedgerHandle
 from magnetar.managed_ledger import api
@@ -89,6 +91,39 @@ class _AddOp:
     data: bytes
     future: asyncio.Future[Position]
     attempts: int = 0
+    started: float = 0.0
+    """``perf_counter`` when the add was asked for (the managed ledger's add latency)."""
+    sent: float = 0.0
+    """``perf_counter`` when it went to the current ledger (the ledger's add latency)."""
+
+
+class AddStats:
+    """Pulsar's ManagedLedgerMBean figures of the add path: entry sizes and add latencies in
+    Pulsar's bucket layouts (microseconds; :mod:`magnetar.common.stats`), adds that
+    succeeded or failed, bytes added. Updated once per entry when its add completes."""
+
+    __slots__ = ("add_errors", "add_latency_us", "added_bytes", "entry_sizes",
+                 "ledger_add_latency_us", "ledger_switch_latency_us", "succeeded")  # fmt: skip
+
+    def __init__(self) -> None:
+        self.entry_sizes = StatsBuckets(ENTRY_SIZE_BOUNDS)
+        self.add_latency_us = StatsBuckets(LATENCY_BOUNDS_US)
+        """From the add asked for to the entry durable (Pulsar's AddEntryLatencyBuckets)."""
+        self.ledger_add_latency_us = StatsBuckets(LATENCY_BOUNDS_US)
+        """From the entry sent to the ledger to durable on Aq bookies (the last attempt;
+        Pulsar's LedgerAddEntryLatencyBuckets)."""
+        self.ledger_switch_latency_us = StatsBuckets(LATENCY_BOUNDS_US)
+        """Roll-overs: from the old ledger's close asked for to the next ledger current
+        (Pulsar's LedgerSwitchLatencyBuckets)."""
+        self.succeeded = 0
+        self.add_errors = 0
+        self.added_bytes = 0
+
+    def refresh(self) -> None:
+        self.entry_sizes.refresh()
+        self.add_latency_us.refresh()
+        self.ledger_add_latency_us.refresh()
+        self.ledger_switch_latency_us.refresh()
 
 
 class LedgerWriter:
@@ -114,6 +149,7 @@ class LedgerWriter:
         """The next ledger, created ahead once the current one is nearly full."""
         self.waiters: list[asyncio.Future[None]] = []
         self.entries_added = 0
+        self.stats = AddStats()
 
     @property
     def pending(self) -> int:
@@ -138,13 +174,14 @@ class LedgerWriter:
         fut: asyncio.Future[Position] = loop.create_future()
         state = self.state
         if state is State.WRITABLE and not self._queue:
-            self._send(_AddOp(data, fut))
+            self._send(_AddOp(data, fut, started=perf_counter()))
         elif state is State.WRITABLE or state is State.ROLLING:
-            self._queue.append(_AddOp(data, fut))
+            self._queue.append(_AddOp(data, fut, started=perf_counter()))
         elif state is State.NO_LEDGER:
-            self._queue.append(_AddOp(data, fut))
+            self._queue.append(_AddOp(data, fut, started=perf_counter()))
             self.start_roll()
         else:
+            self.stats.add_errors += 1
             fut.set_exception(self.state_error())
         return fut
 
@@ -152,6 +189,7 @@ class LedgerWriter:
         handle = self.handle
         assert handle is not None
         op.attempts += 1
+        op.sent = perf_counter()
         lf = handle.append(op.data)
         self.sent += 1
         self._sent_bytes += len(op.data)
@@ -202,6 +240,14 @@ class LedgerWriter:
             if lid == lst.current_id:
                 lst.current_confirmed = eid + 1
             self.entries_added += 1
+            now = perf_counter()
+            stats = self.stats
+            size = len(op.data)
+            stats.succeeded += 1
+            stats.added_bytes += size
+            stats.entry_sizes.add(size)
+            stats.add_latency_us.add((now - op.started) * 1e6)
+            stats.ledger_add_latency_us.add((now - op.sent) * 1e6)
             self._cache.put(lid, eid, op.data)
             if self.waiters:
                 self.wake()
@@ -211,13 +257,16 @@ class LedgerWriter:
         if op.future.done():
             return
         if isinstance(exc, ledger_errors.LedgerFencedError):
+            self.stats.add_errors += 1
             op.future.set_exception(api.ManagedLedgerFencedError(f"{self._host.name}: {exc}"))
             self._host.set_fenced(f"ledger {handle.ledger_id} fenced")
             return
         if self.state not in ACCEPTING:
+            self.stats.add_errors += 1
             op.future.set_exception(self.state_error())
             return
         if op.attempts >= MAX_ADD_ATTEMPTS:
+            self.stats.add_errors += 1
             op.future.set_exception(storage_error(exc))
         else:
             self._retry.append(op)
@@ -254,6 +303,7 @@ class LedgerWriter:
     async def _roll(self) -> None:
         host = self._host
         old = self.handle
+        started = perf_counter()
         created: LedgerHandle | None = None
         try:
             creating, self._next_ledger = self._next_ledger, None
@@ -278,6 +328,7 @@ class LedgerWriter:
             if old is not None:
                 host.keep_closed(old)
             self.state = State.WRITABLE
+            self.stats.ledger_switch_latency_us.add((perf_counter() - started) * 1e6)
             self._flush_queue()
         except Exception as err:
             if created is not None:
@@ -320,6 +371,7 @@ class LedgerWriter:
         self._queue.clear()
         for op in ops:
             if not op.future.done():
+                self.stats.add_errors += 1
                 op.future.set_exception(error)
 
     def drop_created_ahead(self) -> None:

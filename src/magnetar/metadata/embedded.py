@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from magnetar.metadata import api, keys
+from magnetar.metadata import api, keys, stats
 from magnetar.metadata.lease import LeaseState
 
 log = logging.getLogger(__name__)
@@ -388,6 +388,7 @@ class EmbeddedStore:
 
     # --- reads --------------------------------------------------------------------------------
 
+    @stats.timed("get")
     async def get(self, key: str) -> api.Record | None:
         api.check_key(key)
         return await self._run(lambda: self._record(key))
@@ -456,6 +457,7 @@ class EmbeddedStore:
 
     # --- writes -------------------------------------------------------------------------------
 
+    @stats.timed("put")
     async def put(
         self,
         key: str,
@@ -477,8 +479,11 @@ class EmbeddedStore:
             self._put_sync(key, data, lease, rev)
             return api.Version(rev)
 
-        return await self._run(lambda: self._write(body))
+        version = await self._run(lambda: self._write(body))
+        stats.put_bytes(len(data))
+        return version
 
+    @stats.timed("del")
     async def delete(self, key: str, *, expected_version: api.Version | None = None) -> None:
         api.check_key(key)
 

@@ -48,7 +48,7 @@ import grpc.aio
 from aetcd import rpc
 
 from magnetar.common import backoff, grpctls
-from magnetar.metadata import api, keys
+from magnetar.metadata import api, keys, stats
 from magnetar.metadata.lease import LeaseState
 
 log = logging.getLogger(__name__)
@@ -359,6 +359,7 @@ class EtcdStore:
 
     # --- reads --------------------------------------------------------------------------------
 
+    @stats.timed("get")
     async def get(self, key: str) -> api.Record | None:
         response = await self._range(rpc.RangeRequest(key=api.check_key(key)))
         return _record(response.kvs[0]) if response.kvs else None
@@ -414,6 +415,7 @@ class EtcdStore:
 
     # --- writes -------------------------------------------------------------------------------
 
+    @stats.timed("put")
     async def put(
         self,
         key: str,
@@ -427,6 +429,7 @@ class EtcdStore:
         put = rpc.PutRequest(key=raw, value=bytes(value), lease=self._lease_of(session))
         if expected_version is None:
             response = await self._call("kv", "Put", put)
+            stats.put_bytes(len(value))
             return api.Version(int(response.header.revision))
         response = await self._call(
             "kv",
@@ -439,8 +442,10 @@ class EtcdStore:
         )
         if not response.succeeded:
             raise api.BadVersionError(key, expected_version, self._found(response))
+        stats.put_bytes(len(value))
         return api.Version(int(response.header.revision))
 
+    @stats.timed("del")
     async def delete(self, key: str, *, expected_version: api.Version | None = None) -> None:
         raw = api.check_key(key)
         if expected_version is None:

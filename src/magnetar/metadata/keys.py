@@ -31,6 +31,8 @@ POLICIES = "/admin/policies"
 DYNAMIC_CONFIG = "/admin/configuration"
 PARTITIONED_TOPICS = "/admin/partitioned-topics"
 TOPIC_POLICIES = "/admin/topic-policies"
+RESOURCE_QUOTAS = "/admin/resource-quotas"
+DEFAULT_RESOURCE_QUOTA = "/admin/resource-quota-default"
 MANAGED_LEDGERS = "/managed-ledgers"
 LEDGERS = "/ledgers"
 BOOKIES = "/bookies"
@@ -55,6 +57,10 @@ LEDGER_COUNTER = "ledger"
 
 DEDUP_CURSOR = "pulsar.dedup"
 """The cursor whose ledger holds a topic's deduplication snapshots (as in Pulsar)."""
+
+REPLICATOR_CURSOR_PREFIX = "pulsar.repl."
+"""A replicator's cursor is ``pulsar.repl.<remote cluster>`` (as in Pulsar): what the topic
+still has to copy to that cluster (docs/geo-replication.md)."""
 
 COMPACTION_CURSOR = "__compaction"
 """The cursor whose mark-delete position is a topic's compaction horizon and whose
@@ -124,6 +130,11 @@ def topic_policies(tenant_name: str, namespace_name: str, domain: Domain, topic:
         f"{TOPIC_POLICIES}/{segment(tenant_name)}/{segment(namespace_name)}"
         f"/{_domain(domain)}/{segment(topic)}"
     )
+
+
+def resource_quota(tenant_name: str, namespace_name: str, bundle: str) -> str:
+    """The resource quota of one bundle (``0x..._0x...``) of a namespace."""
+    return f"{RESOURCE_QUOTAS}/{segment(tenant_name)}/{segment(namespace_name)}/{bundle}"
 
 
 # --- managed ledgers and cursors -------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import subprocess
@@ -216,3 +217,57 @@ def test_schemas(standalone: StandaloneProc, tmp_path: Path) -> None:
     admin(standalone, "schemas", "delete", "cli-schema")
     result = admin(standalone, "schemas", "get", "cli-schema", ok=False)
     assert result.returncode != 0 and "404" in result.stderr
+
+
+def test_peek_examine_and_get_message_by_id(standalone: StandaloneProc) -> None:
+    """The stored-message verbs print pulsar-admin's layout (id, metadata, hex dump) or,
+    with ``--output json``, the metadata and the base64 payload."""
+    topic = "persistent://public/default/cli-peek"
+    client = pulsar.Client(standalone.service_url)
+    try:
+        admin(standalone, "topics", "create", topic)
+        admin(standalone, "topics", "create-subscription", topic, "-s", "s", "-m", "earliest")
+        producer = client.create_producer(topic, batching_enabled=False)
+        ids = [producer.send(f"m{i}".encode(), properties={"k": str(i)}) for i in range(3)]
+    finally:
+        client.close()
+    peeked = as_json(standalone, "topics", "peek-messages", topic, "-s", "s", "-n", "5")
+    assert [base64.b64decode(m["payload"]) for m in peeked] == [b"m0", b"m1", b"m2"]
+    assert [m["messageId"] for m in peeked] == [f"{i.ledger_id()}:{i.entry_id()}" for i in ids]
+    assert json.loads(peeked[1]["metadata"]["PROPERTY"]) == {"k": "1"}
+    text = admin(standalone, "topics", "peek-messages", topic, "-s", "s").stdout
+    assert text.startswith(f"Message ID: {ids[0].ledger_id()}:{ids[0].entry_id()}\n")
+    assert "6d 30" in text and "|m0|" in text and "sequence-id" in text
+
+    last = as_json(standalone, "topics", "last-message-id", topic)
+    assert (last["ledgerId"], last["entryId"]) == (ids[-1].ledger_id(), ids[-1].entry_id())
+    newest = as_json(standalone, "topics", "examine-message", topic)
+    assert base64.b64decode(newest[0]["payload"]) == b"m2"
+    second = as_json(standalone, "topics", "examine-message", topic, "-i", "earliest", "-m", "2")
+    assert base64.b64decode(second[0]["payload"]) == b"m1"
+    ledger, entry = str(ids[0].ledger_id()), str(ids[0].entry_id())
+    first = as_json(standalone, "topics", "get-message-by-id", topic, "-l", ledger, "-e", entry)
+    assert base64.b64decode(first[0]["payload"]) == b"m0"
+    missing = admin(
+        standalone, "topics", "get-message-by-id", topic, "-l", ledger, "-e", "99", ok=False
+    )
+    assert missing.returncode == 1 and "404 Message id not found" in missing.stderr
+
+
+def test_topic_policies_group(standalone: StandaloneProc) -> None:
+    """``topicPolicies``: pulsar-admin's group for a topic's own policies."""
+    topic = "persistent://public/default/cli-policies"
+    admin(standalone, "topics", "create", topic)
+    admin(standalone, "topicPolicies", "set-max-producers", topic, "-p", "2")
+    admin(standalone, "topicPolicies", "set-retention", topic, "-t", "1h", "-s", "-1")
+    assert as_json(standalone, "topicPolicies", "get-max-producers", topic) == 2
+    assert as_json(standalone, "topics", "get-retention", topic) == {
+        "retentionTimeInMinutes": 60,
+        "retentionSizeInMB": -1,
+    }
+    refused = admin(
+        standalone, "topicPolicies", "set-offload-policies", topic, "-d", "tape", ok=False
+    )
+    assert refused.returncode == 1 and "412 The driver is not supported" in refused.stderr
+    admin(standalone, "topicPolicies", "remove-max-producers", topic)
+    assert as_json(standalone, "topicPolicies", "get-max-producers", topic) is None

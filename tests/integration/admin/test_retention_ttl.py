@@ -92,6 +92,11 @@ def test_unacknowledged_messages_expire_after_the_ttl(small_ledgers: StandaloneP
 
         assert backlog() > 0
         wait_until(lambda: backlog() == 0, timeout=20, what="messages expired by the TTL")
+        # counted as Pulsar counts them: the admin stats and /metrics (docs/metrics.md)
+        sub = admin.get("/persistent/public/ttl/t/stats")[1]["subscriptions"]["slow"]
+        assert sub["totalMsgExpired"] == 8 and sub["lastExpireTimestamp"] > 0
+        labels = f'cluster="standalone",namespace="public/ttl",subscription="slow",topic="{topic}"'
+        assert f"pulsar_subscription_total_msg_expired{{{labels}}} 8.0" in small_ledgers.metrics()
         fresh = producer.send(b"fresh")  # newer than the TTL: not expired
         assert fresh is not None
         holds_for(lambda: backlog() == 1, 0.5, what="the fresh message not expired")

@@ -7,9 +7,11 @@ import json
 
 import pulsar
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from pulsar.schema import AvroSchema, Record, String
 
 from tests.integration.admin.conftest import Admin
+from tests.support.standalone import StandaloneProc
 
 S = "/schemas/public/default"
 
@@ -106,3 +108,23 @@ def test_bad_input(
     got, answer = admin.call(method, path, body)
     assert got == status
     assert reason in json.dumps(answer)
+
+
+def test_schema_operations_are_timed(
+    standalone: StandaloneProc, admin: Admin, client: pulsar.Client
+) -> None:
+    """pulsar_schema_put_ops_latency / pulsar_schema_get_ops_latency (docs/metrics.md): a
+    producer's schema is a get-or-create, the admin read a get."""
+    topic = "schema-timed"
+    client.create_producer(topic, schema=AvroSchema(Order)).close()
+    assert admin.get(f"{S}/{topic}/schema")[0] == 200
+    counts = {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(standalone.metrics())
+        for sample in family.samples
+        if sample.labels.get("namespace") == "public/default"
+        and sample.name
+        in ("pulsar_schema_put_ops_latency_count", "pulsar_schema_get_ops_latency_count")
+    }
+    assert counts["pulsar_schema_put_ops_latency_count"] >= 1
+    assert counts["pulsar_schema_get_ops_latency_count"] >= 1

@@ -86,7 +86,13 @@ def test_consumer_without_permits_loses_messages_and_drops_are_counted(
     labels = f'cluster="standalone",namespace="public/default",topic="{np(topic)}"'
     metrics = standalone.metrics()
     assert f"pulsar_in_messages_total{{{labels}}} 300" in metrics
-    assert f"pulsar_out_messages_total{{{labels}}} 310" in metrics  # 300 + 10
+    # dispatched, per subscription (as Pulsar: no topic-level pulsar_out_messages_total)
+    for sub, count in (("fast", 300), ("slow", 10)):
+        sub_labels = (
+            f'cluster="standalone",namespace="public/default",subscription="{sub}",'
+            f'topic="{np(topic)}"'
+        )
+        assert f"pulsar_out_messages_total{{{sub_labels}}} {count}.0" in metrics
     assert f"pulsar_storage_size{{{labels}}} 0" in metrics
     got = receive_all(slow, idle_ms=500)
     assert [m.data() for m in got] == [f"x{i}".encode() for i in range(10)]

@@ -20,6 +20,7 @@ from typing import Any
 
 import pulsar
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from magnetar.client.admin import AdminClient
 from tests.support import standalone as standalone_procs
@@ -147,14 +148,19 @@ def test_exclamation_function_results_properties_status_stats(
     )
     assert instance_status["numSuccessfullyProcessed"] == 2
 
-    metrics = standalone.metrics()
-    labels = (
-        'tenant="public",namespace="public/default",name="excl",instance_id="0",'
-        'cluster="standalone",fqfn="public/default/excl"'
-    )
-    assert f"pulsar_function_processed_successfully_total{{{labels}}} 2" in metrics
-    assert f"pulsar_function_received_total{{{labels}}} 2" in metrics
-    assert f"pulsar_function_process_latency_ms_count{{{labels}}} 2" in metrics
+    labels = {
+        "tenant": "public", "namespace": "public/default", "name": "excl", "instance_id": "0",
+        "cluster": "standalone", "fqfn": "public/default/excl",
+    }  # fmt: skip
+    samples = {
+        s.name: s.value
+        for family in text_string_to_metric_families(standalone.metrics())
+        for s in family.samples
+        if s.labels == labels
+    }
+    assert samples["pulsar_function_processed_successfully_total"] == 2
+    assert samples["pulsar_function_received_total"] == 2
+    assert samples["pulsar_function_process_latency_ms_count"] == 2
 
     triggered = admin(
         standalone, "functions", "trigger", "--name", "excl", "--trigger-value", "hey"

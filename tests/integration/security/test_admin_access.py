@@ -40,6 +40,14 @@ _VALUES = {
     "n": "1",
     "seconds": "10",
     "timestamp": "0",
+    "ledger": "1",
+    "entry": "0",
+    "most": "0",
+    "least": "1",
+    "timeout": "1000",
+    "name": "fn",
+    "instanceId": "0",
+    "key": "k",
 }
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from tests.support import roundtrip
 from tests.support.secured import BASIC_USERS, Secured
+from tests.support.wait import wait_until
 
 _names = itertools.count()
 
@@ -35,6 +36,7 @@ def _failures(secured: Secured, method: str) -> float:
 
 def _refused(secured: Secured, method: str, auth: pulsar.Authentication) -> None:
     before = _failures(secured, method)
+    failed_before = _connections_failed(secured)
     client = secured.client(authentication=auth, operation_timeout_seconds=3)
     try:
         with pytest.raises(REFUSED_ON_CONNECT):
@@ -42,6 +44,18 @@ def _refused(secured: Secured, method: str, auth: pulsar.Authentication) -> None
     finally:
         client.close()
     assert _failures(secured, method) > before, f"no {method} authentication failure counted"
+    # the refused connections are closed before CONNECTED (docs/metrics.md)
+    wait_until(
+        lambda: _connections_failed(secured) > failed_before,
+        what="pulsar_connection_create_fail_count counting the refused connections",
+    )
+
+
+def _connections_failed(secured: Secured) -> float:
+    found = re.findall(
+        r"^pulsar_connection_create_fail_count{[^}]*} (\S+)$", secured.metrics(), flags=re.M
+    )
+    return sum(float(v) for v in found)
 
 
 def _topic(namespace: str) -> str:

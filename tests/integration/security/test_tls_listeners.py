@@ -25,7 +25,7 @@ from tests.support.wait import wait_until
 
 def _handshake_failures(secured: Secured, listener: str) -> float:
     m = re.search(
-        rf'^pulsar_tls_handshake_failures_total{{listener="{listener}"}} (\S+)$',
+        rf'^pulsar_tls_handshake_failures_total{{[^}}]*listener="{listener}"[^}}]*}} (\S+)$',
         secured.metrics(),
         flags=re.M,
     )

@@ -26,6 +26,28 @@ NSP = "/admin/v2/namespaces/public/ns"
 CASES: dict[tuple[str, str], tuple[list[str], Request]] = {
     ("clusters", "list"): ([], Request("GET", "/admin/v2/clusters")),
     ("clusters", "get"): (["standalone"], Request("GET", "/admin/v2/clusters/standalone")),
+    ("clusters", "create"): (
+        ["east", "--url", "http://e:8080", "--broker-url", "pulsar://e:6650"],
+        Request(
+            "PUT",
+            "/admin/v2/clusters/east",
+            {"serviceUrl": "http://e:8080", "brokerServiceUrl": "pulsar://e:6650"},
+        ),
+    ),
+    ("clusters", "update"): (
+        ["east", "--url-secure", "https://e:8443", "--broker-url-secure", "pulsar+ssl://e:6651"],
+        Request(
+            "POST",
+            "/admin/v2/clusters/east",
+            {"serviceUrlTls": "https://e:8443", "brokerServiceUrlTls": "pulsar+ssl://e:6651"},
+        ),
+    ),
+    ("clusters", "delete"): (["east"], Request("DELETE", "/admin/v2/clusters/east")),
+    ("namespaces", "set-clusters"): (
+        ["public/ns", "-c", "a,b"],
+        Request("POST", f"{NSP}/replication", ["a", "b"]),
+    ),
+    ("namespaces", "get-clusters"): (["public/ns"], Request("GET", f"{NSP}/replication")),
     ("brokers", "list"): (["standalone"], Request("GET", "/admin/v2/brokers/standalone")),
     ("brokers", "healthcheck"): ([], Request("GET", "/admin/v2/brokers/health")),
     ("bookies", "list"): ([], Request("GET", "/admin/v2/bookies/all")),
@@ -38,6 +60,7 @@ CASES: dict[tuple[str, str], tuple[list[str], Request]] = {
         ["10.0.0.7:3181"],
         Request("GET", "/admin/v2/bookies/decommission/10.0.0.7%3A3181"),
     ),
+    ("broker-stats", "topics"): ([], Request("GET", "/admin/v2/broker-stats/topics")),
     ("tenants", "list"): ([], Request("GET", "/admin/v2/tenants")),
     ("tenants", "get"): (["acme"], Request("GET", "/admin/v2/tenants/acme")),
     ("tenants", "create"): (
@@ -206,6 +229,10 @@ CASES: dict[tuple[str, str], tuple[list[str], Request]] = {
         Request("DELETE", "/admin/v2/persistent/public/default/p/partitions?force=false"),
     ),
     ("topics", "stats"): (["t"], Request("GET", "/admin/v2/persistent/public/default/t/stats")),
+    ("topics", "backlog"): (
+        ["persistent://public/default/t"],
+        Request("GET", "/admin/v2/persistent/public/default/t/backlog"),
+    ),
     ("topics", "stats-internal"): (
         ["t"],
         Request("GET", "/admin/v2/persistent/public/default/t/internalStats"),
@@ -223,6 +250,31 @@ CASES: dict[tuple[str, str], tuple[list[str], Request]] = {
     ("topics", "terminate"): (
         ["t"],
         Request("POST", "/admin/v2/persistent/public/default/t/terminate"),
+    ),
+    ("topics", "partitioned-terminate"): (
+        ["t"],
+        Request("POST", "/admin/v2/persistent/public/default/t/terminate/partitions"),
+    ),
+    ("topics", "partitioned-stats-internal"): (
+        ["t"],
+        Request("GET", "/admin/v2/persistent/public/default/t/partitioned-internalStats"),
+    ),
+    ("topics", "peek-messages"): (
+        ["t", "-s", "s1", "-n", "3"],
+        Request("GET", f"{SUB}/position/1", messages=3),
+    ),
+    ("topics", "examine-message"): (
+        ["t", "-i", "earliest", "-m", "2"],
+        Request(
+            "GET",
+            "/admin/v2/persistent/public/default/t/examinemessage"
+            "?initialPosition=earliest&messagePosition=2",
+            messages=1,
+        ),
+    ),
+    ("topics", "get-message-by-id"): (
+        ["t", "-l", "7", "-e", "3"],
+        Request("GET", "/admin/v2/persistent/public/default/t/ledger/7/entry/3", messages=1),
     ),
     ("topics", "subscriptions"): (
         ["t"],
@@ -304,17 +356,123 @@ CASES.update(
         ),
     }
 )
+TOP = "/admin/v2/persistent/public/default/t"
+CASES.update(
+    {
+        ("topics", "set-max-producers"): (
+            ["t", "-p", "3"],
+            Request("POST", f"{TOP}/maxProducers", 3),
+        ),
+        ("topics", "set-max-consumers"): (
+            ["t", "-c", "0"],
+            Request("POST", f"{TOP}/maxConsumers", 0),
+        ),
+        ("topics", "set-offload-policies"): (
+            ["t", "-d", "aws-s3", "-b", "bk", "-t", "10M", "-dl", "60000"],
+            Request(
+                "POST",
+                f"{TOP}/offloadPolicies",
+                {
+                    "managedLedgerOffloadDriver": "aws-s3",
+                    "managedLedgerOffloadBucket": "bk",
+                    "managedLedgerOffloadThresholdInBytes": 10 * 1024**2,
+                    "managedLedgerOffloadDeletionLagInMillis": 60000,
+                },
+            ),
+        ),
+        ("namespaces", "set-max-producers-per-topic"): (
+            ["public/ns", "-p", "5"],
+            Request("POST", f"{NSP}/maxProducersPerTopic", 5),
+        ),
+        ("namespaces", "set-max-consumers-per-topic"): (
+            ["public/ns", "-c", "6"],
+            Request("POST", f"{NSP}/maxConsumersPerTopic", 6),
+        ),
+    }
+)
+for _what, _tail in (("producers", "maxProducersPerTopic"), ("consumers", "maxConsumersPerTopic")):
+    CASES[("namespaces", f"get-max-{_what}-per-topic")] = (
+        ["public/ns"],
+        Request("GET", f"{NSP}/{_tail}"),
+    )
+    CASES[("namespaces", f"remove-max-{_what}-per-topic")] = (
+        ["public/ns"],
+        Request("DELETE", f"{NSP}/{_tail}"),
+    )
 for _name, _tail in (("message-ttl", "messageTTL"), ("retention", "retention"),
                      ("deduplication", "deduplicationEnabled"),
-                     ("compaction-threshold", "compactionThreshold")):  # fmt: skip
-    CASES[("topics", f"get-{_name}")] = (
-        ["t"],
-        Request("GET", f"/admin/v2/persistent/public/default/t/{_tail}"),
-    )
-    CASES[("topics", f"remove-{_name}")] = (
-        ["t"],
-        Request("DELETE", f"/admin/v2/persistent/public/default/t/{_tail}"),
-    )
+                     ("compaction-threshold", "compactionThreshold"),
+                     ("max-producers", "maxProducers"), ("max-consumers", "maxConsumers"),
+                     ("offload-policies", "offloadPolicies")):  # fmt: skip
+    for _group in ("topics", "topicPolicies"):
+        CASES[(_group, f"get-{_name}")] = (["t"], Request("GET", f"{TOP}/{_tail}"))
+        CASES[(_group, f"remove-{_name}")] = (["t"], Request("DELETE", f"{TOP}/{_tail}"))
+for _name in (
+    "set-message-ttl", "set-retention", "set-deduplication", "set-compaction-threshold",
+    "set-max-producers", "set-max-consumers", "set-offload-policies",
+):  # fmt: skip
+    CASES[("topicPolicies", _name)] = CASES[("topics", _name)]
+
+CASES[("topics", "last-message-id")] = (["t"], Request("GET", f"{TOP}/lastMessageId"))
+for _verb, _tail in (
+    ("get-offload-threshold-in-seconds", "offloadThresholdInSeconds"),
+    ("get-schema-validation-enforce", "schemaValidationEnforced"),
+    ("get-schema-autoupdate-strategy", "isAllowAutoUpdateSchema"),
+):
+    CASES[("namespaces", _verb)] = (["public/ns"], Request("GET", f"{NSP}/{_tail}"))
+RQ = "/admin/v2/resource-quotas"
+CASES.update(
+    {
+        ("resource-quotas", "get"): (
+            ["-n", "public/ns", "-b", "0x00000000_0x40000000"],
+            Request("GET", f"{RQ}/public/ns/0x00000000_0x40000000"),
+        ),
+        ("resource-quotas", "set"): (
+            ["-mi", "1", "-mo", "2", "-bi", "3", "-bo", "4", "-mem", "5"],
+            Request(
+                "POST",
+                RQ,
+                {
+                    "msgRateIn": 1.0,
+                    "msgRateOut": 2.0,
+                    "bandwidthIn": 3.0,
+                    "bandwidthOut": 4.0,
+                    "memory": 5.0,
+                    "dynamic": False,
+                },
+            ),
+        ),
+        ("resource-quotas", "reset-namespace-bundle-quota"): (
+            ["-n", "public/ns", "-b", "0x00000000_0x40000000"],
+            Request("DELETE", f"{RQ}/public/ns/0x00000000_0x40000000"),
+        ),
+    }
+)
+TXN = "/admin/v3/transactions"
+CASES.update(
+    {
+        ("transactions", "coordinator-stats"): (
+            ["-c", "0"],
+            Request("GET", f"{TXN}/coordinatorStats?coordinatorId=0"),
+        ),
+        ("transactions", "transaction-metadata"): (
+            ["-m", "0", "-l", "7"],
+            Request("GET", f"{TXN}/transactionMetadata/0/7"),
+        ),
+        ("transactions", "slow-transactions"): (
+            ["-t", "5m"],
+            Request("GET", f"{TXN}/slowTransactions/300000"),
+        ),
+        ("transactions", "transaction-buffer-stats"): (
+            ["acme/ns/t"],
+            Request("GET", f"{TXN}/transactionBufferStats/acme/ns/t"),
+        ),
+        ("transactions", "abort-transaction"): (
+            ["-m", "1", "-l", "2"],
+            Request("POST", f"{TXN}/abortTransaction/1/2"),
+        ),
+    }
+)
 
 SCHEMA_FILE = str(pathlib.Path(__file__).with_name("schema-payload.json"))
 SCHEMA_PAYLOAD = json.loads(pathlib.Path(SCHEMA_FILE).read_text())

@@ -179,7 +179,7 @@ def test_every_body_spec_has_a_schema() -> None:
     specs = [x for x in vars(v).values() if isinstance(x, v.Body)]
     assert len(specs) >= 10
     for spec in specs:
-        assert spec.schema.get("type") in ("object", "integer", "boolean", "string")
+        assert spec.schema.get("type") in ("object", "array", "integer", "boolean", "string")
 
 
 def test_namespace_policies_java_admin_defaults_accepted_other_values_refused() -> None:

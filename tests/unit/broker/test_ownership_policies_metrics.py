@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import zlib
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 from magnetar.broker import metrics, policies
+from magnetar.broker.config import BrokerConfig
 from magnetar.broker.ownership import Bundle, bundle_of, topic_hash
-from magnetar.broker.service import managed_ledger_name
+from magnetar.broker.schemas import SchemaRegistry
+from magnetar.broker.service import BrokerCounters, managed_ledger_name
 from magnetar.broker.subscriptions import TopicSubscriptionsImpl
-from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.topic import PersistentTopic, Topic
 from magnetar.common.hashing import murmur3_32
 from magnetar.managed_ledger.memory import MemoryManagedLedger
 from magnetar.wire.topics import TopicName
@@ -70,24 +74,62 @@ async def test_metrics_text_has_pulsar_names_and_labels() -> None:
         subscriptions=TopicSubscriptionsImpl(topic=name, managed_ledger=ml),
     )
     topic.msg_in, topic.bytes_in = 7, 700
-    text = metrics.render("standalone", [topic])
+    source = _Source(BrokerConfig(), {topic.full_name: topic}, BrokerCounters())
+    reg = metrics.registry(metrics.BrokerCollector(source), [])
+    body, content_type = metrics.render(reg, "text/plain")
+    assert content_type.startswith("text/plain; version=0.0.4")
+    text = body.decode()
     labels = 'cluster="standalone",namespace="public/default",topic="persistent://public/default/m"'
-    assert f"pulsar_in_messages_total{{{labels}}} 7" in text
-    assert f"pulsar_in_bytes_total{{{labels}}} 700" in text
-    assert f"pulsar_storage_size{{{labels}}} 3" in text
+    assert f"pulsar_in_messages_total{{{labels}}} 7.0" in text
+    assert f"pulsar_in_bytes_total{{{labels}}} 700.0" in text
+    assert f"pulsar_storage_size{{{labels}}} 3.0" in text
     for series in (
         "pulsar_rate_in",
         "pulsar_rate_out",
         "pulsar_throughput_in",
         "pulsar_throughput_out",
-        "pulsar_out_messages_total",
-        "pulsar_out_bytes_total",
         "pulsar_producers_count",
         "pulsar_consumers_count",
         "pulsar_subscriptions_count",
     ):
         assert f"{series}{{{labels}}} " in text
-    assert "# TYPE pulsar_subscription_back_log gauge" in text
+    # typed as Pulsar types them: gauges, even the *_total ones
+    assert "# TYPE pulsar_in_messages_total gauge" in text
+    assert 'pulsar_broker_topics_count{cluster="standalone"} 1.0' in text
+    # the OpenMetrics format when the scraper asks for it
+    body, content_type = metrics.render(reg, "application/openmetrics-text; version=1.0.0")
+    assert content_type.startswith("application/openmetrics-text")
+    assert body.decode().endswith("# EOF\n")
+    assert f"pulsar_in_messages_total{{{labels}}} 7.0" in body.decode()
+
+
+async def test_metrics_topic_level_off_sums_per_namespace() -> None:
+    topics = {}
+    for local in ("a", "b"):
+        name = TopicName.parse(f"persistent://public/default/{local}")
+        ml = MemoryManagedLedger(f"public/default/persistent/{local}")
+        t = PersistentTopic(
+            name=name,
+            managed_ledger=ml,
+            subscriptions=TopicSubscriptionsImpl(topic=name, managed_ledger=ml),
+        )
+        t.msg_in = 5
+        topics[t.full_name] = t
+    config = BrokerConfig(expose_topic_level_metrics=False)
+    source = _Source(config, topics, BrokerCounters())
+    text = metrics.render(metrics.registry(metrics.BrokerCollector(source), []), None)[0].decode()
+    assert 'pulsar_in_messages_total{cluster="standalone",namespace="public/default"} 10.0' in text
+    assert ',topic="' not in text and '{topic="' not in text
+
+
+@dataclass
+class _Source:
+    config: BrokerConfig
+    topics: dict[str, Topic]
+    counters: BrokerCounters
+    healthy: bool = True
+    # the registry's store is never reached: only its (empty) timings are read
+    schemas: SchemaRegistry = field(default_factory=lambda: SchemaRegistry(cast(Any, None)))
 
 
 def test_offload_config_topic_over_namespace_over_broker() -> None:

@@ -6,6 +6,7 @@ storage ask each other through :class:`InProcessPeers`."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +172,9 @@ async def test_subscription_cursor_operations(s: Scope, service: BrokerService) 
     await subscriptions.reset_to_message_id(s, topic, "audit", message_id=ids[1])
     await eventually(lambda: backlog() == 4, what="backlog after the reset")
     await subscriptions.expire(s, topic, "audit", older_than_s=0)
+    assert backlog() == 4  # 0 seconds expires nothing, as in Pulsar
+    await asyncio.sleep(1.1)  # every message is over a second old now
+    await subscriptions.expire(s, topic, "audit", older_than_s=1)
     await eventually(lambda: backlog() == 0, what="backlog after expiring everything")
 
     with pytest.raises(errors.NotFound):

@@ -156,6 +156,18 @@ def test_proxy_roles_act_for_the_original_principal() -> None:
         ("GET", "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}", access.Need.TOPIC,
          TopicOp.LOOKUP),
         ("GET", "/admin/v2/some/new/route", access.Need.SUPER_USER, None),
+        ("GET", "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/examinemessage",
+         access.Need.TOPIC, TopicOp.CONSUME),
+        ("GET", "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/ledger/{ledger}/entry/{entry}",
+         access.Need.TOPIC, TopicOp.CONSUME),
+        ("GET", "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/partitioned-internalStats",
+         access.Need.TOPIC, TopicOp.LOOKUP),
+        ("POST", "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/terminate/partitions",
+         access.Need.TOPIC, TopicOp.ADMIN),
+        ("POST", "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/maxProducers",
+         access.Need.TOPIC, TopicOp.ADMIN),
+        ("GET", "/admin/v3/transactions/coordinatorStats", access.Need.SUPER_USER, None),
+        ("GET", "/admin/v2/broker-stats/topics", access.Need.SUPER_USER, None),
     ],
 )  # fmt: skip
 def test_route_rules(method: str, route: str, need: access.Need, op: TopicOp | None) -> None:

@@ -13,6 +13,7 @@ from aiohttp import web
 from magnetar.broker import http
 from magnetar.broker.admin import (
     bookies,
+    broker_stats,
     clusters,
     common,
     functions,
@@ -20,9 +21,11 @@ from magnetar.broker.admin import (
     openapi,
     permissions,
     remote,
+    resource_quotas,
     schemas,
     tenants,
     topic_routes,
+    transactions,
 )
 
 
@@ -34,10 +37,13 @@ def extension(app: web.Application) -> None:
         app[remote.PEERS] = remote.HttpPeers.of(app[http.SERVICE].config)
     clusters.register(app.router)
     bookies.register(app.router)
+    broker_stats.register(app.router)
     tenants.register(app.router)
     permissions.register(app.router)
     namespaces.register(app.router)
     topic_routes.register(app.router)
     schemas.register(app.router)
     functions.register(app.router)
+    transactions.register(app.router)
+    resource_quotas.register(app.router)
     openapi.register(app.router)

@@ -75,6 +75,7 @@ _STATUS_OF: tuple[tuple[type[errors.TopicAdminError], int], ...] = (
     (errors.Conflict, 409),
     (errors.InvalidName, 412),
     (errors.InUse, 412),
+    (errors.Precondition, 412),
     (errors.NotAllowed, 405),
     (errors.Invalid, 400),
     (errors.Unavailable, 503),

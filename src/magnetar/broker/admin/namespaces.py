@@ -15,7 +15,7 @@ from typing import Any, Final
 from aiohttp import web
 
 from magnetar.broker import policies
-from magnetar.broker.admin import remote, validation
+from magnetar.broker.admin import clusters, remote, validation
 from magnetar.broker.admin.common import (
     AdminError,
     Handler,
@@ -84,12 +84,14 @@ async def create_namespace(request: web.Request) -> web.Response:
         raise not_found(f"tenant {tenant}")
     given: dict[str, Any] = parsed(request) or {}
     record = policies.default_namespace_policies(svc.config.default_bundles)
-    allowed = list(tenant_info[0].get("allowedClusters", []))
-    record["replication_clusters"] = allowed
     record.update(given)
-    outside = sorted(set(record["replication_clusters"]) - set(allowed))
-    if outside:
-        raise AdminError(412, f"replication clusters not allowed for tenant {tenant}: {outside}")
+    allowed = list(tenant_info[0].get("allowedClusters", []))
+    if record["replication_clusters"]:
+        for cluster in record["replication_clusters"]:
+            clusters.check_allowed(cluster, allowed, tenant)
+        record["replication_clusters"] = sorted(set(record["replication_clusters"]))
+    else:  # as Pulsar: the local cluster when none is given
+        record["replication_clusters"] = [svc.config.cluster_name]
     try:
         await svc.store.put(
             keys.namespace(tenant, ns), json.dumps(record).encode(), expected_version=api.NOT_EXISTS
@@ -98,6 +100,25 @@ async def create_namespace(request: web.Request) -> web.Response:
         raise AdminError(409, f"namespace {tenant}/{ns} already exists") from None
     policies_changed(request)
     return web.Response(status=204)
+
+
+async def get_replication(request: web.Request) -> web.Response:
+    """The namespace's replication clusters."""
+    return web.json_response(list((await _policies(request)).get("replication_clusters") or []))
+
+
+@accepts(validation.REPLICATION_CLUSTERS)
+async def set_replication(request: web.Request) -> web.Response:
+    """Set the clusters the namespace is replicated to (Pulsar's checks and answers: 412 for
+    an empty list or ``global``, 403 for a cluster that does not exist or that the tenant
+    does not allow); its topics start or stop their replicators within seconds."""
+    tenant, _ = _names(request)
+    await _policies(request)  # 404 first, as Pulsar
+    chosen = await clusters.check_replication_clusters(
+        service(request).store, tenant, parsed(request)
+    )
+    await _change(request, lambda d: d.__setitem__("replication_clusters", chosen))
+    return web.Response(status=200)
 
 
 async def get_policies(request: web.Request) -> web.Response:
@@ -172,11 +193,11 @@ async def delete_namespace(request: web.Request) -> web.Response:
 async def delete_namespace_and_topics(
     svc: BrokerService, peers: remote.HttpPeers, tenant: str, ns: str
 ) -> None:
-    """Unload and delete every topic of the namespace, then its partitioned-topic and
-    topic-policy records, then the namespace record."""
+    """Unload and delete every topic of the namespace, then its partitioned-topic,
+    topic-policy and resource-quota records, then the namespace record."""
     for name in await svc.topics_of_namespace(tenant, ns, domains=ALL_DOMAINS):
         await topic_ops.delete_on_owner(Scope(svc, peers), svc.parse_topic(name), force=True)
-    for root in (keys.PARTITIONED_TOPICS, keys.TOPIC_POLICIES):
+    for root in (keys.PARTITIONED_TOPICS, keys.TOPIC_POLICIES, keys.RESOURCE_QUOTAS):
         await svc.store.delete_prefix(f"{root}/{keys.segment(tenant)}/{keys.segment(ns)}")
     try:
         await svc.store.delete(keys.namespace(tenant, ns))
@@ -222,6 +243,8 @@ POLICIES = (
         -1,
     ),
     Policy("offloadDeletionLagMs", "offload_deletion_lag_ms", validation.OFFLOAD_DELETION_LAG),
+    Policy("maxProducersPerTopic", "max_producers_per_topic", validation.MAX_PRODUCERS),
+    Policy("maxConsumersPerTopic", "max_consumers_per_topic", validation.MAX_CONSUMERS),
 )
 
 
@@ -277,6 +300,8 @@ def register(router: web.UrlDispatcher) -> None:
     router.add_delete(BASE, delete_namespace)
     router.add_get(f"{BASE}/backlogQuotaMap", get_backlog_quotas)
     router.add_get(f"{BASE}/bundles", get_bundles)
+    router.add_get(f"{BASE}/replication", get_replication)
+    router.add_post(f"{BASE}/replication", set_replication)
     router.add_put(f"{BASE}/unload", unload_namespace)
     router.add_put(f"{BASE}/{_BUNDLE}/unload", unload_bundle)
     router.add_put(f"{BASE}/{_BUNDLE}/split", split_bundle)

@@ -47,6 +47,7 @@ async def call(
     *,
     headers: dict[str, str] | None = None,
     ssl_context: ssl.SSLContext | None = None,
+    body: Any = None,
 ) -> tuple[int, Any]:
     """``method path`` on another broker's admin API (authoritative: it owns the topic);
     (status, decoded JSON or None), or for an error status (status, its reason decoded by
@@ -58,7 +59,11 @@ async def call(
         async with (
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)) as session,
             session.request(
-                method, url, headers=headers, ssl=ssl_context if ssl_context else True
+                method,
+                url,
+                headers=headers,
+                ssl=ssl_context if ssl_context else True,
+                json=body,
             ) as response,
         ):
             text = await response.text()
@@ -105,9 +110,24 @@ class HttpPeers:
                 raise ValueError(f"brokerClient TLS: {err}") from None
         return cls(headers=creds.http_headers if creds else None, ssl_context=context)
 
-    async def _call(self, web_url: str, method: str, path: str) -> tuple[int, Any]:
+    async def _call(
+        self, web_url: str, method: str, path: str, body: Any = None
+    ) -> tuple[int, Any]:
         headers = self._headers() if self._headers else None
-        return await call(web_url, method, path, headers=headers, ssl_context=self._ssl)
+        return await call(web_url, method, path, headers=headers, ssl_context=self._ssl, body=body)
+
+    async def admin_get(self, web_url: str, path: str) -> Any:
+        """``GET path`` (from the root, ``/admin/v3/...``) on the peer: its decoded JSON."""
+        status, answer = await self._call(web_url, "GET", path)
+        raise_for(status, answer, ok=(200,))
+        return answer
+
+    async def topic_call(
+        self, web_url: str, method: str, topic: TopicName, suffix: str, *, body: Any = None
+    ) -> Any:
+        status, answer = await self._call(web_url, method, f"{topic_path(topic)}{suffix}", body)
+        raise_for(status, answer)
+        return answer
 
     async def bundle_topics(
         self, web_url: str, *, domain: TopicDomain, tenant: str, namespace: str, bundle: str

@@ -130,6 +130,45 @@ def compaction_threshold(value: Any) -> int:
     return integer(value, "compaction threshold (bytes)", minimum=0)
 
 
+def max_count(value: Any, what: str) -> int:
+    """A topic's ``maxProducers`` / ``maxConsumers``: an integer, 0 or more (Pulsar answers
+    412 to a negative one, with this reason)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise AdminError(400, f"{what} must be an integer, got {_show(value)}")
+    if value < 0:
+        raise AdminError(412, f"{what} must be 0 or more")
+    return value
+
+
+_OFFLOAD_NUMBERS: Final = (
+    "managedLedgerOffloadThresholdInBytes",
+    "managedLedgerOffloadThresholdInSeconds",
+    "managedLedgerOffloadDeletionLagInMillis",
+)
+
+
+OFFLOAD_DRIVERS: Final = (
+    "S3", "aws-s3", "google-cloud-storage", "filesystem", "azureblob", "aliyun-oss"
+)  # fmt: skip
+"""The drivers Pulsar's OffloadPolicies accepts (its 412 otherwise); the broker's own
+offloader (S3, docs/offload.md) is the one used whatever a topic names."""
+
+
+def offload_policies(value: Any) -> dict[str, Any]:
+    """A topic's OffloadPolicies object: its thresholds and deletion lag integers of -1 or
+    more (-1: never / the broker's); its other fields (driver, bucket: one offloader per
+    broker here, docs/offload.md) kept as given."""
+    if not isinstance(value, dict):
+        raise AdminError(400, f"offload policies must be an object, got {_show(value)}")
+    if value.get("managedLedgerOffloadDriver") not in OFFLOAD_DRIVERS:
+        supported = ",".join(OFFLOAD_DRIVERS)
+        raise AdminError(412, f"The driver is not supported, support value: {supported}")
+    for key in _OFFLOAD_NUMBERS:
+        if value.get(key) is not None:
+            integer(value[key], key, minimum=-1)
+    return value
+
+
 def deduplication(value: Any) -> bool:
     return boolean(value, "deduplication")
 
@@ -279,6 +318,8 @@ NAMESPACE_FIELDS: Final[dict[str, NamespaceField]] = {
     "offload_deletion_lag_ms": offload_deletion_lag,
     "replication_clusters": lambda v: string_list(v, "replication_clusters"),
     "deleted": lambda v: boolean(v, "deleted"),
+    "max_producers_per_topic": lambda v: max_count(v, "maxProducersPerTopic"),
+    "max_consumers_per_topic": lambda v: max_count(v, "maxConsumersPerTopic"),
     "auth_policies": lambda v: _object(v, "auth_policies", _AUTH_FIELDS),
 }
 """Fields of Pulsar's ``Policies`` that a namespace body may carry, each with its check.
@@ -420,6 +461,13 @@ def _obj_schema(fields: Mapping[str, Any]) -> dict[str, Any]:
 
 RETENTION = Body(_obj_schema(_RETENTION_FIELDS), retention, "RetentionPolicies")
 MESSAGE_TTL = Body(_int_schema(0), message_ttl, "seconds; 0 disables")
+MAX_PRODUCERS = Body(_int_schema(0), lambda v: max_count(v, "maxProducers"), "0: no limit")
+MAX_CONSUMERS = Body(_int_schema(0), lambda v: max_count(v, "maxConsumers"), "0: no limit")
+OFFLOAD_POLICIES = Body(
+    {"type": "object", "properties": {k: _int_schema(-1) for k in _OFFLOAD_NUMBERS}},
+    offload_policies,
+    "OffloadPolicies (the thresholds and the deletion lag apply per topic)",
+)
 DEDUPLICATION = Body({"type": "boolean"}, deduplication)
 COMPACTION_THRESHOLD = Body(_int_schema(0), compaction_threshold, "bytes; 0 disables")
 SCHEMA_STRATEGY = Body({"type": "string", "enum": list(SCHEMA_STRATEGIES)}, schema_strategy)
@@ -438,6 +486,57 @@ MESSAGE_ID = Body(
     _obj_schema(_MESSAGE_ID_FIELDS) | {"required": ["ledgerId", "entryId"]},
     message_id,
     "MessageId",
+)
+# --- clusters -----------------------------------------------------------------------------------
+
+CLUSTER_URL_FIELDS: Final = (
+    "serviceUrl",
+    "serviceUrlTls",
+    "brokerServiceUrl",
+    "brokerServiceUrlTls",
+)
+_CLUSTER_SCHEMES: Final = {
+    "serviceUrl": ("http://",),
+    "serviceUrlTls": ("https://",),
+    "brokerServiceUrl": ("pulsar://",),
+    "brokerServiceUrlTls": ("pulsar+ssl://",),
+}
+
+
+def cluster_data(value: Any) -> dict[str, str]:
+    """Pulsar's ClusterData, its service URLs only (each with its scheme; empty means none).
+    Other ClusterData fields (the broker client's own TLS and authentication per cluster,
+    proxy URLs, peer clusters) are refused: the replicators use the broker's client
+    settings (docs/geo-replication.md)."""
+    raw = _object(value, "cluster data", {f: {"type": "string"} for f in CLUSTER_URL_FIELDS})
+    out: dict[str, str] = {}
+    for name, given in raw.items():
+        if given is None:
+            continue
+        if not isinstance(given, str):
+            raise AdminError(400, f"{name} must be a string, got {_show(given)}")
+        if given and not given.startswith(_CLUSTER_SCHEMES[name]):
+            raise AdminError(
+                400, f"{name} must start with {_CLUSTER_SCHEMES[name][0]}, got {given!r}"
+            )
+        if given:
+            out[name] = given
+    return out
+
+
+def replication_clusters(value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise AdminError(400, f"replication clusters must be a list of names, got {_show(value)}")
+    return list(value)
+
+
+CLUSTER_DATA = Body(
+    {"type": "object", "properties": {f: {"type": "string"} for f in CLUSTER_URL_FIELDS}},
+    cluster_data,
+    "ClusterData (service URLs)",
+)
+REPLICATION_CLUSTERS = Body(
+    {"type": "array", "items": {"type": "string"}}, replication_clusters, "cluster names"
 )
 TENANT_INFO = Body(_obj_schema(_TENANT_FIELDS), lambda v: v, "TenantInfo")
 NAMESPACE_POLICIES = Body(

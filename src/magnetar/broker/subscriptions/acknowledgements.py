@@ -47,6 +47,7 @@ class Acknowledged(Protocol):
     redelivery: Redelivery
     delayed: DelayedDelivery
     owner_of: dict[Position, Consumer]
+    last_mark_delete_advanced_ms: int
 
     @property
     def ml(self) -> ManagedLedger: ...
@@ -73,7 +74,9 @@ class Acknowledgements:
         if not cmd.message_id:
             return
         sub = self.sub
-        c.last_acked_ms = now_ms()
+        c.last_acked_ms = now = now_ms()
+        c.acked.add(acks.messages_acked(cmd.message_id))
+        mark_delete = sub.cursor.mark_delete_position
         try:
             if cmd.ack_type == pb.CommandAck.Cumulative:
                 await self._cumulative(c, cmd.message_id[-1])
@@ -83,6 +86,8 @@ class Acknowledgements:
             log.debug("ack of an unknown position ignored: %s", exc)
         except ManagedLedgerError as exc:
             raise BrokerError(pb.PersistenceError, f"acknowledgement failed: {exc}") from exc
+        if sub.cursor.mark_delete_position > mark_delete:
+            sub.last_mark_delete_advanced_ms = now
         if sub.ml.terminated:
             sub.maybe_reached_end()
         if sub.sub_type == KEY_SHARED and any(

@@ -38,3 +38,10 @@ def previous_in_ledger(position: Position) -> Position | None:
     if position.entry_id > 0:
         return Position(position.ledger_id, position.entry_id - 1)
     return None
+
+
+def messages_acked(mids: Sequence[pb.MessageIdData]) -> int:
+    """How many messages an ACK covers, for Pulsar's msgAckRate: an entry acknowledged whole
+    counts the batch size the client gives, a batch index acknowledgement or an entry
+    without a batch size one."""
+    return sum(m.batch_size if m.batch_size > 0 and not m.ack_set else 1 for m in mids)

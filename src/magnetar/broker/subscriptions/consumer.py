@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol
 
 from magnetar.broker.contracts import LastMessageId, ServerCnx
-from magnetar.broker.subscriptions.stats import Meter
+from magnetar.broker.subscriptions.stats import Meter, now_ms
 from magnetar.managed_ledger.api import Position
 from magnetar.wire import commands, pb
 
@@ -83,7 +83,11 @@ class Consumer:
         self.connected_since = datetime.datetime.now(datetime.UTC).isoformat()
         self.out = Meter()
         self.redelivered = Meter()
+        self.acked = Meter()
+        """Messages acknowledged (Pulsar's msgAckRate)."""
         self.last_acked_ms = 0
+        self.last_flow_ms = 0
+        """When the client last granted permits (Pulsar's lastConsumedFlowTimestamp)."""
         self.last_consumed_ms = 0
 
     # -- ConsumerHandle -------------------------------------------------------------------
@@ -103,6 +107,7 @@ class Consumer:
     def flow(self, permits: int) -> None:
         if permits <= 0 or self.closed:
             return
+        self.last_flow_ms = now_ms()
         self.permits += permits
         self.subscription.wake()
 
@@ -129,6 +134,7 @@ class Consumer:
     def stats(self) -> Mapping[str, Any]:
         out: dict[str, Any] = {
             "consumerName": self._consumer_name,
+            "consumerId": self._consumer_id,
             "availablePermits": self.permits,
             "unackedMessages": self.unacked_messages,
             "msgRateOut": self.out.msg_rate(),
@@ -136,6 +142,7 @@ class Consumer:
             "msgOutCounter": self.out.msgs,
             "bytesOutCounter": self.out.bytes,
             "msgRateRedeliver": self.redelivered.msg_rate(),
+            "msgAckRate": self.acked.msg_rate(),
             "priorityLevel": self.priority_level,
             "address": self.cnx.remote_address,
             "clientVersion": self.cnx.client_version,
@@ -143,6 +150,7 @@ class Consumer:
             "blockedConsumerOnUnackedMsgs": False,
             "lastAckedTimestamp": self.last_acked_ms,
             "lastConsumedTimestamp": self.last_consumed_ms,
+            "lastConsumedFlowTimestamp": self.last_flow_ms,
             "metadata": dict(self.metadata),
         }
         out.update(self.subscription.consumer_extra_stats(self))

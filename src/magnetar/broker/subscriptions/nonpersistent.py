@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from magnetar.broker.contracts import BrokerError, ConsumerHandle, LastMessageId, ServerCnx
-from magnetar.broker.subscriptions import selectors
+from magnetar.broker.subscriptions import acks, selectors
 from magnetar.broker.subscriptions.consumer import Consumer, tell_active_change
 from magnetar.broker.subscriptions.dispatchers import (
     EXCLUSIVE,
@@ -163,6 +163,7 @@ class NonPersistentSubscription:
 
     async def ack(self, c: Consumer, cmd: pb.CommandAck) -> None:
         c.last_acked_ms = now_ms()  # nothing is kept, so nothing to remove
+        c.acked.add(acks.messages_acked(cmd.message_id))
 
     def redeliver(
         self,
@@ -214,6 +215,8 @@ class NonPersistentSubscription:
             "isDurable": self.durable,
             "isReplicated": False,
             "lastAckedTimestamp": max((c.last_acked_ms for c in self.consumers), default=0),
+            "lastConsumedFlowTimestamp": max((c.last_flow_ms for c in self.consumers), default=0),
+            "msgAckRate": sum(c.acked.msg_rate() for c in self.consumers),
         }
         if self.active is not None and self.sub_type in (EXCLUSIVE, FAILOVER):
             out["activeConsumerName"] = self.active.consumer_name

@@ -44,7 +44,7 @@ from magnetar.broker.subscriptions.dispatchers import (
 )
 from magnetar.broker.subscriptions.entries import EntryMeta, EntryMetaCache
 from magnetar.broker.subscriptions.redelivery import Redelivery
-from magnetar.broker.subscriptions.stats import Meter
+from magnetar.broker.subscriptions.stats import Meter, now_ms
 from magnetar.managed_ledger.api import (
     Entry,
     ManagedCursor,
@@ -98,6 +98,11 @@ class Subscription:
         self.owner = owner
         self.name = name
         self.cursor = cursor
+        self.last_mark_delete_advanced_ms = 0
+        """When an acknowledgement last moved the mark-delete position (epoch ms)."""
+        self.expiries = Meter()
+        """Entries expired by the message TTL (Pulsar's totalMsgExpired, msgRateExpired)."""
+        self.last_expire_ms = 0
         self.durable = durable
         self.sub_type: SubType = sub_type
         self.key_shared_mode = key_shared_mode
@@ -279,6 +284,11 @@ class Subscription:
     async def ack(self, c: Consumer, cmd: pb.CommandAck) -> None:
         await self.acknowledgements.ack(c, cmd)
 
+    def expired(self, entries: int) -> None:
+        """The message TTL acknowledged ``entries`` of this subscription's backlog."""
+        self.expiries.add(entries)
+        self.last_expire_ms = now_ms()
+
     async def transaction_acks(self, cmd: pb.CommandAck) -> None:
         """Apply the acknowledgements a committed transaction held (``transactions.
         pending_acks``), whichever consumer sent them (it may be gone)."""
@@ -440,8 +450,13 @@ class Subscription:
             "isDurable": self.durable,
             "isReplicated": False,
             "blockedSubscriptionOnUnackedMsgs": False,
-            "lastExpireTimestamp": 0,
+            "lastExpireTimestamp": self.last_expire_ms,
+            "msgRateExpired": self.expiries.msg_rate(),
+            "totalMsgExpired": self.expiries.msgs,
             "lastAckedTimestamp": max((c.last_acked_ms for c in self.consumers), default=0),
+            "lastConsumedFlowTimestamp": max((c.last_flow_ms for c in self.consumers), default=0),
+            "lastMarkDeleteAdvancedTimestamp": self.last_mark_delete_advanced_ms,
+            "msgAckRate": sum(float(c["msgAckRate"]) for c in consumers),
         }
         policy = self.policy
         if isinstance(policy, dispatchers.SingleActive) and policy.active is not None:

@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 
 _SYSTEM: Final = frozenset({keys.DEDUP_CURSOR, keys.TXN_BUFFER_CURSOR, keys.COMPACTION_CURSOR})
 """Cursors of the broker's own (deduplication and transaction buffer snapshots, the
-compaction horizon): never subscriptions."""
+compaction horizon; and the replicators' ``pulsar.repl.*``): never subscriptions."""
 
 
 _LAST_VISIBLE_STEPS: Final = 1000
@@ -67,8 +67,12 @@ def _starts_earliest(cmd: pb.CommandSubscribe) -> bool:
     return cmd.initialPosition == pb.CommandSubscribe.Earliest
 
 
+def _is_system(name: str) -> bool:
+    return name in _SYSTEM or name.startswith(keys.REPLICATOR_CURSOR_PREFIX)
+
+
 def _check_not_reserved(name: str) -> None:
-    if name in _SYSTEM:
+    if _is_system(name):
         raise BrokerError(pb.NotAllowedError, f"Subscription name {name!r} is reserved")
 
 
@@ -123,7 +127,7 @@ class TopicSubscriptionsImpl:
 
     def names(self) -> list[str]:
         durable = (
-            n for n, c in self.managed_ledger.cursors.items() if c.durable and n not in _SYSTEM
+            n for n, c in self.managed_ledger.cursors.items() if c.durable and not _is_system(n)
         )
         return sorted(set(self._subs) | set(durable))
 
@@ -367,7 +371,7 @@ class TopicSubscriptionsImpl:
     def _recovered(self, name: str) -> Subscription | None:
         """A durable cursor the managed ledger recovered, wrapped on first use."""
         cursor = self.managed_ledger.cursors.get(name)
-        if cursor is None or not cursor.durable or name in _SYSTEM:
+        if cursor is None or not cursor.durable or _is_system(name):
             return None
         sub = self._subs[name] = self._wrap(name, cursor, durable=True)
         return sub

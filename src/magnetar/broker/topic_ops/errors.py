@@ -47,6 +47,10 @@ class Invalid(TopicAdminError):
     partitions, creating a subscription only clients may create)."""
 
 
+class Precondition(TopicAdminError):
+    """The topic is not in a state the operation needs (examining an empty topic)."""
+
+
 class Unavailable(TopicAdminError):
     """The broker that must answer cannot be reached now; retry later."""
 

@@ -22,6 +22,10 @@ FIELDS = (
     "retention_policies",
     "deduplicationEnabled",
     "compaction_threshold",
+    "max_producers_per_topic",
+    "max_consumers_per_topic",
+    "offloadPolicies",
+    "replication_clusters",
 )
 """The fields a topic may set, named as the namespace's Policies fields they override."""
 

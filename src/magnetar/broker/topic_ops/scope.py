@@ -58,6 +58,14 @@ class Peers(Protocol):
         """Unload one bundle the peer owns (done when it no longer does)."""
         ...
 
+    async def topic_call(
+        self, web_url: str, method: str, topic: TopicName, suffix: str, *, body: Any = None
+    ) -> Any:
+        """``method`` on the topic's admin path followed by ``suffix`` (``/subscriptions``,
+        ``/subscription/s/skip_all``, ...) with an optional JSON ``body``, on the peer owning
+        the topic: its decoded JSON answer (None when empty)."""
+        ...
+
 
 @dataclasses.dataclass(frozen=True)
 class Scope:
@@ -164,11 +172,21 @@ async def redirect_to_owner(scope: Scope, topic: TopicName) -> None:
     raise errors.Unavailable(f"topic {topic.full_name} is owned by a broker not reachable now")
 
 
+async def declared_partition(svc: BrokerService, topic: TopicName) -> bool:
+    """Whether ``topic`` is a persistent partition its partitioned topic's metadata counts
+    (it exists for the admin API, as Pulsar's partitions do from the topic's creation,
+    though its managed ledger is made on first use)."""
+    if not (topic.is_partition and topic.is_persistent):
+        return False
+    found = await partitions(svc, topic.base_name)
+    return found is not None and topic.partition_index < found[0]
+
+
 async def check_exists(scope: Scope, topic: TopicName) -> None:
-    """NotFound unless the topic exists; OwnedElsewhere for a non-persistent topic another
-    broker serves."""
+    """NotFound unless the topic exists (or is a partition of an existing partitioned
+    topic); OwnedElsewhere for a non-persistent topic another broker serves."""
     svc = scope.service
-    if await exists(svc, topic):
+    if await exists(svc, topic) or await declared_partition(svc, topic):
         return
     owner = await served_elsewhere(svc, topic)
     if owner is not None:

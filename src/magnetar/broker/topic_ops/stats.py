@@ -12,7 +12,7 @@ from typing import Any
 
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topic import NonPersistentTopic, PersistentTopic
-from magnetar.broker.topic_ops import compaction, errors, scope
+from magnetar.broker.topic_ops import compaction, errors, fanout, scope
 from magnetar.broker.topic_ops.scope import Scope
 from magnetar.ledger import underreplication
 from magnetar.metadata import api
@@ -44,6 +44,38 @@ async def mark_under_replicated(store: api.MetadataStore, internal: dict[str, An
     compacted = internal.get("compactedLedger")
     if isinstance(compacted, dict):
         compacted["underReplicated"] = int(compacted.get("ledgerId", -1)) in marked
+
+
+async def backlog(s: Scope, topic: TopicName) -> dict[str, Any]:
+    """Pulsar's PersistentOfflineTopicStats (``GET .../backlog``): the stored entries, the
+    data ledgers and each durable cursor's backlog -- the subscriptions' and the
+    replicators' (``pulsar.repl.<cluster>``) alike."""
+    loaded = await scope.loaded(s, topic)
+    if not isinstance(loaded, PersistentTopic):
+        raise errors.NotAllowed("backlog is only available for persistent topics")
+    ml = loaded.managed_ledger
+    cursors = {name: c for name, c in ml.cursors.items() if c.durable}
+    return {
+        "storageSize": ml.total_size,
+        "totalMessages": ml.number_of_entries,
+        "messageBacklog": max((c.backlog() for c in cursors.values()), default=0),
+        "brokerName": s.service.config.broker_id,
+        "topicName": topic.full_name,
+        "dataLedgerDetails": [
+            {
+                "entries": info.entries,
+                "ledgerId": info.ledger_id,
+                "size": info.size,
+                "timestamp": info.timestamp_ms,
+            }
+            for info in ml.ledgers()
+        ],
+        "cursorDetails": {
+            name: {"cursorBacklog": c.backlog(), "cursorLedgerId": c.stats().cursor_ledger_id}
+            for name, c in sorted(cursors.items())
+        },
+        "statGeneratedAt": datetime.datetime.now(datetime.UTC).isoformat(),
+    }
 
 
 _EMPTY_CURSOR: dict[str, Any] = {
@@ -174,6 +206,23 @@ async def partitioned_stats(
     if per_partition:
         out["partitions"] = per
     return out
+
+
+async def partitioned_internal_stats(s: Scope, topic: TopicName) -> dict[str, Any]:
+    """Pulsar's PartitionedTopicInternalStats: the metadata and each partition's internal
+    stats, by partition name, each asked of the partition's owner."""
+    found = await scope.partitions(s.service, topic)
+    if found is None:
+        raise errors.NotFound(f"partitioned topic {topic.full_name} does not exist")
+
+    async def here(part: TopicName) -> dict[str, Any]:
+        return await internal_stats(s, part)
+
+    parts = await fanout.each(s, topic, found[0], here, method="GET", suffix="/internalStats")
+    return {
+        "metadata": {"partitions": found[0], "deleted": False},
+        "partitions": {topic.partition(i).full_name: p for i, p in enumerate(parts)},
+    }
 
 
 def busy(topic_stats: dict[str, Any]) -> bool:

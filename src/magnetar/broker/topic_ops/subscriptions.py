@@ -4,16 +4,23 @@ Why this module exists: the subscription operations of the admin API as typed ca
 moves a subscription's cursor (skip, clear backlog, expire) goes through the managed
 ledger's public cursor interface (``managed_ledger/api.py`` ``ManagedCursor``); reset goes
 through the subscription, which detaches its consumers as a seek does.
+
+A partitioned topic's base name: listing, creating, deleting, clearing, expiring and
+resetting by time run on every partition (:mod:`.fanout`), with Pulsar's answers when the
+subscription is on none of them; skip and reset to a message id answer 405 as Pulsar's do.
 """
 
 from __future__ import annotations
 
 import time
+import urllib.parse
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from magnetar.broker import enforcement
 from magnetar.broker.contracts import BrokerError
 from magnetar.broker.topic import PersistentTopic
-from magnetar.broker.topic_ops import errors, scope
+from magnetar.broker.topic_ops import errors, fanout, scope
 from magnetar.broker.topic_ops.scope import Scope
 from magnetar.managed_ledger.api import InitialPosition, ManagedCursor
 from magnetar.wire import pb
@@ -24,9 +31,52 @@ LATEST_LEDGER_ID = 2**63 - 1
 """The ledger id of Pulsar's ``MessageId.latest`` (``Long.MAX_VALUE``)."""
 
 
+def _sub_path(name: str) -> str:
+    return f"/subscription/{urllib.parse.quote(name, safe='')}"
+
+
 async def list_subscriptions(s: Scope, topic: TopicName) -> list[str]:
-    """The topic's subscriptions, sorted."""
+    """The topic's subscriptions, sorted (a partitioned topic's: those of any partition)."""
+    n = await fanout.partition_count(s, topic)
+    if n is not None:
+
+        async def here(part: TopicName) -> list[str]:
+            return await list_subscriptions(s, part)
+
+        found = await fanout.each(s, topic, n, here, method="GET", suffix="/subscriptions")
+        return sorted({name for names in found for name in names})
     return sorted((await scope.loaded(s, topic)).subscriptions.names())
+
+
+async def _having(s: Scope, topic: TopicName, n: int, name: str) -> list[bool]:
+    """For each partition of a partitioned topic, whether subscription ``name`` is on it."""
+
+    async def here(part: TopicName) -> list[str]:
+        return await list_subscriptions(s, part)
+
+    found = await fanout.each(s, topic, n, here, method="GET", suffix="/subscriptions")
+    return [name in names for names in found]
+
+
+async def _on_partitions_having(
+    s: Scope,
+    topic: TopicName,
+    n: int,
+    name: str,
+    here: Callable[[TopicName], Awaitable[Any]],
+    *,
+    method: str,
+    suffix: str,
+    missing: str,
+) -> None:
+    """Run an operation on the partitions holding subscription ``name``; NotFound
+    (``missing``) when none does."""
+    having = await _having(s, topic, n, name)
+    if not any(having):
+        raise errors.NotFound(missing)
+    for i, held in enumerate(having):
+        if held:
+            await fanout.each_one(s, topic.partition(i), here, method=method, suffix=suffix)
 
 
 async def create(s: Scope, topic: TopicName, name: str, *, start: MessageId | None) -> None:
@@ -37,6 +87,17 @@ async def create(s: Scope, topic: TopicName, name: str, *, start: MessageId | No
         raise errors.Invalid(
             "Create subscription on non-persistent topic can only be done through client"
         )
+    n = await fanout.partition_count(s, topic)
+    if n is not None:
+        if any(await _having(s, topic, n, name)):
+            raise errors.AlreadyExists("Subscription already exists for topic")
+        body = None if start is None else {"ledgerId": start.ledger_id, "entryId": start.entry_id}
+
+        async def here(part: TopicName) -> None:
+            await create(s, part, name, start=start)
+
+        await fanout.each(s, topic, n, here, method="PUT", suffix=_sub_path(name), body=body)
+        return
     loaded = await scope.loaded(s, topic)
     position: InitialPosition | MessageId = InitialPosition.LATEST
     if start is not None and start.ledger_id < 0:
@@ -53,6 +114,18 @@ async def create(s: Scope, topic: TopicName, name: str, *, start: MessageId | No
 
 async def delete(s: Scope, topic: TopicName, name: str, *, force: bool) -> None:
     """Delete a subscription (InUse while it has consumers, unless ``force``)."""
+    n = await fanout.partition_count(s, topic)
+    if n is not None:
+
+        async def here(part: TopicName) -> None:
+            await delete(s, part, name, force=force)
+
+        flag = "true" if force else "false"
+        await _on_partitions_having(
+            s, topic, n, name, here, method="DELETE",
+            suffix=f"{_sub_path(name)}?force={flag}", missing="Subscription not found",
+        )  # fmt: skip
+        return
     loaded = await scope.loaded(s, topic)
     try:
         await loaded.subscriptions.delete(name, force=force)
@@ -70,6 +143,17 @@ async def _reset(
     message_id: MessageId | None = None,
     publish_time: int | None = None,
 ) -> None:
+    n = await fanout.partition_count(s, topic)
+    if n is not None:
+        if publish_time is None:
+            raise errors.NotAllowed("Reset-cursor at position is not allowed for partitioned-topic")
+
+        async def here(part: TopicName) -> None:
+            await _reset(s, part, name, publish_time=publish_time)
+
+        suffix = f"{_sub_path(name)}/resetcursor/{publish_time}"
+        await fanout.each(s, topic, n, here, method="POST", suffix=suffix)
+        return
     loaded = await scope.stored(s, topic, "Reset cursor on")
     try:
         await loaded.subscriptions.reset(name, message_id=message_id, publish_time=publish_time)
@@ -100,21 +184,51 @@ def cursor(loaded: PersistentTopic, name: str) -> ManagedCursor:
 
 
 async def skip(s: Scope, topic: TopicName, name: str, n: int) -> None:
-    """Skip the next ``n`` messages of the subscription."""
+    """Skip the next ``n`` messages of the subscription (405 on a partitioned topic)."""
+    await fanout.refuse(s, topic, "Skip messages on a partitioned topic is not allowed")
     loaded = await scope.stored(s, topic, "Skip messages on")
     await cursor(loaded, name).skip(n)
 
 
 async def clear_backlog(s: Scope, topic: TopicName, name: str) -> None:
     """Acknowledge everything the subscription has not acknowledged."""
+    n = await fanout.partition_count(s, topic)
+    if n is not None:
+
+        async def here(part: TopicName) -> None:
+            await clear_backlog(s, part, name)
+
+        await _on_partitions_having(
+            s, topic, n, name, here, method="POST", suffix=f"{_sub_path(name)}/skip_all",
+            missing=f"Subscription {name} not found for topic {topic.full_name}",
+        )  # fmt: skip
+        return
     loaded = await scope.stored(s, topic, "Clear backlog on")
     await cursor(loaded, name).clear_backlog()
 
 
 async def expire(s: Scope, topic: TopicName, name: str | None, *, older_than_s: int) -> None:
     """Acknowledge the messages published more than ``older_than_s`` seconds ago, on one
-    subscription (``name``) or on every one (None)."""
+    subscription (``name``) or on every one (None); 0 expires nothing, as in Pulsar."""
+    n = await fanout.partition_count(s, topic)
+    if n is not None:
+
+        async def here(part: TopicName) -> None:
+            await expire(s, part, name, older_than_s=older_than_s)
+
+        if name is None:
+            suffix = f"/all_subscription/expireMessages/{older_than_s}"
+            await fanout.each(s, topic, n, here, method="POST", suffix=suffix)
+            return
+        await _on_partitions_having(
+            s, topic, n, name, here, method="POST",
+            suffix=f"{_sub_path(name)}/expireMessages/{older_than_s}",
+            missing=f"Subscription {name} not found for topic {topic.full_name}",
+        )  # fmt: skip
+        return
     loaded = await scope.stored(s, topic, "Expire messages on")
     cursors = None if name is None else [cursor(loaded, name)]
+    if older_than_s == 0:
+        return  # a TTL of 0 expires nothing (Pulsar's MessageImpl.isEntryExpired)
     cutoff_ms = int((time.time() - older_than_s) * 1000)
     await enforcement.expire(loaded, cutoff_ms=cutoff_ms, cursors=cursors)

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from magnetar.broker.ownership import Bundle, bundles_of, topic_hash
 from magnetar.broker.service import BrokerService, managed_ledger_name
-from magnetar.broker.topic_ops import errors, scope, stats
+from magnetar.broker.topic_ops import errors, fanout, scope, stats
 from magnetar.broker.topic_ops.scope import Scope
 from magnetar.managed_ledger.api import Position
 from magnetar.metadata import keys
@@ -269,7 +269,25 @@ async def unload(s: Scope, topic: TopicName) -> None:
 
 
 async def terminate(s: Scope, topic: TopicName) -> Position:
-    """Terminate the topic (no more messages); the last message's position."""
+    """Terminate the topic (no more messages); the last message's position. A partitioned
+    topic is refused (405, as Pulsar): :func:`terminate_partitions` terminates its
+    partitions."""
+    await fanout.refuse(s, topic, "Termination of a partitioned topic is not allowed")
     loaded = await scope.stored(s, topic, "Termination of")
     last: Position = await loaded.terminate()
     return last
+
+
+async def terminate_partitions(s: Scope, topic: TopicName) -> dict[int, Position]:
+    """Terminate every partition of a partitioned topic, each on its owner: the last
+    message's position of each, by partition index (NotFound when not partitioned)."""
+    n = await fanout.partition_count(s, topic)
+    if n is None:
+        raise errors.NotFound(f"partitioned topic {topic.full_name} does not exist")
+
+    async def here(part: TopicName) -> dict[str, int]:
+        last = await terminate(s, part)
+        return {"ledgerId": last.ledger_id, "entryId": last.entry_id}
+
+    found = await fanout.each(s, topic, n, here, method="POST", suffix="/terminate")
+    return {i: Position(int(m["ledgerId"]), int(m["entryId"])) for i, m in enumerate(found)}

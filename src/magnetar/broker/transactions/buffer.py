@@ -64,11 +64,19 @@ class TransactionBuffer:
         self._ongoing: dict[TxnId, Position] = {}
         """Ongoing transaction -> the last position readable before its first entry."""
         self._aborted: dict[TxnId, int] = {}
+        self.committed_count = 0
+        """Transactions committed on this topic since it was loaded here (its marker written)."""
+        self.aborted_count = 0
         """Aborted transaction -> the ledger of its abort marker."""
         self._ended: OrderedDict[TxnId, bool] = OrderedDict()
         self._cursor: ManagedCursor | None = ml.cursors.get(CURSOR)
         self._lock = asyncio.Lock()
         self._preparing: asyncio.Task[None] | None = None
+
+    @property
+    def ongoing_count(self) -> int:
+        """Transactions with entries on this topic, not yet committed or aborted."""
+        return len(self._ongoing)
 
     @property
     def active(self) -> bool:
@@ -143,7 +151,10 @@ class TransactionBuffer:
             )
             marker = await self.ml.add_entry(frames.encode_headers_and_payload(meta, b""))
             self._ongoing.pop(txn, None)
-            if not commit:
+            if commit:
+                self.committed_count += 1
+            else:
+                self.aborted_count += 1
                 self._aborted[txn] = marker.ledger_id
             self._remember(txn, commit)
             await self._snapshot()

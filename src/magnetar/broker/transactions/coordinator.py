@@ -183,6 +183,10 @@ class TransactionCoordinator:
             raise BrokerError(pb.TransactionNotFound, f"transaction {txn} not found")
         return meta
 
+    def transactions(self) -> list[TxnMeta]:
+        """The live transactions (open or ending), oldest first (for the admin API)."""
+        return list(self._txns.values())
+
     def check_open(self, txn: TxnId) -> TxnMeta:
         meta = self.get(txn)
         if meta.status is not TxnStatus.OPEN:

@@ -27,9 +27,28 @@ _OPTIONS: Final = connection.Options(
 )
 
 
+class _InFlight:
+    """Requests sent and not answered yet, in this process (Pulsar's
+    pulsar_txn_tb_client_pending_requests)."""
+
+    count = 0
+
+
+def pending_requests() -> int:
+    return _InFlight.count
+
+
 async def request(service_url: str, cmd: pb.BaseCommand, response: int) -> pb.BaseCommand:
     """Send ``cmd`` to the broker at ``service_url``; its answer of type ``response`` (an
     ERROR answer raises BrokerError, so does a broken or silent connection)."""
+    _InFlight.count += 1
+    try:
+        return await _request(service_url, cmd, response)
+    finally:
+        _InFlight.count -= 1
+
+
+async def _request(service_url: str, cmd: pb.BaseCommand, response: int) -> pb.BaseCommand:
     rid = matching.request_id_of(cmd) or 0
     try:
         conn = await connection.connect(urls.broker_address(service_url), options=_OPTIONS)

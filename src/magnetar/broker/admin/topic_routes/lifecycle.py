@@ -14,6 +14,7 @@ from magnetar.broker.admin.common import AdminError, service
 from magnetar.broker.admin.topic_routes import paths
 from magnetar.broker.service import ALL_DOMAINS
 from magnetar.broker.topic_ops import topics
+from magnetar.managed_ledger.api import Position
 from magnetar.wire.topics import TopicDomain
 
 
@@ -84,10 +85,29 @@ async def unload(request: web.Request) -> web.Response:
     return paths.no_content()
 
 
+def _message_id(last: Position) -> dict[str, int]:
+    """Pulsar's MessageIdImpl JSON of a terminated topic's last message (no partition or
+    batch index, as Pulsar answers)."""
+    return {
+        "ledgerId": last.ledger_id,
+        "entryId": last.entry_id,
+        "partitionIndex": -1,
+        "batchSize": 0,
+        "batchIndex": -1,
+    }
+
+
 async def terminate(request: web.Request) -> web.Response:
     """Terminate the topic: no more messages; answers the last message id."""
     last = await topics.terminate(paths.scope(request), await paths.topic(request))
-    return web.json_response({"ledgerId": last.ledger_id, "entryId": last.entry_id})
+    return web.json_response(_message_id(last))
+
+
+async def terminate_partitions(request: web.Request) -> web.Response:
+    """Terminate each partition of a partitioned topic: the last message id of each, by
+    partition index."""
+    found = await topics.terminate_partitions(paths.scope(request), await paths.topic(request))
+    return web.json_response({str(i): _message_id(last) for i, last in found.items()})
 
 
 def register(router: web.UrlDispatcher) -> None:
@@ -98,3 +118,4 @@ def register(router: web.UrlDispatcher) -> None:
     router.add_get(paths.BASE + "/{bundle:0x[0-9a-fA-F]+_0x[0-9a-fA-F]+}", list_bundle_topics)
     router.add_put(f"{paths.TOPIC}/unload", unload)
     router.add_post(f"{paths.TOPIC}/terminate", terminate)
+    router.add_post(f"{paths.TOPIC}/terminate/partitions", terminate_partitions)

@@ -1,5 +1,7 @@
-"""Routes: a topic's last message id and peeking at a subscription's n-th message, with the
-message's metadata in Pulsar's ``X-Pulsar-*`` response headers."""
+"""Routes: a topic's last message id, peeking at a subscription's n-th message, examining
+the n-th stored message (``examinemessage``) and reading one by its id
+(``ledger/{ledgerId}/entry/{entryId}``), each message with its metadata in Pulsar's
+``X-Pulsar-*`` response headers."""
 
 from __future__ import annotations
 
@@ -88,7 +90,10 @@ async def peek(request: web.Request) -> web.Response:
     n = validation.path_integer(request.match_info["n"], "message position", minimum=1)
     topic = await paths.topic(request)
     name = request.match_info["subscription"]
-    found = await messages.peek(paths.scope(request), topic, name, n)
+    return _message(await messages.peek(paths.scope(request), topic, name, n))
+
+
+def _message(found: messages.PeekedMessage) -> web.Response:
     return web.Response(
         body=found.payload,
         headers=_peek_headers(found.position, found.metadata, len(found.payload)),
@@ -96,6 +101,30 @@ async def peek(request: web.Request) -> web.Response:
     )
 
 
+async def examine(request: web.Request) -> web.Response:
+    """The ``messagePosition``-th (from 1, default 1) stored message from the
+    ``initialPosition`` end (``latest``, the default, or ``earliest``)."""
+    n = validation.path_integer(
+        request.query.get("messagePosition", "1"), "messagePosition", minimum=1
+    )
+    initial = request.query.get("initialPosition", "latest")
+    topic = await paths.topic(request)
+    return _message(await messages.examine(paths.scope(request), topic, initial=initial, n=n))
+
+
+async def by_id(request: web.Request) -> web.Response:
+    """The stored message (a batch whole) at ``ledgerId:entryId``."""
+    ledger_id = validation.path_integer(request.match_info["ledger"], "ledgerId", minimum=0)
+    entry_id = validation.path_integer(request.match_info["entry"], "entryId", minimum=0)
+    topic = await paths.topic(request)
+    found = await messages.by_id(
+        paths.scope(request), topic, ledger_id=ledger_id, entry_id=entry_id
+    )
+    return _message(found)
+
+
 def register(router: web.UrlDispatcher) -> None:
     router.add_get(f"{paths.TOPIC}/lastMessageId", last_message_id)
     router.add_get(paths.SUBSCRIPTION + "/position/{n}", peek)
+    router.add_get(f"{paths.TOPIC}/examinemessage", examine)
+    router.add_get(paths.TOPIC + "/ledger/{ledger}/entry/{entry}", by_id)

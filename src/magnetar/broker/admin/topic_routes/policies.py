@@ -1,6 +1,9 @@
-"""Routes: topic-level policies (messageTTL, retention, deduplicationEnabled,
-compactionThreshold) that override
-the namespace's; each has GET (null: unset), POST (set) and DELETE (unset)."""
+"""Routes: topic-level policies, pulsar-admin's ``topicPolicies`` resource (messageTTL,
+retention, deduplicationEnabled, compactionThreshold, maxProducers, maxConsumers,
+offloadPolicies, replication) that override the namespace's; each has GET (null: unset),
+POST (set) and DELETE (unset). A partitioned topic's are set on its base name and apply to
+every partition; the broker applies them where it applies the namespace's
+(``broker/enforcement.py``)."""
 
 from __future__ import annotations
 
@@ -8,8 +11,8 @@ from typing import Any
 
 from aiohttp import web
 
-from magnetar.broker.admin import validation
-from magnetar.broker.admin.common import Handler, decode_json
+from magnetar.broker.admin import clusters, validation
+from magnetar.broker.admin.common import Handler, decode_json, service
 from magnetar.broker.admin.topic_routes import paths
 from magnetar.broker.topic_ops import policies
 
@@ -18,6 +21,9 @@ TOPIC_POLICIES: dict[str, tuple[str, validation.Body[Any]]] = {
     "retention": ("retention_policies", validation.RETENTION),
     "deduplicationEnabled": ("deduplicationEnabled", validation.DEDUPLICATION),
     "compactionThreshold": ("compaction_threshold", validation.COMPACTION_THRESHOLD),
+    "maxProducers": ("max_producers_per_topic", validation.MAX_PRODUCERS),
+    "maxConsumers": ("max_consumers_per_topic", validation.MAX_CONSUMERS),
+    "offloadPolicies": ("offloadPolicies", validation.OFFLOAD_POLICIES),
 }
 """Topic policy path -> (its field, overriding the namespace's Policies field; its body)."""
 
@@ -59,7 +65,38 @@ def _handlers(path: str) -> tuple[Handler, Handler, Handler]:
     return get, set_, remove
 
 
+async def get_topic_replication(request: web.Request) -> web.Response:
+    """The topic's own replication clusters (null: unset, the namespace's apply)."""
+    topic = await paths.topic(request)
+    found = await policies.get(paths.scope(request), topic, "replication_clusters")
+    return web.json_response(found)
+
+
+async def set_topic_replication(request: web.Request) -> web.Response:
+    """Set the clusters the topic is replicated to, over the namespace's (checked as the
+    namespace's are: docs/geo-replication.md)."""
+    topic = await paths.topic(request)
+    given = validation.replication_clusters(decode_json(await request.read()))
+    chosen = await clusters.check_replication_clusters(service(request).store, topic.tenant, given)
+    await policies.set_(paths.scope(request), topic, "replication_clusters", chosen)
+    return paths.no_content()
+
+
+async def remove_topic_replication(request: web.Request) -> web.Response:
+    """Unset the topic's own replication clusters (the namespace's apply again)."""
+    topic = await paths.topic(request)
+    await policies.remove(paths.scope(request), topic, "replication_clusters")
+    return paths.no_content()
+
+
+set_topic_replication.request_body = validation.REPLICATION_CLUSTERS  # type: ignore[attr-defined]
+set_topic_replication.body_required = True  # type: ignore[attr-defined]
+
+
 def register(router: web.UrlDispatcher) -> None:
+    router.add_get(f"{paths.TOPIC}/replication", get_topic_replication)
+    router.add_post(f"{paths.TOPIC}/replication", set_topic_replication)
+    router.add_delete(f"{paths.TOPIC}/replication", remove_topic_replication)
     for path in TOPIC_POLICIES:
         get, set_, remove = _handlers(path)
         router.add_get(f"{paths.TOPIC}/{path}", get)

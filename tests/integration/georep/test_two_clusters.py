@@ -1,0 +1,334 @@
+"""Geo-replication between two Magnetar clusters on this machine: two standalones (clusters
+``a`` and ``b``, each with its own embedded metadata store and bookie), each knowing the
+other through a cluster record, and a namespace replicated to both (docs/geo-replication.md).
+
+What must hold: each message published on either side reaches the consumers of both sides
+exactly once and in order; nothing comes back to where it came from (no loop); a cluster
+down for a while gets everything once it is back (the backlog drains); a broker SIGKILLed
+while replicating loses nothing and duplicates nothing on the other side.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pulsar
+import pytest
+
+from tests.support.procs import started
+from tests.support.standalone import StandaloneProc, admin_call, client
+from tests.support.wait import wait_until
+
+TENANT, NS = "geo", "repl"
+_names = itertools.count()
+
+
+def _standalone(tmp: Path, cluster: str) -> StandaloneProc:
+    return StandaloneProc(
+        tmp / cluster,
+        extra_args=["--cluster-name", cluster, "--log-level", "INFO"],
+    )
+
+
+def _admin(on: StandaloneProc, *args: str) -> str:
+    """``magnetar admin`` as docs/geo-replication.md shows it."""
+    result = subprocess.run(
+        [sys.executable, "-m", "magnetar.cli", "admin", "--admin-url", on.http_url, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, StandaloneProc]]:
+    tmp = tmp_path_factory.mktemp("georep")
+    with started(_standalone(tmp, "a")) as a, started(_standalone(tmp, "b")) as b:
+        procs = {"a": a, "b": b}
+        for name, proc in procs.items():
+            other_name, other = ("b", b) if name == "a" else ("a", a)
+            _admin(proc, "clusters", "create", other_name,
+                   "--url", other.http_url, "--broker-url", other.service_url)  # fmt: skip
+            _admin(proc, "tenants", "create", TENANT, "--allowed-clusters", "a,b")
+            _admin(proc, "namespaces", "create", f"{TENANT}/{NS}")
+            _admin(proc, "namespaces", "set-clusters", f"{TENANT}/{NS}", "--clusters", "a,b")
+            assert _admin(proc, "namespaces", "get-clusters", f"{TENANT}/{NS}").split() == [
+                "a",
+                "b",
+            ]
+        yield procs
+
+
+def test_each_cluster_answers_for_its_brokers(clusters: dict[str, StandaloneProc]) -> None:
+    a, b = clusters["a"], clusters["b"]
+    # another cluster's brokers: a redirects to b's serviceUrl (the admin client follows)
+    assert admin_call(a.http_url, "GET", "/brokers/b") == admin_call(
+        b.http_url, "GET", "/brokers/b"
+    )
+    assert admin_call(a.http_url, "GET", "/brokers/a") != admin_call(
+        a.http_url, "GET", "/brokers/b"
+    )
+
+
+def _topic() -> str:
+    return f"persistent://{TENANT}/{NS}/t{next(_names)}"
+
+
+def _stats(proc: StandaloneProc, topic: str) -> dict[str, Any]:
+    path = topic.removeprefix("persistent://")
+    answer = admin_call(proc.http_url, "GET", f"/persistent/{path}/stats")
+    assert isinstance(answer, dict)
+    return answer
+
+
+def _drained(proc: StandaloneProc, topic: str, remote: str) -> bool:
+    repl = _stats(proc, topic)["replication"].get(remote)
+    return bool(repl and repl["connected"] and repl["replicationBacklog"] == 0)
+
+
+def _receive_all(consumer: pulsar.Consumer, n: int, timeout_ms: int = 60_000) -> list[bytes]:
+    got = []
+    for _ in range(n):
+        msg = consumer.receive(timeout_millis=timeout_ms)
+        consumer.acknowledge(msg)
+        got.append(msg.data())
+    return got
+
+
+def _nothing_more(consumer: pulsar.Consumer) -> bool:
+    try:
+        consumer.receive(timeout_millis=500)
+    except pulsar.Timeout:
+        return True
+    return False
+
+
+def test_one_producer_both_sides_receive_each_once_in_order(
+    clusters: dict[str, StandaloneProc],
+) -> None:
+    a, b = clusters["a"], clusters["b"]
+    topic, n = _topic(), 2000
+    with client(a) as ca, client(b) as cb:
+        on_a = ca.subscribe(topic, "s")
+        on_b = cb.subscribe(topic, "s")
+        wait_until(lambda: "b" in _stats(a, topic)["replication"], what="replicator a -> b")
+        plain = ca.create_producer(topic, batching_enabled=False)
+        for i in range(n // 2):
+            plain.send(b"m%06d" % i)
+        plain.close()
+        batched = ca.create_producer(topic, batching_enabled=True, batching_max_messages=50)
+        for i in range(n // 2, n):
+            batched.send_async(b"m%06d" % i, None)
+        batched.flush()
+        batched.close()
+        expected = [b"m%06d" % i for i in range(n)]
+        assert _receive_all(on_a, n) == expected
+        assert _receive_all(on_b, n) == expected
+        wait_until(lambda: _drained(a, topic, "b"), timeout=60, what="a -> b drained")
+        assert _nothing_more(on_b)
+        stats_a, stats_b = _stats(a, topic), _stats(b, topic)
+        repl = stats_a["replication"]["b"]
+        assert repl["replicationBacklog"] == 0 and repl["connected"] is True
+        assert set(repl) >= {
+            "msgRateIn",
+            "msgRateOut",
+            "msgThroughputOut",
+            "replicationDelayInSeconds",
+        }
+        assert stats_b["msgInCounter"] == n
+        # the replicator's cursor is not a subscription
+        assert set(stats_a["subscriptions"]) == {"s"}
+        labels = f'topic="{topic}",remote_cluster="b"'
+        metrics = a.metrics()
+        assert (
+            f'pulsar_replication_backlog{{cluster="a",namespace="geo/repl",{labels}}} 0' in metrics
+        )
+        connected = (
+            f'pulsar_replication_connected_count{{cluster="a",namespace="geo/repl",{labels}}} 1'
+        )
+        assert connected in metrics
+
+
+def test_producers_on_both_sides_no_loop_no_duplicate(
+    clusters: dict[str, StandaloneProc],
+) -> None:
+    a, b = clusters["a"], clusters["b"]
+    topic, n = _topic(), 300
+    with client(a) as ca, client(b) as cb:
+        on_a, on_b = ca.subscribe(topic, "s"), cb.subscribe(topic, "s")
+        wait_until(lambda: "b" in _stats(a, topic)["replication"], what="replicator a -> b")
+        wait_until(lambda: "a" in _stats(b, topic)["replication"], what="replicator b -> a")
+        pa, pb = ca.create_producer(topic), cb.create_producer(topic)
+        for i in range(n):
+            pa.send(b"a%05d" % i)
+            pb.send(b"b%05d" % i)
+        expected = sorted([b"a%05d" % i for i in range(n)] + [b"b%05d" % i for i in range(n)])
+        for consumer in (on_a, on_b):
+            got = _receive_all(consumer, 2 * n)
+            assert sorted(got) == expected  # each once
+            for origin in (b"a", b"b"):  # in order per origin
+                mine = [m for m in got if m.startswith(origin)]
+                assert mine == sorted(mine)
+        wait_until(lambda: _drained(a, topic, "b") and _drained(b, topic, "a"), timeout=60)
+        # nothing came back: each side stored its own messages and the other's, once
+        assert _stats(a, topic)["msgInCounter"] == 2 * n
+        assert _stats(b, topic)["msgInCounter"] == 2 * n
+        assert _nothing_more(on_a) and _nothing_more(on_b)
+
+
+def test_remote_down_backlog_builds_then_drains(clusters: dict[str, StandaloneProc]) -> None:
+    a, b = clusters["a"], clusters["b"]
+    topic, n = _topic(), 500
+    with client(a) as ca:
+        with client(b) as cb:
+            cb.subscribe(topic, "s").close()  # the subscription on b, before b goes down
+        producer = ca.create_producer(topic)  # (the topic loads on a: its replicator starts)
+        wait_until(lambda: _drained(a, topic, "b"), timeout=30, what="replicator a -> b")
+        b.stop()
+        for i in range(n):
+            producer.send(b"d%05d" % i)
+        repl = wait_until(
+            lambda: (r := _stats(a, topic)["replication"]["b"])["connected"] is False and r,
+            timeout=60,
+            what="a sees b down",
+        )
+        assert repl["replicationBacklog"] > 0
+        backlog = json.loads(_admin(a, "--output", "json", "topics", "backlog", topic))
+        assert backlog["cursorDetails"]["pulsar.repl.b"]["cursorBacklog"] > 0
+        b.restart()
+        wait_until(lambda: _drained(a, topic, "b"), timeout=120, what="backlog drained")
+        producer.close()
+    with client(b) as cb:
+        on_b = cb.subscribe(topic, "s")
+        assert _receive_all(on_b, n) == [b"d%05d" % i for i in range(n)]
+        assert _nothing_more(on_b)
+
+
+def test_source_broker_sigkilled_mid_replication(clusters: dict[str, StandaloneProc]) -> None:
+    a, b = clusters["a"], clusters["b"]
+    topic, n = _topic(), 3000
+    with client(b) as cb:
+        on_b = cb.subscribe(topic, "s")
+        with client(a) as ca:
+            ca.subscribe(topic, "s").close()
+            wait_until(lambda: "b" in _stats(a, topic)["replication"], what="replicator a -> b")
+            producer = ca.create_producer(
+                topic, batching_enabled=False, max_pending_messages=n, block_if_queue_full=True
+            )
+            results: list[pulsar.Result] = []
+            for i in range(n):
+                producer.send_async(b"k%05d" % i, lambda res, _id: results.append(res))
+            wait_until(lambda: len(results) == n, timeout=60, what="every message stored on a")
+            assert set(results) == {pulsar.Result.Ok}
+            received = [on_b.receive(timeout_millis=60_000)]  # replication is under way
+            a.kill()
+        a.restart()
+        received += [on_b.receive(timeout_millis=60_000) for _ in range(n - 1)]
+        assert [m.data() for m in received] == [b"k%05d" % i for i in range(n)]
+        for msg in received:
+            on_b.acknowledge(msg)
+        wait_until(lambda: _drained(a, topic, "b"), timeout=120, what="a -> b drained")
+        assert _nothing_more(on_b)
+        assert _stats(b, topic)["msgInCounter"] == n
+
+
+def test_partitioned_topic_each_partition_replicated(clusters: dict[str, StandaloneProc]) -> None:
+    a, b = clusters["a"], clusters["b"]
+    topic, n = _topic(), 400
+    for proc in (a, b):  # partitioned metadata is per cluster (docs/geo-replication.md)
+        _admin(proc, "topics", "create-partitioned-topic", topic, "-p", "2")
+    with client(a) as ca, client(b) as cb:
+        on_a, on_b = ca.subscribe(topic, "s"), cb.subscribe(topic, "s")
+        for i in range(2):
+            wait_until(
+                lambda i=i: "b" in _stats(a, f"{topic}-partition-{i}")["replication"],
+                what=f"replicator of partition {i}",
+            )
+        producer = ca.create_producer(topic, batching_enabled=False)
+        for i in range(n):
+            producer.send(b"p%05d" % i, partition_key=f"k{i % 7}")
+        for consumer in (on_a, on_b):
+            got = []
+            for _ in range(n):
+                msg = consumer.receive(timeout_millis=60_000)
+                consumer.acknowledge(msg)
+                got.append((msg.partition_key(), msg.data()))
+            assert sorted(m for _, m in got) == [b"p%05d" % i for i in range(n)]
+            for key in {k for k, _ in got}:  # in order per key
+                mine = [m for k, m in got if k == key]
+                assert mine == sorted(mine)
+        for i in range(2):
+            wait_until(lambda i=i: _drained(a, f"{topic}-partition-{i}", "b"), timeout=60)
+        assert _nothing_more(on_b)
+
+
+def test_topic_level_replication_clusters(clusters: dict[str, StandaloneProc]) -> None:
+    a, b = clusters["a"], clusters["b"]
+    topic = f"persistent://{TENANT}/local/t{next(_names)}"
+    path = f"/persistent/{topic.removeprefix('persistent://')}/replication"
+    for proc in (a, b):  # a namespace each cluster keeps to itself; one topic replicated
+        _admin(proc, "namespaces", "create", f"{TENANT}/local")
+        _admin(proc, "topics", "create", topic)
+    for proc in (a, b):
+        admin_call(proc.http_url, "POST", path, ["a", "b"])
+    with client(a) as ca, client(b) as cb:
+        on_b = cb.subscribe(topic, "s")
+        wait_until(lambda: "b" in _stats(a, topic)["replication"], what="replicator a -> b")
+        producer = ca.create_producer(topic)
+        for i in range(50):
+            producer.send(b"t%03d" % i)
+        assert _receive_all(on_b, 50) == [b"t%03d" % i for i in range(50)]
+        for proc in (a, b):
+            admin_call(proc.http_url, "DELETE", path)
+        wait_until(lambda: "b" not in _stats(a, topic)["replication"], what="replicator stopped")
+        backlog = json.loads(_admin(a, "--output", "json", "topics", "backlog", topic))
+        assert "pulsar.repl.b" not in backlog["cursorDetails"]  # its cursor deleted
+
+
+def test_per_message_replication_clusters(clusters: dict[str, StandaloneProc]) -> None:
+    a, b = clusters["a"], clusters["b"]
+    topic = _topic()
+    with client(a) as ca, client(b) as cb:
+        on_a, on_b = ca.subscribe(topic, "s"), cb.subscribe(topic, "s")
+        wait_until(lambda: "b" in _stats(a, topic)["replication"], what="replicator a -> b")
+        producer = ca.create_producer(topic)
+        producer.send(b"local only", disable_replication=True)
+        producer.send(b"to a only", replication_clusters=["a"])
+        producer.send(b"to both", replication_clusters=["a", "b"])
+        producer.send(b"plain")
+        assert _receive_all(on_a, 4) == [b"local only", b"to a only", b"to both", b"plain"]
+        assert _receive_all(on_b, 2) == [b"to both", b"plain"]
+        wait_until(lambda: _drained(a, topic, "b"), timeout=60, what="a -> b drained")
+        assert _nothing_more(on_b)
+
+
+def test_unloads_on_both_sides_mid_replication(clusters: dict[str, StandaloneProc]) -> None:
+    a, b = clusters["a"], clusters["b"]
+    topic, n = _topic(), 2000
+    with client(a) as ca, client(b) as cb:
+        on_b = cb.subscribe(topic, "s")
+        producer = ca.create_producer(
+            topic, batching_enabled=False, max_pending_messages=n, block_if_queue_full=True
+        )
+        wait_until(lambda: "b" in _stats(a, topic)["replication"], what="replicator a -> b")
+        results: list[pulsar.Result] = []
+        for i in range(n):
+            producer.send_async(b"u%05d" % i, lambda res, _id: results.append(res))
+            if i == n // 3:
+                _admin(a, "topics", "unload", topic)  # the source topic moves (reloads)
+            if i == 2 * n // 3:
+                _admin(b, "topics", "unload", topic)  # so does the destination
+        wait_until(lambda: len(results) == n, timeout=60, what="every message stored on a")
+        assert set(results) == {pulsar.Result.Ok}
+        assert _receive_all(on_b, n) == [b"u%05d" % i for i in range(n)]
+        wait_until(lambda: _drained(a, topic, "b"), timeout=60, what="a -> b drained")
+        assert _nothing_more(on_b)
