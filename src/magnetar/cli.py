@@ -6,6 +6,8 @@ Each subcommand parses its flags here and hands over to the component's launcher
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -85,6 +87,8 @@ _BROKER_FLAGS = {
     "force_delete_namespace_allowed": "force_delete_namespace_allowed",
     "transaction_coordinator_enabled": "transaction_coordinator_enabled",
     "compaction_threshold": "compaction_threshold_bytes",
+    "min_racks_per_write_quorum": "bookkeeper_min_racks_per_write_quorum",
+    "enforce_min_racks_per_write_quorum": "bookkeeper_enforce_min_racks",
     "expose_topic_level_metrics_in_prometheus": "expose_topic_level_metrics",
     "expose_consumer_level_metrics_in_prometheus": "expose_consumer_level_metrics",
 }
@@ -303,7 +307,15 @@ def _bookie(args: argparse.Namespace) -> int:
             tls_check_interval=args.tls_cert_refresh_check,
             metadata_tls=metadata_tls(args),
         )
-        aio.run(server.run(args.metadata_url, options))
+        if args.autorecovery:
+            if options.tls is not None:
+                raise ValueError(
+                    "--autorecovery (autoRecoveryDaemonEnabled) in a TLS bookie: run "
+                    "`magnetar autorecovery` with the --bookkeeper-tls-* flags instead"
+                )
+            aio.run(_bookie_with_autorecovery(args, options))
+        else:
+            aio.run(server.run(args.metadata_url, options))
     except identity.IdentityError as err:
         print(f"magnetar bookie: refusing to start: {err}", file=sys.stderr)
         return 3
@@ -314,6 +326,129 @@ def _bookie(args: argparse.Namespace) -> int:
         print(f"magnetar bookie: cannot reach the metadata store: {err}", file=sys.stderr)
         return 1
     return 0
+
+
+def _autorecovery_options(args: argparse.Namespace) -> Any:
+    from magnetar.autorecovery.auditor import AuditorOptions
+    from magnetar.autorecovery.daemon import AutorecoveryOptions
+    from magnetar.autorecovery.worker import WorkerOptions
+
+    for flag in ("lost_bookie_recovery_delay", "audit_interval", "open_ledger_grace"):
+        if getattr(args, flag) < 0:
+            raise ValueError(f"--{flag.replace('_', '-')} must not be negative")
+    if args.periodic_check_interval < 0:
+        raise ValueError("--periodic-check-interval must not be negative (0: off)")
+    return AutorecoveryOptions(
+        auditor=AuditorOptions(
+            lost_bookie_recovery_delay=args.lost_bookie_recovery_delay,
+            audit_interval=args.audit_interval,
+            periodic_check_interval=args.periodic_check_interval,
+            session_ttl=args.session_ttl,
+        ),
+        worker=WorkerOptions(
+            open_ledger_grace=args.open_ledger_grace, session_ttl=args.session_ttl
+        ),
+        min_racks_per_write_quorum=args.min_racks_per_write_quorum,
+        enforce_min_racks=args.enforce_min_racks_per_write_quorum,
+    )
+
+
+async def _bookie_with_autorecovery(args: argparse.Namespace, options: Any) -> None:
+    """A bookie with the autorecovery daemon in its process (autoRecoveryDaemonEnabled)."""
+    from magnetar.autorecovery import metrics as recovery_metrics
+    from magnetar.autorecovery.daemon import Autorecovery
+    from magnetar.bookie import metrics as bookie_metrics
+    from magnetar.bookie import server
+    from magnetar.metadata import open_store
+
+    store = await open_store(args.metadata_url, tls=metadata_tls(args))
+    recovery = Autorecovery(store, _autorecovery_options(args))
+    for collector in recovery_metrics.COLLECTORS:
+        with contextlib.suppress(ValueError):
+            bookie_metrics.REGISTRY.register(collector)
+    ready = asyncio.Event()
+    bookie = asyncio.create_task(server.run(args.metadata_url, options, ready=ready))
+    waiting = asyncio.create_task(ready.wait())
+    try:
+        await asyncio.wait([bookie, waiting], return_when=asyncio.FIRST_COMPLETED)
+        if not bookie.done():
+            recovery.start()
+        await bookie
+    finally:
+        waiting.cancel()
+        await recovery.stop()
+        await store.close()
+
+
+def _autorecovery(args: argparse.Namespace) -> int:
+    from magnetar.autorecovery import daemon
+    from magnetar.common import aio, logs
+
+    logs.setup(args.log_level)
+    try:
+        aio.run(
+            daemon.run(
+                args.metadata_url,
+                _autorecovery_options(args),
+                http_port=args.http_port,
+                bind_address=args.bind_address,
+                metadata_tls=metadata_tls(args),
+                bookie_tls=bookkeeper_tls(args),
+            )
+        )
+    except ValueError as err:
+        print(f"magnetar autorecovery: {err}", file=sys.stderr)
+        return 2
+    except metadata_api.StoreUnavailableError as err:
+        print(f"magnetar autorecovery: cannot reach the metadata store: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _autorecovery_flags(p: argparse.ArgumentParser) -> None:
+    """The auditor's and the recovery worker's settings (bookkeeper.conf's names)."""
+    p.add_argument(
+        "--lost-bookie-recovery-delay",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="auditorLostBookieRecoveryDelay: how long a bookie may be gone before its "
+        "ledgers are re-replicated",
+    )
+    p.add_argument(
+        "--audit-interval",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="seconds between audits",
+    )
+    p.add_argument(
+        "--periodic-check-interval",
+        type=float,
+        default=604800.0,
+        metavar="SECONDS",
+        help="auditorPeriodicCheckInterval: check that closed ledgers' entries are on their "
+        "bookies (0: never)",
+    )
+    p.add_argument(
+        "--open-ledger-grace",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="openLedgerRereplicationGracePeriod: then an open ledger is fenced and recovered",
+    )
+    p.add_argument(
+        "--min-racks-per-write-quorum",
+        type=int,
+        default=1,
+        help="minNumRacksPerWriteQuorum for replacement bookies",
+    )
+    _bool_option(
+        p,
+        "--enforce-min-racks-per-write-quorum",
+        False,
+        "enforceMinNumRacksPerWriteQuorum: refuse a replacement that breaks the rack rule",
+    )
 
 
 def _proxy(args: argparse.Namespace) -> int:
@@ -752,6 +887,18 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     p.add_argument("--ensemble-size", type=int, default=2, help="bookies per ledger (E)")
     p.add_argument("--write-quorum", type=int, default=2, help="copies of each entry (Wq)")
     p.add_argument("--ack-quorum", type=int, default=2, help="copies confirmed before ack (Aq)")
+    p.add_argument(
+        "--min-racks-per-write-quorum",
+        type=int,
+        default=_BC.bookkeeper_min_racks_per_write_quorum,
+        help="racks each write set should span (bookkeeperClientMinNumRacksPerWriteQuorum)",
+    )
+    _bool_option(
+        p,
+        "--enforce-min-racks-per-write-quorum",
+        _BC.bookkeeper_enforce_min_racks,
+        "refuse ensembles spanning fewer racks (bookkeeperClientEnforceMinNumRacksPerWriteQuorum)",
+    )
     p.add_argument("--session-ttl", type=float, default=10.0, help="ownership lease, seconds")
     p.add_argument("--keepalive-interval", type=float, default=_BC.keepalive_interval_s)
     p.add_argument(
@@ -809,9 +956,32 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     p.add_argument("--gc-interval", type=float, help="garbage collection period, seconds")
     p.add_argument("--disk-usage-threshold", type=float, help="go read-only above this fraction")
     p.add_argument("--log-level", default=None)
+    _bool_option(
+        p,
+        "--autorecovery",
+        False,
+        "autoRecoveryDaemonEnabled: run an auditor candidate and a recovery worker in-process",
+    )
+    _autorecovery_flags(p)
     p.set_defaults(func=_bookie)
     _metadata_tls_flags(p)
     _bookie_tls_flags(p)
+
+    p = sub.add_parser(
+        "autorecovery", help="auditor candidate + recovery worker: re-replicates lost copies"
+    )
+    commands["autorecovery"] = p
+    p.add_argument("--metadata-url", help="etcd://host:port[,host:port] (required)")
+    p.add_argument("--http-port", type=int, default=8001, help="/metrics and /health")
+    p.add_argument("--bind-address", default="0.0.0.0")
+    p.add_argument(
+        "--session-ttl", type=float, default=10.0, help="auditor and claim leases, seconds"
+    )
+    p.add_argument("--log-level", default=None)
+    _autorecovery_flags(p)
+    p.set_defaults(func=_autorecovery)
+    _metadata_tls_flags(p)
+    _bookkeeper_tls_flags(p)
 
     p = sub.add_parser(
         "proxy", help="one entry point for clients and admin in front of the brokers"
@@ -847,6 +1017,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
 
 _REQUIRED = {
     "broker": (("metadata_url", "--metadata-url", "metadataStoreUrl"),),
+    "autorecovery": (("metadata_url", "--metadata-url", "metadataServiceUri"),),
     "bookie": (
         ("metadata_url", "--metadata-url", "metadataServiceUri"),
         ("data_dir", "--data-dir", "ledgerDirectories"),
@@ -883,7 +1054,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-_METADATA_URL_FORMS = ("broker", "bookie", "proxy")
+_METADATA_URL_FORMS = ("broker", "bookie", "proxy", "autorecovery")
 """Commands whose --metadata-url takes Pulsar's forms (etcd:http(s)://...) besides etcd://."""
 
 

@@ -397,6 +397,10 @@ BROKER: Table = {
         "deduplication_producer_inactivity", _minutes_to_s
     ),
     "brokerServiceCompactionThresholdInBytes": Opt("compaction_threshold", _non_negative_int),
+    "bookkeeperClientMinNumRacksPerWriteQuorum": Opt("min_racks_per_write_quorum", _positive_int),
+    "bookkeeperClientEnforceMinNumRacksPerWriteQuorum": Opt(
+        "enforce_min_racks_per_write_quorum", parse_bool
+    ),
     **_FORCE_DELETE,
     **_OFFLOAD,
     **_BROKER_NOT_IMPLEMENTED,
@@ -436,6 +440,12 @@ BOOKIE: Table = {
     "flushInterval": Opt("flush_interval", _millis_to_s),
     "gcWaitTime": Opt("gc_interval", _millis_to_s),
     "diskUsageThreshold": Opt("disk_usage_threshold", _float),
+    "autoRecoveryDaemonEnabled": Opt("autorecovery", parse_bool),
+    "auditorLostBookieRecoveryDelay": Opt("lost_bookie_recovery_delay", _float),
+    "auditorPeriodicCheckInterval": Opt("periodic_check_interval", _float),
+    "openLedgerRereplicationGracePeriod": Opt("open_ledger_grace", _millis_to_s),
+    "minNumRacksPerWriteQuorum": Opt("min_racks_per_write_quorum", _positive_int),
+    "enforceMinNumRacksPerWriteQuorum": Opt("enforce_min_racks_per_write_quorum", parse_bool),
     **_NOT_IMPLEMENTED,
     **_METADATA_TLS,
     **_BOOKIE_TLS,

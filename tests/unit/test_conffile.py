@@ -86,9 +86,14 @@ def test_broker_file_sets_options_and_converts_units(tmp_path: Path) -> None:
         "brokerDeduplicationEnabled=true\n"
         "forceDeleteTenantAllowed=true\n"
         "authenticationEnabled=false\n"
-        "bookkeeperClientRackawarePolicyEnabled=true\n",
+        "bookkeeperClientRackawarePolicyEnabled=true\n"
+        "bookkeeperClientMinNumRacksPerWriteQuorum=2\n"
+        "bookkeeperClientEnforceMinNumRacksPerWriteQuorum=true\n",
     )
     args = cli.parse_args(["broker", "--config", conf])
+    config = cli.broker_config(args)
+    assert config.bookkeeper_min_racks_per_write_quorum == 2
+    assert config.bookkeeper_enforce_min_racks is True
     assert args.cluster_name == "prod"
     assert args.metadata_url == "etcd://etcd-0:2379,etcd-1:2379"
     assert args.advertised_address == "127.0.0.1", "an empty value is unset"
@@ -118,9 +123,16 @@ def test_bookie_file(tmp_path: Path) -> None:
         "metadataServiceUri=metadata-store:etcd:http://etcd:2379\n"
         "bookiePort=3182\nhttpServerPort=8001\nhttpServerEnabled=true\n"
         "journalDirectories=/j\nledgerDirectories=/l\n"
-        "flushInterval=60000\ngcWaitTime=900000\njournalMaxGroupWaitMSec=2\n",
+        "flushInterval=60000\ngcWaitTime=900000\njournalMaxGroupWaitMSec=2\n"
+        "autoRecoveryDaemonEnabled=true\nauditorLostBookieRecoveryDelay=60\n"
+        "auditorPeriodicCheckInterval=3600\nopenLedgerRereplicationGracePeriod=30000\n"
+        "minNumRacksPerWriteQuorum=2\nenforceMinNumRacksPerWriteQuorum=true\n",
     )
     args = cli.parse_args(["bookie", "--config", conf])
+    assert args.autorecovery is True
+    assert (args.lost_bookie_recovery_delay, args.periodic_check_interval) == (60.0, 3600.0)
+    assert args.open_ledger_grace == 30.0
+    assert (args.min_racks_per_write_quorum, args.enforce_min_racks_per_write_quorum) == (2, True)
     assert args.metadata_url == "etcd://etcd:2379"
     assert (args.port, args.http_port) == (3182, 8001)
     assert (args.journal_dir, args.data_dir) == ("/j", "/l")

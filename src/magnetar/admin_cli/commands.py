@@ -25,6 +25,7 @@ V2: Final = "/admin/v2"
 GROUPS: Final = {
     "clusters": "clusters of this Magnetar installation",
     "brokers": "live brokers and their health",
+    "bookies": "bookies: state and rack, under-replicated ledgers, decommission",
     "broker-stats": "what a broker serves now (its topics' stats)",
     "tenants": "tenants: admin roles and allowed clusters",
     "namespaces": "namespaces and their policies",
@@ -190,6 +191,31 @@ def _brokers_health(a: argparse.Namespace) -> Request:
 @verb("broker-stats", "topics", "the topics this broker serves, by namespace, bundle, domain")
 def _broker_stats_topics(a: argparse.Namespace) -> Request:
     return Request("GET", f"{V2}/broker-stats/topics")
+
+
+# --- bookies ------------------------------------------------------------------------------------
+
+BOOKIE = arg("bookie", help="bookie id (host:port)")
+
+
+@verb("bookies", "list", "the bookies with their state (rw, ro, decommissioning, gone) and rack")
+def _bookies_list(a: argparse.Namespace) -> Request:
+    return Request("GET", f"{V2}/bookies/all")
+
+
+@verb("bookies", "list-underreplicated", "ledgers waiting for re-replication")
+def _bookies_underreplicated(a: argparse.Namespace) -> Request:
+    return Request("GET", f"{V2}/bookies/underreplicated")
+
+
+@verb("bookies", "decommission", "move every ledger off a bookie, then retire its id", BOOKIE)
+def _bookies_decommission(a: argparse.Namespace) -> Request:
+    return Request("POST", f"{V2}/bookies/decommission/{name_path(a.bookie, 'bookie')}")
+
+
+@verb("bookies", "decommission-status", "a decommission's progress", BOOKIE)
+def _bookies_decommission_status(a: argparse.Namespace) -> Request:
+    return Request("GET", f"{V2}/bookies/decommission/{name_path(a.bookie, 'bookie')}")
 
 
 # --- tenants ------------------------------------------------------------------------------------

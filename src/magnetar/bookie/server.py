@@ -97,17 +97,22 @@ class BookieServer:
         self._monitor: asyncio.Task[None] | None = None
         self._collector: metrics.StorageCollector | None = None
         self._stopping = False
+        self.instance_id = ""
+        self.decommissioning = False
+        """An operator decommissions this bookie (``/bookies/state``, for its instance):
+        read-only for the rest of this process."""
         self.grpc_port = options.port
         self.http_port = options.http_port
 
     async def start(self) -> None:
         opts = self.options
-        await identity.verify_or_format(
+        cookie = await identity.verify_or_format(
             self.store,
             bookie_id=self.bookie_id,
             journal_dir=self._cfg.journal_dir,
             data_dir=self._cfg.data_dir,
         )
+        self.instance_id = cookie.instance_id
         self.storage = open_storage(self._cfg, on_journal_sync=metrics.observe_journal_sync)
         await self.storage.start()
         self._collector = metrics.StorageCollector(self.storage.stats)
@@ -140,6 +145,7 @@ class BookieServer:
             raise OSError(f"cannot listen on {opts.bind_address}:{opts.port}")
         await self._grpc.start()
         await self._start_http()
+        await self._check_decommission()
         await self._register()
         self._monitor = asyncio.create_task(self._watch_state())
         log.info(
@@ -174,14 +180,47 @@ class BookieServer:
     def _info(self) -> dict[str, object]:
         return {
             "rack": self.options.rack,
-            "readOnly": bool(self.storage and self.storage.is_read_only),
+            "readOnly": self._read_only,
+            "state": "decommissioning"
+            if self.decommissioning
+            else "ro"
+            if self._read_only
+            else "rw",
+            "instanceId": self.instance_id,
             "httpPort": self.http_port,
             "version": __version__,
             "tls": self.options.tls is not None,
         }
 
+    @property
+    def _read_only(self) -> bool:
+        return self.decommissioning or bool(self.storage and self.storage.is_read_only)
+
+    async def _check_decommission(self) -> None:
+        """Turn read-only (for good) once ``/bookies/state`` says this instance is leaving."""
+        if self.decommissioning:
+            return
+        record = await self.store.get(keys.bookie_state(self.bookie_id))
+        if record is None:
+            return
+        try:
+            doc = json.loads(record.value)
+        except ValueError:
+            return
+        if not isinstance(doc, dict) or doc.get("state") not in (
+            "decommissioning",
+            "decommissioned",
+        ):
+            return
+        if doc.get("instanceId") not in (None, self.instance_id):
+            return  # a predecessor's decommission: this instance has a fresh disk
+        log.warning("bookie %s: decommissioning: read-only from now on", self.bookie_id)
+        self.decommissioning = True
+        if self.service is not None:
+            self.service.decommissioning = True
+
     def _key_for_state(self) -> str:
-        if self.storage is not None and self.storage.is_read_only:
+        if self._read_only:
             return keys.bookie_readonly(self.bookie_id)
         return keys.bookie_available(self.bookie_id)
 
@@ -218,6 +257,7 @@ class BookieServer:
         while not self._stopping:
             await asyncio.sleep(1.0)
             try:
+                await self._check_decommission()
                 if self._registered_key is None:
                     await self._register()
                 elif self._key_for_state() != self._registered_key:

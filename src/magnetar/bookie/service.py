@@ -102,6 +102,10 @@ class BookieService:
         self.storage = store
         self.bookie_id = bookie_id
         self.rack = rack
+        self.decommissioning = False
+        """Set once an operator started this bookie's decommission: a writer's adds are
+        refused (it changes ensembles), recovery adds and reads go on until its ledgers moved
+        off."""
 
     # --- adds ------------------------------------------------------------------------------
 
@@ -171,6 +175,12 @@ class BookieService:
     async def _store(
         self, ledger_id: storage.LedgerId, entries: list[storage.AddRequest]
     ) -> list[storage.AddResult]:
+        if self.decommissioning and not all(e.recovery for e in entries):
+            # A writer's adds are refused (it changes its ensemble); recovery adds — a new
+            # owner closing a ledger — still land, as on BookKeeper's read-only bookies.
+            refused = storage.ReadOnlyError(f"bookie {self.bookie_id} is being decommissioned")
+            metrics.ADD_FAILURES.inc(len(entries))
+            return [storage.AddResult(ledger_id, e.entry_id, refused) for e in entries]
         started = time.perf_counter()
         try:
             results = await self.storage.add_entries(entries)

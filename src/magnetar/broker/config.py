@@ -132,6 +132,13 @@ class BrokerConfig:
     """Where closed ledgers are offloaded (managedLedgerOffloadDriver and the
     s3ManagedLedgerOffload* keys); None: offload is off (docs/offload.md)."""
 
+    bookkeeper_min_racks_per_write_quorum: int = 1
+    """bookkeeperClientMinNumRacksPerWriteQuorum: racks each write set should span."""
+    bookkeeper_enforce_min_racks: bool = False
+    """bookkeeperClientEnforceMinNumRacksPerWriteQuorum: refuse an ensemble (or a
+    replacement) that would span fewer racks instead of placing it anyway
+    (docs/operations.md, "Racks")."""
+
     # --- internal hops over TLS (docs/security.md, "Internal hops: bookies and etcd") -------
     bookkeeper_tls: grpctls.ClientTlsConfig | None = None
     """TLS of the gRPC channels to bookies (bookkeeperTLS* keys); None: plaintext."""

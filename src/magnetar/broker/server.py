@@ -29,6 +29,7 @@ from magnetar.broker.service import BrokerService
 from magnetar.broker.transport import FrameTransport
 from magnetar.common import aio
 from magnetar.ledger.client import LedgerClient
+from magnetar.ledger.placement import RackAwarePlacement
 from magnetar.managed_ledger import factory
 from magnetar.managed_ledger.api import ManagedLedgerConfig, ManagedLedgerFactory
 from magnetar.metadata import api, open_store
@@ -205,7 +206,12 @@ async def run(metadata_url: str, config: BrokerConfig) -> None:
     """``magnetar broker``: serve until SIGTERM/SIGINT."""
     bookie_tls = config.bookkeeper_tls.open() if config.bookkeeper_tls is not None else None
     store = await open_store(metadata_url, tls=config.metadata_tls)
-    ledgers = LedgerClient(store, tls=bookie_tls)
+    placement = RackAwarePlacement(
+        min_racks_per_write_quorum=config.bookkeeper_min_racks_per_write_quorum,
+        enforce_min_racks=config.bookkeeper_enforce_min_racks,
+        write_quorum=config.managed_ledger.write_quorum,
+    )
+    ledgers = LedgerClient(store, tls=bookie_tls, placement=placement)
     managed_ledgers = open_managed_ledgers(store, ledgers, config.managed_ledger, config.offload)
     service = BrokerService(config=config, store=store, managed_ledgers=managed_ledgers)
     server = BrokerServer(service, http_extensions=[admin.extension])

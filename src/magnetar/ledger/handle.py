@@ -255,22 +255,30 @@ class LedgerHandle:
                 await self._change_task
         if isinstance(self._failed, LedgerFencedError):
             raise self._failed
-        closed = replace(
-            self.metadata,
-            state=LedgerState.CLOSED,
-            last_entry_id=self.last_add_confirmed,
-            length=self._length,
-        )
-        try:
-            self._version = await self._client.store_metadata(closed, self._version)
-        except api.BadVersionError:
-            current, version = await self._client.read_metadata(self.ledger_id)
-            if current.closed and current.last_entry_id == self.last_add_confirmed:
-                self.metadata, self._version = current, version
-                return
-            raise LedgerFencedError(
-                f"ledger {self.ledger_id} was recovered by another client"
-            ) from None
+        while True:
+            closed = replace(
+                self.metadata,
+                state=LedgerState.CLOSED,
+                last_entry_id=self.last_add_confirmed,
+                length=self._length,
+            )
+            try:
+                self._version = await self._client.store_metadata(closed, self._version)
+                break
+            except api.BadVersionError:
+                current, version = await self._client.read_metadata(self.ledger_id)
+                if current.closed and current.last_entry_id == self.last_add_confirmed:
+                    self.metadata, self._version = current, version
+                    return
+                if current.state is LedgerState.OPEN and (
+                    current.last_fragment == self.metadata.last_fragment
+                ):
+                    # Re-replication moved an earlier fragment: keep its ensembles, close.
+                    self.metadata, self._version = current, version
+                    continue
+                raise LedgerFencedError(
+                    f"ledger {self.ledger_id} was recovered by another client"
+                ) from None
         self.metadata = closed
         await self._client.write_lac_best_effort(self.metadata, self.last_add_confirmed)
 
@@ -300,5 +308,30 @@ class LedgerHandle:
                 f"ledger {self.ledger_id}: entry {last} is past the last add confirmed "
                 f"{self.last_add_confirmed}"
             )
-        stored = await self._client.read_entries(self.metadata, first, last)
+        try:
+            stored = await self._client.read_entries(self.metadata, first, last)
+        except (NoSuchEntryError, BookieError):
+            if not await self._adopt_moved_fragments():
+                raise
+            stored = await self._client.read_entries(self.metadata, first, last)
         return [(eid, entry.unwrap(data)[1]) for eid, data in stored]
+
+    async def _adopt_moved_fragments(self) -> bool:
+        """After a failed read: take the stored metadata when re-replication has since moved
+        fragments to other bookies (True), so the retry reads the restored copies. A writer
+        adopts it only while its own last fragment is unchanged and no ensemble change runs."""
+        current, version = await self._client.read_metadata(self.ledger_id)
+        if current.fragments == self.metadata.fragments:
+            return False
+        if self.writable:
+            if (
+                self._changing
+                or current.state is not LedgerState.OPEN
+                or current.last_fragment != self.metadata.last_fragment
+            ):
+                return False
+            self.metadata, self._version = current, version
+            return True
+        self.metadata = current
+        self._version = version
+        return True

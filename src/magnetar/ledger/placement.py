@@ -42,10 +42,43 @@ class PlacementPolicy(Protocol):
 
 
 class RackAwarePlacement:
-    """Spread ensembles across racks; prefer a replacement in a rack the neighbours lack."""
+    """Spread ensembles across racks; prefer a replacement in a rack the rest of the
+    ensemble lacks, else one its neighbours lack.
 
-    def __init__(self, rng: random.Random | None = None) -> None:
+    ``min_racks_per_write_quorum`` with ``enforce_min_racks`` (BookKeeper's
+    ``minNumRacksPerWriteQuorum`` / ``enforceMinNumRacksPerWriteQuorum``): an ensemble or a
+    replacement whose write sets would span fewer racks than that is refused with
+    NotEnoughBookiesError instead of being placed on fewer racks.
+    """
+
+    def __init__(
+        self,
+        rng: random.Random | None = None,
+        *,
+        min_racks_per_write_quorum: int = 1,
+        enforce_min_racks: bool = False,
+        write_quorum: int | None = None,
+    ) -> None:
         self._rng = rng or random.Random()  # noqa: S311 - placement, not security
+        self.min_racks_per_write_quorum = min_racks_per_write_quorum
+        self.enforce_min_racks = enforce_min_racks
+        self.write_quorum = write_quorum
+        """Wq the rack rule is checked against (None: every pair of neighbours)."""
+
+    def _check_racks(self, bookies: Sequence[BookieInfo], ensemble: Sequence[BookieId]) -> None:
+        if not self.enforce_min_racks or self.min_racks_per_write_quorum <= 1:
+            return
+        rack_of = {b.bookie_id: b.rack for b in bookies}
+        n = len(ensemble)
+        wq = min(self.write_quorum or 2, n)
+        for start in range(n):
+            racks = {rack_of.get(ensemble[(start + i) % n], DEFAULT_RACK) for i in range(wq)}
+            if len(racks) < min(self.min_racks_per_write_quorum, wq):
+                raise NotEnoughBookiesError(
+                    f"write set starting at position {start} of {list(ensemble)} spans "
+                    f"{len(racks)} rack(s), fewer than minNumRacksPerWriteQuorum="
+                    f"{self.min_racks_per_write_quorum} (enforced)"
+                )
 
     def _writable(
         self, bookies: Sequence[BookieInfo], exclude: Collection[BookieId]
@@ -75,6 +108,7 @@ class RackAwarePlacement:
             for rack in order:
                 if racks[rack] and len(chosen) < size:
                     chosen.append(racks[rack].pop().bookie_id)
+        self._check_racks(bookies, chosen)
         return tuple(chosen)
 
     def replace(
@@ -93,6 +127,22 @@ class RackAwarePlacement:
             )
         rack_of = {b.bookie_id: b.rack for b in bookies}
         n = len(ensemble)
+        other_racks = {rack_of.get(b) for i, b in enumerate(ensemble) if i != index}
         neighbour_racks = {rack_of.get(ensemble[(index + d) % n]) for d in (-1, 1) if n > 1}
-        preferred = [b for b in candidates if b.rack not in neighbour_racks]
-        return self._rng.choice(preferred or candidates).bookie_id
+        for wanted in (
+            [b for b in candidates if b.rack not in other_racks],
+            [b for b in candidates if b.rack not in neighbour_racks],
+            candidates,
+        ):
+            for choice in self._rng.sample(wanted, len(wanted)):
+                proposed = list(ensemble)
+                proposed[index] = choice.bookie_id
+                try:
+                    self._check_racks(bookies, proposed)
+                except NotEnoughBookiesError:
+                    continue
+                return choice.bookie_id
+        raise NotEnoughBookiesError(
+            f"no bookie can replace {ensemble[index]} in {list(ensemble)} while keeping "
+            f"minNumRacksPerWriteQuorum={self.min_racks_per_write_quorum} (enforced)"
+        )

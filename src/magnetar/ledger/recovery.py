@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Collection
 from dataclasses import replace
 
 from magnetar.common import backoff
@@ -38,10 +39,21 @@ def fencing_covers(meta: LedgerMetadata, fenced_positions: set[int]) -> bool:
 class LedgerRecoveryOp:
     """One recovery of one ledger; ``run`` returns the closed metadata and its version."""
 
-    def __init__(self, client: LedgerIO, ledger_id: int, *, max_attempts: int = 3) -> None:
+    def __init__(
+        self,
+        client: LedgerIO,
+        ledger_id: int,
+        *,
+        max_attempts: int = 3,
+        lost: Collection[str] = (),
+    ) -> None:
         self._client = client
         self.ledger_id = ledger_id
         self.max_attempts = max_attempts
+        self.lost = frozenset(lost)
+        """Bookies known gone for good (autorecovery): a tail entry re-replicated to every
+        other bookie of its write set is enough, the re-replication that follows restores
+        the lost copies."""
 
     async def run(self) -> tuple[LedgerMetadata, api.Version]:
         meta, version = await self._client.read_metadata(self.ledger_id)
@@ -142,7 +154,8 @@ class LedgerRecoveryOp:
         ]
         results = await asyncio.gather(*futures, return_exceptions=True)
         ok = sum(1 for r in results if not isinstance(r, BaseException))
-        if ok < meta.ack_quorum:
+        reachable = sum(1 for b in meta.write_set(entry_id) if b not in self.lost)
+        if ok < min(meta.ack_quorum, max(reachable, 1)):
             raise RecoveryError(
                 f"ledger {meta.ledger_id}: entry {entry_id} re-replicated to {ok} bookies, "
                 f"fewer than Aq={meta.ack_quorum}"

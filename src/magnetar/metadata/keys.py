@@ -40,6 +40,12 @@ BOOKIES_AVAILABLE = "/bookies/available"
 BOOKIES_READONLY = "/bookies/readonly"
 BOOKIE_COOKIES = "/bookies/cookies"
 BOOKIE_INSTANCE_ID = "/bookies/instance-id"
+BOOKIE_STATES = "/bookies/state"
+UNDERREPLICATION = "/underreplication"
+UNDERREPLICATED_LEDGERS = "/underreplication/ledgers"
+UNDERREPLICATION_LOCKS = "/underreplication/locks"
+AUDITOR = "/underreplication/auditor"
+"""The elected auditor's key (leased by its session: whoever created it is the auditor)."""
 BROKERS = "/loadbalance/brokers"
 BROKER_LOAD = "/loadbalance/load"
 OWNERSHIP = "/namespace"
@@ -196,6 +202,30 @@ def bookie_readonly(bookie_id: str) -> str:
 def bookie_cookie(bookie_id: str) -> str:
     """A bookie's cookie: ties its identity to its directories (persistent, CAS-updated)."""
     return f"{BOOKIE_COOKIES}/{segment(bookie_id)}"
+
+
+def bookie_state(bookie_id: str) -> str:
+    """An operator-set bookie state (``decommissioning``, ``decommissioned``) with the
+    instance id it applies to (persistent)."""
+    return f"{BOOKIE_STATES}/{segment(bookie_id)}"
+
+
+def underreplicated_ledger(ledger_id: int) -> str:
+    """The auditor's mark on a ledger that lost a replica (persistent until recovered)."""
+    return f"{UNDERREPLICATED_LEDGERS}/{_id('ledger id', ledger_id)}"
+
+
+def underreplication_lock(ledger_id: int) -> str:
+    """The claim of the recovery worker re-replicating a ledger (leased by its session)."""
+    return f"{UNDERREPLICATION_LOCKS}/{_id('ledger id', ledger_id)}"
+
+
+def id_in_key(key: str) -> int:
+    """The 20-digit id ending a key (ledger, under-replication mark or lock)."""
+    tail = key.rpartition("/")[2]
+    if len(tail) != _ID_WIDTH or not tail.isdigit():
+        raise ValueError(f"no id at the end of key {key!r}")
+    return int(tail)
 
 
 # --- brokers and ownership -------------------------------------------------------------------

@@ -50,6 +50,16 @@ CASES: dict[tuple[str, str], tuple[list[str], Request]] = {
     ("namespaces", "get-clusters"): (["public/ns"], Request("GET", f"{NSP}/replication")),
     ("brokers", "list"): (["standalone"], Request("GET", "/admin/v2/brokers/standalone")),
     ("brokers", "healthcheck"): ([], Request("GET", "/admin/v2/brokers/health")),
+    ("bookies", "list"): ([], Request("GET", "/admin/v2/bookies/all")),
+    ("bookies", "list-underreplicated"): ([], Request("GET", "/admin/v2/bookies/underreplicated")),
+    ("bookies", "decommission"): (
+        ["10.0.0.7:3181"],
+        Request("POST", "/admin/v2/bookies/decommission/10.0.0.7%3A3181"),
+    ),
+    ("bookies", "decommission-status"): (
+        ["10.0.0.7:3181"],
+        Request("GET", "/admin/v2/bookies/decommission/10.0.0.7%3A3181"),
+    ),
     ("broker-stats", "topics"): ([], Request("GET", "/admin/v2/broker-stats/topics")),
     ("tenants", "list"): ([], Request("GET", "/admin/v2/tenants")),
     ("tenants", "get"): (["acme"], Request("GET", "/admin/v2/tenants/acme")),

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from magnetar.broker import http
 from magnetar.broker.admin import (
+    bookies,
     broker_stats,
     clusters,
     common,
@@ -35,6 +36,7 @@ def extension(app: web.Application) -> None:
     if http.SERVICE in app:  # (route-table tests build the app without a service)
         app[remote.PEERS] = remote.HttpPeers.of(app[http.SERVICE].config)
     clusters.register(app.router)
+    bookies.register(app.router)
     broker_stats.register(app.router)
     tenants.register(app.router)
     permissions.register(app.router)

@@ -14,6 +14,8 @@ from magnetar.broker.service import BrokerService
 from magnetar.broker.topic import NonPersistentTopic, PersistentTopic
 from magnetar.broker.topic_ops import compaction, errors, fanout, scope
 from magnetar.broker.topic_ops.scope import Scope
+from magnetar.ledger import underreplication
+from magnetar.metadata import api
 from magnetar.wire.topics import TopicName
 
 
@@ -28,7 +30,20 @@ async def internal_stats(s: Scope, topic: TopicName) -> dict[str, Any]:
     if isinstance(loaded, NonPersistentTopic):
         return non_persistent_internal_stats(loaded)
     assert isinstance(loaded, PersistentTopic)
-    return complete_internal_stats(compaction.internal_stats(loaded))
+    out = complete_internal_stats(compaction.internal_stats(loaded))
+    await mark_under_replicated(s.service.store, out)
+    return out
+
+
+async def mark_under_replicated(store: api.MetadataStore, internal: dict[str, Any]) -> None:
+    """Set each ledger's (and the compacted ledger's) ``underReplicated`` from the auditor's
+    marks (magnetar.ledger.underreplication): true while a ledger waits for re-replication."""
+    marked = {m.ledger_id for m in await underreplication.marks(store)}
+    for ledger in internal.get("ledgers", []):
+        ledger["underReplicated"] = int(ledger.get("ledgerId", -1)) in marked
+    compacted = internal.get("compactedLedger")
+    if isinstance(compacted, dict):
+        compacted["underReplicated"] = int(compacted.get("ledgerId", -1)) in marked
 
 
 async def backlog(s: Scope, topic: TopicName) -> dict[str, Any]:
@@ -101,7 +116,8 @@ def non_persistent_internal_stats(loaded: NonPersistentTopic) -> dict[str, Any]:
 def complete_internal_stats(internal: dict[str, Any]) -> dict[str, Any]:
     """Fill in the fields of Pulsar's PersistentTopicInternalStats that scripts read and the
     managed ledger does not report (yet): ``lastLedgerCreatedTimestamp`` (ISO-8601, from the
-    newest ledger's timestamp when known) and each ledger's ``underReplicated``."""
+    newest ledger's timestamp when known) and each ledger's ``underReplicated`` (false here;
+    :func:`mark_under_replicated` sets the real value)."""
     out = dict(internal)
     ledgers = [dict(ledger) for ledger in out.get("ledgers", [])]
     for ledger in ledgers:
