@@ -48,6 +48,7 @@ _VALUES = {
     "name": "fn",
     "instanceId": "0",
     "key": "k",
+    "bookie": "127.0.0.1:3181",
 }
 
 
