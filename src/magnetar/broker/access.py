@@ -216,7 +216,8 @@ TOPIC_POLICIES: Final = frozenset(
         "maxConsumersPerSubscription", "maxMessageSize", "maxProducers",
         "maxSubscriptionsPerTopic", "maxUnackedMessagesOnConsumer",
         "maxUnackedMessagesOnSubscription", "messageTTL", "offloadPolicies", "persistence",
-        "publishRate", "replicatorDispatchRate", "retention", "schemaCompatibilityStrategy",
+        "publishRate", "replication", "replicatorDispatchRate", "retention",
+        "schemaCompatibilityStrategy",
         "subscribeRate", "subscriptionDispatchRate", "subscriptionTypesEnabled",
     }
 )  # fmt: skip
