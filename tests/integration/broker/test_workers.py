@@ -22,6 +22,7 @@ import psutil
 import pulsar
 import pytest
 
+from tests.integration.broker import test_deduplication as dedup
 from tests.support.bookies import BookieProc
 from tests.support.cluster import load_reports
 from tests.support.etcd import EtcdServer
@@ -63,9 +64,11 @@ def _children(broker: BrokerProc) -> list[psutil.Process]:
 
 
 def _owner_url(broker: BrokerProc, topic: str) -> str:
-    """The ``pulsar://`` URL of the worker that owns ``topic`` (the lookup assigns one)."""
+    """The ``pulsar://`` URL of the worker that owns ``topic`` (a name in :data:`NS` or a
+    full ``persistent://`` name; the lookup assigns one)."""
+    path = topic.removeprefix("persistent://") if "://" in topic else f"{NS}/{topic}"
     with urllib.request.urlopen(
-        f"{broker.http_url}/lookup/v2/topic/persistent/{NS}/{topic}", timeout=30
+        f"{broker.http_url}/lookup/v2/topic/persistent/{path}", timeout=30
     ) as r:
         return str(json.loads(r.read())["brokerUrl"])
 
@@ -122,7 +125,11 @@ def test_topics_of_both_workers_through_the_shared_port(workers: BrokerProc) -> 
 
 def _worker_pid_on(workers: BrokerProc, port: int) -> int:
     for child in _children(workers):
-        for conn in child.net_connections(kind="tcp"):
+        try:
+            conns = child.net_connections(kind="tcp")
+        except psutil.NoSuchProcess:  # a worker just killed
+            continue
+        for conn in conns:
             if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port:
                 return child.pid
     raise AssertionError(f"no worker listens on {port}")
@@ -184,3 +191,44 @@ def test_worker_sigkilled_while_producing_loses_nothing_receipted(workers: Broke
         assert len(got) == n
     finally:
         client.close()
+
+
+class _OwnerKills:
+    """What ``test_deduplication._publish_through_kills`` drives, for a worker: ``kill``
+    SIGKILLs the worker owning ``topic`` now, ``start`` waits for the parent's replacement."""
+
+    def __init__(self, broker: BrokerProc, topic: str) -> None:
+        self.broker, self.topic = broker, topic
+        self.service_url = broker.service_url
+        self.killed: list[int] = []
+
+    def kill(self) -> None:
+        def owner_pid() -> int:  # AssertionError while the owner found is a dead worker
+            url = _owner_url(self.broker, self.topic)
+            return _worker_pid_on(self.broker, int(urlsplit(url).port or 0))
+
+        pid = wait_until(
+            owner_pid, timeout=60, what="the topic's live owner", retry_on=(AssertionError, OSError)
+        )
+        os.kill(pid, signal.SIGKILL)
+        self.killed.append(pid)
+
+    def start(self) -> None:
+        wait_until(
+            lambda: (
+                len(_children(self.broker)) == WORKERS
+                and not set(self.killed) & {p.pid for p in _children(self.broker)}
+            ),
+            timeout=30,
+            what="the parent's new worker",
+        )
+
+
+def test_owner_killed_three_times_stores_each_message_once(workers: BrokerProc) -> None:
+    """Deduplication through worker crashes: the worker owning the topic is SIGKILLed three
+    times while a named producer resends; each new owner fences, restores and replays."""
+    dedup._dedup_namespace(workers.http_url)
+    topic = dedup._topic("workers-chaos")
+    killer = _OwnerKills(workers, topic)
+    dedup._publish_through_kills(killer, topic, 20_000, False)  # type: ignore[arg-type]
+    assert len(set(killer.killed)) == 3
