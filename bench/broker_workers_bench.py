@@ -248,6 +248,13 @@ def record(rows: list[str], args: argparse.Namespace) -> None:
         f"{args.messages:,} messages per topic, produced and consumed together; "
         f"{args.rounds} rounds per layout. Server CPU: every process of the layout (broker "
         "workers, bookie, etcd), per message.",
+        "* Layouts: `standalone` is one process (broker, bookie, embedded metadata; adds reach "
+        "the bookie in-process); `broker x1` is etcd, a bookie and a broker, each its own "
+        "process (adds over gRPC: what a standalone with its bookie in a process of its own "
+        "would pay); `broker xN` runs `magnetar broker --workers N`: N broker processes behind "
+        'one set of ports, bundles spread over them (docs/architecture.md, "Broker worker '
+        'processes"). The setting defaults to 1 until the figures on a quiet machine show the '
+        "gain.",
         "",
         *rows,
         "",
