@@ -26,6 +26,8 @@ from tests.integration.broker import test_deduplication as dedup
 from tests.support.bookies import BookieProc
 from tests.support.cluster import load_reports
 from tests.support.etcd import EtcdServer
+from tests.support.pki import CertificateAuthority
+from tests.support.procs import free_ports
 from tests.support.standalone import BrokerProc
 from tests.support.wait import wait_until
 
@@ -232,3 +234,46 @@ def test_owner_killed_three_times_stores_each_message_once(workers: BrokerProc) 
     killer = _OwnerKills(workers, topic)
     dedup._publish_through_kills(killer, topic, 20_000, False)  # type: ignore[arg-type]
     assert len(set(killer.killed)) == 3
+
+
+def test_tls_ports_are_shared_too(own_etcd: EtcdServer, tmp_path: Path) -> None:
+    """The TLS listeners are shared like the plaintext ones: the official client on the shared
+    ``pulsar+ssl://`` port is sent to each owning worker's own TLS port."""
+    ca = CertificateAuthority(tmp_path / "pki")
+    pair = ca.issue("localhost", server=True, file_stem="broker")
+    tls_port, https_port = free_ports(2)
+    tls_args = [
+        "--workers", str(WORKERS),
+        "--broker-service-port-tls", str(tls_port),
+        "--web-service-port-tls", str(https_port),
+        "--tls-certificate-file", str(pair.cert),
+        "--tls-key-file", str(pair.key),
+    ]  # fmt: skip
+    bookie = BookieProc(own_etcd.url, tmp_path).start()
+    broker: BrokerProc | None = None
+    try:
+        broker = BrokerProc(
+            own_etcd.url,
+            tmp_path,
+            ensemble=(1, 1, 1),
+            session_ttl=2.0,
+            extra_args=tls_args,
+        ).start()
+        wait_until(
+            lambda: load_reports(own_etcd.url) >= WORKERS, timeout=60, what="workers' load reports"
+        )
+        owners = _topics_on_two_workers(broker)
+        client = pulsar.Client(
+            f"pulsar+ssl://127.0.0.1:{tls_port}",
+            tls_trust_certs_file_path=str(ca.ca_file),
+            operation_timeout_seconds=30,
+        )
+        try:
+            for topic in owners.values():
+                _roundtrip(client, topic, 50)
+        finally:
+            client.close()
+    finally:
+        if broker is not None:
+            broker.stop()
+        bookie.stop()
