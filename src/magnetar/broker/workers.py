@@ -190,11 +190,10 @@ class Workers:
         for proc in live:
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(signal.SIGTERM)
+        if live:  # they stop together: one grace period for all
+            await asyncio.wait([asyncio.create_task(p.wait()) for p in live], timeout=STOP_GRACE_S)
         for proc in live:
-            try:
-                async with asyncio.timeout(STOP_GRACE_S):
-                    await proc.wait()
-            except TimeoutError:
+            if proc.returncode is None:
                 log.warning("broker worker pid %d still running: killing it", proc.pid)
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
