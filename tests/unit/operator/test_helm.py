@@ -134,6 +134,8 @@ def test_production_values(helm: str) -> None:
     assert pc["spec"]["bookies"]["journal"]["storageClassName"] == "local-nvme"
     sm = by[("ServiceMonitor", "rel-magnetar", "magnetar")]
     assert sm["metadata"]["labels"]["release"] == "prometheus"
+    http = next(e for e in sm["spec"]["endpoints"] if e["port"] == "http")
+    assert http["honorLabels"] is True, "Pulsar's namespace label kept (not exported_namespace)"
     pm = by[("PodMonitor", "rel-magnetar-operator", "magnetar")]
     assert pm["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
     assert pm["spec"]["selector"]["matchLabels"].items() <= (
