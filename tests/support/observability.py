@@ -60,7 +60,7 @@ def load(path: Path) -> dict[str, Any]:
 
 def queries(dashboard: dict[str, Any]) -> list[Query]:
     """Every target of every panel (rows' nested panels too)."""
-    out = []
+    out: list[Query] = []
     panels = list(dashboard.get("panels", []))
     while panels:
         panel = panels.pop(0)
