@@ -474,6 +474,10 @@ def _proxy(args: argparse.Namespace) -> int:
             forward_authorization_credentials=args.forward_authorization_credentials,
             security=security_config(args),
             max_message_size=args.max_message_size,
+            max_concurrent_inbound_connections=args.max_concurrent_inbound_connections,
+            max_concurrent_inbound_connections_per_ip=(
+                args.max_concurrent_inbound_connections_per_ip
+            ),
         )
         aio.run(server.run(config))
     except (ValueError, OSError) as err:
@@ -999,6 +1003,20 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     )
     p.add_argument("--bind-address", default="0.0.0.0")
     p.add_argument("--max-message-size", type=int, default=_BC.max_message_size, metavar="BYTES")
+    p.add_argument(
+        "--max-concurrent-inbound-connections",
+        type=int,
+        default=10000,
+        metavar="N",
+        help="client connections open at once, more are refused (0: no limit)",
+    )
+    p.add_argument(
+        "--max-concurrent-inbound-connections-per-ip",
+        type=int,
+        default=0,
+        metavar="N",
+        help="client connections open at once from one address (0: no limit)",
+    )
     p.add_argument("--log-level", default=None)
     p.set_defaults(func=_proxy)
     _proxy_security(p)

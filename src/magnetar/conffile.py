@@ -479,6 +479,10 @@ PROXY: Table = {
     "brokerServiceURL": Opt("broker_service_url"),
     "brokerWebServiceURL": Opt("broker_web_service_url"),
     "maxMessageSize": Opt("max_message_size", _positive_int),
+    "maxConcurrentInboundConnections": Opt("max_concurrent_inbound_connections", _non_negative_int),
+    "maxConcurrentInboundConnectionsPerIp": Opt(
+        "max_concurrent_inbound_connections_per_ip", _non_negative_int
+    ),
     **_METADATA_TLS,
     **_PROXY_SECURITY,
 }

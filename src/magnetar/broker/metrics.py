@@ -17,6 +17,7 @@ when the scraper's ``Accept`` header asks for it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -667,7 +668,10 @@ def _summary(
     labels: Mapping[str, str],
     window: buckets.LatencyWindow,
 ) -> None:
-    for q, v in zip(buckets.SUMMARY_QUANTILES, window.quantiles, strict=False):
+    # a period without values has NaN quantiles, as Pulsar's summaries show them: the series
+    # stay (a dashboard or an alert still finds them), with no value to read
+    quantiles = window.quantiles or (math.nan,) * len(buckets.SUMMARY_QUANTILES)
+    for q, v in zip(buckets.SUMMARY_QUANTILES, quantiles, strict=True):
         out.add(name, "summary", help_text, {**labels, "quantile": repr(q)}, v)
     out.add(name, "summary", help_text, labels, window.count, sample=f"{name}_count")
     out.add(name, "summary", help_text, labels, window.sum, sample=f"{name}_sum")
