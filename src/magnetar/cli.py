@@ -580,7 +580,7 @@ def _backlog_quota(p: argparse.ArgumentParser) -> None:
         "--backlog-quota-default-limit-gb",
         type=float,
         default=_BC.backlog_quota_default_limit_gb,
-        help="the same in GiB, used when the limit in bytes is not positive (-1: none)",
+        help="the same in GiB; when positive it wins over the limit in bytes (-1: none)",
     )
     p.add_argument(
         "--backlog-quota-default-limit-second",

@@ -12,8 +12,8 @@ own cursors -- deduplication, compaction -- do not count). Two quotas bound it:
 
 Each quota comes from the topic's own ``backLogQuotaMap`` (``topicPolicies
 set-backlog-quota``), else the namespace's ``backlog_quota_map`` (``namespaces
-set-backlog-quota``), else the broker's defaults (``backlogQuotaDefaultLimitBytes`` or
-``backlogQuotaDefaultLimitGB``, ``backlogQuotaDefaultLimitSecond``,
+set-backlog-quota``), else the broker's defaults (``backlogQuotaDefaultLimitGB`` or
+``backlogQuotaDefaultLimitBytes``, ``backlogQuotaDefaultLimitSecond``,
 ``backlogQuotaDefaultRetentionPolicy``), type by type. What an exceeded quota does is its
 ``policy``:
 
@@ -86,11 +86,11 @@ def _int(value: Any, default: int) -> int:
 
 
 def default_limit_bytes(config: BrokerConfig) -> int:
-    """``backlogQuotaDefaultLimitBytes`` when positive, else ``backlogQuotaDefaultLimitGB``
-    in bytes (Pulsar's rule; both -1 by default: no limit)."""
-    if config.backlog_quota_default_limit_bytes > 0:
-        return config.backlog_quota_default_limit_bytes
-    return int(config.backlog_quota_default_limit_gb * 1024**3)
+    """``backlogQuotaDefaultLimitGB`` in bytes when positive, else
+    ``backlogQuotaDefaultLimitBytes`` (Pulsar's rule; both -1 by default: no limit)."""
+    if config.backlog_quota_default_limit_gb > 0:
+        return int(config.backlog_quota_default_limit_gb * 1024**3)
+    return config.backlog_quota_default_limit_bytes
 
 
 def _chosen(effective: dict[str, Any], kind: str) -> dict[str, Any] | None:
@@ -100,6 +100,23 @@ def _chosen(effective: dict[str, Any], kind: str) -> dict[str, Any] | None:
             quota: dict[str, Any] = found[kind]
             return quota
     return None
+
+
+def default_quota(config: BrokerConfig) -> dict[str, Any]:
+    """The broker's default quota, in Pulsar's JSON (one object for both types)."""
+    size = default_limit_bytes(config)
+    return {
+        "limit": size,
+        "limitSize": size,
+        "limitTime": config.backlog_quota_default_limit_s,
+        "policy": config.backlog_quota_default_policy,
+    }
+
+
+def applied(effective: dict[str, Any], config: BrokerConfig) -> dict[str, dict[str, Any]]:
+    """The quota in force of each type, as Pulsar's ``backlogQuotaMap?applied=true`` answers:
+    the topic's, else the namespace's, else the broker's default."""
+    return {kind: dict(_chosen(effective, kind) or default_quota(config)) for kind in (SIZE, TIME)}
 
 
 def resolve(effective: dict[str, Any], config: BrokerConfig) -> Quotas:

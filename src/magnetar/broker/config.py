@@ -119,9 +119,9 @@ class BrokerConfig:
     """backlogQuotaCheckIntervalInSeconds: how often each topic's quotas are checked."""
     backlog_quota_default_limit_bytes: int = -1
     """backlogQuotaDefaultLimitBytes: the ``destination_storage`` limit of topics whose
-    namespace and topic set none (-1: none; when not positive, backlogQuotaDefaultLimitGB)."""
+    namespace and topic set none (-1: none), unless backlogQuotaDefaultLimitGB is positive."""
     backlog_quota_default_limit_gb: float = -1.0
-    """backlogQuotaDefaultLimitGB (-1: none)."""
+    """backlogQuotaDefaultLimitGB: the same in GiB; when positive it wins (Pulsar's rule)."""
     backlog_quota_default_limit_s: int = -1
     """backlogQuotaDefaultLimitSecond: the default ``message_age`` limit (0 or less: none)."""
     backlog_quota_default_policy: str = "producer_request_hold"

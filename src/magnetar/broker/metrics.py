@@ -286,7 +286,7 @@ def _backlog_quota(out: _Families, labels: Mapping[str, str], topic: Topic) -> N
             "gauge",
             "Age of the oldest unacknowledged message, seconds, as of the last backlog quota check",
             labels,
-            0 if publish_ms is None else max(0.0, time.time() - publish_ms / 1000),
+            -1 if publish_ms is None else max(0.0, time.time() - publish_ms / 1000),
         )
     for kind, n in topic.quota_evictions.items():
         out.add(

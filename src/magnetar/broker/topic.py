@@ -558,7 +558,7 @@ class PersistentTopic(Topic):
         oldest = self.oldest_backlog
         if oldest is not None:
             publish_ms, sub = oldest
-            age = 0 if publish_ms is None else max(0, int(time.time() - publish_ms / 1000))
+            age = -1 if publish_ms is None else max(0, int(time.time() - publish_ms / 1000))
             out["oldestBacklogMessageAgeSeconds"] = age
             out["oldestBacklogMessageSubscriptionName"] = sub
         if self.compaction is not None:

@@ -32,7 +32,6 @@ def test_topic_overrides_namespace_type_by_type() -> None:
 def test_broker_defaults_fill_what_is_not_set() -> None:
     config = BrokerConfig(
         backlog_quota_default_limit_bytes=4096,
-        backlog_quota_default_limit_gb=7,  # ignored: the limit in bytes is positive
         backlog_quota_default_limit_s=30,
         backlog_quota_default_policy="producer_exception",
     )
@@ -40,7 +39,8 @@ def test_broker_defaults_fill_what_is_not_set() -> None:
     assert resolve(effective, config) == Quotas(
         size=Quota(4096, "producer_exception"), time=Quota(5, "producer_exception")
     )
-    gb = BrokerConfig(backlog_quota_default_limit_gb=0.5)
+    # a positive limit in GiB wins over the one in bytes (Pulsar's BacklogQuotaManager)
+    gb = BrokerConfig(backlog_quota_default_limit_gb=0.5, backlog_quota_default_limit_bytes=1)
     assert resolve({}, gb).size == Quota(512 << 20, "producer_request_hold")
 
 

@@ -105,16 +105,7 @@ async def get_topic_backlog_quotas(request: web.Request) -> web.Response:
         return web.json_response(own)
     svc = service(request)
     effective = await broker_policies.effective_policies(svc.store, svc.policies, topic)
-    quotas = backlog_quota.resolve(effective, svc.config)
-    applied: dict[str, Any] = {}
-    for kind, quota in ((backlog_quota.SIZE, quotas.size), (backlog_quota.TIME, quotas.time)):
-        if quota is not None:
-            size = quota.limit if kind == backlog_quota.SIZE else -1
-            age = quota.limit if kind == backlog_quota.TIME else -1
-            applied[kind] = {
-                "limit": size, "limitSize": size, "limitTime": age, "policy": quota.policy
-            }  # fmt: skip
-    return web.json_response(applied)
+    return web.json_response(backlog_quota.applied(effective, svc.config))
 
 
 async def set_topic_backlog_quota(request: web.Request) -> web.Response:
