@@ -87,6 +87,12 @@ _BROKER_FLAGS = {
     "force_delete_namespace_allowed": "force_delete_namespace_allowed",
     "transaction_coordinator_enabled": "transaction_coordinator_enabled",
     "compaction_threshold": "compaction_threshold_bytes",
+    "backlog_quota_check_enabled": "backlog_quota_check_enabled",
+    "backlog_quota_check_interval": "backlog_quota_check_interval_s",
+    "backlog_quota_default_limit_bytes": "backlog_quota_default_limit_bytes",
+    "backlog_quota_default_limit_gb": "backlog_quota_default_limit_gb",
+    "backlog_quota_default_limit_second": "backlog_quota_default_limit_s",
+    "backlog_quota_default_retention_policy": "backlog_quota_default_policy",
     "min_racks_per_write_quorum": "bookkeeper_min_racks_per_write_quorum",
     "enforce_min_racks_per_write_quorum": "bookkeeper_enforce_min_racks",
     "expose_topic_level_metrics_in_prometheus": "expose_topic_level_metrics",
@@ -552,6 +558,48 @@ def _deduplication(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _backlog_quota(p: argparse.ArgumentParser) -> None:
+    """The backlog quota defaults and check a broker and a standalone share
+    (magnetar.broker.backlog_quota)."""
+    _bool_option(
+        p,
+        "--backlog-quota-check-enabled",
+        _BC.backlog_quota_check_enabled,
+        "check backlog quotas periodically (evict, or disconnect producers over a quota)",
+    )
+    p.add_argument(
+        "--backlog-quota-check-interval",
+        type=float,
+        default=_BC.backlog_quota_check_interval_s,
+        metavar="SECONDS",
+        help="how often each topic's backlog quotas are checked",
+    )
+    p.add_argument(
+        "--backlog-quota-default-limit-bytes",
+        type=int,
+        default=_BC.backlog_quota_default_limit_bytes,
+        help="backlog size limit of topics whose namespace and topic set none (-1: none)",
+    )
+    p.add_argument(
+        "--backlog-quota-default-limit-gb",
+        type=float,
+        default=_BC.backlog_quota_default_limit_gb,
+        help="the same in GiB; when positive it wins over the limit in bytes (-1: none)",
+    )
+    p.add_argument(
+        "--backlog-quota-default-limit-second",
+        type=int,
+        default=_BC.backlog_quota_default_limit_s,
+        help="default age limit of the oldest unacknowledged message (0 or less: none)",
+    )
+    p.add_argument(
+        "--backlog-quota-default-retention-policy",
+        choices=("producer_request_hold", "producer_exception", "consumer_backlog_eviction"),
+        default=_BC.backlog_quota_default_policy,
+        help="what the default quotas (and quotas set without a policy) do when exceeded",
+    )
+
+
 def _force_delete(p: argparse.ArgumentParser) -> None:
     """Pulsar's forceDeleteTenantAllowed / forceDeleteNamespaceAllowed (both off by default)."""
     _bool_option(
@@ -854,6 +902,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     )
     _non_persistent_inactive(p)
     _deduplication(p)
+    _backlog_quota(p)
     _force_delete(p)
     _metrics_options(p)
     _offload(p)
@@ -924,6 +973,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     p.add_argument("--max-ledger-age", type=float, default=_ML.max_ledger_age_s, metavar="SECONDS")
     p.add_argument("--min-ledger-age", type=float, default=_ML.min_ledger_age_s, metavar="SECONDS")
     _deduplication(p)
+    _backlog_quota(p)
     _force_delete(p)
     _metrics_options(p)
     p.add_argument(
