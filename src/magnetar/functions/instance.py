@@ -226,8 +226,9 @@ class Instance:
         self.guarantee = self.config.get("processingGuarantees", "ATLEAST_ONCE")
         self.auto_ack = bool(self.config.get("autoAck", True)) and self.guarantee != "MANUAL"
         self.code = spec.get("code")
-        self.code_dir = str(Path(self.code).parent) if self.code else None
-        for path in reversed(spec.get("paths", [])):  # the package's folders first
+        paths = spec.get("paths", [])  # the module's own folder first
+        self.code_dir = paths[0] if paths else str(Path(self.code).parent) if self.code else None
+        for path in reversed(paths):  # the package's folders first
             if path not in sys.path:
                 sys.path.insert(0, path)
         self.metrics = Metrics()

@@ -166,6 +166,8 @@ def _checked(
         checked = fconfig.check(raw, name=name, package_file=py)
         if package is not None and package[0].endswith(".zip"):
             fconfig.zip_layout(package[1], file_name=package[0], class_name=checked["className"])
+        elif package is not None and package[0].endswith(".whl"):
+            fconfig.wheel_layout(package[1], file_name=package[0], class_name=checked["className"])
         elif package is not None:
             fconfig.check_source(package[1], file_name=package[0], class_name=checked["className"])
     except fconfig.ConfigError as err:
@@ -174,7 +176,8 @@ def _checked(
 
 
 async def create_function(request: web.Request) -> web.Response:
-    """Create a function: multipart ``functionConfig`` (JSON) and ``data`` (the .py file)."""
+    """Create a function: multipart ``functionConfig`` (JSON) and ``data`` (the package: a
+    .py, .zip or .whl)."""
     name = await _name(request)
     fields = await _form(request)
     raw = _config_json(fields)
