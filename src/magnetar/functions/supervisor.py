@@ -55,6 +55,28 @@ class PackageError(Exception):
     """A package that cannot be put on disk or whose requirements cannot be installed."""
 
 
+@dataclass(frozen=True, slots=True)
+class BrokerAccess:
+    """How instances reach the broker when it is secured: the broker's own client settings
+    (``brokerClientAuthenticationPlugin`` / ``...Parameters``, ``brokerClientTrustCertsFilePath``
+    or ``tlsTrustCertsFilePath``, ``tlsHostnameVerificationEnabled``), as Pulsar's functions
+    worker gives its instances the broker client's credentials."""
+
+    auth_plugin: str | None = None
+    auth_params: str = ""
+    trust_certs_file: str | None = None
+    verify_hostname: bool = False
+
+    def spec(self) -> dict[str, Any]:
+        """The instance spec's ``access`` (read by :func:`magnetar.functions.instance.access`)."""
+        return {
+            "authPlugin": self.auth_plugin,
+            "authParams": self.auth_params,
+            "tlsTrustCertsFile": self.trust_certs_file,
+            "tlsHostnameVerification": self.verify_hostname,
+        }
+
+
 @dataclass(slots=True)
 class Child:
     """One instance's process and what the supervisor knows of it."""
@@ -156,8 +178,10 @@ class Supervisor:
         work_dir: Path,
         worker_id: str,
         poll_interval_s: float = POLL_INTERVAL_S,
+        access: BrokerAccess | None = None,
     ) -> None:
         self.store = store
+        self.access = access or BrokerAccess()
         self.work_dir = work_dir
         self.worker_id = worker_id
         self.poll_interval_s = poll_interval_s
@@ -311,9 +335,13 @@ class Supervisor:
             "paths": paths,
             "serviceUrl": self.service_url,
             "webServiceUrl": self.web_service_url,
+            "access": self.access.spec(),
             "reportFile": str(child.report_file),
         }
         spec_file = child.directory / "spec.json"
+        # the broker client's credentials are in it: readable by this user only
+        spec_file.touch(mode=0o600)
+        spec_file.chmod(0o600)
         spec_file.write_text(json.dumps(spec))
         env = dict(os.environ)
         source_root = SOURCE_ROOT
