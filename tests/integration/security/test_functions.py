@@ -2,7 +2,8 @@
 instances reach the broker over ``pulsar+ssl://`` and its state endpoints over ``https://``
 (the broker's certificate and hostname verified against the CA) with the broker's own client
 credentials (``brokerClientAuthenticationPlugin`` / ``...Parameters``: a super-user's token),
-as Pulsar's functions worker gives its instances (docs/functions.md)."""
+as Pulsar's functions worker gives its instances; ``trigger`` reaches the function the same
+way (docs/functions.md)."""
 
 from __future__ import annotations
 
@@ -73,6 +74,9 @@ def test_instances_use_the_brokers_tls_and_credentials(tls_only: Secured) -> Non
     assert status["numRunning"] == 1
     assert status["instances"][0]["status"]["numSuccessfullyProcessed"] == 2
     assert status["instances"][0]["status"]["numRestarts"] == 0
+    # trigger: the broker sends and reads over TLS with its own client credentials
+    answer = tls_only.admin("functions", "trigger", "--name", "wc", "--trigger-value", "a b")
+    assert answer.strip() == "a b!"
     tls_only.admin("functions", "delete", "--name", "wc")
 
 

@@ -32,6 +32,7 @@ from magnetar.functions import config as fconfig
 from magnetar.functions import registry, runtime, state, trigger
 from magnetar.functions.config import FunctionName
 from magnetar.metadata import api, keys
+from magnetar.security import tls
 
 V3: Final = "/admin/v3/functions"
 RUNTIME = web.AppKey("magnetar_functions_runtime", runtime.Runtime)
@@ -369,11 +370,25 @@ async def trigger_function(request: web.Request) -> web.Response:
         raise AdminError(
             400, "Function in trigger function has more than 1 input topics (name one: topic)"
         )
+    config = service(request).config
+    url = config.service_url
+    # the broker's own client settings, as the instances use them (docs/functions.md)
+    try:
+        context = (
+            tls.client_context(config.security.broker_client_tls_settings())
+            if url.startswith("pulsar+ssl://")
+            else None
+        )
+        credentials = config.security.broker_client_credentials()
+    except (tls.TlsConfigError, ValueError) as err:
+        raise AdminError(500, f"the broker's client settings cannot be used: {err}") from None
     output = await trigger.trigger(
-        service(request).config.service_url,
+        url,
         input_topic=topic,
         output_topic=found.config.get("output"),
         payload=payload,
+        ssl=context,
+        auth=credentials,
     )
     if not found.config.get("output"):
         return web.Response(status=204)
