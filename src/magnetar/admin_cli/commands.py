@@ -25,7 +25,7 @@ V2: Final = "/admin/v2"
 GROUPS: Final = {
     "clusters": "clusters of this Magnetar installation",
     "brokers": "live brokers and their health",
-    "bookies": "bookies: state and rack, under-replicated ledgers, decommission",
+    "bookies": "bookies: state and rack, rack placement, under-replicated ledgers, decommission",
     "broker-stats": "what a broker serves now (its topics' stats)",
     "tenants": "tenants: admin roles and allowed clusters",
     "namespaces": "namespaces and their policies",
@@ -201,6 +201,50 @@ BOOKIE = arg("bookie", help="bookie id (host:port)")
 @verb("bookies", "list", "the bookies with their state (rw, ro, decommissioning, gone) and rack")
 def _bookies_list(a: argparse.Namespace) -> Request:
     return Request("GET", f"{V2}/bookies/all")
+
+
+@verb("bookies", "list-bookies", "pulsar-admin's name of `list`: the bookies of the cluster")
+def _bookies_list_bookies(a: argparse.Namespace) -> Request:
+    return Request("GET", f"{V2}/bookies/all")
+
+
+RACK_BOOKIE = arg("-b", "--bookie", required=True, help="bookie id (host:port)")
+
+
+def _rack_path(a: argparse.Namespace) -> str:
+    return f"{V2}/bookies/racks-info/{name_path(a.bookie, 'bookie')}"
+
+
+@verb("bookies", "racks-placement", "every bookie's rack placement, by group")
+def _bookies_racks_placement(a: argparse.Namespace) -> Request:
+    return Request("GET", f"{V2}/bookies/racks-info")
+
+
+@verb("bookies", "get-bookie-rack", "a bookie's rack placement", RACK_BOOKIE)
+def _bookies_get_rack(a: argparse.Namespace) -> Request:
+    return Request("GET", _rack_path(a))
+
+
+@verb(
+    "bookies",
+    "set-bookie-rack",
+    "place a bookie in a rack of a group (new ledgers' ensembles follow it)",
+    RACK_BOOKIE,
+    arg("-r", "--rack", required=True, help="rack name, e.g. /rack1"),
+    arg("-g", "--group", dest="bookie_group", default="default", help="bookie group"),
+    arg("--hostname", help="the bookie's hostname, recorded beside the rack"),
+)
+def _bookies_set_rack(a: argparse.Namespace) -> Request:
+    info: dict[str, Any] = {"rack": a.rack}
+    if a.hostname is not None:
+        info["hostname"] = a.hostname
+    group = urllib.parse.quote(a.bookie_group, safe="")
+    return Request("POST", f"{_rack_path(a)}?group={group}", info)
+
+
+@verb("bookies", "delete-bookie-rack", "remove a bookie's rack placement", RACK_BOOKIE)
+def _bookies_delete_rack(a: argparse.Namespace) -> Request:
+    return Request("DELETE", _rack_path(a))
 
 
 @verb("bookies", "list-underreplicated", "ledgers waiting for re-replication")

@@ -51,6 +51,24 @@ CASES: dict[tuple[str, str], tuple[list[str], Request]] = {
     ("brokers", "list"): (["standalone"], Request("GET", "/admin/v2/brokers/standalone")),
     ("brokers", "healthcheck"): ([], Request("GET", "/admin/v2/brokers/health")),
     ("bookies", "list"): ([], Request("GET", "/admin/v2/bookies/all")),
+    ("bookies", "list-bookies"): ([], Request("GET", "/admin/v2/bookies/all")),
+    ("bookies", "racks-placement"): ([], Request("GET", "/admin/v2/bookies/racks-info")),
+    ("bookies", "get-bookie-rack"): (
+        ["-b", "10.0.0.7:3181"],
+        Request("GET", "/admin/v2/bookies/racks-info/10.0.0.7%3A3181"),
+    ),
+    ("bookies", "set-bookie-rack"): (
+        ["-b", "10.0.0.7:3181", "-r", "/rack-a", "-g", "zone 1", "--hostname", "b7.local"],
+        Request(
+            "POST",
+            "/admin/v2/bookies/racks-info/10.0.0.7%3A3181?group=zone%201",
+            {"rack": "/rack-a", "hostname": "b7.local"},
+        ),
+    ),
+    ("bookies", "delete-bookie-rack"): (
+        ["--bookie", "10.0.0.7:3181"],
+        Request("DELETE", "/admin/v2/bookies/racks-info/10.0.0.7%3A3181"),
+    ),
     ("bookies", "list-underreplicated"): ([], Request("GET", "/admin/v2/bookies/underreplicated")),
     ("bookies", "decommission"): (
         ["10.0.0.7:3181"],
