@@ -193,6 +193,11 @@ def _broker_stats_topics(a: argparse.Namespace) -> Request:
     return Request("GET", f"{V2}/broker-stats/topics")
 
 
+@verb("broker-stats", "load-report", "this broker's load (Pulsar's LocalBrokerData)")
+def _broker_stats_load_report(a: argparse.Namespace) -> Request:
+    return Request("GET", f"{V2}/broker-stats/load-report")
+
+
 # --- bookies ------------------------------------------------------------------------------------
 
 BOOKIE = arg("bookie", help="bookie id (host:port)")

@@ -79,6 +79,7 @@ CASES: dict[tuple[str, str], tuple[list[str], Request]] = {
         Request("GET", "/admin/v2/bookies/decommission/10.0.0.7%3A3181"),
     ),
     ("broker-stats", "topics"): ([], Request("GET", "/admin/v2/broker-stats/topics")),
+    ("broker-stats", "load-report"): ([], Request("GET", "/admin/v2/broker-stats/load-report")),
     ("tenants", "list"): ([], Request("GET", "/admin/v2/tenants")),
     ("tenants", "get"): (["acme"], Request("GET", "/admin/v2/tenants/acme")),
     ("tenants", "create"): (

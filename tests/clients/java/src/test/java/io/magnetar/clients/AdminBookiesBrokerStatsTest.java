@@ -2,6 +2,7 @@ package io.magnetar.clients;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -11,6 +12,7 @@ import org.apache.pulsar.common.policies.data.BookieInfo;
 import org.apache.pulsar.common.policies.data.BookiesClusterInfo;
 import org.apache.pulsar.common.policies.data.BookiesRackConfiguration;
 import org.apache.pulsar.common.policies.data.ResourceQuota;
+import org.apache.pulsar.policies.data.loadbalancer.LoadManagerReport;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -84,6 +86,20 @@ class AdminBookiesBrokerStatsTest extends Target {
                 }, "broker-stats listing " + topic);
             }
         }
+        LoadManagerReport report = admin.brokerStats().getLoadReport();
+        if (AdminConformanceTest.againstPulsar()) {
+            // docs/compatibility.md, "Admin REST API v2": Pulsar 4.0.7's standalone answers 204
+            assertNull(report);
+        } else {
+            // the client's (shaded) LocalBrokerData, chosen by the answer's loadReportType
+            assertEquals("LocalBrokerData", report.getClass().getSimpleName());
+            assertTrue(report.getWebServiceUrl() != null || report.getWebServiceUrlTls() != null);
+            assertTrue(report.getCpu().limit > 0);
+            assertTrue(report.getMemory().usage > 0);
+            assertTrue(report.getNumBundles() >= 0);
+            assertTrue(report.getBrokerVersionString().startsWith("magnetar-"));
+        }
+
         ResourceQuota quota = admin.resourceQuotas().getDefaultResourceQuota();
         assertTrue(quota.getMsgRateIn() > 0);
         assertTrue(quota.getMemory() > 0);
