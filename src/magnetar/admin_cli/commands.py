@@ -1098,11 +1098,55 @@ def _txn_slow(a: argparse.Namespace) -> Request:
     TOPIC,
 )
 def _txn_buffer_stats(a: argparse.Namespace) -> Request:
+    return Request("GET", f"{V3_TXN}/transactionBufferStats/{_txn_topic(a)}")
+
+
+def _txn_topic(a: argparse.Namespace) -> str:
+    """tenant/ns/topic of a persistent topic, each part quoted."""
     domain, tenant, ns, local = convert.topic_parts(a.topic)
     if domain != "persistent":
         raise AdminCliError("transactions apply to persistent topics only", 2)
-    parts = "/".join(urllib.parse.quote(p, safe="") for p in (tenant, ns, local))
-    return Request("GET", f"{V3_TXN}/transactionBufferStats/{parts}")
+    return "/".join(urllib.parse.quote(p, safe="") for p in (tenant, ns, local))
+
+
+_TXN_SUBSCRIPTION = arg("-s", "--sub-name", dest="subscription", required=True, help="subscription")
+
+
+@verb(
+    "transactions",
+    "transaction-in-buffer-stats",
+    "one transaction in a topic's buffer: its first message's position, whether aborted",
+    TOPIC,
+    *_TXN_ID,
+)
+def _txn_in_buffer_stats(a: argparse.Namespace) -> Request:
+    return Request("GET", f"{V3_TXN}/transactionInBufferStats/{_txn_topic(a)}/{a.most}/{a.least}")
+
+
+@verb(
+    "transactions",
+    "pending-ack-stats",
+    "the transactions holding acknowledgements on a subscription",
+    TOPIC,
+    _TXN_SUBSCRIPTION,
+)
+def _txn_pending_ack_stats(a: argparse.Namespace) -> Request:
+    sub = urllib.parse.quote(a.subscription, safe="")
+    return Request("GET", f"{V3_TXN}/pendingAckStats/{_txn_topic(a)}/{sub}")
+
+
+@verb(
+    "transactions",
+    "transaction-in-pending-ack-stats",
+    "one transaction's acknowledgements held on a subscription",
+    TOPIC,
+    _TXN_SUBSCRIPTION,
+    *_TXN_ID,
+)
+def _txn_in_pending_ack_stats(a: argparse.Namespace) -> Request:
+    sub = urllib.parse.quote(a.subscription, safe="")
+    path = f"transactionInPendingAckStats/{_txn_topic(a)}/{sub}/{a.most}/{a.least}"
+    return Request("GET", f"{V3_TXN}/{path}")
 
 
 @verb("transactions", "abort-transaction", "abort a live transaction", *_TXN_ID)

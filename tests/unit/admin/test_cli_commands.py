@@ -486,6 +486,18 @@ CASES.update(
             ["acme/ns/t"],
             Request("GET", f"{TXN}/transactionBufferStats/acme/ns/t"),
         ),
+        ("transactions", "transaction-in-buffer-stats"): (
+            ["acme/ns/t", "-m", "0", "-l", "7"],
+            Request("GET", f"{TXN}/transactionInBufferStats/acme/ns/t/0/7"),
+        ),
+        ("transactions", "pending-ack-stats"): (
+            ["acme/ns/t", "-s", "sub 1"],
+            Request("GET", f"{TXN}/pendingAckStats/acme/ns/t/sub%201"),
+        ),
+        ("transactions", "transaction-in-pending-ack-stats"): (
+            ["acme/ns/t", "--sub-name", "s", "-m", "0", "-l", "7"],
+            Request("GET", f"{TXN}/transactionInPendingAckStats/acme/ns/t/s/0/7"),
+        ),
         ("transactions", "abort-transaction"): (
             ["-m", "1", "-l", "2"],
             Request("POST", f"{TXN}/abortTransaction/1/2"),
