@@ -94,8 +94,10 @@ class PendingAcks:
 
     def stats(self, subscription: str) -> dict[str, object]:
         """Pulsar's TransactionPendingAckStats of a subscription: the transactions holding
-        acknowledgements on it."""
-        return {"state": "Ready", "ongoingTxnSize": len(self._held.get(subscription, {}))}
+        individual acknowledgements on it (as Pulsar counts them: one holding a cumulative
+        acknowledgement is not counted)."""
+        held = self._held.get(subscription, {}).values()
+        return {"state": "Ready", "ongoingTxnSize": sum(1 for h in held if not h.cumulative)}
 
     def cumulative_position(self, subscription: str, txn: TxnId) -> Position | None:
         """The position ``txn`` acknowledges cumulatively on the subscription (None when it

@@ -99,34 +99,45 @@ class TransactionAdminTest extends Target {
         String topic = topic("txn-stats");
         admin.topics().createNonPartitionedTopic(topic);
         admin.topics().createSubscription(topic, "s", org.apache.pulsar.client.api.MessageId.earliest);
-        try (Producer<byte[]> p = txnClient.newProducer().topic(topic).sendTimeout(0, TimeUnit.SECONDS).create()) {
-            p.send("plain".getBytes());
+        try (Producer<byte[]> p = txnClient.newProducer().topic(topic).sendTimeout(0, TimeUnit.SECONDS)
+                .enableBatching(false).create()) {
+            p.send("first".getBytes());
+            p.send("second".getBytes());
         }
-        Transaction txn = txnClient.newTransaction().withTransactionTimeout(5, TimeUnit.MINUTES).build()
+        Transaction cumulative = txnClient.newTransaction().withTransactionTimeout(5, TimeUnit.MINUTES).build()
                 .get(30, TimeUnit.SECONDS);
-        TxnID id = txn.getTxnID();
+        Transaction individual = txnClient.newTransaction().withTransactionTimeout(5, TimeUnit.MINUTES).build()
+                .get(30, TimeUnit.SECONDS);
+        TxnID id = cumulative.getTxnID();
         assertEquals(0, admin.transactions().getPendingAckStats(topic, "s", false).ongoingTxnSize);
         try (Consumer<byte[]> c = txnClient.newConsumer().topic(topic).subscriptionName("s").subscribe();
              Producer<byte[]> p = txnClient.newProducer().topic(topic).sendTimeout(0, TimeUnit.SECONDS).create()) {
-            Message<byte[]> plain = c.receive(30, TimeUnit.SECONDS);
-            assertEquals("plain", new String(plain.getValue()));
-            c.acknowledgeCumulativeAsync(plain.getMessageId(), txn).get(30, TimeUnit.SECONDS);
-            p.newMessage(txn).value("held".getBytes()).send();
+            Message<byte[]> first = c.receive(30, TimeUnit.SECONDS);
+            Message<byte[]> second = c.receive(30, TimeUnit.SECONDS);
+            assertEquals("first", new String(first.getValue()));
+            assertEquals("second", new String(second.getValue()));
+            c.acknowledgeCumulativeAsync(first.getMessageId(), cumulative).get(30, TimeUnit.SECONDS);
+            c.acknowledgeAsync(second.getMessageId(), individual).get(30, TimeUnit.SECONDS);
+            p.newMessage(cumulative).value("held".getBytes()).send();
             org.apache.pulsar.client.impl.MessageIdImpl acked =
-                    (org.apache.pulsar.client.impl.MessageIdImpl) plain.getMessageId();
+                    (org.apache.pulsar.client.impl.MessageIdImpl) first.getMessageId();
 
+            // Pulsar counts the transactions holding individual acknowledgements
             TransactionPendingAckStats pending = admin.transactions().getPendingAckStats(topic, "s", false);
             assertEquals(1, pending.ongoingTxnSize);
             assertEquals("Ready", pending.state);
-            TransactionInPendingAckStats inPending =
-                    admin.transactions().getTransactionInPendingAckStats(id, topic, "s");
-            assertEquals(acked.getLedgerId() + ":" + acked.getEntryId(), inPending.cumulativeAckPosition);
+            assertEquals(acked.getLedgerId() + ":" + acked.getEntryId(),
+                    admin.transactions().getTransactionInPendingAckStats(id, topic, "s").cumulativeAckPosition);
+            assertNull(admin.transactions().getTransactionInPendingAckStats(individual.getTxnID(), topic, "s")
+                    .cumulativeAckPosition);
 
             TransactionInBufferStats inBuffer = admin.transactions().getTransactionInBufferStats(id, topic);
             assertNotNull(inBuffer.startPosition);
             assertFalse(inBuffer.aborted);
+            assertNull(admin.transactions().getTransactionInBufferStats(individual.getTxnID(), topic).startPosition);
 
             admin.transactions().abortTransaction(id);
+            individual.abort().get(30, TimeUnit.SECONDS);
             AdminConformanceTest.eventually(() -> {
                 try {
                     return admin.transactions().getTransactionInBufferStats(id, topic).aborted
@@ -134,10 +145,9 @@ class TransactionAdminTest extends Target {
                 } catch (PulsarAdminException e) {
                     return false;
                 }
-            }, "the abort reaching the buffer and the pending acks");
-            assertEquals(null, admin.transactions().getTransactionInBufferStats(id, topic).startPosition);
-            assertEquals(null, admin.transactions().getTransactionInPendingAckStats(id, topic, "s")
-                    .cumulativeAckPosition);
+            }, "the aborts reaching the buffer and the pending acks");
+            assertNull(admin.transactions().getTransactionInBufferStats(id, topic).startPosition);
+            assertNull(admin.transactions().getTransactionInPendingAckStats(id, topic, "s").cumulativeAckPosition);
         }
     }
 }
