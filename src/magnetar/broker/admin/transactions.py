@@ -265,6 +265,28 @@ async def transaction_buffer_stats_with_domain(request: web.Request) -> web.Resp
     return await transaction_buffer_stats(request)
 
 
+async def transaction_in_buffer_stats_with_domain(request: web.Request) -> web.Response:
+    """One transaction in a topic's buffer, the topic named with its domain."""
+    return await transaction_in_buffer_stats(request)
+
+
+async def pending_ack_stats_with_domain(request: web.Request) -> web.Response:
+    """A subscription's pending acknowledgements, the topic named with its domain."""
+    return await pending_ack_stats(request)
+
+
+async def transaction_in_pending_ack_stats_with_domain(request: web.Request) -> web.Response:
+    """One transaction's held acknowledgements, the topic named with its domain."""
+    return await transaction_in_pending_ack_stats(request)
+
+
+_WITH_DOMAIN = (
+    transaction_in_buffer_stats_with_domain,
+    pending_ack_stats_with_domain,
+    transaction_in_pending_ack_stats_with_domain,
+)
+
+
 def register(router: web.UrlDispatcher) -> None:
     router.add_get(
         BASE + "/transactionBufferStats/{tenant}/{namespace}/{topic}", transaction_buffer_stats
@@ -273,16 +295,17 @@ def register(router: web.UrlDispatcher) -> None:
         BASE + "/transactionBufferStats/{domain}/{tenant}/{namespace}/{topic}",
         transaction_buffer_stats_with_domain,
     )
-    for prefix in ("", "{domain}/"):
+    for prefix, handlers in (
+        ("", (transaction_in_buffer_stats, pending_ack_stats, transaction_in_pending_ack_stats)),
+        ("{domain}/", _WITH_DOMAIN),
+    ):
         topic = prefix + "{tenant}/{namespace}/{topic}"
-        router.add_get(
-            f"{BASE}/transactionInBufferStats/{topic}/{{most}}/{{least}}",
-            transaction_in_buffer_stats,
-        )
-        router.add_get(f"{BASE}/pendingAckStats/{topic}/{{subscription}}", pending_ack_stats)
+        in_buffer, pending, in_pending = handlers
+        router.add_get(f"{BASE}/transactionInBufferStats/{topic}/{{most}}/{{least}}", in_buffer)
+        router.add_get(f"{BASE}/pendingAckStats/{topic}/{{subscription}}", pending)
         router.add_get(
             f"{BASE}/transactionInPendingAckStats/{topic}/{{subscription}}/{{most}}/{{least}}",
-            transaction_in_pending_ack_stats,
+            in_pending,
         )
     router.add_get(f"{BASE}/coordinatorStats", coordinator_stats)
     router.add_get(BASE + "/transactionMetadata/{most}/{least}", transaction_metadata)
