@@ -86,18 +86,23 @@ class AdminBookiesBrokerStatsTest extends Target {
                 }, "broker-stats listing " + topic);
             }
         }
-        LoadManagerReport report = admin.brokerStats().getLoadReport();
-        if (AdminConformanceTest.againstPulsar()) {
-            // docs/compatibility.md, "Admin REST API v2": Pulsar 4.0.7's standalone answers 204
-            assertNull(report);
-        } else {
-            // the client's (shaded) LocalBrokerData, chosen by the answer's loadReportType
-            assertEquals("LocalBrokerData", report.getClass().getSimpleName());
-            assertTrue(report.getWebServiceUrl() != null || report.getWebServiceUrlTls() != null);
-            assertTrue(report.getCpu().limit > 0);
-            assertTrue(report.getMemory().usage > 0);
-            assertTrue(report.getNumBundles() >= 0);
-            assertTrue(report.getBrokerVersionString().startsWith("magnetar-"));
+        // The 3.0 client's BrokerStatsImpl does not implement getLoadReport (AbstractMethodError:
+        // its shaded return type differs from the interface's), so only the 4.x client asks;
+        // test_admin_broker_stats.py asks over HTTP on every target.
+        if (!System.getProperty("pulsar.client.version", "4").startsWith("3.")) {
+            LoadManagerReport report = admin.brokerStats().getLoadReport();
+            if (AdminConformanceTest.againstPulsar()) {
+                // docs/compatibility.md, "Admin REST API v2": Pulsar 4.0.7's standalone answers 204
+                assertNull(report);
+            } else {
+                // the client's (shaded) LocalBrokerData, chosen by the answer's loadReportType
+                assertEquals("LocalBrokerData", report.getClass().getSimpleName());
+                assertTrue(report.getWebServiceUrl() != null || report.getWebServiceUrlTls() != null);
+                assertTrue(report.getCpu().limit > 0);
+                assertTrue(report.getMemory().usage > 0);
+                assertTrue(report.getNumBundles() >= 0);
+                assertTrue(report.getBrokerVersionString().startsWith("magnetar-"));
+            }
         }
 
         ResourceQuota quota = admin.resourceQuotas().getDefaultResourceQuota();
