@@ -34,6 +34,8 @@ KINDS: dict[str, tuple[str, bool]] = {
     "ConfigMap": ("configmaps", True),
     "Deployment": ("deployments", True),
     "Event": ("events", True),
+    "Function": ("functions", True),
+    "HorizontalPodAutoscaler": ("horizontalpodautoscalers", True),
     "Node": ("nodes", False),
     "PersistentVolumeClaim": ("persistentvolumeclaims", True),
     "Pod": ("pods", True),

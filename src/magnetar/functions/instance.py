@@ -56,6 +56,7 @@ from pulsar.functions import serde as pulsar_serde
 
 from magnetar.client import admin
 from magnetar.functions import context as context_mod
+from magnetar.security.client_auth import Credentials
 
 log = logging.getLogger("magnetar.functions.instance")
 
@@ -417,6 +418,20 @@ class Instance:
 
         producer.send_async(data, sent, **options)
 
+    def client_options(self) -> dict[str, Any]:
+        """The official client's TLS trust and token (``tlsTrustCertsFilePath``,
+        ``authTokenFile`` in the spec: a secured cluster's, as its pods mount them); the token
+        file is read on each (re)connection, so a rotated token is picked up."""
+        options: dict[str, Any] = {}
+        if self.spec.get("tlsTrustCertsFilePath"):
+            options["tls_trust_certs_file_path"] = self.spec["tlsTrustCertsFilePath"]
+        token_file = self.spec.get("authTokenFile")
+        if token_file:
+            options["authentication"] = pulsar.AuthenticationToken(
+                lambda: Path(token_file).read_text().strip()
+            )
+        return options
+
     def write_report(self) -> None:
         report = self.metrics.report()
         tmp = self.report_file.with_suffix(".tmp")
@@ -438,12 +453,24 @@ class Instance:
         self.write_report()
         reporter = threading.Thread(target=self._reporter, name="report", daemon=True)
         reporter.start()
-        self.client = pulsar.Client(self.spec["serviceUrl"], operation_timeout_seconds=30)
+        self.client = pulsar.Client(
+            self.spec["serviceUrl"], operation_timeout_seconds=30, **self.client_options()
+        )
         try:
             self.load_function()
             state = None
             if self.spec.get("webServiceUrl"):
-                http = admin.AdminClient(self.spec["webServiceUrl"], timeout=30.0)
+                token_file = self.spec.get("authTokenFile")
+                http = admin.AdminClient(
+                    self.spec["webServiceUrl"],
+                    credentials=(
+                        Credentials(method="token", token_file=Path(token_file))
+                        if token_file
+                        else None
+                    ),
+                    tls_trust_certs_file=self.spec.get("tlsTrustCertsFilePath"),
+                    timeout=30.0,
+                )
                 state = context_mod.StateClient(http, self.fqfn)
             context = context_mod.ContextImpl(
                 config=self.config,

@@ -330,49 +330,18 @@ class Supervisor:
         )
 
     async def _prepare(self, function: registry.Function, code_dir: Path) -> tuple[Path, list[str]]:
-        """The package on disk, once per version: a ``.py`` as it is; a ``.zip`` extracted
-        and its ``requirements.txt`` installed into the version's own folder (``pip install
-        --target``, from its ``deps/`` wheels first): the module's path and what goes on
-        ``sys.path``. PackageError says what failed (the instance is tried again later)."""
+        """The package on disk, once per version (:func:`install_package`). PackageError
+        says what failed (the instance is tried again later)."""
         ready = code_dir / "ready.json"
         done = await asyncio.to_thread(_read_ready, ready)
         if done is not None:
             return done
         data = await registry.read_package(self.store, function)
-        code, paths, install = await asyncio.to_thread(
-            _unpack,
-            function.record["package"]["file"],
-            function.config["className"],
-            data,
-            code_dir,
+        code, paths = await install_package(
+            function.record["package"]["file"], function.config["className"], data, code_dir
         )
-        if install is not None:
-            await self._pip_install(*install)
         await asyncio.to_thread(ready.write_text, json.dumps({"code": str(code), "paths": paths}))
         return code, paths
-
-    async def _pip_install(self, requirements: Path, target: Path, wheels: Path | None) -> None:
-        argv = [
-            sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-            "--no-input", "--target", str(target), "-r", str(requirements),
-        ]  # fmt: skip
-        if wheels is not None:
-            argv += ["--find-links", str(wheels)]
-        process = await asyncio.create_subprocess_exec(
-            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
-        )
-        try:
-            output, _ = await asyncio.wait_for(process.communicate(), PIP_TIMEOUT_S)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
-            raise PackageError(
-                f"installing {requirements.name} took over {PIP_TIMEOUT_S:g} s"
-            ) from None
-        if process.returncode != 0:
-            lines = output.decode(errors="replace").strip().splitlines()
-            why = lines[-1] if lines else f"pip exited with {process.returncode}"
-            raise PackageError(f"installing {requirements.name} failed: {why}")
 
     async def _stop_child(self, child: Child) -> None:
         process = child.process
@@ -388,3 +357,41 @@ class Supervisor:
                 process.kill()
             await process.wait()
         child.process = None
+
+
+async def install_package(
+    file_name: str, class_name: str, data: bytes, code_dir: Path
+) -> tuple[Path, list[str]]:
+    """A package's files under ``code_dir``: a ``.py`` as it is; a ``.zip`` extracted and
+    its ``requirements.txt`` installed into its own folder (``pip install --target``, from its
+    ``deps/`` wheels first). Returns the module's path and what goes on ``sys.path``; raises
+    PackageError saying what failed. Also what a pod of the Kubernetes ``Function`` resource
+    runs at start (:mod:`.pod`)."""
+    code, paths, install = await asyncio.to_thread(_unpack, file_name, class_name, data, code_dir)
+    if install is not None:
+        await _pip_install(*install)
+    return code, paths
+
+
+async def _pip_install(requirements: Path, target: Path, wheels: Path | None) -> None:
+    argv = [
+        sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+        "--no-input", "--target", str(target), "-r", str(requirements),
+    ]  # fmt: skip
+    if wheels is not None:
+        argv += ["--find-links", str(wheels)]
+    process = await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    try:
+        output, _ = await asyncio.wait_for(process.communicate(), PIP_TIMEOUT_S)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise PackageError(
+            f"installing {requirements.name} took over {PIP_TIMEOUT_S:g} s"
+        ) from None
+    if process.returncode != 0:
+        lines = output.decode(errors="replace").strip().splitlines()
+        why = lines[-1] if lines else f"pip exited with {process.returncode}"
+        raise PackageError(f"installing {requirements.name} failed: {why}")
