@@ -335,9 +335,16 @@ def _ordinal(pod: Mapping[str, Any]) -> int:
 
 
 def _pod_state(pod: Mapping[str, Any]) -> Json:
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    """An instance runs when its pod is Ready (and not being deleted); otherwise the error
+    is its container's waiting or terminated reason, or the pod's phase."""
+    pod_status = pod.get("status") or {}
+    statuses = pod_status.get("containerStatuses") or []
     mine: Mapping[str, Any] = next((s for s in statuses if s.get("name") == CONTAINER), {})
     state = mine.get("state") or {}
+    ready = not pod["metadata"].get("deletionTimestamp") and any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in pod_status.get("conditions") or ()
+    )
     error = ""
     if "waiting" in state:
         waiting = state["waiting"]
@@ -345,12 +352,14 @@ def _pod_state(pod: Mapping[str, Any]) -> Json:
     elif "terminated" in state:
         done = state["terminated"]
         error = f"{done.get('reason', 'Terminated')} (exit {done.get('exitCode')})"
-    elif not mine:
-        error = f"pod {(pod.get('status') or {}).get('phase', 'Pending')}"
+    elif pod["metadata"].get("deletionTimestamp"):
+        error = "pod terminating"
+    elif not ready:
+        error = f"pod {pod_status.get('phase', 'Pending')}, not ready"
     return {
         "instanceId": _ordinal(pod),
         "pod": str(pod["metadata"]["name"]),
-        "running": "running" in state and bool(mine.get("ready", True)),
+        "running": ready,
         "restarts": int(mine.get("restartCount", 0)),
         "error": error,
     }

@@ -169,6 +169,7 @@ def pod(ordinal: int, state: dict[str, Any], *, ready: bool, restarts: int = 0) 
         "metadata": {"name": f"exclamation-function-{ordinal}"},
         "status": {
             "phase": "Running",
+            "conditions": [{"type": "Ready", "status": str(ready)}],
             "containerStatuses": [
                 {"name": "instance", "state": state, "ready": ready, "restartCount": restarts}
             ],
