@@ -332,6 +332,11 @@ def test_uninstall_hook_deletes_the_cluster_before_the_operator_goes(helm: str) 
             "resources": ["pulsarclusters", "tenants", "topics"],
             "verbs": ["get", "list", "delete"],
         },
+        {
+            "apiGroups": ["compute.functionmesh.io"],
+            "resources": ["functions"],
+            "verbs": ["list", "delete"],
+        },
         {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["list"]},
     ]
     binding = hooks["RoleBinding"]
