@@ -6,9 +6,10 @@ Where the instances connect comes from ``spec.clusterRef`` (a PulsarCluster in t
 namespace: its brokers' service URLs, its broker image, and with ``spec.tls`` / ``spec.auth``
 its CA certificate and the brokers' token) or ``spec.pulsar.pulsarConfig`` (Function Mesh's
 ConfigMap with ``webServiceURL`` and ``brokerServiceURL``; the instances' image is then
-``spec.image`` or the operator's default broker image). Deletion needs no finalizer: every
-object carries an owner reference to the Function, and Kubernetes' garbage collector removes
-them with it.
+``spec.image`` or the operator's default broker image). Deletion deletes nothing itself:
+every object carries an owner reference to the Function, and Kubernetes' garbage collector
+removes them with it (kopf's finalizer, which the status timer needs, only makes the
+deletion wait for the operator).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 PulsarCluster: create/update/resume and a resync timer all run the same idempotent
 reconcile (under a per-object lock), so rollouts and status progress even without spec
 changes. Function: the same idempotent apply of its StatefulSet (``functions``), its status
-read back by a timer; no finalizer (owner references remove its objects). Tenant/Topic: the
+read back by a timer (for which kopf keeps its finalizer on the Function; nothing else to
+do at deletion: owner references remove its objects). Tenant/Topic: the
 same, against the cluster's admin API; their finalizers give up
 (with a Warning event) once the cluster is gone or stays unreachable, so deletion never
 hangs on a cluster that no longer exists. A Tenant's deletion is never forced: while the
@@ -438,6 +439,7 @@ async def function_resync(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> No
 
 @kopf.on.delete(fn.GROUP, "functions", optional=True)
 async def function_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    """No finalizer (``optional``): the garbage collector removes the owned objects."""
+    """Nothing to delete (``optional``): the garbage collector removes the owned objects;
+    kopf removes its finalizer (which its status timer needs) after this."""
     _state(memo).forget(body)
     metrics.PHASES.forget("Function", str(body.metadata.namespace), str(body.metadata.name))

@@ -201,7 +201,10 @@ def test_function_waits_for_its_pulsar_config(
 
     eventually(waiting, timeout=30, what="Ready False, waiting for the ConfigMap")
     pulsar_config(client.CoreV1Api(api), namespace)
-    running(cr, "early", 1)
+    obj = running(cr, "early", 1)
+    # kopf's finalizer (its status timer needs one): deleting a Function waits for the
+    # operator, which is why the chart's uninstall hook deletes Functions while it runs
+    assert obj["metadata"]["finalizers"] == ["magnetar.dev/finalizer"]
 
 
 def test_function_on_a_secured_cluster_mounts_its_ca_and_token(

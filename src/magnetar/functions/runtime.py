@@ -1,7 +1,8 @@
 """What the admin API asks of whatever runs function instances, and the answers' shapes.
 
-A runtime (the standalone's :class:`magnetar.functions.supervisor.Supervisor`; the
-Kubernetes ``Function`` resource later) says, per instance, whether it runs, why not, how
+A runtime (the standalone's :class:`magnetar.functions.supervisor.Supervisor`;
+:class:`magnetar.functions.kubernetes.KubernetesRuntime`, Function resources, not wired into
+``magnetar broker`` yet) says, per instance, whether it runs, why not, how
 often it was restarted and the instance's last metrics report (:mod:`.instance` writes it).
 :func:`status` and :func:`stats` turn that into Pulsar's ``FunctionStatus`` and
 ``FunctionStatsImpl`` JSON (field names as in Pulsar 4.0.7's classes, ``1min`` included).
@@ -16,8 +17,8 @@ from typing import Any, Final, Protocol
 from magnetar.functions.config import FunctionName
 
 NO_RUNTIME: Final = (
-    "no function runtime on this broker: instances run in magnetar standalone "
-    "(the Kubernetes Function resource is not built yet)"
+    "no function runtime on this broker: instances run in magnetar standalone, or on "
+    "Kubernetes as a Function resource (whose status the resource itself shows)"
 )
 
 
