@@ -291,12 +291,13 @@ def headless_service(body: Mapping[str, Any]) -> Json:
 
 def hpa(body: Mapping[str, Any]) -> Json | None:
     """An autoscaler of the Function itself (its scale subresource) between ``minReplicas``
-    (default ``replicas``) and ``maxReplicas`` on CPU; None without ``maxReplicas``."""
+    (default 1) and ``maxReplicas`` on CPU; None without ``maxReplicas``. Not ``replicas``
+    as the floor: the autoscaler writes ``replicas``, so the floor would only ever rise."""
     name = Name.of(body)
     spec = body.get("spec") or {}
     if not spec.get("maxReplicas"):
         return None
-    low = int(spec.get("minReplicas") or spec.get("replicas") or 1)
+    low = int(spec.get("minReplicas") or 1)
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",

@@ -157,7 +157,10 @@ def test_hpa_scales_the_function_only_with_max_replicas() -> None:
         "kind": "Function",
         "name": "exclamation",
     }
-    assert (autoscaler["spec"]["minReplicas"], autoscaler["spec"]["maxReplicas"]) == (2, 4)
+    assert (autoscaler["spec"]["minReplicas"], autoscaler["spec"]["maxReplicas"]) == (1, 4)
+    body = copy.deepcopy(BODY)
+    body["spec"]["minReplicas"] = 2
+    assert fn.hpa(body)["spec"]["minReplicas"] == 2  # type: ignore[index]
     body = copy.deepcopy(BODY)
     del body["spec"]["maxReplicas"]
     assert fn.hpa(body) is None
