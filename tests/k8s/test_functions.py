@@ -236,3 +236,38 @@ def test_function_on_a_secured_cluster_mounts_its_ca_and_token(
     assert [(i.key, i.path) for i in volumes["tls"].secret.items] == [("ca.crt", "ca.crt")]
     assert volumes["tls"].secret.secret_name == "sec-broker-tls"
     assert [i.key for i in volumes["auth"].secret.items] == ["broker.token"]
+
+
+def _refused(call: Any) -> str:
+    with pytest.raises(ApiException) as info:
+        call()
+    assert info.value.status == 422, info.value.body
+    return str(json.loads(info.value.body)["message"])
+
+
+def test_the_crd_refuses_what_it_cannot_mean(
+    api: client.ApiClient, crds: list[str], namespace: str
+) -> None:
+    cr = CR(api, namespace, group=FM_GROUP)
+    both = function("both", 1)
+    both["spec"]["clusterRef"] = {"name": "dev"}
+    assert "set exactly one of spec.clusterRef and spec.pulsar" in _refused(
+        lambda: cr.create("functions", both)
+    )
+    assert "spec.maxReplicas must not be below spec.replicas" in _refused(
+        lambda: cr.create("functions", function("low", 3, maxReplicas=2))
+    )
+    no_input = function("noinput", 1, input={})
+    assert "set exactly one of topics and topicPattern" in _refused(
+        lambda: cr.create("functions", no_input)
+    )
+    assert "Unsupported value" in _refused(
+        lambda: cr.create("functions", function("guar", 1, processingGuarantee="sometimes"))
+    )
+    cr.create("functions", function("fixed", 1, tenant="acme"))
+    assert "spec.tenant is immutable" in _refused(
+        lambda: cr.patch("functions", "fixed", {"spec": {"tenant": "other"}})
+    )
+    assert "spec.name is immutable" in _refused(
+        lambda: cr.patch("functions", "fixed", {"spec": {"name": "renamed"}})
+    )
