@@ -233,6 +233,13 @@ def statefulset(body: Mapping[str, Any], target: Target) -> Json:
         "env": env,
         "volumeMounts": mounts,
         "securityContext": container_sc,
+        # Ready once the instance runs: it writes its first metrics report when it starts
+        # (after the package is downloaded and installed; the pod entry removes a stale one)
+        "readinessProbe": {
+            "exec": {"command": ["test", "-f", f"{WORK_DIR}/metrics.json"]},
+            "periodSeconds": 2,
+            "failureThreshold": 3,
+        },
     }
     resources = spec.get("resources") or {}
     if resources.get("requests") or resources.get("limits"):

@@ -143,6 +143,8 @@ def prepare(env: Mapping[str, str]) -> Path:
         raise PodConfigError(f"instance {instance} is beyond parallelism {config['parallelism']}")
     work = Path(env.get("MAGNETAR_FUNCTION_WORK_DIR") or "/tmp/function")  # noqa: S108
     work.mkdir(parents=True, exist_ok=True)
+    # the pod's readiness probe looks for the instance's report: none from a previous run
+    (work / "metrics.json").unlink(missing_ok=True)
     data = download(admin_client(env), source)
     try:
         code, paths = asyncio.run(

@@ -64,6 +64,10 @@ def test_statefulset_runs_the_pod_entry_with_the_config() -> None:
     pod = sts["spec"]["template"]["spec"]
     container = pod["containers"][0]
     assert container["command"] == ["python3", "-m", "magnetar.functions.pod"]
+    # Ready when the instance has written its first report (the pod entry's work dir)
+    assert container["readinessProbe"]["exec"]["command"] == [
+        "test", "-f", "/tmp/function/metrics.json",
+    ]  # fmt: skip
     assert container["image"] == "magnetar/broker:0.1.0"
     assert container["resources"] == {
         "requests": {"cpu": "100m", "memory": "128Mi"},
