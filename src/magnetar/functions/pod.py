@@ -17,10 +17,11 @@ Everything comes from the environment the operator sets:
 * ``MAGNETAR_FUNCTION_WORK_DIR``: where the package goes (an emptyDir).
 
 The package is downloaded (retried while the brokers do not answer yet, at most
-``FETCH_ATTEMPTS`` times), installed as the standalone's supervisor installs it
-(:func:`magnetar.functions.supervisor.install_package`), and this process becomes the
-instance (``exec`` of :mod:`.instance`): its exit is the container's, which the kubelet
-restarts. A configuration or package error exits at once with a message naming it.
+``FETCH_ATTEMPTS`` times, the shared jittered backoff apart), installed as the
+standalone's supervisor installs it (:func:`magnetar.functions.supervisor.install_package`),
+and this process becomes the instance (``exec`` of :mod:`.instance`): its exit is the
+container's, which the kubelet restarts. A configuration or package error exits at once
+with a message naming it.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from magnetar.client import admin
+from magnetar.common.backoff import Backoff
 from magnetar.functions import config as fconfig
 from magnetar.functions.config import FunctionName
 from magnetar.functions.supervisor import PackageError, install_package
@@ -45,7 +47,8 @@ from magnetar.security.client_auth import Credentials
 log = logging.getLogger("magnetar.functions.pod")
 
 FETCH_ATTEMPTS: Final = 30
-FETCH_DELAY_S: Final = 2.0
+FETCH_BACKOFF_S: Final = (1.0, 10.0)
+"""The download's retries wait the shared jittered backoff, from 1 s up to 10 s apart."""
 
 
 class PodConfigError(Exception):
@@ -113,6 +116,7 @@ def download(client: admin.AdminClient, source: FunctionName) -> bytes:
     """The package, as the broker stores it; retried while the brokers are unreachable or
     answer 5xx (a pod may start before them), not on a 4xx (no such function: the error)."""
     path = f"/admin/v3/functions/{source.fqfn}/download"
+    backoff = Backoff(initial_s=FETCH_BACKOFF_S[0], max_s=FETCH_BACKOFF_S[1])
     for attempt in range(1, FETCH_ATTEMPTS + 1):
         try:
             data = client.get(path, raw=True)
@@ -130,7 +134,7 @@ def download(client: admin.AdminClient, source: FunctionName) -> bytes:
                     f"cannot download the package of {source.fqfn}: {err}"
                 ) from None
             log.warning("downloading %s (attempt %d): %s", source.fqfn, attempt, err)
-        time.sleep(FETCH_DELAY_S)
+        time.sleep(backoff.next())
     raise AssertionError("unreachable")
 
 
