@@ -8,6 +8,9 @@ scales to 0; a deleted function's resource goes, a Function applied by hand stay
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +25,9 @@ from magnetar.functions.kubernetes import ApiServer, KubernetesRuntime, resource
 from magnetar.metadata import open_store
 from tests.k8s.controlplane import ControlPlane
 from tests.k8s.helpers import CR, FakeKubelet, eventually
-from tests.support.procs import Proc
+from tests.support.etcd import EtcdServer
+from tests.support.procs import Proc, started
+from tests.support.standalone import BrokerProc
 
 pytestmark = pytest.mark.k8s
 
@@ -199,3 +204,75 @@ def test_function_records_become_function_resources(
     finally:
         loop.run_until_complete(runtime.stop())
         loop.run_until_complete(store.close())
+
+
+def test_broker_with_the_kubernetes_runtime_writes_function_resources(
+    api: client.ApiClient,
+    control_plane: ControlPlane,
+    operator: Proc,
+    namespace: str,
+    kubelet: FakeKubelet,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`magnetar broker --functions-runtime kubernetes` in a stand-in pod (the service
+    account's files where a pod has them, KUBERNETES_SERVICE_HOST/PORT): `functions create`
+    writes the Function, `functions status` answers from the pods, `functions delete`
+    removes it."""
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    (account / "token").write_text(broker_token(api, namespace))
+    (account / "ca.crt").write_bytes((control_plane.workdir / "certs/apiserver.crt").read_bytes())
+    (account / "namespace").write_text(namespace)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(control_plane.api_port))
+    monkeypatch.setenv("MAGNETAR_KUBERNETES_SERVICEACCOUNT_DIR", str(account))
+    CR(api, namespace).create(
+        "pulsarclusters",
+        {"apiVersion": "magnetar.dev/v1alpha1", "kind": "PulsarCluster",
+         "metadata": {"name": "dev"}, "spec": {}},
+    )  # fmt: skip
+    cr = CR(api, namespace, group=FM_GROUP)
+    with (
+        started(EtcdServer(tmp_path / "etcd")) as etcd,
+        started(
+            BrokerProc(
+                etcd.url,
+                tmp_path,
+                extra_args=["--functions-runtime", "kubernetes", "--cluster-name", "dev"],
+            )
+        ) as broker,
+    ):
+
+        def admin(*args: str) -> str:
+            done = subprocess.run(
+                [sys.executable, "-m", "magnetar.cli", "admin", "--admin-url", broker.http_url,
+                 *args],
+                capture_output=True, text=True, timeout=60, check=False,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            return done.stdout
+
+        admin(
+            "functions", "create", "--name", "shout",
+            "--py", str(EXAMPLE / "exclamation_function.py"),
+            "--classname", "exclamation_function.ExclamationFunction",
+            "--inputs", "in", "--output", "out", "--parallelism", "2",
+        )  # fmt: skip
+        resource = resource_name(FunctionName("public", "default", "shout"))
+        assert resource == "public-default-shout"
+        body = eventually(lambda: cr.get("functions", resource), timeout=30, what="the Function")
+        assert body["spec"]["replicas"] == 2 and body["spec"]["clusterRef"] == {"name": "dev"}
+
+        def running() -> dict[str, Any]:
+            status = json.loads(admin("--output", "json", "functions", "status", "--name", "shout"))
+            assert status["numRunning"] == 2, status
+            return dict(status)
+
+        status = eventually(running, timeout=90, what="both instances running")
+        assert [i["status"]["workerId"] for i in status["instances"]] == [
+            "public-default-shout-function-0",
+            "public-default-shout-function-1",
+        ]
+        admin("functions", "delete", "--name", "shout")
+        eventually(lambda: not cr.exists("functions", resource), timeout=30, what="deleted")

@@ -21,8 +21,8 @@ Modules:
   restarted on a crash, stopped, their status read back.
 * :mod:`.pod` -- one instance in a pod of the Kubernetes ``Function`` resource: the package
   downloaded from the brokers, then :mod:`.instance`.
-* :mod:`.kubernetes` -- function records as ``Function`` resources (a runtime for brokers on
-  Kubernetes; not wired into ``magnetar broker`` yet).
+* :mod:`.kubernetes` -- function records as ``Function`` resources (the runtime of
+  ``magnetar broker --functions-runtime kubernetes``).
 * :mod:`.instance` -- one instance: the official client's consumer and producers around the
   user's function (processing guarantees, SerDes, output properties, metrics).
 * :mod:`.context` -- the ``pulsar.Context`` the user's function receives.

@@ -14,9 +14,9 @@ hand, without the label, are never touched.
 
 Talks to the API server over HTTPS with a bearer token read from a file on each request (a
 projected service-account token rotates): :meth:`ApiServer.in_cluster` is the pod's own
-service account. Not wired into ``magnetar broker`` yet: a broker setting selecting it, and
-the operator giving the brokers a service account allowed to write Functions, are what
-remains (docs/functions.md).
+service account. ``magnetar broker --functions-runtime kubernetes`` runs it; the operator
+does not set that flag yet, nor give the brokers a service account allowed to write
+Functions (docs/functions.md).
 """
 
 from __future__ import annotations
@@ -49,6 +49,9 @@ API_VERSION: Final = f"{GROUP}/{VERSION}"
 MANAGED_BY: Final = "magnetar-broker"
 FQFN_ANNOTATION: Final = "magnetar.dev/fqfn"
 POLL_INTERVAL_S: Final = 2.0
+SERVICE_ACCOUNT_DIR_ENV: Final = "MAGNETAR_KUBERNETES_SERVICEACCOUNT_DIR"
+"""Where the pod's service-account files are (token, ca.crt, namespace); default Kubernetes'
+mount point."""
 SERVICE_ACCOUNT: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 MAX_NAME: Final = 40
 """Longest resource name: the StatefulSet's pods add ``-function-NNN`` within 63 characters."""
@@ -71,7 +74,24 @@ class ApiServer:
         if not host:
             raise KubernetesError("not in a Kubernetes pod: KUBERNETES_SERVICE_HOST is not set")
         host = f"[{host}]" if ":" in host else host
-        return cls(f"https://{host}:{port}", SERVICE_ACCOUNT / "token", SERVICE_ACCOUNT / "ca.crt")
+        account = service_account_dir()
+        return cls(f"https://{host}:{port}", account / "token", account / "ca.crt")
+
+
+def service_account_dir() -> Path:
+    return Path(os.environ.get(SERVICE_ACCOUNT_DIR_ENV) or SERVICE_ACCOUNT)
+
+
+def pod_namespace() -> str:
+    """The pod's own namespace (its service account's ``namespace`` file)."""
+    path = service_account_dir() / "namespace"
+    try:
+        namespace = path.read_text().strip()
+    except OSError as err:
+        raise KubernetesError(f"cannot read the pod's namespace from {path}: {err}") from None
+    if not namespace:
+        raise KubernetesError(f"{path} is empty")
+    return namespace
 
 
 def resource_name(name: FunctionName) -> str:

@@ -1,9 +1,10 @@
 """What the admin API asks of whatever runs function instances, and the answers' shapes.
 
 A runtime (the standalone's :class:`magnetar.functions.supervisor.Supervisor`;
-:class:`magnetar.functions.kubernetes.KubernetesRuntime`, Function resources, not wired into
-``magnetar broker`` yet) says, per instance, whether it runs, why not, how
-often it was restarted and the instance's last metrics report (:mod:`.instance` writes it).
+:class:`magnetar.functions.kubernetes.KubernetesRuntime`, Function resources, for
+``magnetar broker --functions-runtime kubernetes``) says, per instance, whether it runs,
+why not, how often it was restarted and the instance's last metrics report
+(:mod:`.instance` writes it).
 :func:`status` and :func:`stats` turn that into Pulsar's ``FunctionStatus`` and
 ``FunctionStatsImpl`` JSON (field names as in Pulsar 4.0.7's classes, ``1min`` included).
 A broker with no runtime answers every instance as not running, saying so.
