@@ -2,17 +2,17 @@
 
 With the PulsarCluster of e2e/test_pulsarcluster.py installed:
 
-* the exclamation function's package is uploaded through the admin API v3 (`magnetar admin
-  functions create`, through the proxy); a `Function` (compute.functionmesh.io/v1alpha1)
-  with `clusterRef` to the cluster and `replicas: 2` is applied with kubectl; it turns Ready
-  with two pods, instance ids 0 and 1 (their ordinals), whose images fetched the package
-  from the brokers;
+* `magnetar admin functions create --parallelism 2` (through the proxy) makes the brokers
+  write a `Function` (compute.functionmesh.io/v1alpha1, `public-default-e2e-excl`,
+  `clusterRef` to the cluster); the operator runs it as two pods, instance ids 0 and 1
+  (their ordinals), which fetched the package from the brokers; `functions status` answers
+  from them in Pulsar's shape;
 * messages through the function come out with `!` and Pulsar's output properties;
-* `replicas: 2 -> 3` scales the StatefulSet to three Ready instances;
+* `functions update --parallelism 3` scales the StatefulSet to three Ready instances;
 * an instance's pod deleted while a producer publishes: every receipted input is reflected
   in the output (ATLEAST_ONCE: duplicates allowed, nothing lost);
-* deleting the Function leaves no StatefulSet, Service or pod (owner references), and
-  `functions delete` removes the uploaded package.
+* `functions delete` removes the Function, and with it its StatefulSet, Service and pods
+  (owner references).
 
 Run from e2e/test_pulsarcluster.py (`make test-e2e`).
 """
@@ -31,27 +31,8 @@ from e2e.localcluster import ROOT, Cluster
 
 EXAMPLE = ROOT / "tests/integration/functions/examples/exclamation_function.py"
 NAME = "e2e-excl"
-
-
-def manifest(cluster_name: str, replicas: int, topic_in: str, topic_out: str) -> str:
-    return json.dumps(
-        {
-            "apiVersion": "compute.functionmesh.io/v1alpha1",
-            "kind": "Function",
-            "metadata": {"name": NAME},
-            "spec": {
-                "clusterRef": {"name": cluster_name},
-                "className": "exclamation_function.ExclamationFunction",
-                "replicas": replicas,
-                "input": {"topics": [topic_in]},
-                "output": {"topic": topic_out},
-                "python": {"py": "exclamation_function.py"},
-                "processingGuarantee": "atleast_once",
-                "subscriptionName": NAME,
-                "subscriptionPosition": "earliest",
-            },
-        }
-    )
+RESOURCE = f"public-default-{NAME}"
+"""The Function the brokers write for public/default/e2e-excl."""
 
 
 def _ready(pod: dict[str, Any]) -> bool:
@@ -75,14 +56,14 @@ def check(
 
     def pods() -> list[dict[str, Any]]:
         out = c.k("-n", namespace, "get", "pods", "-l",
-                  f"app.kubernetes.io/component=function,app.kubernetes.io/instance={NAME}",
+                  f"app.kubernetes.io/component=function,app.kubernetes.io/instance={RESOURCE}",
                   "-o", "json")  # fmt: skip
         items: list[dict[str, Any]] = json.loads(out)["items"]
         return items
 
     def function() -> dict[str, Any]:
         out: dict[str, Any] = json.loads(
-            c.k("-n", namespace, "get", "function", NAME, "-o", "json")
+            c.k("-n", namespace, "get", "function", RESOURCE, "-o", "json")
         )
         return out
 
@@ -93,19 +74,23 @@ def check(
             status.get("phase") == "Running"
         )
 
+    t0 = time.monotonic()
     admin(
         "functions", "create", "--name", NAME, "--py", str(EXAMPLE),
         "--classname", "exclamation_function.ExclamationFunction",
-        "--inputs", topic_in, "--output", topic_out,
+        "--inputs", topic_in, "--output", topic_out, "--parallelism", "2",
+        "--subs-position", "Earliest",
     )  # fmt: skip
-    t0 = time.monotonic()
-    c.k("-n", namespace, "apply", "-f", "-", stdin=manifest(cluster_name, 2, topic_in, topic_out))
     wait_until(lambda: running(2), timeout=300, interval=2, what="Function Running with 2")
     timings["function_ready"] = time.monotonic() - t0
-    instances = function()["status"]["instances"]
+    body = function()
+    assert body["spec"]["clusterRef"] == {"name": cluster_name}
+    instances = body["status"]["instances"]
     assert [i["instanceId"] for i in instances] == [0, 1]
-    assert sorted(p["metadata"]["name"] for p in pods()) == [f"{NAME}-function-0",
-                                                            f"{NAME}-function-1"]  # fmt: skip
+    assert sorted(p["metadata"]["name"] for p in pods()) == [f"{RESOURCE}-function-0",
+                                                            f"{RESOURCE}-function-1"]  # fmt: skip
+    status = json.loads(admin("-o", "json", "functions", "status", "--name", NAME))
+    assert (status["numInstances"], status["numRunning"]) == (2, 2), status
 
     client = pulsar.Client(service_url, operation_timeout_seconds=120)
     try:
@@ -125,12 +110,11 @@ def check(
             out.acknowledge(msg)
         assert got == {f"first-{i}!" for i in range(100)}
 
-        # replicas 2 -> 3
-        c.k("-n", namespace, "patch", "function", NAME, "--type=merge",
-            "-p", json.dumps({"spec": {"replicas": 3}}))  # fmt: skip
+        # parallelism 2 -> 3
+        admin("functions", "update", "--name", NAME, "--parallelism", "3")
         wait_until(lambda: running(3), timeout=300, interval=2, what="Function Running with 3")
         sts = json.loads(
-            c.k("-n", namespace, "get", "statefulset", f"{NAME}-function", "-o", "json")
+            c.k("-n", namespace, "get", "statefulset", f"{RESOURCE}-function", "-o", "json")
         )
         assert sts["spec"]["replicas"] == 3
 
@@ -138,7 +122,7 @@ def check(
         pub = publisher(client, topic_in, "fn-kill")
         pub.start()
         wait_until(lambda: pub.count() >= 1000, timeout=120, what="1,000 receipts")
-        victim = f"{NAME}-function-1"
+        victim = f"{RESOURCE}-function-1"
         old = next(p for p in pods() if p["metadata"]["name"] == victim)["metadata"]["uid"]
         c.k("-n", namespace, "delete", "pod", victim, "--wait=false")
         t1 = time.monotonic()
@@ -173,12 +157,12 @@ def check(
     finally:
         client.close()
 
-    # deletion leaves nothing (owner references), and the package goes with functions delete
-    c.k("-n", namespace, "delete", "function", NAME, "--timeout=120s", timeout=150)
+    # functions delete: the Function goes, and with it what it owned
+    admin("functions", "delete", "--name", NAME)
 
     def leftovers() -> list[str]:
-        names = c.k("-n", namespace, "get", "statefulset,service,hpa,pods", "-o", "name").split()
-        return [n for n in names if f"{NAME}-function" in n]
+        kinds = "functions,statefulset,service,hpa,pods"
+        names = c.k("-n", namespace, "get", kinds, "-o", "name").split()
+        return [n for n in names if RESOURCE in n]
 
     wait_until(lambda: not leftovers(), timeout=180, interval=2, what="the Function's objects gone")
-    admin("functions", "delete", "--name", NAME)

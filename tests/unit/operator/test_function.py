@@ -208,3 +208,31 @@ def test_status_from_statefulset_and_pods() -> None:
     assert (fields["phase"], reason) == ("Running", "Running")
     fields, reason, _ = fn.status(BODY, None, [])
     assert (fields["phase"], fields["readyReplicas"]) == ("Pending", 0)
+
+
+def test_brokers_may_write_functions_and_nothing_more() -> None:
+    """The brokers run ``functions create`` as a Function resource
+    (``magnetarFunctionsRuntime=kubernetes``) under a service account of their own."""
+    from magnetar_operator.builders import broker
+    from magnetar_operator.builders.common import Owner
+    from magnetar_operator.spec import ClusterSpec
+
+    owner = Owner(name="dev", namespace="pulsar", uid="u")
+    spec = ClusterSpec.parse({})
+    objects = {o["kind"]: o for o in broker.build_workload(owner, spec)}
+    for obj in objects.values():
+        validate(obj)
+    assert objects["Role"]["rules"] == [
+        {
+            "apiGroups": ["compute.functionmesh.io"],
+            "resources": ["functions"],
+            "verbs": ["get", "list", "create", "patch", "delete"],
+        }
+    ]
+    assert objects["RoleBinding"]["subjects"] == [
+        {"kind": "ServiceAccount", "name": "dev-broker", "namespace": "pulsar"}
+    ]
+    assert objects["RoleBinding"]["roleRef"]["name"] == objects["Role"]["metadata"]["name"]
+    pod = objects["Deployment"]["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == objects["ServiceAccount"]["metadata"]["name"]
+    assert broker.config_data(owner, spec)["magnetarFunctionsRuntime"] == "kubernetes"
