@@ -53,6 +53,10 @@ SERVICE_ACCOUNT_DIR_ENV: Final = "MAGNETAR_KUBERNETES_SERVICEACCOUNT_DIR"
 """Where the pod's service-account files are (token, ca.crt, namespace); default Kubernetes'
 mount point."""
 SERVICE_ACCOUNT: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+STATS_UNAVAILABLE: Final = (
+    "stats of instances running as Kubernetes pods are not collected yet: their counters "
+    "stay in the pods (status says whether each runs)"
+)
 MAX_NAME: Final = 40
 """Longest resource name: the StatefulSet's pods add ``-function-NNN`` within 63 characters."""
 
@@ -220,6 +224,7 @@ class KubernetesRuntime:
     namespace: str
     cluster_ref: str
     poll_interval_s: float = POLL_INTERVAL_S
+    stats_unavailable: str | None = field(default=STATS_UNAVAILABLE, init=False)
     resources: dict[str, dict[str, Any]] = field(default_factory=dict)
     """fqfn -> the last resource read (its status included)."""
     _session: aiohttp.ClientSession | None = None

@@ -34,12 +34,18 @@ class InstanceState:
 
 
 class Runtime(Protocol):
+    stats_unavailable: str | None
+    """Why the instances' counters are not known here (stats are refused saying so, no
+    ``pulsar_function_*`` series), or None when the reports are read."""
+
     def instances(self, name: FunctionName, parallelism: int) -> dict[int, InstanceState]:
         """The state of each instance 0..parallelism-1 of the function."""
 
 
 class NoRuntime:
     """A broker that runs no instances: each one is reported not running, with the reason."""
+
+    stats_unavailable: str | None = None
 
     def instances(self, name: FunctionName, parallelism: int) -> dict[int, InstanceState]:
         return {i: InstanceState(running=False, error=NO_RUNTIME) for i in range(parallelism)}

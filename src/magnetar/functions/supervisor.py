@@ -135,6 +135,8 @@ def _unpack(
 class Supervisor:
     """The standalone's function runtime (a :class:`magnetar.functions.runtime.Runtime`)."""
 
+    stats_unavailable: str | None = None
+
     def __init__(
         self,
         store: api.MetadataStore,
