@@ -3,7 +3,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PROTOS := $(wildcard proto/*.proto)
 
-.PHONY: setup run test test-fast test-slow lint bench proto clean
+.PHONY: setup run test test-fast test-slow lint bench proto clean dashboards
 
 setup:
 	@bash scripts/setup.sh
@@ -163,10 +163,18 @@ security-refusals: setup
 # Pulsar standalone under the same workload (scripts/capture_pulsar_metrics.py);
 # test-metrics-pulsar runs the parity test against a fresh capture. docs/metrics.md.
 .PHONY: metrics-pulsar test-metrics-pulsar
+# The chart's Grafana dashboards (helm/magnetar/files/dashboards/), written by their generator
+dashboards: setup
+	@$(PY) scripts/dashboards.py
+
 metrics-pulsar: setup
 	@$(PY) scripts/capture_pulsar_metrics.py
 
-test-metrics-pulsar: setup
+test-# The chart's Grafana dashboards (helm/magnetar/files/dashboards/), written by their generator
+dashboards: setup
+	@$(PY) scripts/dashboards.py
+
+metrics-pulsar: setup
 	@MAGNETAR_METRICS_AGAINST=pulsar $(PY) -m pytest tests/integration/metrics -rs -s $(PYTEST_ARGS)
 
 # --- Images (issue 12): built locally, nothing pulled from a registry ---------------------------

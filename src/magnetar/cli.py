@@ -88,6 +88,12 @@ _BROKER_FLAGS = {
     "force_delete_namespace_allowed": "force_delete_namespace_allowed",
     "transaction_coordinator_enabled": "transaction_coordinator_enabled",
     "compaction_threshold": "compaction_threshold_bytes",
+    "backlog_quota_check_enabled": "backlog_quota_check_enabled",
+    "backlog_quota_check_interval": "backlog_quota_check_interval_s",
+    "backlog_quota_default_limit_bytes": "backlog_quota_default_limit_bytes",
+    "backlog_quota_default_limit_gb": "backlog_quota_default_limit_gb",
+    "backlog_quota_default_limit_second": "backlog_quota_default_limit_s",
+    "backlog_quota_default_retention_policy": "backlog_quota_default_policy",
     "min_racks_per_write_quorum": "bookkeeper_min_racks_per_write_quorum",
     "enforce_min_racks_per_write_quorum": "bookkeeper_enforce_min_racks",
     "expose_topic_level_metrics_in_prometheus": "expose_topic_level_metrics",
@@ -475,6 +481,10 @@ def _proxy(args: argparse.Namespace) -> int:
             forward_authorization_credentials=args.forward_authorization_credentials,
             security=security_config(args),
             max_message_size=args.max_message_size,
+            max_concurrent_inbound_connections=args.max_concurrent_inbound_connections,
+            max_concurrent_inbound_connections_per_ip=(
+                args.max_concurrent_inbound_connections_per_ip
+            ),
         )
         aio.run(server.run(config))
     except (ValueError, OSError) as err:
@@ -546,6 +556,48 @@ def _deduplication(p: argparse.ArgumentParser) -> None:
         default=_BC.compaction_threshold_bytes,
         help="compact a topic once this many bytes were stored since its last compaction, "
         "unless its namespace or topic sets compactionThreshold (0: never)",
+    )
+
+
+def _backlog_quota(p: argparse.ArgumentParser) -> None:
+    """The backlog quota defaults and check a broker and a standalone share
+    (magnetar.broker.backlog_quota)."""
+    _bool_option(
+        p,
+        "--backlog-quota-check-enabled",
+        _BC.backlog_quota_check_enabled,
+        "check backlog quotas periodically (evict, or disconnect producers over a quota)",
+    )
+    p.add_argument(
+        "--backlog-quota-check-interval",
+        type=float,
+        default=_BC.backlog_quota_check_interval_s,
+        metavar="SECONDS",
+        help="how often each topic's backlog quotas are checked",
+    )
+    p.add_argument(
+        "--backlog-quota-default-limit-bytes",
+        type=int,
+        default=_BC.backlog_quota_default_limit_bytes,
+        help="backlog size limit of topics whose namespace and topic set none (-1: none)",
+    )
+    p.add_argument(
+        "--backlog-quota-default-limit-gb",
+        type=float,
+        default=_BC.backlog_quota_default_limit_gb,
+        help="the same in GiB; when positive it wins over the limit in bytes (-1: none)",
+    )
+    p.add_argument(
+        "--backlog-quota-default-limit-second",
+        type=int,
+        default=_BC.backlog_quota_default_limit_s,
+        help="default age limit of the oldest unacknowledged message (0 or less: none)",
+    )
+    p.add_argument(
+        "--backlog-quota-default-retention-policy",
+        choices=("producer_request_hold", "producer_exception", "consumer_backlog_eviction"),
+        default=_BC.backlog_quota_default_policy,
+        help="what the default quotas (and quotas set without a policy) do when exceeded",
     )
 
 
@@ -851,6 +903,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     )
     _non_persistent_inactive(p)
     _deduplication(p)
+    _backlog_quota(p)
     _force_delete(p)
     _metrics_options(p)
     _offload(p)
@@ -921,6 +974,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     p.add_argument("--max-ledger-age", type=float, default=_ML.max_ledger_age_s, metavar="SECONDS")
     p.add_argument("--min-ledger-age", type=float, default=_ML.min_ledger_age_s, metavar="SECONDS")
     _deduplication(p)
+    _backlog_quota(p)
     _force_delete(p)
     _metrics_options(p)
     p.add_argument(
@@ -1007,6 +1061,20 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     )
     p.add_argument("--bind-address", default="0.0.0.0")
     p.add_argument("--max-message-size", type=int, default=_BC.max_message_size, metavar="BYTES")
+    p.add_argument(
+        "--max-concurrent-inbound-connections",
+        type=int,
+        default=10000,
+        metavar="N",
+        help="client connections open at once, more are refused (0: no limit)",
+    )
+    p.add_argument(
+        "--max-concurrent-inbound-connections-per-ip",
+        type=int,
+        default=0,
+        metavar="N",
+        help="client connections open at once from one address (0: no limit)",
+    )
     p.add_argument("--log-level", default=None)
     p.set_defaults(func=_proxy)
     _proxy_security(p)

@@ -494,11 +494,7 @@ _QUOTA_TYPE = arg(
 )
 
 
-@verb(
-    "namespaces",
-    "set-backlog-quota",
-    "limit the backlog by size and/or age",
-    NAMESPACE,
+_QUOTA_ARGS = (
     arg("-l", "--limit", type=convert.size_bytes, default=-1, help="size, e.g. 10G (-1: none)"),
     arg(
         "-lt",
@@ -516,9 +512,16 @@ _QUOTA_TYPE = arg(
     ),
     _QUOTA_TYPE,
 )
+
+
+@verb("namespaces", "set-backlog-quota", "limit the backlog by size and/or age", NAMESPACE,
+      *_QUOTA_ARGS)  # fmt: skip
 def _ns_set_quota(a: argparse.Namespace) -> Request:
-    body = {"limitSize": a.limit, "limitTime": a.limit_time, "policy": a.policy}
-    return Request("POST", _ns(a, f"/backlogQuota?backlogQuotaType={a.type}"), body)
+    return Request("POST", _ns(a, f"/backlogQuota?backlogQuotaType={a.type}"), _quota(a))
+
+
+def _quota(a: argparse.Namespace) -> dict[str, Any]:
+    return {"limitSize": a.limit, "limitTime": a.limit_time, "policy": a.policy}
 
 
 @verb(
@@ -1002,6 +1005,39 @@ for _group in ("topics", "topicPolicies"):
         verb(_group, f"remove-{_name}", f"remove the topic's own {_name}", TOPIC)(
             _on_topic("DELETE", _tail)
         )
+
+
+def _topic_quota_verbs(group: str) -> None:
+    verb(
+        group, "set-backlog-quota", "the topic's own backlog quota of a type", TOPIC, *_QUOTA_ARGS
+    )(lambda a: Request("POST", _topic(a, f"/backlogQuota?backlogQuotaType={a.type}"), _quota(a)))
+    verb(
+        group,
+        "remove-backlog-quota",
+        "remove the topic's own backlog quota of a type",
+        TOPIC,
+        _QUOTA_TYPE,
+    )(lambda a: Request("DELETE", _topic(a, f"/backlogQuota?backlogQuotaType={a.type}")))
+    verb(
+        group,
+        "get-backlog-quotas",
+        "the topic's own backlog quotas ({}: none)",
+        TOPIC,
+        arg(
+            "-ap",
+            "--applied",
+            action="store_true",
+            help="the quotas in force (topic, namespace or broker default)",
+        ),
+    )(
+        lambda a: Request(
+            "GET", _topic(a, "/backlogQuotaMap" + ("?applied=true" if a.applied else ""))
+        )
+    )
+
+
+for _group in ("topics", "topicPolicies"):
+    _topic_quota_verbs(_group)
 
 
 # --- transactions -------------------------------------------------------------------------------

@@ -46,6 +46,7 @@ from magnetar.security.client_auth import Credentials
 
 log = logging.getLogger("magnetar.functions.pod")
 
+TOKEN_PLUGIN: Final = "org.apache.pulsar.client.impl.auth.AuthenticationToken"  # noqa: S105
 FETCH_ATTEMPTS: Final = 30
 FETCH_BACKOFF_S: Final = (1.0, 10.0)
 """The download's retries wait the shared jittered backoff, from 1 s up to 10 s apart."""
@@ -138,6 +139,20 @@ def download(client: admin.AdminClient, source: FunctionName) -> bytes:
     raise AssertionError("unreachable")
 
 
+def access(env: Mapping[str, str]) -> dict[str, Any]:
+    """The instance's ``access`` (:func:`magnetar.functions.instance.access`): the cluster's
+    CA, checking the brokers' hostnames (their certificates name their Service), and the
+    token file, read again at each use."""
+    trust = env.get("MAGNETAR_TLS_TRUST_CERTS") or None
+    token_file = env.get("MAGNETAR_AUTH_TOKEN_FILE") or None
+    return {
+        "authPlugin": TOKEN_PLUGIN if token_file else None,
+        "authParams": f"file://{token_file}" if token_file else "",
+        "tlsTrustCertsFile": trust,
+        "tlsHostnameVerification": trust is not None,
+    }
+
+
 def prepare(env: Mapping[str, str]) -> Path:
     """Everything before the instance runs; returns its spec file."""
     instance = instance_id(_required(env, "POD_NAME"))
@@ -167,8 +182,7 @@ def prepare(env: Mapping[str, str]) -> Path:
         "serviceUrl": _required(env, "MAGNETAR_SERVICE_URL"),
         "webServiceUrl": env["MAGNETAR_WEB_SERVICE_URL"],
         "reportFile": str(work / "metrics.json"),
-        "tlsTrustCertsFilePath": env.get("MAGNETAR_TLS_TRUST_CERTS") or None,
-        "authTokenFile": env.get("MAGNETAR_AUTH_TOKEN_FILE") or None,
+        "access": access(env),
     }
     spec_file = work / "spec.json"
     spec_file.write_text(json.dumps(spec))

@@ -413,6 +413,24 @@ for _name in (
 ):  # fmt: skip
     CASES[("topicPolicies", _name)] = CASES[("topics", _name)]
 
+for _group in ("topics", "topicPolicies"):
+    CASES[(_group, "set-backlog-quota")] = (
+        ["t", "-l", "1M", "-lt", "1h", "-p", "consumer_backlog_eviction", "-t", "message_age"],
+        Request(
+            "POST",
+            f"{TOP}/backlogQuota?backlogQuotaType=message_age",
+            {"limitSize": 1 << 20, "limitTime": 3600, "policy": "consumer_backlog_eviction"},
+        ),
+    )
+    CASES[(_group, "remove-backlog-quota")] = (
+        ["t"],
+        Request("DELETE", f"{TOP}/backlogQuota?backlogQuotaType=destination_storage"),
+    )
+    CASES[(_group, "get-backlog-quotas")] = (
+        ["t", "--applied"],
+        Request("GET", f"{TOP}/backlogQuotaMap?applied=true"),
+    )
+
 CASES[("topics", "last-message-id")] = (["t"], Request("GET", f"{TOP}/lastMessageId"))
 for _verb, _tail in (
     ("get-offload-threshold-in-seconds", "offloadThresholdInSeconds"),

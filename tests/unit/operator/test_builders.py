@@ -198,6 +198,10 @@ def test_monitoring_kinds() -> None:
     assert [o["kind"] for o in sm] == ["ServiceMonitor"] * 3
     pm = monitoring.build(OWNER, ClusterSpec.parse(SPECS["external-metadata"]))
     assert [o["kind"] for o in pm] == ["PodMonitor"] * 2, "no etcd monitor for external etcd"
+    # a broker's Pulsar namespace label is kept (honorLabels), the others get the target's
+    honor = [o["spec"]["endpoints"][0].get("honorLabels", False) for o in sm]
+    assert honor == [True, False, False]
+    assert pm[0]["spec"]["podMetricsEndpoints"][0]["honorLabels"] is True
 
 
 def test_bookie_command_line_matches_magnetar_bookie() -> None:

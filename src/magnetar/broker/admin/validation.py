@@ -235,8 +235,10 @@ def backlog_quota(value: Any) -> dict[str, Any]:
     policy = raw.get("policy", "producer_request_hold")
     if policy not in QUOTA_POLICIES:
         raise AdminError(400, f"policy must be one of {QUOTA_POLICIES}, got {_show(policy)}")
-    return {
-        "limitSize": integer(raw.get("limitSize", raw.get("limit", -1)), "limitSize", minimum=-1),
+    size = integer(raw.get("limitSize", raw.get("limit", -1)), "limitSize", minimum=-1)
+    return {  # Pulsar answers the deprecated ``limit`` too, equal to limitSize
+        "limit": size,
+        "limitSize": size,
         "limitTime": integer(raw.get("limitTime", -1), "limitTime", minimum=-1),
         "policy": policy,
     }
