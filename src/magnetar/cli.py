@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from magnetar import __version__, conffile
+from magnetar.broker import workers
 from magnetar.broker.config import BrokerConfig
 from magnetar.common import grpctls, tlsfiles
 from magnetar.managed_ledger.api import ManagedLedgerConfig
@@ -52,13 +53,47 @@ def _broker(args: argparse.Namespace) -> int:
     logs.setup(args.log_level)
     try:
         config = broker_config(args)
-        aio.run(server.run(args.metadata_url, config, functions_runtime=args.functions_runtime))
+        if args.workers < 1:
+            raise ValueError(f"--workers {args.workers}: at least 1")
+        if args.workers > 1:
+            return _broker_workers(args, config)
+        shared = workers.SharedPorts.parse(args.worker_of) if args.worker_of else None
+        aio.run(
+            server.run(
+                args.metadata_url,
+                config,
+                shared=shared,
+                functions_runtime=args.functions_runtime,
+            )
+        )
     except (ValueError, OSError, KubernetesError) as err:
         print(f"magnetar broker: {err}", file=sys.stderr)
         return 2
     except metadata_api.StoreUnavailableError as err:
         print(f"magnetar broker: cannot reach the metadata store: {err}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _broker_workers(args: argparse.Namespace, config: BrokerConfig) -> int:
+    """``--workers N`` (N > 1): this process supervises N broker processes that share the
+    configured ports (``broker/workers.py``)."""
+    from magnetar.common import aio
+
+    if config.advertised_listeners:
+        raise ValueError(
+            "--workers > 1 with advertisedListeners: a listener names one address, which "
+            "several worker processes cannot share"
+        )
+    argv: list[str] = args.argv
+    tail = argv[argv.index("broker") + 1 :]
+    wanted = workers.SharedPorts(
+        port=config.port,
+        tls_port=config.tls_port,
+        http_port=config.http_port,
+        https_port=config.https_port,
+    )
+    aio.run(workers.run(tail, count=args.workers, host=config.bind_address, wanted=wanted))
     return 0
 
 
@@ -996,6 +1031,13 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
         help="where function instances run: none (not on this broker), kubernetes (a "
         "Function resource per function in the pod's namespace; docs/functions.md)",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="broker processes sharing the ports, one per core given (default 1)",
+    )
+    p.add_argument("--worker-of", help=argparse.SUPPRESS)  # set by the parent of workers
     p.add_argument("--log-level", default=None)
     p.set_defaults(func=_broker)
     _metadata_tls_flags(p)
@@ -1136,6 +1178,7 @@ _METADATA_URL_FORMS = ("broker", "bookie", "proxy", "autorecovery")
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what broker workers re-run
     rc: int = args.func(args)
     return rc
 

@@ -174,6 +174,22 @@ def test_schema_errors_rejected(api: client.ApiClient, crds: list[str], namespac
     assert "metadata.externalEndpoints is required" in body
 
 
+def test_broker_workers_count_or_auto(
+    api: client.ApiClient, crds: list[str], namespace: str
+) -> None:
+    cr = CR(api, namespace)
+    assert cr.create("pulsarclusters", cluster("w1"))["spec"]["brokers"]["workers"] == 1
+    obj = cr.create("pulsarclusters", cluster("wauto", brokers={"workers": "auto"}))
+    assert obj["spec"]["brokers"]["workers"] == "auto"
+    obj = cr.create("pulsarclusters", cluster("w4", brokers={"workers": 4}))
+    assert obj["spec"]["brokers"]["workers"] == 4
+    for bad in (0, 65, "many"):
+        body = _rejected(
+            lambda bad=bad: cr.create("pulsarclusters", cluster("bad", brokers={"workers": bad}))
+        )
+        assert "brokers.workers: 1 to 64, or auto" in body
+
+
 def test_etcd_replicas_immutable(api: client.ApiClient, crds: list[str], namespace: str) -> None:
     cr = CR(api, namespace)
     cr.create("pulsarclusters", cluster("fixed", metadata={"etcd": {"replicas": 1}}))

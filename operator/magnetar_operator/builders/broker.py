@@ -131,11 +131,15 @@ def offload_config(spec: ClusterSpec) -> dict[str, str]:
 
 def args(owner: Owner, spec: ClusterSpec) -> list[str]:
     """``magnetar broker`` arguments: the mounted broker.conf, the pod's own address (which a
-    shared ConfigMap cannot hold), then ``spec.brokers.extraArgs`` (flags override the file)."""
+    shared ConfigMap cannot hold), the worker processes when more than one
+    (``spec.brokers.workers``, ``auto``: from the CPU limit), then ``spec.brokers.extraArgs``
+    (flags override the file)."""
+    workers = spec.brokers.worker_count()
     return [
         "broker",
         f"--config={CONFIG_DIR}/{CONFIG_FILE}",
         "--advertised-address=$(POD_IP)",
+        *([f"--workers={workers}"] if workers > 1 else []),
         *spec.brokers.extra_args,
     ]
 

@@ -15,15 +15,15 @@ from aiohttp import web
 from magnetar.broker import backlog_quota
 from magnetar.broker import policies as broker_policies
 from magnetar.broker.admin import clusters, validation
-from magnetar.broker.admin.common import Handler, decode_json, service
+from magnetar.broker.admin.common import AdminError, Handler, decode_json, service
 from magnetar.broker.admin.topic_routes import paths
 from magnetar.broker.topic_ops import policies
 
 TOPIC_POLICIES: dict[str, tuple[str, validation.Body[Any]]] = {
-    "messageTTL": ("message_ttl_in_seconds", validation.MESSAGE_TTL),
+    "messageTTL": ("message_ttl_in_seconds", validation.TOPIC_MESSAGE_TTL),
     "retention": ("retention_policies", validation.RETENTION),
     "deduplicationEnabled": ("deduplicationEnabled", validation.DEDUPLICATION),
-    "compactionThreshold": ("compaction_threshold", validation.COMPACTION_THRESHOLD),
+    "compactionThreshold": ("compaction_threshold", validation.TOPIC_COMPACTION_THRESHOLD),
     "maxProducers": ("max_producers_per_topic", validation.MAX_PRODUCERS),
     "maxConsumers": ("max_consumers_per_topic", validation.MAX_CONSUMERS),
     "offloadPolicies": ("offloadPolicies", validation.OFFLOAD_POLICIES),
@@ -43,7 +43,11 @@ def _handlers(path: str) -> tuple[Handler, Handler, Handler]:
         if path == "messageTTL" and "messageTTL" in request.query:  # pulsar-admin sends this
 
             def check(raw: Any) -> Any:
-                return spec.parse(validation.path_integer(raw, path, minimum=0))
+                try:
+                    value = int(raw)
+                except ValueError:
+                    raise AdminError(400, f"{path} must be an integer, got {raw!r}") from None
+                return spec.parse(value)
 
             raw: Any = request.query["messageTTL"]
         else:
