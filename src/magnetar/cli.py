@@ -48,6 +48,7 @@ def _standalone(args: argparse.Namespace) -> int:
 def _broker(args: argparse.Namespace) -> int:
     from magnetar.broker import server
     from magnetar.common import aio, logs
+    from magnetar.functions.kubernetes import KubernetesError
 
     logs.setup(args.log_level)
     try:
@@ -57,8 +58,15 @@ def _broker(args: argparse.Namespace) -> int:
         if args.workers > 1:
             return _broker_workers(args, config)
         shared = workers.SharedPorts.parse(args.worker_of) if args.worker_of else None
-        aio.run(server.run(args.metadata_url, config, shared=shared))
-    except (ValueError, OSError) as err:
+        aio.run(
+            server.run(
+                args.metadata_url,
+                config,
+                shared=shared,
+                functions_runtime=args.functions_runtime,
+            )
+        )
+    except (ValueError, OSError, KubernetesError) as err:
         print(f"magnetar broker: {err}", file=sys.stderr)
         return 2
     except metadata_api.StoreUnavailableError as err:
@@ -1016,6 +1024,13 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     _non_persistent_inactive(p)
     _offload(p)
     _security(p)
+    p.add_argument(
+        "--functions-runtime",
+        choices=["none", "kubernetes"],
+        default="none",
+        help="where function instances run: none (not on this broker), kubernetes (a "
+        "Function resource per function in the pod's namespace; docs/functions.md)",
+    )
     p.add_argument(
         "--workers",
         type=int,

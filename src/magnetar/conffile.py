@@ -390,6 +390,9 @@ _BOOKIE_TLS: dict[str, Opt | Fixed] = {
 BROKER: Table = {
     **_SERVING,
     "clusterName": Opt("cluster_name"),
+    # where function instances run (docs/functions.md, "On Kubernetes"); Pulsar configures
+    # its functions worker in a file of its own
+    "magnetarFunctionsRuntime": Opt("functions_runtime", _choice("none", "kubernetes")),
     "advertisedListeners": Opt("advertised_listeners", listeners),
     "internalListenerName": Opt("internal_listener_name"),
     "metadataStoreUrl": Opt("metadata_url", metadata_url),

@@ -429,3 +429,14 @@ def test_files_are_read_as_java_properties(tmp_path: Path) -> None:
     )
     with pytest.raises(conffile.ConfigError, match=r"\(line 4\)"):
         conffile.load(Path(ok_then_bad), conffile.BROKER, conffile.KNOWN["broker"])
+
+
+def test_functions_runtime_key_and_flag(tmp_path: Path) -> None:
+    conf = write(tmp_path, "broker.conf", "magnetarFunctionsRuntime=kubernetes\n")
+    args = cli.parse_args(["broker", "--metadata-url", "etcd://e:2379", "--config", conf])
+    assert args.functions_runtime == "kubernetes"
+    args = cli.parse_args(["broker", "--metadata-url", "etcd://e:2379"])
+    assert args.functions_runtime == "none"
+    bad = write(tmp_path, "bad.conf", "magnetarFunctionsRuntime=lambda\n")
+    with pytest.raises(SystemExit):
+        cli.parse_args(["broker", "--metadata-url", "etcd://e:2379", "--config", bad])

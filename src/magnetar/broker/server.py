@@ -23,11 +23,13 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
 from magnetar.broker import admin, http, workers
+from magnetar.broker.admin import functions as functions_admin
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerConnection
 from magnetar.broker.service import BrokerService
 from magnetar.broker.transport import FrameTransport
 from magnetar.common import aio
+from magnetar.functions import kubernetes as functions_kubernetes
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.placement import RackAwarePlacement
 from magnetar.managed_ledger import factory
@@ -238,10 +240,19 @@ wait_for_signal = aio.wait_for_signal
 
 
 async def run(
-    metadata_url: str, config: BrokerConfig, *, shared: workers.SharedPorts | None = None
+    metadata_url: str,
+    config: BrokerConfig,
+    *,
+    shared: workers.SharedPorts | None = None,
+    functions_runtime: str = "none",
 ) -> None:
     """``magnetar broker``: serve until SIGTERM/SIGINT (``shared``: as one of the worker
-    processes of ``magnetar broker --workers N``, also on the pod's shared ports)."""
+    processes of ``magnetar broker --workers N``, also on the pod's shared ports).
+    ``functions_runtime`` ``kubernetes``: each function is a ``Function`` resource in the
+    pod's own namespace, on the PulsarCluster named as the cluster
+    (:mod:`magnetar.functions.kubernetes`; the pod's service account must be allowed to write
+    Functions there; every worker keeps them, idempotently); ``none``: this broker runs no
+    instances."""
     bookie_tls = config.bookkeeper_tls.open() if config.bookkeeper_tls is not None else None
     store = await open_store(metadata_url, tls=config.metadata_tls)
     placement = RackAwarePlacement(
@@ -252,9 +263,21 @@ async def run(
     ledgers = LedgerClient(store, tls=bookie_tls, placement=placement)
     managed_ledgers = open_managed_ledgers(store, ledgers, config.managed_ledger, config.offload)
     service = BrokerService(config=config, store=store, managed_ledgers=managed_ledgers)
-    server = BrokerServer(service, http_extensions=[admin.extension], shared=shared)
+    extensions: list[Callable[[web.Application], None]] = [admin.extension]
+    k8s_functions: functions_kubernetes.KubernetesRuntime | None = None
+    if functions_runtime == "kubernetes":
+        k8s_functions = functions_kubernetes.KubernetesRuntime(
+            store,
+            functions_kubernetes.ApiServer.in_cluster(),
+            namespace=functions_kubernetes.pod_namespace(),
+            cluster_ref=config.cluster_name,
+        )
+        extensions.append(functions_admin.with_runtime(k8s_functions))
+    server = BrokerServer(service, http_extensions=extensions, shared=shared)
     try:
         await server.start()
+        if k8s_functions is not None:
+            k8s_functions.start()
         cfg = service.config
         urls = " ".join(
             u
@@ -271,6 +294,8 @@ async def run(
         await wait_for_signal()
         log.info("shutting down")
     finally:
+        if k8s_functions is not None:
+            await k8s_functions.stop()
         await server.stop()
         await close_managed_ledgers(managed_ledgers)
         await ledgers.close()

@@ -171,6 +171,8 @@ def _unpack(
 class Supervisor:
     """The standalone's function runtime (a :class:`magnetar.functions.runtime.Runtime`)."""
 
+    stats_unavailable: str | None = None
+
     def __init__(
         self,
         store: api.MetadataStore,
@@ -382,36 +384,11 @@ class Supervisor:
         if done is not None:
             return done
         data = await registry.read_package(self.store, function)
-        code, paths, install = await asyncio.to_thread(
-            _unpack,
-            function.record["package"]["file"],
-            function.config["className"],
-            data,
-            code_dir,
+        code, paths = await install_package(
+            function.record["package"]["file"], function.config["className"], data, code_dir
         )
-        if install is not None:
-            await self._pip_install(install[0], install[1], code_dir / "site")
         await asyncio.to_thread(ready.write_text, json.dumps({"code": str(code), "paths": paths}))
         return code, paths
-
-    async def _pip_install(self, package: str, what: list[str], target: Path) -> None:
-        argv = [
-            sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-            "--no-input", "--target", str(target), *what,
-        ]  # fmt: skip
-        process = await asyncio.create_subprocess_exec(
-            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
-        )
-        try:
-            output, _ = await asyncio.wait_for(process.communicate(), PIP_TIMEOUT_S)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
-            raise PackageError(f"installing {package} took over {PIP_TIMEOUT_S:g} s") from None
-        if process.returncode != 0:
-            lines = output.decode(errors="replace").strip().splitlines()
-            why = lines[-1] if lines else f"pip exited with {process.returncode}"
-            raise PackageError(f"installing {package} failed: {why}")
 
     async def _stop_child(self, child: Child) -> None:
         process = child.process
@@ -427,3 +404,36 @@ class Supervisor:
                 process.kill()
             await process.wait()
         child.process = None
+
+
+async def install_package(
+    file_name: str, class_name: str, data: bytes, code_dir: Path
+) -> tuple[Path, list[str]]:
+    """A package's files under ``code_dir`` (:func:`_unpack`), and what it needs installed
+    with ``pip install --target`` into its ``site`` folder: the module's path and what goes
+    on ``sys.path``; PackageError says what failed. Also what a pod of the Kubernetes
+    ``Function`` resource runs at start (:mod:`.pod`)."""
+    code, paths, install = await asyncio.to_thread(_unpack, file_name, class_name, data, code_dir)
+    if install is not None:
+        await _pip_install(install[0], install[1], code_dir / "site")
+    return code, paths
+
+
+async def _pip_install(package: str, what: list[str], target: Path) -> None:
+    argv = [
+        sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+        "--no-input", "--target", str(target), *what,
+    ]  # fmt: skip
+    process = await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    try:
+        output, _ = await asyncio.wait_for(process.communicate(), PIP_TIMEOUT_S)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise PackageError(f"installing {package} took over {PIP_TIMEOUT_S:g} s") from None
+    if process.returncode != 0:
+        lines = output.decode(errors="replace").strip().splitlines()
+        why = lines[-1] if lines else f"pip exited with {process.returncode}"
+        raise PackageError(f"installing {package} failed: {why}")

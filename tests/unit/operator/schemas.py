@@ -30,7 +30,7 @@ def crd_schemas() -> dict[str, dict[str, Any]]:
 def validate(obj: dict[str, Any]) -> None:
     """Raise (jsonschema/kubernetes-validate ValidationError, AssertionError) when invalid."""
     api_version, kind = obj["apiVersion"], obj["kind"]
-    if api_version.startswith("magnetar.dev/"):
+    if api_version.startswith(("magnetar.dev/", "compute.functionmesh.io/")):
         jsonschema.validate(obj, crd_schemas()[kind])
         return
     if api_version.startswith("monitoring.coreos.com/"):

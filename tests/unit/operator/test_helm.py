@@ -50,7 +50,7 @@ def test_lint_clean(helm: str, values: Path | None) -> None:
 def test_rendered_objects_are_valid(helm: str, values: Path) -> None:
     docs = render(helm, "-f", str(values), "--include-crds")
     kinds = [d["kind"] for d in docs]
-    assert kinds.count("CustomResourceDefinition") == 3
+    assert kinds.count("CustomResourceDefinition") == 4
     assert "Deployment" in kinds
     for doc in docs:
         validate(doc)
@@ -341,6 +341,11 @@ def test_uninstall_hook_deletes_the_cluster_before_the_operator_goes(helm: str) 
             "apiGroups": ["magnetar.dev"],
             "resources": ["pulsarclusters", "tenants", "topics"],
             "verbs": ["get", "list", "delete"],
+        },
+        {
+            "apiGroups": ["compute.functionmesh.io"],
+            "resources": ["functions"],
+            "verbs": ["list", "delete"],
         },
         {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["list"]},
     ]

@@ -59,6 +59,8 @@ def with_runtime(functions_runtime: runtime.Runtime) -> Callable[[web.Applicatio
 async def _metrics(app: web.Application) -> str:
     service = app[http.SERVICE]
     functions_runtime = app[RUNTIME]
+    if functions_runtime.stats_unavailable is not None:
+        return ""
     functions = [
         (f.name, functions_runtime.instances(f.name, f.parallelism))
         for f in await registry.all_functions(service.store)
@@ -282,10 +284,14 @@ async def function_status(request: web.Request) -> web.Response:
 
 
 async def function_stats(request: web.Request) -> web.Response:
-    """FunctionStatsImpl (or one instance's FunctionInstanceStatsDataImpl)."""
+    """FunctionStatsImpl (or one instance's FunctionInstanceStatsDataImpl); 501 saying why
+    when the runtime does not know the counters."""
     found = await _function(request)
     instance = _instance(request)
     _check_instance(found, instance)
+    why = _runtime(request).stats_unavailable
+    if why is not None:
+        raise AdminError(501, why)
     states = _states(request, found)
     if instance is not None:
         return web.json_response(runtime.instance_stats(states[instance]))
