@@ -211,6 +211,7 @@ def instance_states(body: dict[str, Any] | None, parallelism: int) -> dict[int, 
             error=str(item.get("error") or ""),
             restarts=int(item.get("restarts") or 0),
             worker_id=str(item.get("pod") or ""),
+            counted=False,
         )
     return out
 

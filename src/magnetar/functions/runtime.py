@@ -31,6 +31,9 @@ class InstanceState:
     worker_id: str = ""
     report: dict[str, Any] = field(default_factory=dict)
     """The instance's last metrics report (empty before its first)."""
+    counted: bool = True
+    """False where this broker does not collect the instance's counters (a pod on
+    Kubernetes): its status then shows them as null, not as zeros."""
 
 
 class Runtime(Protocol):
@@ -65,10 +68,7 @@ def _latency(report: dict[str, Any]) -> float | None:
 def instance_status(state: InstanceState) -> dict[str, Any]:
     """Pulsar's ``FunctionInstanceStatusData``."""
     report = state.report
-    return {
-        "running": state.running,
-        "error": state.error,
-        "numRestarts": state.restarts,
+    counters: dict[str, Any] = {
         "numReceived": _count(report, "received"),
         "numSuccessfullyProcessed": _count(report, "processed"),
         "numUserExceptions": _count(report, "userExceptions"),
@@ -77,6 +77,14 @@ def instance_status(state: InstanceState) -> dict[str, Any]:
         "latestSystemExceptions": list(report.get("latestSystemExceptions", [])),
         "averageLatency": _latency(report) or 0.0,
         "lastInvocationTime": int(report.get("lastInvocation") or 0),
+    }
+    if not state.counted:  # unknown here: null, never a zero that claims nothing was done
+        counters = dict.fromkeys(counters)
+    return {
+        "running": state.running,
+        "error": state.error,
+        "numRestarts": state.restarts,
+        **counters,
         "workerId": state.worker_id,
     }
 
