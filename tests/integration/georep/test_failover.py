@@ -9,6 +9,7 @@ from a standalone.conf that sets ``replicatedSubscriptionsSnapshotFrequencyMilli
 from __future__ import annotations
 
 import itertools
+import json
 import subprocess
 import sys
 import time
@@ -40,7 +41,7 @@ def _standalone(tmp: Path, cluster: str) -> StandaloneProc:
     return StandaloneProc(tmp / cluster, extra_args=["--config", str(conf), "--log-level", "INFO"])
 
 
-def _admin(on: StandaloneProc, *args: str) -> None:
+def _admin(on: StandaloneProc, *args: str) -> str:
     result = subprocess.run(
         [sys.executable, "-m", "magnetar.cli", "admin", "--admin-url", on.http_url, *args],
         capture_output=True,
@@ -49,6 +50,7 @@ def _admin(on: StandaloneProc, *args: str) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stderr
+    return result.stdout
 
 
 @pytest.fixture(scope="module")
@@ -171,6 +173,18 @@ def test_subscription_without_the_flag_is_not_carried_over(
         )
         assert "plain" not in _stats(b, topic)["subscriptions"]
         assert _stats(a, topic)["subscriptions"]["plain"]["isReplicated"] is False
+        # the administrator flags it (as docs/geo-replication.md shows): carried over from then on
+        _admin(a, "topics", "set-replicated-subscription-status", topic, "-s", "plain", "--enable")
+        out = _admin(a, "-o", "json", "topics", "get-replicated-subscription-status", topic,
+                     "-s", "plain")  # fmt: skip
+        assert json.loads(out) == {topic: True}
+        producer.send(b"m%03d" % n)
+        plain.acknowledge(plain.receive(timeout_millis=30_000))
+        wait_until(
+            lambda: "plain" in _stats(b, topic)["subscriptions"],
+            timeout=60,
+            what="the subscription flagged by the administrator on b",
+        )
         producer.close()
 
 
