@@ -17,6 +17,7 @@ from magnetar.managed_ledger.api import EARLIEST, ManagedLedger, Position
 from magnetar.managed_ledger.memory import MemoryManagedLedgerFactory
 from magnetar.wire import frames, markers, pb
 from magnetar.wire.topics import TopicName
+from tests.unit.broker.subscriptions.fakes import FakeCnx, ack_cmd, settle, subscribe_cmd
 
 TOPIC = "persistent://geo/ns/t"
 
@@ -186,3 +187,48 @@ async def test_an_update_leaves_a_subscription_that_is_not_replicated_alone() ->
 
 def _payload(entry: bytes) -> bytes:
     return bytes(split_entry(entry)[1])
+
+
+@dataclass
+class _Sink:
+    """Records what dispatch hands the topic's controller."""
+
+    payloads: list[bytes] = field(default_factory=list)
+    started: int = 0
+
+    def snapshot_read(self, payload: bytes) -> None:
+        self.payloads.append(payload)
+
+    def ensure_running(self) -> None:
+        self.started += 1
+
+
+async def test_dispatch_never_delivers_markers_and_hands_snapshots_on() -> None:
+    ml = await MemoryManagedLedgerFactory().open("public/default/persistent/t")
+    subs = TopicSubscriptionsImpl(TopicName.parse("persistent://public/default/t"), ml)
+    sink = _Sink()
+    subs.snapshots = sink
+    side = Side("a", ml, subs, cast(Any, None), [0])
+    await _publish(side, b"m0")
+    await ml.add_entry(markers.snapshot_request("id1", "b"))
+    snapshot = markers.snapshot("id1", local_cluster="a", local=(0, 1), ids={"b": (7, 8)})
+    await ml.add_entry(snapshot)
+    (last,) = await _publish(side, b"m1")
+    cmd = subscribe_cmd(1, sub="rs")
+    cmd.replicate_subscription_state = True
+    cnx = FakeCnx()
+    consumer = await subs.subscribe(cmd, cnx)
+    assert sink.started == 1 and [name for name, _ in subs.replicated()] == ["rs"]
+    consumer.flow(10)
+    await settle()
+    assert [m.data for m in cnx.messages] == [
+        (await ml.read_entry(p)).data for p in (Position(last.ledger_id, 0), last)
+    ]
+    assert sink.payloads == [_payload(snapshot)]
+    await consumer.ack(ack_cmd(1, 0, last.entry_id))
+    rs = subs.subscription("rs")
+    assert rs is not None and rs.cursor.mark_delete_position == last  # over the markers too
+    assert rs.stats()["isReplicated"] is True
+    # a reader asking for the last message id never gets a marker's
+    await ml.add_entry(markers.update("rs", {"b": (7, 8)}))
+    assert (await subs.last_message_id()).entry_id == last.entry_id

@@ -4,7 +4,7 @@ types, field numbers), where each kind is replicated to, and reading them back."
 from __future__ import annotations
 
 from magnetar.broker.subscriptions.entries import split_entry
-from magnetar.wire import frames, markers
+from magnetar.wire import frames, markers, pb
 from magnetar.wire.markers import markers_pb
 
 
@@ -12,7 +12,7 @@ def _response() -> bytes:
     return markers.snapshot_response("id1", reply_to="a", cluster="b", position=(3, 4))
 
 
-def _split(entry: bytes) -> tuple[frames.pb.MessageMetadata, bytes]:
+def _split(entry: bytes) -> tuple[pb.MessageMetadata, bytes]:
     raw_meta, payload = split_entry(entry)
     return frames.parse_message_metadata(raw_meta), bytes(payload)
 
@@ -66,6 +66,6 @@ def test_the_metadata_tag_tells_markers_apart() -> None:
     raw_meta, _ = split_entry(markers.update("sub", {}))
     assert markers.METADATA_TAG in bytes(raw_meta)
     plain = frames.encode_headers_and_payload(
-        frames.pb.MessageMetadata(producer_name="p", sequence_id=1, publish_time=1), b"x"
+        pb.MessageMetadata(producer_name="p", sequence_id=1, publish_time=1), b"x"
     )
     assert markers.METADATA_TAG not in bytes(split_entry(plain)[0])
