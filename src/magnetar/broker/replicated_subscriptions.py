@@ -131,6 +131,9 @@ class ReplicatedSubscriptionsController:
         self._markers_in = 0
         """Marker entries other clusters' replicators stored here (not new messages)."""
         self._published_at_last_snapshot = -1
+        """(-1: one snapshot after the topic loads, new messages or not: the snapshots in
+        memory went with the previous load, and dispatch reads back only the snapshot markers
+        a subscription had not read yet; those it had were acknowledged with the markers.)"""
         self._task: asyncio.Task[None] | None = None
         self._chores: set[asyncio.Task[None]] = set()
         self.closed = False
@@ -189,6 +192,7 @@ class ReplicatedSubscriptionsController:
             )
             self.snapshots_timed_out += 1
             self._building = building = None
+            self._published_at_last_snapshot = -1  # (what it was to map still is: again)
         if building is not None:
             return
         remotes = frozenset(self.remotes())
