@@ -3,7 +3,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PROTOS := $(wildcard proto/*.proto)
 
-.PHONY: setup run test test-fast test-slow lint bench proto clean
+.PHONY: setup run test test-fast test-slow lint bench proto clean dashboards
 
 setup:
 	@bash scripts/setup.sh
@@ -162,12 +162,17 @@ security-refusals: setup
 # (tests/integration/metrics/pulsar-4.0.7.metrics). metrics-pulsar rewrites that capture from a
 # Pulsar standalone under the same workload (scripts/capture_pulsar_metrics.py);
 # test-metrics-pulsar runs the parity test against a fresh capture. docs/metrics.md.
-.PHONY: metrics-pulsar test-metrics-pulsar
+.PHONY: metrics-pulsar test-metrics-pulsar dashboards
 metrics-pulsar: setup
 	@$(PY) scripts/capture_pulsar_metrics.py
 
 test-metrics-pulsar: setup
 	@MAGNETAR_METRICS_AGAINST=pulsar $(PY) -m pytest tests/integration/metrics -rs -s $(PYTEST_ARGS)
+
+# The chart's Grafana dashboards (helm/magnetar/files/dashboards/), written by their generator
+# (scripts/dashboards.py; committed, regenerated after changing it).
+dashboards: setup
+	@$(PY) scripts/dashboards.py
 
 # --- Images (issue 12): built locally, nothing pulled from a registry ---------------------------
 # images: magnetar/{broker,bookie,operator,spark}:<version> on a Debian bookworm base built here with

@@ -24,6 +24,9 @@ are on the cluster bridge's address):
   Ready, its processes serve the certificates of their Secrets, a client on the host
   produces and consumes through the proxy over TLS (hostname verified) with a token, and a
   Tenant and a Topic reconcile through the operator's authenticated admin API;
+* a Function resource (issue 28) runs the exclamation function as pods, scales 2 -> 3, loses
+  no input when an instance's pod is deleted mid-stream, and leaves nothing when deleted
+  (e2e/functions_k8s.py);
 * `helm uninstall` alone (its pre-delete hook deletes the Tenants/Topics and the
   PulsarCluster while the operator runs; reclaimPolicy Delete) leaves no claim, no volume
   directory and no object; `cluster.sh down` leaves nothing on the machine.
@@ -57,7 +60,7 @@ import pytest
 import yaml
 from tests.support.wait import wait_until
 
-from e2e import secured, spark_k8s
+from e2e import functions_k8s, secured, spark_k8s
 from e2e.localcluster import (
     ROOT,
     SCRIPT,
@@ -648,6 +651,21 @@ def test_secured_cluster_tls_and_tokens(installed: Installed) -> None:
     secured.check(installed.c, installed.timings, rotation=not REDUCED)
 
 
+def test_function_resource_runs_as_pods(installed: Installed) -> None:
+    """Issue 28, acceptance 5 (e2e/functions_k8s.py): a Function resource runs as pods,
+    replicas 2 -> 3 scales its StatefulSet, an instance's pod deleted mid-stream loses no
+    input, deleting the Function leaves nothing."""
+    functions_k8s.check(
+        installed.c,
+        namespace=NS,
+        cluster_name=NAME,
+        service_url=installed.service_url,
+        admin=installed.admin,
+        publisher=lambda client, topic, prefix: Publisher(client, topic, prefix=prefix),
+        timings=installed.timings,
+    )
+
+
 def test_uninstall_and_cluster_down_leave_nothing(installed: Installed) -> None:
     c = installed.c
     pvcs = json.loads(c.k("-n", NS, "get", "pvc", "-o", "json"))["items"]
@@ -677,8 +695,8 @@ def test_uninstall_and_cluster_down_leave_nothing(installed: Installed) -> None:
 
     def remaining() -> list[str]:
         kinds = (
-            "all,configmaps,pvc,pdb,pulsarclusters,tenants,topics,jobs,serviceaccounts,roles,"
-            "rolebindings"
+            "all,configmaps,pvc,pdb,pulsarclusters,tenants,topics,functions,hpa,jobs,"
+            "serviceaccounts,roles,rolebindings"
         )
         names = c.k("-n", NS, "get", kinds, "-o", "name").split()
         defaults = ("configmap/kube-root-ca.crt", "serviceaccount/default")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "src/magnetar/pulsar_keys.py"
-_FIELD = re.compile(r"^  (?:private|protected|public) (?!static)[\w.<>, \[\]?]+ (\w+);$")
+_FIELD = re.compile(r"^  (?:private|protected|public) (?!static)[\w.$<>, \[\]?]+ (\w+);$")
 _CONSTANT = re.compile(r'static final java\.lang\.String \w+ = "([a-z][A-Za-z0-9_.]*)";')
 
 

@@ -2,7 +2,10 @@
 
 PulsarCluster: create/update/resume and a resync timer all run the same idempotent
 reconcile (under a per-object lock), so rollouts and status progress even without spec
-changes. Tenant/Topic: the same, against the cluster's admin API; their finalizers give up
+changes. Function: the same idempotent apply of its StatefulSet (``functions``), its status
+read back by a timer (for which kopf keeps its finalizer on the Function; nothing else to
+do at deletion: owner references remove its objects). Tenant/Topic: the
+same, against the cluster's admin API; their finalizers give up
 (with a Warning event) once the cluster is gone or stays unreachable, so deletion never
 hangs on a cluster that no longer exists. A Tenant's deletion is never forced: while the
 tenant still holds what the resource did not create (409), the finalizer reports it
@@ -15,8 +18,10 @@ Settings from the environment (read at import):
 ``MAGNETAR_OPERATOR_FIRST_RETRY_DELAY`` (s, default 1: a Tenant/Topic waiting for its
 cluster or namespace retries after 1, 2, 4 ... s, at most the retry delay, so a Tenant and
 its Topics applied in one command are Ready within seconds),
-``MAGNETAR_OPERATOR_METRICS_PORT`` (the operator's own /metrics, ``metrics``; off when unset
-or 0) and ``MAGNETAR_OPERATOR_METRICS_ADDRESS`` (default 0.0.0.0).
+``MAGNETAR_OPERATOR_FUNCTION_RESYNC`` (s, default 5: how often a Function's status is read
+back from its StatefulSet and pods), ``MAGNETAR_OPERATOR_METRICS_PORT`` (the operator's own
+/metrics, ``metrics``; off when unset or 0) and ``MAGNETAR_OPERATOR_METRICS_ADDRESS``
+(default 0.0.0.0).
 """
 
 from __future__ import annotations
@@ -31,8 +36,9 @@ from typing import Any
 
 import kopf
 
-from magnetar_operator import cluster, conditions, metrics, resources
+from magnetar_operator import cluster, conditions, functions, metrics, resources
 from magnetar_operator.builders import broker, security
+from magnetar_operator.builders import function as fn
 from magnetar_operator.builders.common import API_VERSION, GROUP, Owner
 from magnetar_operator.kube import Kube
 from magnetar_operator.pulsar import Admin, AdminError, AdminUnavailable
@@ -43,6 +49,7 @@ RESOURCE_RESYNC = float(os.environ.get("MAGNETAR_OPERATOR_RESOURCE_RESYNC", "60"
 RETRY_DELAY = float(os.environ.get("MAGNETAR_OPERATOR_RETRY_DELAY", "10"))
 DELETE_RETRIES = int(os.environ.get("MAGNETAR_OPERATOR_DELETE_RETRIES", "5"))
 FIRST_RETRY_DELAY = float(os.environ.get("MAGNETAR_OPERATOR_FIRST_RETRY_DELAY", "1"))
+FUNCTION_RESYNC = float(os.environ.get("MAGNETAR_OPERATOR_FUNCTION_RESYNC", "5"))
 METRICS_PORT = int(os.environ.get("MAGNETAR_OPERATOR_METRICS_PORT") or 0)
 METRICS_ADDRESS = os.environ.get("MAGNETAR_OPERATOR_METRICS_ADDRESS", "0.0.0.0")
 ADMIN_URL_ANNOTATION = f"{GROUP}/admin-url"
@@ -374,3 +381,65 @@ async def topic_resync(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
 @kopf.on.delete(GROUP, "topics")
 async def topic_deleted(body: kopf.Body, memo: kopf.Memo, retry: int, **_: Any) -> None:
     await _delete(body, memo, "Topic", retry)
+
+
+# --- Function ------------------------------------------------------------------------------
+async def _function_status(
+    kube: Kube, body: kopf.Body, cond: conditions.Condition, extra: Json
+) -> None:
+    generation = int(body.metadata.get("generation") or 0)
+    namespace, name = str(body.metadata.namespace), str(body.metadata.name)
+    metrics.PHASES.set("Function", namespace, name, str(extra.get("phase", cond.reason)))
+    status = {
+        **extra,
+        "conditions": conditions.merge(
+            (body.get("status") or {}).get("conditions"),
+            [cond],
+            now=conditions.now_iso(),
+            generation=generation,
+        ),
+        "observedGeneration": generation,
+    }
+    await kube.patch_status(fn.API_VERSION, "Function", namespace, name, status)
+
+
+async def _reconcile_function(body: kopf.Body, memo: kopf.Memo, retry: int) -> None:
+    """Apply a Function's objects and write its status; a missing PulsarCluster or ConfigMap
+    is waited for (retried), a spec the operator cannot run is reported (phase Failed)."""
+    state = _state(memo)
+    if body.metadata.get("deletionTimestamp"):
+        return
+    delay = resources.backoff(retry, first=FIRST_RETRY_DELAY, cap=RETRY_DELAY)
+    async with state.lock(body), metrics.reconcile_pass("Function"):
+        try:
+            fields, reason, message = await functions.reconcile(state.kube, body)
+        except functions.NotReady as e:
+            cond = conditions.Condition(conditions.READY, False, "WaitingForCluster", str(e))
+            await _function_status(state.kube, body, cond, {"phase": "Pending"})
+            raise kopf.TemporaryError(f"{e}; retrying in {delay:g}s", delay=delay) from e
+        except fn.FunctionSpecError as e:
+            cond = conditions.Condition(conditions.READY, False, "InvalidSpec", str(e))
+            await _function_status(state.kube, body, cond, {"phase": "Failed"})
+            raise kopf.PermanentError(str(e)) from e
+        cond = conditions.Condition(conditions.READY, reason == "Running", reason, message)
+        await _function_status(state.kube, body, cond, fields)
+
+
+@kopf.on.create(fn.GROUP, "functions")
+@kopf.on.update(fn.GROUP, "functions")
+@kopf.on.resume(fn.GROUP, "functions")
+async def function_changed(body: kopf.Body, memo: kopf.Memo, retry: int, **_: Any) -> None:
+    await _reconcile_function(body, memo, retry)
+
+
+@kopf.timer(fn.GROUP, "functions", interval=FUNCTION_RESYNC, initial_delay=FUNCTION_RESYNC)
+async def function_resync(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
+    await _reconcile_function(body, memo, int(kwargs.get("retry", 0)))
+
+
+@kopf.on.delete(fn.GROUP, "functions", optional=True)
+async def function_deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """Nothing to delete (``optional``): the garbage collector removes the owned objects;
+    kopf removes its finalizer (which its status timer needs) after this."""
+    _state(memo).forget(body)
+    metrics.PHASES.forget("Function", str(body.metadata.namespace), str(body.metadata.name))

@@ -105,6 +105,20 @@ class Images:
         )
 
 
+AUTO = "auto"
+MAX_BROKER_WORKERS = 64
+
+
+def cpu_cores(quantity: object) -> float:
+    """A Kubernetes CPU quantity (``2``, ``"1.5"``, ``"1500m"``) in cores; ValueError naming
+    it when it is none."""
+    text = str(quantity).strip()
+    try:
+        return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+    except ValueError:
+        raise ValueError(f"resources.limits.cpu {text!r} is not a CPU quantity") from None
+
+
 @dataclass(frozen=True)
 class Brokers:
     replicas: int
@@ -112,16 +126,31 @@ class Brokers:
     config: dict[str, str]
     node_selector: dict[str, str]
     extra_args: tuple[str, ...] = ()
+    workers: int | str = 1
+    """Broker processes per pod (``magnetar broker --workers``), or ``auto``: one per whole
+    core of the CPU limit (1 without a limit)."""
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> Brokers:
+        workers = raw.get("workers", 1)
         return cls(
             replicas=int(raw.get("replicas", 2)),
             resources=Resources.parse(_sub(raw, "resources")),
             config=_str_map(raw, "config"),
             extra_args=tuple(str(a) for a in raw.get("extraArgs", ())),
             node_selector=_str_map(raw, "nodeSelector"),
+            workers=AUTO if workers == AUTO else int(workers),
         )
+
+    def worker_count(self) -> int:
+        """The processes each broker pod runs: ``workers``, or with ``auto`` the CPU limit's
+        whole cores (at least 1, at most :data:`MAX_BROKER_WORKERS`)."""
+        if self.workers != AUTO:
+            return int(self.workers)
+        cpu = self.resources.limits.get("cpu")
+        if cpu is None:
+            return 1
+        return max(1, min(MAX_BROKER_WORKERS, int(cpu_cores(cpu))))
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,11 @@ carries the operator's finalizer -- with the operator gone nobody removes it, so
 resource, its pods and its claims stay and the uninstall waits out its timeout. The hook runs
 before Helm deletes anything, while the operator still runs, and deletes, in order:
 
-1. the Tenants and Topics of the namespace whose ``clusterRef.name`` names one of the
-   release's PulsarClusters (Topics first: a Tenant's deletion waits for its topics), and
-   waits for them to be gone (the operator removes them in Pulsar, then its finalizer);
+1. the Functions, Topics and Tenants of the namespace whose ``clusterRef.name`` names one of
+   the release's PulsarClusters (Functions first: their instances use the cluster; Topics
+   before Tenants: a Tenant's deletion waits for its topics), and waits for them to be gone
+   (a Function's objects go with it, owner references; the operator removes Topics and
+   Tenants in Pulsar, then its finalizer);
 2. the release's PulsarClusters, and waits for them to be gone (the operator's finalizer
    deletes their claims when ``persistence.reclaimPolicy`` is Delete);
 3. with reclaimPolicy Delete, waits until the clusters' claims are gone too, so nothing is
@@ -28,6 +30,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from magnetar_operator.builders import bookie, etcd
+from magnetar_operator.builders import function as fn
 from magnetar_operator.builders.common import API_VERSION, Owner, selector_labels
 from magnetar_operator.kube import Kube
 from magnetar_operator.spec import ClusterSpec, Json
@@ -71,15 +74,18 @@ async def run(kube: Kube, namespace: str, clusters: Sequence[str], seconds: floa
         else:
             present.append(pc)
 
+    def api_version(kind: str) -> str:
+        return fn.API_VERSION if kind == fn.KIND else API_VERSION
+
     async def dependents(kind: str) -> list[str]:
-        items = await kube.list(API_VERSION, kind, namespace, labels={})
+        items = await kube.list(api_version(kind), kind, namespace, labels={})
         return [f"{kind}/{o['metadata']['name']}" for o in items if references(o, clusters)]
 
     left: list[str] = []
-    for kind in ("Topic", "Tenant"):
+    for kind in (fn.KIND, "Topic", "Tenant"):
         for ref in await dependents(kind):
             log(f"deleting {ref} (managed through {', '.join(clusters)})")
-            await kube.delete(API_VERSION, kind, namespace, ref.split("/", 1)[1])
+            await kube.delete(api_version(kind), kind, namespace, ref.split("/", 1)[1])
         left += await _wait_gone(f"{kind}s", functools.partial(dependents, kind), deadline)
 
     for pc in present:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from magnetar import __version__, conffile
+from magnetar.broker import workers
 from magnetar.broker.config import BrokerConfig
 from magnetar.common import grpctls, tlsfiles
 from magnetar.managed_ledger.api import ManagedLedgerConfig
@@ -47,17 +48,52 @@ def _standalone(args: argparse.Namespace) -> int:
 def _broker(args: argparse.Namespace) -> int:
     from magnetar.broker import server
     from magnetar.common import aio, logs
+    from magnetar.functions.kubernetes import KubernetesError
 
     logs.setup(args.log_level)
     try:
         config = broker_config(args)
-        aio.run(server.run(args.metadata_url, config))
-    except (ValueError, OSError) as err:
+        if args.workers < 1:
+            raise ValueError(f"--workers {args.workers}: at least 1")
+        if args.workers > 1:
+            return _broker_workers(args, config)
+        shared = workers.SharedPorts.parse(args.worker_of) if args.worker_of else None
+        aio.run(
+            server.run(
+                args.metadata_url,
+                config,
+                shared=shared,
+                functions_runtime=args.functions_runtime,
+            )
+        )
+    except (ValueError, OSError, KubernetesError) as err:
         print(f"magnetar broker: {err}", file=sys.stderr)
         return 2
     except metadata_api.StoreUnavailableError as err:
         print(f"magnetar broker: cannot reach the metadata store: {err}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _broker_workers(args: argparse.Namespace, config: BrokerConfig) -> int:
+    """``--workers N`` (N > 1): this process supervises N broker processes that share the
+    configured ports (``broker/workers.py``)."""
+    from magnetar.common import aio
+
+    if config.advertised_listeners:
+        raise ValueError(
+            "--workers > 1 with advertisedListeners: a listener names one address, which "
+            "several worker processes cannot share"
+        )
+    argv: list[str] = args.argv
+    tail = argv[argv.index("broker") + 1 :]
+    wanted = workers.SharedPorts(
+        port=config.port,
+        tls_port=config.tls_port,
+        http_port=config.http_port,
+        https_port=config.https_port,
+    )
+    aio.run(workers.run(tail, count=args.workers, host=config.bind_address, wanted=wanted))
     return 0
 
 
@@ -91,6 +127,12 @@ _BROKER_FLAGS = {
     "force_delete_namespace_allowed": "force_delete_namespace_allowed",
     "transaction_coordinator_enabled": "transaction_coordinator_enabled",
     "compaction_threshold": "compaction_threshold_bytes",
+    "backlog_quota_check_enabled": "backlog_quota_check_enabled",
+    "backlog_quota_check_interval": "backlog_quota_check_interval_s",
+    "backlog_quota_default_limit_bytes": "backlog_quota_default_limit_bytes",
+    "backlog_quota_default_limit_gb": "backlog_quota_default_limit_gb",
+    "backlog_quota_default_limit_second": "backlog_quota_default_limit_s",
+    "backlog_quota_default_retention_policy": "backlog_quota_default_policy",
     "min_racks_per_write_quorum": "bookkeeper_min_racks_per_write_quorum",
     "enforce_min_racks_per_write_quorum": "bookkeeper_enforce_min_racks",
     "expose_topic_level_metrics_in_prometheus": "expose_topic_level_metrics",
@@ -478,6 +520,10 @@ def _proxy(args: argparse.Namespace) -> int:
             forward_authorization_credentials=args.forward_authorization_credentials,
             security=security_config(args),
             max_message_size=args.max_message_size,
+            max_concurrent_inbound_connections=args.max_concurrent_inbound_connections,
+            max_concurrent_inbound_connections_per_ip=(
+                args.max_concurrent_inbound_connections_per_ip
+            ),
         )
         aio.run(server.run(config))
     except (ValueError, OSError) as err:
@@ -577,6 +623,48 @@ def _deduplication(p: argparse.ArgumentParser) -> None:
         default=_BC.compaction_threshold_bytes,
         help="compact a topic once this many bytes were stored since its last compaction, "
         "unless its namespace or topic sets compactionThreshold (0: never)",
+    )
+
+
+def _backlog_quota(p: argparse.ArgumentParser) -> None:
+    """The backlog quota defaults and check a broker and a standalone share
+    (magnetar.broker.backlog_quota)."""
+    _bool_option(
+        p,
+        "--backlog-quota-check-enabled",
+        _BC.backlog_quota_check_enabled,
+        "check backlog quotas periodically (evict, or disconnect producers over a quota)",
+    )
+    p.add_argument(
+        "--backlog-quota-check-interval",
+        type=float,
+        default=_BC.backlog_quota_check_interval_s,
+        metavar="SECONDS",
+        help="how often each topic's backlog quotas are checked",
+    )
+    p.add_argument(
+        "--backlog-quota-default-limit-bytes",
+        type=int,
+        default=_BC.backlog_quota_default_limit_bytes,
+        help="backlog size limit of topics whose namespace and topic set none (-1: none)",
+    )
+    p.add_argument(
+        "--backlog-quota-default-limit-gb",
+        type=float,
+        default=_BC.backlog_quota_default_limit_gb,
+        help="the same in GiB; when positive it wins over the limit in bytes (-1: none)",
+    )
+    p.add_argument(
+        "--backlog-quota-default-limit-second",
+        type=int,
+        default=_BC.backlog_quota_default_limit_s,
+        help="default age limit of the oldest unacknowledged message (0 or less: none)",
+    )
+    p.add_argument(
+        "--backlog-quota-default-retention-policy",
+        choices=("producer_request_hold", "producer_exception", "consumer_backlog_eviction"),
+        default=_BC.backlog_quota_default_policy,
+        help="what the default quotas (and quotas set without a policy) do when exceeded",
     )
 
 
@@ -883,6 +971,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     _non_persistent_inactive(p)
     _deduplication(p)
     _replicated_subscriptions(p)
+    _backlog_quota(p)
     _force_delete(p)
     _metrics_options(p)
     _offload(p)
@@ -954,6 +1043,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     p.add_argument("--min-ledger-age", type=float, default=_ML.min_ledger_age_s, metavar="SECONDS")
     _deduplication(p)
     _replicated_subscriptions(p)
+    _backlog_quota(p)
     _force_delete(p)
     _metrics_options(p)
     p.add_argument(
@@ -968,6 +1058,20 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     _non_persistent_inactive(p)
     _offload(p)
     _security(p)
+    p.add_argument(
+        "--functions-runtime",
+        choices=["none", "kubernetes"],
+        default="none",
+        help="where function instances run: none (not on this broker), kubernetes (a "
+        "Function resource per function in the pod's namespace; docs/functions.md)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="broker processes sharing the ports, one per core given (default 1)",
+    )
+    p.add_argument("--worker-of", help=argparse.SUPPRESS)  # set by the parent of workers
     p.add_argument("--log-level", default=None)
     p.set_defaults(func=_broker)
     _metadata_tls_flags(p)
@@ -1033,6 +1137,20 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     )
     p.add_argument("--bind-address", default="0.0.0.0")
     p.add_argument("--max-message-size", type=int, default=_BC.max_message_size, metavar="BYTES")
+    p.add_argument(
+        "--max-concurrent-inbound-connections",
+        type=int,
+        default=10000,
+        metavar="N",
+        help="client connections open at once, more are refused (0: no limit)",
+    )
+    p.add_argument(
+        "--max-concurrent-inbound-connections-per-ip",
+        type=int,
+        default=0,
+        metavar="N",
+        help="client connections open at once from one address (0: no limit)",
+    )
     p.add_argument("--log-level", default=None)
     p.set_defaults(func=_proxy)
     _proxy_security(p)
@@ -1094,6 +1212,7 @@ _METADATA_URL_FORMS = ("broker", "bookie", "proxy", "autorecovery")
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what broker workers re-run
     rc: int = args.func(args)
     return rc
 

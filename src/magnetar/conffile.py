@@ -264,6 +264,19 @@ PROXY_SECURITY_LEFT_OUT: frozenset[str] = frozenset(
 """Broker keys of :data:`_SECURITY` that a proxy.conf does not take (Pulsar's proxy has
 servicePortTls, tlsEnabledWithBroker and its own authorizationEnabled instead)."""
 
+_BACKLOG_QUOTA: dict[str, Opt | Fixed] = {
+    "backlogQuotaCheckEnabled": Opt("backlog_quota_check_enabled", parse_bool),
+    "backlogQuotaCheckIntervalInSeconds": Opt("backlog_quota_check_interval", _positive_int),
+    "backlogQuotaDefaultLimitBytes": Opt("backlog_quota_default_limit_bytes", _int),
+    "backlogQuotaDefaultLimitGB": Opt("backlog_quota_default_limit_gb", _float),
+    "backlogQuotaDefaultLimitSecond": Opt("backlog_quota_default_limit_second", _int),
+    "backlogQuotaDefaultRetentionPolicy": Opt(
+        "backlog_quota_default_retention_policy",
+        _choice("producer_request_hold", "producer_exception", "consumer_backlog_eviction"),
+    ),
+}
+"""broker.conf / standalone.conf: backlog quotas (magnetar.broker.backlog_quota)."""
+
 _BROKER_NOT_IMPLEMENTED: dict[str, Opt | Fixed] = {
     **_SECURITY,
     # Magnetar's placement always spreads write sets over racks when bookies carry racks
@@ -387,6 +400,9 @@ _BOOKIE_TLS: dict[str, Opt | Fixed] = {
 BROKER: Table = {
     **_SERVING,
     "clusterName": Opt("cluster_name"),
+    # where function instances run (docs/functions.md, "On Kubernetes"); Pulsar configures
+    # its functions worker in a file of its own
+    "magnetarFunctionsRuntime": Opt("functions_runtime", _choice("none", "kubernetes")),
     "advertisedListeners": Opt("advertised_listeners", listeners),
     "internalListenerName": Opt("internal_listener_name"),
     "metadataStoreUrl": Opt("metadata_url", metadata_url),
@@ -412,6 +428,7 @@ BROKER: Table = {
         "enforce_min_racks_per_write_quorum", parse_bool
     ),
     **_FORCE_DELETE,
+    **_BACKLOG_QUOTA,
     **_OFFLOAD,
     **_BROKER_NOT_IMPLEMENTED,
     **_METADATA_TLS,
@@ -432,6 +449,7 @@ STANDALONE: Table = {
     "brokerDeduplicationEntriesInterval": Opt("deduplication_entries_interval", _positive_int),
     "brokerServiceCompactionThresholdInBytes": Opt("compaction_threshold", _non_negative_int),
     **_FORCE_DELETE,
+    **_BACKLOG_QUOTA,
     **_OFFLOAD,
     **_BROKER_NOT_IMPLEMENTED,
 }
@@ -489,6 +507,10 @@ PROXY: Table = {
     "brokerServiceURL": Opt("broker_service_url"),
     "brokerWebServiceURL": Opt("broker_web_service_url"),
     "maxMessageSize": Opt("max_message_size", _positive_int),
+    "maxConcurrentInboundConnections": Opt("max_concurrent_inbound_connections", _non_negative_int),
+    "maxConcurrentInboundConnectionsPerIp": Opt(
+        "max_concurrent_inbound_connections_per_ip", _non_negative_int
+    ),
     **_METADATA_TLS,
     **_PROXY_SECURITY,
 }

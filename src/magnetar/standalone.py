@@ -43,7 +43,7 @@ from magnetar.broker.server import (
 )
 from magnetar.broker.service import BrokerService
 from magnetar.common import aio
-from magnetar.functions.supervisor import Supervisor
+from magnetar.functions.supervisor import BrokerAccess, Supervisor
 from magnetar.ledger.client import LedgerClient
 from magnetar.metadata import open_store
 
@@ -131,11 +131,18 @@ async def run(options: StandaloneOptions) -> None:
         )
         service = BrokerService(config=config, store=store, managed_ledgers=managed_ledgers)
         cfg = service.config
+        sec = cfg.security
         supervisor = Supervisor(
             store,
             work_dir=data_dir / "functions",
             worker_id=f"c-{cfg.cluster_name}-fw-{cfg.advertised_address}-"
             f"{cfg.http_port or cfg.https_port}",
+            access=BrokerAccess(
+                auth_plugin=sec.broker_client_auth_plugin,
+                auth_params=sec.broker_client_auth_params,
+                trust_certs_file=sec.broker_client_trust_certs or sec.tls.trust,
+                verify_hostname=sec.tls_hostname_verification,
+            ),
         )
         # one /metrics for the process: the broker's series and the bookie's (bookie_*)
         server = BrokerServer(
@@ -144,7 +151,12 @@ async def run(options: StandaloneOptions) -> None:
             metrics_sources=[bookie_metrics.REGISTRY],
         )
         await server.start()
-        supervisor.start(service_url=cfg.service_url, web_service_url=cfg.web_service_url)
+        # instances call the broker as its own clients do: TLS when brokerClientTlsEnabled
+        tls = sec.broker_client_tls and bool(cfg.service_url_tls and cfg.web_service_url_tls)
+        supervisor.start(
+            service_url=cfg.service_url_tls if tls else cfg.service_url,
+            web_service_url=cfg.web_service_url_tls if tls else cfg.web_service_url,
+        )
         lines = [
             "Magnetar standalone ready",
             f"  service URL: {cfg.service_url}",

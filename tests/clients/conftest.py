@@ -145,7 +145,12 @@ def _pulsar(tmp: Path) -> Iterator[Target]:
     pulsar = systems.PulsarStandalone(tmp)
     # Pulsar acknowledges batches whole unless told otherwise; Magnetar always tracks batch
     # indexes, and the suites test that (enableBatchIndexAcknowledgment on the clients).
-    pulsar.extra_conf = {"acknowledgmentAtBatchIndexLevelEnabled": "true"}
+    # broker-stats lists the topics Pulsar gathered at its last stats round (every 60 s by
+    # default; Magnetar answers with the topics of the moment): every 5 s here.
+    pulsar.extra_conf = {
+        "acknowledgmentAtBatchIndexLevelEnabled": "true",
+        "statsUpdateFrequencyInSecs": "5",
+    }
     pulsar.install()
     url = pulsar.start()
     try:

@@ -65,3 +65,42 @@ def test_broker_stats_topics(client_target: Target) -> None:
         c.close()
     status, _ = call(t, "GET", "/admin/v2/broker-stats/nosuch")
     assert status == 404
+
+
+def test_load_report(client_target: Target) -> None:
+    """``GET /admin/v2/broker-stats/load-report``: the load of the broker that owns a topic
+    with a producer and a consumer, as Pulsar's LocalBrokerData. Apache Pulsar 4.0.7's
+    standalone answers an empty 204 (docs/compatibility.md, "Admin REST API v2")."""
+    t = client_target
+    if t.name == "pulsar":
+        assert call(t, "GET", "/admin/v2/broker-stats/load-report") == (204, None)
+        return
+    ns = f"public/load-{uuid.uuid4().hex[:8]}"
+    assert call(t, "PUT", f"/admin/v2/namespaces/{ns}", {"bundles": {"numBundles": 4}})[0] == 204
+    full = f"persistent://{ns}/loaded"
+    c = client(t)
+    try:
+        producer = c.create_producer(full, batching_enabled=False)
+        consumer = c.subscribe(full, "s")
+        producer.send(b"x")
+        bundle = f"{ns}/{pulsar_bundle_range(full, 4)}"
+        reports = []
+        for url in t.broker_http_urls or (t.admin_url,):
+            status, report = call(
+                dataclasses.replace(t, admin_url=url), "GET", "/admin/v2/broker-stats/load-report"
+            )
+            assert status == 200 and report["loadReportType"] == "LocalBrokerData", report
+            assert report["cpu"]["limit"] > 0 and report["cpu"]["usage"] >= 0
+            assert 0 < report["memory"]["usage"] < report["memory"]["limit"]
+            assert report["numBundles"] == len(report["bundles"])
+            assert report.get("webServiceUrl") or report.get("webServiceUrlTls"), report
+            reports.append(report)
+        (owner,) = [r for r in reports if bundle in r["bundles"]]
+        assert owner["numTopics"] >= 1
+        assert owner["numProducers"] >= 1 and owner["numConsumers"] >= 1
+        service_url = owner.get("pulsarServiceUrl") or owner.get("pulsarServiceUrlTls", "")
+        assert service_url.startswith("pulsar"), owner
+        consumer.close()
+        producer.close()
+    finally:
+        c.close()

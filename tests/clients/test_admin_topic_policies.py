@@ -108,3 +108,20 @@ def test_offload_policies_are_a_topic_policy(client_target: Target) -> None:
     wait_until(read_back, timeout=30, what="the offload policies")
     assert call(t, "DELETE", f"{base}/offloadPolicies") == (204, None)
     wait_until(lambda: call(t, "GET", f"{base}/offloadPolicies") == (200, None), timeout=30)
+
+
+def test_negative_values_are_refused_with_pulsars_412(client_target: Target) -> None:
+    """A negative messageTTL (pulsar-admin's query parameter) or compactionThreshold on a
+    topic: 412 with Pulsar's reason, nothing stored."""
+    t = client_target
+    path = f"/admin/v2/persistent/public/default/negative-{uuid.uuid4().hex[:8]}"
+    assert call(t, "PUT", path)[0] == 204
+    for url, body, reason in (
+        (f"{path}/messageTTL?messageTTL=-5", None, "Invalid value for message TTL"),
+        (f"{path}/compactionThreshold", -5, "Invalid value for compactionThreshold"),
+    ):
+        status, answer = call(t, "POST", url, body)
+        assert (status, answer["reason"]) == (412, reason), url
+    assert call(t, "GET", f"{path}/messageTTL")[1] is None
+    assert call(t, "GET", f"{path}/compactionThreshold")[1] is None
+    assert call(t, "DELETE", path)[0] == 204

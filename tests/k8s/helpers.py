@@ -48,30 +48,31 @@ def crd_established(ext: client.ApiextensionsV1Api, name: str) -> bool:
 class CR:
     """Our custom resources in one namespace, as plain dicts."""
 
-    def __init__(self, api: client.ApiClient, namespace: str) -> None:
+    def __init__(self, api: client.ApiClient, namespace: str, *, group: str = GROUP) -> None:
         self.api = client.CustomObjectsApi(api)
         self.ns = namespace
+        self.group = group
 
     def create(self, plural: str, body: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = self.api.create_namespaced_custom_object(
-            GROUP, VERSION, self.ns, plural, body
+            self.group, VERSION, self.ns, plural, body
         )
         return out
 
     def get(self, plural: str, name: str) -> dict[str, Any]:
         out: dict[str, Any] = self.api.get_namespaced_custom_object(
-            GROUP, VERSION, self.ns, plural, name
+            self.group, VERSION, self.ns, plural, name
         )
         return out
 
     def patch(self, plural: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = self.api.patch_namespaced_custom_object(
-            GROUP, VERSION, self.ns, plural, name, body
+            self.group, VERSION, self.ns, plural, name, body
         )
         return out
 
     def delete(self, plural: str, name: str) -> None:
-        self.api.delete_namespaced_custom_object(GROUP, VERSION, self.ns, plural, name)
+        self.api.delete_namespaced_custom_object(self.group, VERSION, self.ns, plural, name)
 
     def exists(self, plural: str, name: str) -> bool:
         try:

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.k8s
 
 def test_crds_established_with_short_names(api: client.ApiClient, crds: list[str]) -> None:
     assert sorted(crds) == [
+        "functions.compute.functionmesh.io",
         "pulsarclusters.magnetar.dev",
         "tenants.magnetar.dev",
         "topics.magnetar.dev",
@@ -33,6 +34,12 @@ def test_crds_established_with_short_names(api: client.ApiClient, crds: list[str
         "topics": {"mgtp"},
         "topics/status": set(),
     }
+    # Function keeps Function Mesh's group; scalable (kubectl scale, the HPA)
+    resources = client.CustomObjectsApi(api).get_api_resources(
+        "compute.functionmesh.io", "v1alpha1"
+    )
+    short = {r.name: set(r.short_names or []) for r in resources.resources}
+    assert short == {"functions": {"fn"}, "functions/status": set(), "functions/scale": set()}
 
 
 def served_names(api: client.ApiClient) -> dict[str, str]:
@@ -42,7 +49,7 @@ def served_names(api: client.ApiClient) -> dict[str, str]:
     custom = client.CustomObjectsApi(api)
     listings = [("", client.CoreV1Api(api).get_api_resources())]
     for group in client.ApisApi(api).get_api_versions().groups:
-        if group.name == "magnetar.dev":
+        if group.name in ("magnetar.dev", "compute.functionmesh.io"):
             continue
         listings += [
             (group.name, custom.get_api_resources(group.name, v.version)) for v in group.versions
@@ -80,7 +87,12 @@ def test_short_names_collide_with_nothing_the_server_serves(
         crd["spec"]["names"]["plural"]: crd["spec"]["names"].get("shortNames", [])
         for crd in (yaml.safe_load(p.read_text()) for p in sorted((ROOT / "crds").glob("*.yaml")))
     }
-    assert ours == {"pulsarclusters": ["mgc"], "tenants": ["mgt"], "topics": ["mgtp"]}
+    assert ours == {
+        "functions": ["fn"],
+        "pulsarclusters": ["mgc"],
+        "tenants": ["mgt"],
+        "topics": ["mgtp"],
+    }
     assert short_name_collisions(ours, served) == []
     # the check catches what issue 29 found: `pc` was PriorityClass's before it was ours
     assert short_name_collisions({"pulsarclusters": ["pc", "mgc"]}, served) == [
@@ -160,6 +172,22 @@ def test_schema_errors_rejected(api: client.ApiClient, crds: list[str], namespac
         lambda: cr.create("pulsarclusters", cluster("bad", metadata={"mode": "external"}))
     )
     assert "metadata.externalEndpoints is required" in body
+
+
+def test_broker_workers_count_or_auto(
+    api: client.ApiClient, crds: list[str], namespace: str
+) -> None:
+    cr = CR(api, namespace)
+    assert cr.create("pulsarclusters", cluster("w1"))["spec"]["brokers"]["workers"] == 1
+    obj = cr.create("pulsarclusters", cluster("wauto", brokers={"workers": "auto"}))
+    assert obj["spec"]["brokers"]["workers"] == "auto"
+    obj = cr.create("pulsarclusters", cluster("w4", brokers={"workers": 4}))
+    assert obj["spec"]["brokers"]["workers"] == 4
+    for bad in (0, 65, "many"):
+        body = _rejected(
+            lambda bad=bad: cr.create("pulsarclusters", cluster("bad", brokers={"workers": bad}))
+        )
+        assert "brokers.workers: 1 to 64, or auto" in body
 
 
 def test_etcd_replicas_immutable(api: client.ApiClient, crds: list[str], namespace: str) -> None:

@@ -67,6 +67,27 @@ def test_helm_install_and_uninstall(
 
     eventually(ready, timeout=60, what="PulsarCluster from the chart Ready")
     assert apps.read_namespaced_stateful_set("dev-bookie", namespace).spec.replicas == 1
+    # a Function on the cluster: the hook deletes it first (its pods use the cluster)
+    functions = CR(api, namespace, group="compute.functionmesh.io")
+    functions.create(
+        "functions",
+        {
+            "apiVersion": "compute.functionmesh.io/v1alpha1",
+            "kind": "Function",
+            "metadata": {"name": "excl"},
+            "spec": {
+                "clusterRef": {"name": "dev"},
+                "className": "exclamation_function.ExclamationFunction",
+                "input": {"topics": ["in"]},
+                "python": {"py": "exclamation_function.py"},
+            },
+        },
+    )
+    eventually(
+        lambda: apps.read_namespaced_stateful_set("excl-function", namespace),
+        timeout=60,
+        what="the Function's StatefulSet",
+    )
 
     # `helm uninstall` runs the pre-delete hook Job and waits for it. No kubelet runs Jobs
     # here, so the test plays it: it runs the Job's own command and arguments (with the
@@ -94,6 +115,8 @@ def test_helm_install_and_uninstall(
         )  # fmt: skip
         assert run.returncode == 0, run.stdout + run.stderr
         assert f"deleting PulsarCluster {namespace}/dev" in run.stdout
+        assert "deleting Function/excl (managed through dev)" in run.stdout
+        assert not functions.exists("functions", "excl")
         # the hook deleted the cluster while the operator ran: its finalizer is done
         assert not cr.exists("pulsarclusters", "dev")
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,11 +1,14 @@
 """The operator's own /metrics (``magnetar_operator.metrics``), scraped from the operator
 the suite runs against the real API server: reconcile passes by kind and result, their
 duration, the resources by phase (a cluster Ready, a Tenant waiting for a cluster that
-does not exist), the events it posted, and prometheus-client's process collector."""
+does not exist), the events it posted, and prometheus-client's process collector. The
+chart's operator dashboard is evaluated on a real Prometheus scraping that operator (the
+other dashboards: tests/integration/observability)."""
 
 from __future__ import annotations
 
 import urllib.request
+from pathlib import Path
 
 import pytest
 from kubernetes import client
@@ -13,7 +16,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.k8s.helpers import CR, FakeKubelet, eventually
 from tests.k8s.test_cluster import SPEC, make_cluster
-from tests.support.procs import LOOPBACK, Proc
+from tests.support import observability as obs
+from tests.support.procs import LOOPBACK, Proc, started
+from tests.support.prometheus import (
+    INSTALL_HINT,
+    PrometheusServer,
+    ScrapeTarget,
+    prometheus_available,
+)
 
 pytestmark = pytest.mark.k8s
 
@@ -101,3 +111,43 @@ def test_reconciles_phases_and_events_are_counted(
         timeout=60,
         what="the DeletedVolumes event counted",
     )  # fmt: skip
+
+
+def test_operator_dashboard_returns_data(
+    api: client.ApiClient,
+    operator: Proc,
+    namespace: str,
+    kubelet: FakeKubelet,
+    tmp_path: Path,
+) -> None:
+    """Every query of helm/magnetar/files/dashboards/magnetar-operator.json, its variables
+    resolved as Grafana does, returns series from a Prometheus scraping the operator while
+    it brings a cluster to Ready (and posts its events)."""
+    if not prometheus_available():
+        pytest.skip(INSTALL_HINT)
+    assert operator.env is not None
+    address = f"{LOOPBACK}:{operator.env['MAGNETAR_OPERATOR_METRICS_PORT']}"
+    with started(
+        PrometheusServer(tmp_path / "prometheus", [ScrapeTarget("operator", address)])
+    ) as prom:
+        cr = CR(api, namespace)
+        make_cluster(cr, "dashboard", SPEC)
+        eventually(
+            lambda: (
+                value(scrape(operator), "magnetar_operator_resources", kind="PulsarCluster",
+                      phase="Ready") >= 1
+            ),
+            timeout=90,
+            what="a Ready cluster in /metrics",
+        )  # fmt: skip
+        prom.wait_scraped()
+        prom.wait_scraped()  # two samples of every series since: rate() has a value
+        dashboard = obs.load(obs.DASHBOARDS / "magnetar-operator.json")
+        values = obs.resolve_variables(dashboard, prom)
+        empty = [
+            f"{q.name()}: {obs.substitute(q.expr, values)}"
+            for q in obs.queries(dashboard)
+            if not obs.has_data(prom, obs.substitute(q.expr, values))
+        ]
+        assert not empty, "panels with no series:\n" + "\n".join(empty)
+        cr.delete("pulsarclusters", "dashboard")

@@ -46,8 +46,11 @@ class ScrapeTarget:
     metrics_path: str = "/metrics"
 
 
-def scrape_config(targets: Sequence[ScrapeTarget], *, interval_s: float) -> str:
-    """prometheus.yml for ``targets`` (JSON is YAML), scraped every ``interval_s``."""
+def scrape_config(
+    targets: Sequence[ScrapeTarget], *, interval_s: float, rule_files: Sequence[Path] = ()
+) -> str:
+    """prometheus.yml for ``targets`` (JSON is YAML), scraped every ``interval_s``; the rules
+    of ``rule_files`` evaluated as often."""
     jobs = [
         {
             "job_name": t.job,
@@ -65,11 +68,14 @@ def scrape_config(targets: Sequence[ScrapeTarget], *, interval_s: float) -> str:
         },
         "scrape_configs": jobs,
     }
+    if rule_files:
+        config["rule_files"] = [str(p) for p in rule_files]
     return json.dumps(config, indent=2) + "\n"
 
 
 class PrometheusServer(ServerProc):
-    """``prometheus`` on 127.0.0.1 scraping ``targets`` every ``interval_s``."""
+    """``prometheus`` on 127.0.0.1 scraping ``targets`` every ``interval_s`` (and evaluating
+    the alert rules of ``rule_files`` as often)."""
 
     def __init__(
         self,
@@ -78,6 +84,7 @@ class PrometheusServer(ServerProc):
         *,
         interval_s: float = 1.0,
         ready_timeout: float = 60.0,
+        rule_files: Sequence[Path] = (),
     ) -> None:
         binary = prometheus_binary()
         if binary is None:
@@ -87,7 +94,9 @@ class PrometheusServer(ServerProc):
         self.targets = tuple(targets)
         self.port = free_port()
         self.config_path = base_dir / "prometheus.yml"
-        self.config_path.write_text(scrape_config(self.targets, interval_s=interval_s))
+        self.config_path.write_text(
+            scrape_config(self.targets, interval_s=interval_s, rule_files=rule_files)
+        )
         argv = [
             binary,
             f"--config.file={self.config_path}",
@@ -142,6 +151,35 @@ class PrometheusServer(ServerProc):
         if len(result) > 1:
             raise AssertionError(f"{promql}: {len(result)} series, expected one")
         return float(result[0]["value"][1])
+
+    def query_result(self, promql: str) -> tuple[str, Any]:
+        """(resultType, result) of ``promql`` now: a vector's or matrix's series, or a
+        scalar's ``[time, value]``."""
+        data = self.api("query", query=promql)
+        return str(data["resultType"]), data["result"]
+
+    def alerts(self) -> list[dict[str, Any]]:
+        """The alerts of the rule engine now (``/api/v1/alerts``): labels, state (pending,
+        firing), value."""
+        return list(self.api("alerts")["alerts"])
+
+    def firing(self, alertname: str) -> list[dict[str, str]]:
+        """The label sets of ``alertname``'s firing alerts."""
+        return [
+            dict(a["labels"])
+            for a in self.alerts()
+            if a["labels"].get("alertname") == alertname and a["state"] == "firing"
+        ]
+
+    def rule_health(self) -> dict[str, str]:
+        """Alert name -> its rule's health (``ok``, ``err``, ``unknown``) and last error."""
+        out: dict[str, str] = {}
+        for group in self.api("rules", type="alert")["groups"]:
+            for rule in group["rules"]:
+                out[rule["name"]] = rule["health"] + (
+                    f": {rule['lastError']}" if rule.get("lastError") else ""
+                )
+        return out
 
     def targets_health(self) -> dict[str, str]:
         """``job`` -> health (``up``, ``down``, ``unknown``) of every active target."""

@@ -5,6 +5,7 @@ directory, bounded readiness wait (the binary port open and the health endpoint 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import urllib.error
 import urllib.request
@@ -100,8 +101,17 @@ class StandaloneProc(BrokerHttpProc):
         )
 
 
+BROKER_WORKERS_ENV = "MAGNETAR_TEST_BROKER_WORKERS"
+"""Set to N > 1, every :class:`BrokerProc` that names no ``--workers`` runs N worker
+processes (``magnetar broker --workers N``): the cluster suites against the multi-process
+broker (``MAGNETAR_TEST_BROKER_WORKERS=2 .venv/bin/python -m pytest tests/integration/...``).
+Suites that count brokers (two_brokers' load reports, ownership spread) then see N per
+process."""
+
+
 class BrokerProc(BrokerHttpProc):
-    """``magnetar broker`` (cluster form) as a subprocess, against etcd and its bookies."""
+    """``magnetar broker`` (cluster form) as a subprocess, against etcd and its bookies
+    (with :data:`BROKER_WORKERS_ENV` set, N worker processes behind its ports)."""
 
     def __init__(
         self,
@@ -130,6 +140,9 @@ class BrokerProc(BrokerHttpProc):
             "--session-ttl", str(session_ttl),
             *extra_args,
         ]  # fmt: skip
+        workers = os.environ.get(BROKER_WORKERS_ENV, "")
+        if workers and "--workers" not in extra_args:
+            argv += ["--workers", workers]
         self.proc = Proc(
             argv,
             log_path=base_dir / f"broker-{self.port}.log",

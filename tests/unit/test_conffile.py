@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from magnetar import cli, conffile
+from magnetar.broker import backlog_quota
 from magnetar_operator.builders import bookie, broker, proxy
 from magnetar_operator.builders.common import Owner
 from magnetar_operator.spec import ClusterSpec
@@ -65,6 +66,35 @@ def test_proxy_file_sets_options(tmp_path: Path) -> None:
     bad = write(tmp_path, "bad.conf", "brokerClientTlsEnabled=true\n")
     with pytest.raises(SystemExit):
         cli.parse_args(["proxy", "--config", bad])
+
+
+@pytest.mark.parametrize("command", ["broker", "standalone"])
+def test_backlog_quota_keys_are_honoured(
+    tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Pulsar's backlogQuota* keys (backlogQuotaDefaultRetentionPolicy, an enum field, was once
+    missed by the key generator and refused as unknown)."""
+    conf = write(
+        tmp_path,
+        f"{command}.conf",
+        ("metadataStoreUrl=etcd:http://127.0.0.1:2379\n" if command == "broker" else "")
+        + "backlogQuotaCheckEnabled=false\n"
+        "backlogQuotaCheckIntervalInSeconds=5\n"
+        "backlogQuotaDefaultLimitBytes=-1\n"
+        "backlogQuotaDefaultLimitGB=2\n"
+        "backlogQuotaDefaultLimitSecond=3600\n"
+        "backlogQuotaDefaultRetentionPolicy=consumer_backlog_eviction\n",
+    )
+    config = cli.broker_config(cli.parse_args([command, "--config", conf]))
+    assert config.backlog_quota_check_enabled is False
+    assert config.backlog_quota_check_interval_s == 5
+    assert config.backlog_quota_default_limit_s == 3600
+    assert config.backlog_quota_default_policy == "consumer_backlog_eviction"
+    quotas = backlog_quota.resolve({}, config)
+    assert quotas.size == backlog_quota.Quota(2 << 30, "consumer_backlog_eviction")
+    assert quotas.time == backlog_quota.Quota(3600, "consumer_backlog_eviction")
+    bad = write(tmp_path, "bad.conf", "backlogQuotaDefaultRetentionPolicy=drop_everything\n")
+    assert "backlogQuotaDefaultRetentionPolicy" in refused(capsys, [command, "--config", bad])
 
 
 def test_broker_file_sets_options_and_converts_units(tmp_path: Path) -> None:
@@ -399,3 +429,14 @@ def test_files_are_read_as_java_properties(tmp_path: Path) -> None:
     )
     with pytest.raises(conffile.ConfigError, match=r"\(line 4\)"):
         conffile.load(Path(ok_then_bad), conffile.BROKER, conffile.KNOWN["broker"])
+
+
+def test_functions_runtime_key_and_flag(tmp_path: Path) -> None:
+    conf = write(tmp_path, "broker.conf", "magnetarFunctionsRuntime=kubernetes\n")
+    args = cli.parse_args(["broker", "--metadata-url", "etcd://e:2379", "--config", conf])
+    assert args.functions_runtime == "kubernetes"
+    args = cli.parse_args(["broker", "--metadata-url", "etcd://e:2379"])
+    assert args.functions_runtime == "none"
+    bad = write(tmp_path, "bad.conf", "magnetarFunctionsRuntime=lambda\n")
+    with pytest.raises(SystemExit):
+        cli.parse_args(["broker", "--metadata-url", "etcd://e:2379", "--config", bad])

@@ -67,6 +67,9 @@ def config_data(
         "managedLedgerDefaultEnsembleSize": str(bk.ensemble_size),
         "managedLedgerDefaultWriteQuorum": str(bk.write_quorum),
         "managedLedgerDefaultAckQuorum": str(bk.ack_quorum),
+        # `functions create` writes a Function resource (docs/functions.md, "On Kubernetes"):
+        # the brokers' service account may (functions_role)
+        "magnetarFunctionsRuntime": "kubernetes",
     }
     data.update(tls_config(spec))
     if spec.auth.enabled:
@@ -128,11 +131,15 @@ def offload_config(spec: ClusterSpec) -> dict[str, str]:
 
 def args(owner: Owner, spec: ClusterSpec) -> list[str]:
     """``magnetar broker`` arguments: the mounted broker.conf, the pod's own address (which a
-    shared ConfigMap cannot hold), then ``spec.brokers.extraArgs`` (flags override the file)."""
+    shared ConfigMap cannot hold), the worker processes when more than one
+    (``spec.brokers.workers``, ``auto``: from the CPU limit), then ``spec.brokers.extraArgs``
+    (flags override the file)."""
+    workers = spec.brokers.worker_count()
     return [
         "broker",
         f"--config={CONFIG_DIR}/{CONFIG_FILE}",
         "--advertised-address=$(POD_IP)",
+        *([f"--workers={workers}"] if workers > 1 else []),
         *spec.brokers.extra_args,
     ]
 
@@ -205,6 +212,7 @@ def deployment(
     if spec.brokers.resources.to_k8s():
         container["resources"] = spec.brokers.resources.to_k8s()
     pod_spec: Json = {
+        "serviceAccountName": service_account_name(owner),
         "securityContext": pod_sc,
         "terminationGracePeriodSeconds": 30,
         "containers": [container],
@@ -241,10 +249,64 @@ def service(owner: Owner, spec: ClusterSpec) -> Json:
     }
 
 
+def service_account_name(owner: Owner) -> str:
+    return owner.name_of(COMPONENT)
+
+
+FUNCTIONS_RULE: Json = {
+    "apiGroups": ["compute.functionmesh.io"],
+    "resources": ["functions"],
+    "verbs": ["get", "list", "create", "patch", "delete"],
+}
+"""What the brokers' runtime of functions does with Function resources, and no more."""
+
+
+def service_account(owner: Owner) -> Json:
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": common.metadata(owner, COMPONENT, name=service_account_name(owner)),
+    }
+
+
+def functions_role(owner: Owner) -> Json:
+    """The brokers may write the namespace's Function resources (``functions create`` on a
+    broker writes one: ``magnetarFunctionsRuntime=kubernetes``), nothing else."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": common.metadata(owner, COMPONENT, name=owner.name_of("broker-functions")),
+        "rules": [FUNCTIONS_RULE],
+    }
+
+
+def functions_role_binding(owner: Owner) -> Json:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": common.metadata(owner, COMPONENT, name=owner.name_of("broker-functions")),
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": owner.name_of("broker-functions"),
+        },
+        "subjects": [
+            {
+                "kind": "ServiceAccount",
+                "name": service_account_name(owner),
+                "namespace": owner.namespace,
+            }
+        ],
+    }
+
+
 def build_workload(
     owner: Owner, spec: ClusterSpec, *, verification: tokens.Verification = tokens.NO_VERIFICATION
 ) -> list[Json]:
     return [
+        service_account(owner),
+        functions_role(owner),
+        functions_role_binding(owner),
         config_map(owner, spec, verification=verification),
         deployment(owner, spec, verification=verification),
         common.pdb(owner, COMPONENT),

@@ -16,8 +16,19 @@ ENDPOINTS = {
 }
 
 
-def service_monitor(owner: Owner, spec: ClusterSpec, component: str) -> Json:
+def _endpoint(spec: ClusterSpec, component: str) -> Json:
+    """The scrape endpoint; a broker's with honorLabels, so that Pulsar's ``namespace``
+    label (``tenant/ns``) on its topic series is kept rather than renamed
+    ``exported_namespace`` under the target's Kubernetes namespace (the chart's dashboards
+    and Pulsar's community ones read it as Pulsar's)."""
     _svc, port = ENDPOINTS[component]
+    endpoint: Json = {"port": port, "path": "/metrics", "interval": spec.monitoring.interval}
+    if component == "broker":
+        endpoint["honorLabels"] = True
+    return endpoint
+
+
+def service_monitor(owner: Owner, spec: ClusterSpec, component: str) -> Json:
     meta = common.metadata(owner, component)
     meta["labels"].update(spec.monitoring.labels)
     return {
@@ -27,13 +38,12 @@ def service_monitor(owner: Owner, spec: ClusterSpec, component: str) -> Json:
         "spec": {
             "selector": {"matchLabels": common.selector_labels(owner, component)},
             "namespaceSelector": {"matchNames": [owner.namespace]},
-            "endpoints": [{"port": port, "path": "/metrics", "interval": spec.monitoring.interval}],
+            "endpoints": [_endpoint(spec, component)],
         },
     }
 
 
 def pod_monitor(owner: Owner, spec: ClusterSpec, component: str) -> Json:
-    _svc, port = ENDPOINTS[component]
     meta = common.metadata(owner, component)
     meta["labels"].update(spec.monitoring.labels)
     return {
@@ -43,9 +53,7 @@ def pod_monitor(owner: Owner, spec: ClusterSpec, component: str) -> Json:
         "spec": {
             "selector": {"matchLabels": common.selector_labels(owner, component)},
             "namespaceSelector": {"matchNames": [owner.namespace]},
-            "podMetricsEndpoints": [
-                {"port": port, "path": "/metrics", "interval": spec.monitoring.interval}
-            ],
+            "podMetricsEndpoints": [_endpoint(spec, component)],
         },
     }
 

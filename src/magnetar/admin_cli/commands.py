@@ -25,7 +25,7 @@ V2: Final = "/admin/v2"
 GROUPS: Final = {
     "clusters": "clusters of this Magnetar installation",
     "brokers": "live brokers and their health",
-    "bookies": "bookies: state and rack, under-replicated ledgers, decommission",
+    "bookies": "bookies: state and rack, rack placement, under-replicated ledgers, decommission",
     "broker-stats": "what a broker serves now (its topics' stats)",
     "tenants": "tenants: admin roles and allowed clusters",
     "namespaces": "namespaces and their policies",
@@ -193,6 +193,11 @@ def _broker_stats_topics(a: argparse.Namespace) -> Request:
     return Request("GET", f"{V2}/broker-stats/topics")
 
 
+@verb("broker-stats", "load-report", "this broker's load (Pulsar's LocalBrokerData)")
+def _broker_stats_load_report(a: argparse.Namespace) -> Request:
+    return Request("GET", f"{V2}/broker-stats/load-report")
+
+
 # --- bookies ------------------------------------------------------------------------------------
 
 BOOKIE = arg("bookie", help="bookie id (host:port)")
@@ -201,6 +206,50 @@ BOOKIE = arg("bookie", help="bookie id (host:port)")
 @verb("bookies", "list", "the bookies with their state (rw, ro, decommissioning, gone) and rack")
 def _bookies_list(a: argparse.Namespace) -> Request:
     return Request("GET", f"{V2}/bookies/all")
+
+
+@verb("bookies", "list-bookies", "pulsar-admin's name of `list`: the bookies of the cluster")
+def _bookies_list_bookies(a: argparse.Namespace) -> Request:
+    return Request("GET", f"{V2}/bookies/all")
+
+
+RACK_BOOKIE = arg("-b", "--bookie", required=True, help="bookie id (host:port)")
+
+
+def _rack_path(a: argparse.Namespace) -> str:
+    return f"{V2}/bookies/racks-info/{name_path(a.bookie, 'bookie')}"
+
+
+@verb("bookies", "racks-placement", "every bookie's rack placement, by group")
+def _bookies_racks_placement(a: argparse.Namespace) -> Request:
+    return Request("GET", f"{V2}/bookies/racks-info")
+
+
+@verb("bookies", "get-bookie-rack", "a bookie's rack placement", RACK_BOOKIE)
+def _bookies_get_rack(a: argparse.Namespace) -> Request:
+    return Request("GET", _rack_path(a))
+
+
+@verb(
+    "bookies",
+    "set-bookie-rack",
+    "place a bookie in a rack of a group (new ledgers' ensembles follow it)",
+    RACK_BOOKIE,
+    arg("-r", "--rack", required=True, help="rack name, e.g. /rack1"),
+    arg("-g", "--group", dest="bookie_group", default="default", help="bookie group"),
+    arg("--hostname", help="the bookie's hostname, recorded beside the rack"),
+)
+def _bookies_set_rack(a: argparse.Namespace) -> Request:
+    info: dict[str, Any] = {"rack": a.rack}
+    if a.hostname is not None:
+        info["hostname"] = a.hostname
+    group = urllib.parse.quote(a.bookie_group, safe="")
+    return Request("POST", f"{_rack_path(a)}?group={group}", info)
+
+
+@verb("bookies", "delete-bookie-rack", "remove a bookie's rack placement", RACK_BOOKIE)
+def _bookies_delete_rack(a: argparse.Namespace) -> Request:
+    return Request("DELETE", _rack_path(a))
 
 
 @verb("bookies", "list-underreplicated", "ledgers waiting for re-replication")
@@ -494,11 +543,7 @@ _QUOTA_TYPE = arg(
 )
 
 
-@verb(
-    "namespaces",
-    "set-backlog-quota",
-    "limit the backlog by size and/or age",
-    NAMESPACE,
+_QUOTA_ARGS = (
     arg("-l", "--limit", type=convert.size_bytes, default=-1, help="size, e.g. 10G (-1: none)"),
     arg(
         "-lt",
@@ -516,9 +561,16 @@ _QUOTA_TYPE = arg(
     ),
     _QUOTA_TYPE,
 )
+
+
+@verb("namespaces", "set-backlog-quota", "limit the backlog by size and/or age", NAMESPACE,
+      *_QUOTA_ARGS)  # fmt: skip
 def _ns_set_quota(a: argparse.Namespace) -> Request:
-    body = {"limitSize": a.limit, "limitTime": a.limit_time, "policy": a.policy}
-    return Request("POST", _ns(a, f"/backlogQuota?backlogQuotaType={a.type}"), body)
+    return Request("POST", _ns(a, f"/backlogQuota?backlogQuotaType={a.type}"), _quota(a))
+
+
+def _quota(a: argparse.Namespace) -> dict[str, Any]:
+    return {"limitSize": a.limit, "limitTime": a.limit_time, "policy": a.policy}
 
 
 @verb(
@@ -1030,6 +1082,39 @@ for _group in ("topics", "topicPolicies"):
         )
 
 
+def _topic_quota_verbs(group: str) -> None:
+    verb(
+        group, "set-backlog-quota", "the topic's own backlog quota of a type", TOPIC, *_QUOTA_ARGS
+    )(lambda a: Request("POST", _topic(a, f"/backlogQuota?backlogQuotaType={a.type}"), _quota(a)))
+    verb(
+        group,
+        "remove-backlog-quota",
+        "remove the topic's own backlog quota of a type",
+        TOPIC,
+        _QUOTA_TYPE,
+    )(lambda a: Request("DELETE", _topic(a, f"/backlogQuota?backlogQuotaType={a.type}")))
+    verb(
+        group,
+        "get-backlog-quotas",
+        "the topic's own backlog quotas ({}: none)",
+        TOPIC,
+        arg(
+            "-ap",
+            "--applied",
+            action="store_true",
+            help="the quotas in force (topic, namespace or broker default)",
+        ),
+    )(
+        lambda a: Request(
+            "GET", _topic(a, "/backlogQuotaMap" + ("?applied=true" if a.applied else ""))
+        )
+    )
+
+
+for _group in ("topics", "topicPolicies"):
+    _topic_quota_verbs(_group)
+
+
 # --- transactions -------------------------------------------------------------------------------
 
 V3_TXN: Final = "/admin/v3/transactions"
@@ -1075,11 +1160,55 @@ def _txn_slow(a: argparse.Namespace) -> Request:
     TOPIC,
 )
 def _txn_buffer_stats(a: argparse.Namespace) -> Request:
+    return Request("GET", f"{V3_TXN}/transactionBufferStats/{_txn_topic(a)}")
+
+
+def _txn_topic(a: argparse.Namespace) -> str:
+    """tenant/ns/topic of a persistent topic, each part quoted."""
     domain, tenant, ns, local = convert.topic_parts(a.topic)
     if domain != "persistent":
         raise AdminCliError("transactions apply to persistent topics only", 2)
-    parts = "/".join(urllib.parse.quote(p, safe="") for p in (tenant, ns, local))
-    return Request("GET", f"{V3_TXN}/transactionBufferStats/{parts}")
+    return "/".join(urllib.parse.quote(p, safe="") for p in (tenant, ns, local))
+
+
+_TXN_SUBSCRIPTION = arg("-s", "--sub-name", dest="subscription", required=True, help="subscription")
+
+
+@verb(
+    "transactions",
+    "transaction-in-buffer-stats",
+    "one transaction in a topic's buffer: its first message's position, whether aborted",
+    TOPIC,
+    *_TXN_ID,
+)
+def _txn_in_buffer_stats(a: argparse.Namespace) -> Request:
+    return Request("GET", f"{V3_TXN}/transactionInBufferStats/{_txn_topic(a)}/{a.most}/{a.least}")
+
+
+@verb(
+    "transactions",
+    "pending-ack-stats",
+    "the transactions holding acknowledgements on a subscription",
+    TOPIC,
+    _TXN_SUBSCRIPTION,
+)
+def _txn_pending_ack_stats(a: argparse.Namespace) -> Request:
+    sub = urllib.parse.quote(a.subscription, safe="")
+    return Request("GET", f"{V3_TXN}/pendingAckStats/{_txn_topic(a)}/{sub}")
+
+
+@verb(
+    "transactions",
+    "transaction-in-pending-ack-stats",
+    "one transaction's acknowledgements held on a subscription",
+    TOPIC,
+    _TXN_SUBSCRIPTION,
+    *_TXN_ID,
+)
+def _txn_in_pending_ack_stats(a: argparse.Namespace) -> Request:
+    sub = urllib.parse.quote(a.subscription, safe="")
+    path = f"transactionInPendingAckStats/{_txn_topic(a)}/{sub}/{a.most}/{a.least}"
+    return Request("GET", f"{V3_TXN}/{path}")
 
 
 @verb("transactions", "abort-transaction", "abort a live transaction", *_TXN_ID)

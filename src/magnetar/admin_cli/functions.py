@@ -67,7 +67,7 @@ def _instance_path(a: argparse.Namespace, action: str) -> str:
 
 CONFIG_FLAGS = (
     *NAMING,
-    arg("--py", help="the function's .py file"),
+    arg("--py", help="the function's package: a .py file, a .zip or a .whl"),
     arg("--classname", help="module.Class (a pulsar.Function), or a module with process()"),
     arg("--inputs", help="input topics, comma-separated"),
     arg("--topics-pattern", dest="topics_pattern", help="input topics by regular expression"),
@@ -167,7 +167,7 @@ def function_config(a: argparse.Namespace) -> tuple[dict[str, Any], FormField | 
 def _upload(method: str, a: argparse.Namespace, *, need_package: bool) -> Request:
     config, package = function_config(a)
     if need_package and package is None:
-        raise AdminCliError("--py is required: the function's .py file", 2)
+        raise AdminCliError("--py is required: the function's package (.py, .zip or .whl)", 2)
     fields = [FormField("functionConfig", json.dumps(config).encode())]
     if package is not None:
         fields.append(package)

@@ -9,13 +9,27 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from magnetar.bookie.storage import api as storage
 
 REGISTRY = CollectorRegistry(auto_describe=True)
+
+RUNTIME = CollectorRegistry(auto_describe=True)
+"""prometheus-client's ``process_*``, ``python_info`` and ``python_gc_*``, on a bookie
+process's own /metrics (a standalone's /metrics has them once, from the broker)."""
+for _collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+    RUNTIME.register(_collector)
 
 _LATENCY_BUCKETS = (
     0.0001,
@@ -101,3 +115,8 @@ class StorageCollector(Collector):
         }
         for name, (doc, value) in counters.items():
             yield CounterMetricFamily(name, doc, value=value)
+
+
+def render() -> bytes:
+    """A bookie process's /metrics: its series and the runtime's."""
+    return generate_latest(REGISTRY) + generate_latest(RUNTIME)

@@ -26,7 +26,6 @@ from pathlib import Path
 
 import grpc
 from aiohttp import web
-from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from magnetar import __version__
@@ -160,7 +159,7 @@ class BookieServer:
         app = web.Application()
 
         async def metrics_handler(_: web.Request) -> web.Response:
-            body = generate_latest(metrics.REGISTRY)
+            body = metrics.render()
             return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
         async def health(_: web.Request) -> web.Response:

@@ -122,6 +122,23 @@ class BrokerConfig:
     """Pulsar's brokerServiceCompactionThresholdInBytes: the ``compactionThreshold`` of topics
     whose namespace and topic policies do not set one (0: no automatic compaction)."""
 
+    backlog_quota_check_enabled: bool = True
+    """Pulsar's backlogQuotaCheckEnabled: the periodic backlog quota check (eviction, and
+    disconnecting producers of a topic over its quota) runs (:mod:`magnetar.broker.backlog_quota`);
+    the check at producer creation runs regardless."""
+    backlog_quota_check_interval_s: float = 60.0
+    """backlogQuotaCheckIntervalInSeconds: how often each topic's quotas are checked."""
+    backlog_quota_default_limit_bytes: int = -1
+    """backlogQuotaDefaultLimitBytes: the ``destination_storage`` limit of topics whose
+    namespace and topic set none (-1: none), unless backlogQuotaDefaultLimitGB is positive."""
+    backlog_quota_default_limit_gb: float = -1.0
+    """backlogQuotaDefaultLimitGB: the same in GiB; when positive it wins (Pulsar's rule)."""
+    backlog_quota_default_limit_s: int = -1
+    """backlogQuotaDefaultLimitSecond: the default ``message_age`` limit (0 or less: none)."""
+    backlog_quota_default_policy: str = "producer_request_hold"
+    """backlogQuotaDefaultRetentionPolicy: the policy of the default quotas, and of a quota
+    set without one."""
+
     force_delete_tenant_allowed: bool = False
     """Pulsar's forceDeleteTenantAllowed: ``DELETE /admin/v2/tenants/{t}?force=true`` (which
     deletes the tenant's namespaces and topics) is refused with 405 unless true."""

@@ -39,6 +39,11 @@ loaded topics every second:
   producers disconnected longer than the inactivity timeout are forgotten here too.
 * **replication** (``replication_clusters``): the topic's replicators follow the clusters
   listed besides the local one (:mod:`magnetar.broker.replication`).
+* **backlog quotas** (``backlog_quota_map``, the topic's ``backLogQuotaMap`` over it, the
+  broker's defaults under both) are handed to the topic, which refuses producers over a quota
+  with a producer policy; every ``backlogQuotaCheckIntervalInSeconds`` a topic over a quota
+  has its producers disconnected or its slowest subscriptions moved on
+  (:mod:`magnetar.broker.backlog_quota`).
 
 Each topic's effective policies are re-read every few seconds, and at once after a change
 made through this broker (:meth:`BrokerService.policies_changed
@@ -55,7 +60,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from magnetar.broker import dedup, replication
+from magnetar.broker import backlog_quota, dedup, replication
 from magnetar.broker import policies as broker_policies
 from magnetar.broker.compaction import view as compaction_view
 from magnetar.broker.config import BrokerConfig
@@ -132,6 +137,35 @@ async def expire(
     return moved
 
 
+async def check_backlog_quotas(
+    topic: PersistentTopic, quotas: backlog_quota.Quotas, *, now_ms: int | None = None
+) -> None:
+    """Pulsar's periodic backlog quota check of one topic: for each exceeded quota, evict
+    (``consumer_backlog_eviction``) or disconnect the producers (the others), who are then
+    refused when they come back (:mod:`magnetar.broker.backlog_quota`)."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    for kind, quota in (("size", quotas.size), ("time", quotas.time)):
+        if quota is None:
+            continue
+        if kind == "size":
+            exceeded = backlog_quota.size_exceeded(topic, quota)
+        else:
+            exceeded = await backlog_quota.time_exceeded(topic, quota, now_ms=now_ms)
+        if not exceeded:
+            continue
+        log.info("%s: backlog quota (%s) exceeded; applying %s", topic.name, kind, quota.policy)
+        if quota.policy == backlog_quota.EVICTION:
+            if kind == "size":
+                await backlog_quota.evict_for_size(topic, quota)
+            else:
+                cursors = backlog_quota.counted_cursors(topic)
+                await expire(topic, cutoff_ms=now_ms - quota.limit * 1000, cursors=cursors)
+            topic.quota_evictions[kind] += 1
+        else:
+            for producer in list(topic.producers.values()):
+                producer.disconnect(notify=True)
+
+
 def ttl_check_interval(ttl_s: int) -> float:
     return min(max(ttl_s / 2, MIN_CHECK_S), MAX_CHECK_S)
 
@@ -142,6 +176,7 @@ class _TopicState:
     read_at: float
     generation: int
     next_expiry: float = 0.0
+    next_quota_check: float = 0.0
 
 
 class PolicyEnforcer:
@@ -160,7 +195,8 @@ class PolicyEnforcer:
             svc = self.service
             found = await broker_policies.effective_policies(svc.store, svc.policies, topic.name)
             next_expiry = state.next_expiry if state is not None else 0.0
-            state = _TopicState(found, now, generation, next_expiry)
+            next_quota = state.next_quota_check if state is not None else 0.0
+            state = _TopicState(found, now, generation, next_expiry, next_quota)
             self._state[topic.full_name] = state
         return state
 
@@ -188,6 +224,14 @@ class PolicyEnforcer:
         if topic.compaction is not None and threshold > 0:
             await topic.compaction.ensure_cursor()
             topic.compaction.check_threshold(threshold)
+        config = self.service.config
+        quotas = backlog_quota.resolve(state.policies, config)
+        topic.backlog_quotas = quotas
+        if config.backlog_quota_check_enabled and now >= state.next_quota_check:
+            state.next_quota_check = now + config.backlog_quota_check_interval_s
+            topic.oldest_backlog = await backlog_quota.oldest_backlog(topic)
+            if quotas.any:
+                await check_backlog_quotas(topic, quotas)
         ttl = state.policies.get("message_ttl_in_seconds")
         if isinstance(ttl, int) and not isinstance(ttl, bool) and ttl > 0:
             if now >= state.next_expiry:

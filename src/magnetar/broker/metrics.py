@@ -17,6 +17,8 @@ when the scraper's ``Accept`` header asks for it.
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -258,6 +260,45 @@ def _topic_values(topic: Topic, subs: Mapping[str, Mapping[str, Any]]) -> dict[s
     return values
 
 
+def _backlog_quota(out: _Families, labels: Mapping[str, str], topic: Topic) -> None:
+    """A persistent topic's backlog quota limits (-1: none) and evictions (Pulsar's
+    series; magnetar.broker.backlog_quota)."""
+    if not isinstance(topic, PersistentTopic):
+        return
+    quotas = topic.backlog_quotas
+    out.add(
+        "pulsar_storage_backlog_quota_limit",
+        "gauge",
+        "The topic's backlog size limit, bytes (-1: none)",
+        labels,
+        quotas.size.limit if quotas.size is not None else -1,
+    )
+    out.add(
+        "pulsar_storage_backlog_quota_limit_time",
+        "gauge",
+        "The topic's backlog age limit, seconds (-1: none)",
+        labels,
+        quotas.time.limit if quotas.time is not None else -1,
+    )
+    if topic.oldest_backlog is not None:
+        publish_ms = topic.oldest_backlog[0]
+        out.add(
+            "pulsar_storage_backlog_age_seconds",
+            "gauge",
+            "Age of the oldest unacknowledged message, seconds, as of the last backlog quota check",
+            labels,
+            -1 if publish_ms is None else max(0.0, time.time() - publish_ms / 1000),
+        )
+    for kind, n in topic.quota_evictions.items():
+        out.add(
+            "pulsar_storage_backlog_quota_exceeded_evictions_total",
+            "gauge",
+            "Backlog evictions by the topic's consumer_backlog_eviction quotas",
+            {**labels, "quota_type": kind},
+            n,
+        )
+
+
 class BrokerCollector(Collector):
     """Every series of the broker's /metrics except those of other registries (offload,
     security, the bookie of a standalone), computed when collected."""
@@ -298,6 +339,9 @@ class BrokerCollector(Collector):
             values = _topic_values(topic, subs)
             for name, v in values.items():
                 broker_sums[name] = broker_sums.get(name, 0.0) + v
+            if isinstance(topic, PersistentTopic):
+                for kind, n in topic.quota_evictions.items():
+                    broker_sums[f"evictions:{kind}"] = broker_sums.get(f"evictions:{kind}", 0) + n
             key = f"in_bytes:{_is_system_topic(topic)}"
             broker_sums[key] = broker_sums.get(key, 0.0) + topic.bytes_in
             for sub_name, st in subs.items():
@@ -310,6 +354,7 @@ class BrokerCollector(Collector):
                     if name in values:
                         out.add(name, "gauge", help_text, labels, values[name])
                 self._emit_buckets(out, labels, bucketed)
+                _backlog_quota(out, labels, topic)
                 self._subscriptions(out, opts, labels, subs)
                 _transaction_buffer(out, labels, topic)
                 _replication(out, labels, topic)
@@ -407,6 +452,14 @@ class BrokerCollector(Collector):
                 "Bytes dispatched (system_subscription: subscriptions named __*, as compaction's)",
                 {**cluster, "system_subscription": flag},
                 sums.get(f"out_bytes:{system}", 0.0),
+            )
+        for kind in ("size", "time"):
+            out.add(
+                "pulsar_broker_storage_backlog_quota_exceeded_evictions_total",
+                "gauge",
+                "Backlog evictions by consumer_backlog_eviction quotas, by quota type",
+                {**cluster, "quota_type": kind},
+                sums.get(f"evictions:{kind}", 0.0),
             )
         c = self.service.counters
         out.add(
@@ -667,7 +720,10 @@ def _summary(
     labels: Mapping[str, str],
     window: buckets.LatencyWindow,
 ) -> None:
-    for q, v in zip(buckets.SUMMARY_QUANTILES, window.quantiles, strict=False):
+    # a period without values has NaN quantiles, as Pulsar's summaries show them: the series
+    # stay (a dashboard or an alert still finds them), with no value to read
+    quantiles = window.quantiles or (math.nan,) * len(buckets.SUMMARY_QUANTILES)
+    for q, v in zip(buckets.SUMMARY_QUANTILES, quantiles, strict=True):
         out.add(name, "summary", help_text, {**labels, "quantile": repr(q)}, v)
     out.add(name, "summary", help_text, labels, window.count, sample=f"{name}_count")
     out.add(name, "summary", help_text, labels, window.sum, sample=f"{name}_sum")

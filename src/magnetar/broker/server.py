@@ -22,12 +22,14 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
-from magnetar.broker import admin, http
+from magnetar.broker import admin, http, workers
+from magnetar.broker.admin import functions as functions_admin
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerConnection
 from magnetar.broker.service import BrokerService
 from magnetar.broker.transport import FrameTransport
 from magnetar.common import aio
+from magnetar.functions import kubernetes as functions_kubernetes
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.placement import RackAwarePlacement
 from magnetar.managed_ledger import factory
@@ -76,8 +78,14 @@ class BrokerServer:
         *,
         http_extensions: Iterable[http.Extension] = (),
         metrics_sources: Iterable[Collector | CollectorRegistry] = (),
+        shared: workers.SharedPorts | None = None,
     ) -> None:
         self.service = service
+        self._shared = shared
+        """The pod-wide ports this process serves beside its own, shared with the other
+        worker processes of the broker (``SO_REUSEPORT``; ``broker/workers.py``)."""
+        self._shared_servers: list[asyncio.Server] = []
+        self._shared_http: list[asyncio.Server] = []
         self._http_extensions = list(http_extensions)
         self._metrics_sources = list(metrics_sources)
         self._servers: list[asyncio.Server] = []
@@ -98,10 +106,16 @@ class BrokerServer:
         return self.service.config
 
     async def _bind(
-        self, factory: Callable[[], asyncio.BaseProtocol], port: int, *, tls: str | None = None
+        self,
+        factory: Callable[[], asyncio.BaseProtocol],
+        port: int,
+        *,
+        tls: str | None = None,
+        shared: bool = False,
     ) -> tuple[asyncio.Server, int]:
         """A listener on ``port``, not serving yet; with ``tls`` (the listener's name), TLS
-        with its own context whose refused handshakes are logged and counted."""
+        with its own context whose refused handshakes are logged and counted; ``shared``:
+        one of the worker processes' common ports (``SO_REUSEPORT``)."""
         return await listener.bind(
             factory,
             host=self.service.config.bind_address,
@@ -109,7 +123,19 @@ class BrokerServer:
             tls=self.tls,
             listener=tls,
             start_serving=False,
+            reuse_port=shared,
         )
+
+    async def _bind_shared(
+        self,
+        into: list[asyncio.Server],
+        factory: Callable[[], asyncio.BaseProtocol],
+        port: int | None,
+        tls: str | None,
+    ) -> None:
+        if port is not None:
+            server, _ = await self._bind(factory, port, tls=tls, shared=True)
+            into.append(server)
 
     async def listen(self) -> None:
         """Bind the binary-protocol ports (and fix port 0 up to the bound port) before the
@@ -124,6 +150,12 @@ class BrokerServer:
                 self._new_connection, cfg.tls_port, tls="brokerServicePortTls"
             )
             self._servers.append(server)
+        if self._shared is not None:
+            shared = self._shared_servers
+            await self._bind_shared(shared, self._new_connection, self._shared.port, None)
+            await self._bind_shared(
+                shared, self._new_connection, self._shared.tls_port, "brokerServicePortTls"
+            )
         self._listening = True
         self._reconfigure(bound)
 
@@ -138,7 +170,8 @@ class BrokerServer:
             await self.listen()
         await self._start_http()
         await self.service.start()
-        for server in self._servers:
+        # the shared ports last: a connection the kernel hands this worker finds it serving
+        for server in (*self._servers, *self._shared_servers, *self._shared_http):
             await server.start_serving()
         if self.tls is not None:
             self._refresh_task = asyncio.get_running_loop().create_task(
@@ -176,23 +209,27 @@ class BrokerServer:
             self._http_servers.append(server)
         for server in self._http_servers:
             await server.start_serving()
+        if self._shared is not None:
+            shared = self._shared_http
+            await self._bind_shared(shared, handler, self._shared.http_port, None)
+            await self._bind_shared(shared, handler, self._shared.https_port, "webServicePortTls")
         self._reconfigure(bound)
 
     async def stop(self) -> None:
         if self._refresh_task is not None:
             self._refresh_task.cancel()
-        for server in self._servers:
+        for server in (*self._shared_servers, *self._servers):
             server.close()
         await self.service.close()
         for cnx in list(self.connections):
             cnx.close()
-        for server in self._servers:
+        for server in (*self._shared_servers, *self._servers):
             try:
                 async with asyncio.timeout(5):
                     await server.wait_closed()
             except TimeoutError:
                 log.warning("connections still open after 5 s")
-        for server in self._http_servers:
+        for server in (*self._shared_http, *self._http_servers):
             server.close()
         if self._http is not None:
             await self._http.cleanup()
@@ -202,8 +239,20 @@ wait_for_signal = aio.wait_for_signal
 """Return on SIGTERM or SIGINT (``common.aio``; the standalone imports it from here)."""
 
 
-async def run(metadata_url: str, config: BrokerConfig) -> None:
-    """``magnetar broker``: serve until SIGTERM/SIGINT."""
+async def run(
+    metadata_url: str,
+    config: BrokerConfig,
+    *,
+    shared: workers.SharedPorts | None = None,
+    functions_runtime: str = "none",
+) -> None:
+    """``magnetar broker``: serve until SIGTERM/SIGINT (``shared``: as one of the worker
+    processes of ``magnetar broker --workers N``, also on the pod's shared ports).
+    ``functions_runtime`` ``kubernetes``: each function is a ``Function`` resource in the
+    pod's own namespace, on the PulsarCluster named as the cluster
+    (:mod:`magnetar.functions.kubernetes`; the pod's service account must be allowed to write
+    Functions there; every worker keeps them, idempotently); ``none``: this broker runs no
+    instances."""
     bookie_tls = config.bookkeeper_tls.open() if config.bookkeeper_tls is not None else None
     store = await open_store(metadata_url, tls=config.metadata_tls)
     placement = RackAwarePlacement(
@@ -214,9 +263,21 @@ async def run(metadata_url: str, config: BrokerConfig) -> None:
     ledgers = LedgerClient(store, tls=bookie_tls, placement=placement)
     managed_ledgers = open_managed_ledgers(store, ledgers, config.managed_ledger, config.offload)
     service = BrokerService(config=config, store=store, managed_ledgers=managed_ledgers)
-    server = BrokerServer(service, http_extensions=[admin.extension])
+    extensions: list[Callable[[web.Application], None]] = [admin.extension]
+    k8s_functions: functions_kubernetes.KubernetesRuntime | None = None
+    if functions_runtime == "kubernetes":
+        k8s_functions = functions_kubernetes.KubernetesRuntime(
+            store,
+            functions_kubernetes.ApiServer.in_cluster(),
+            namespace=functions_kubernetes.pod_namespace(),
+            cluster_ref=config.cluster_name,
+        )
+        extensions.append(functions_admin.with_runtime(k8s_functions))
+    server = BrokerServer(service, http_extensions=extensions, shared=shared)
     try:
         await server.start()
+        if k8s_functions is not None:
+            k8s_functions.start()
         cfg = service.config
         urls = " ".join(
             u
@@ -233,6 +294,8 @@ async def run(metadata_url: str, config: BrokerConfig) -> None:
         await wait_for_signal()
         log.info("shutting down")
     finally:
+        if k8s_functions is not None:
+            await k8s_functions.stop()
         await server.stop()
         await close_managed_ledgers(managed_ledgers)
         await ledgers.close()

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from magnetar.broker import access, policies, replication, schemas
+from magnetar.broker import access, backlog_quota, policies, replication, schemas
 from magnetar.broker.compaction.service import TopicCompaction
 from magnetar.broker.compaction.view import CompactedTopic
 from magnetar.broker.config import BrokerConfig, group_listeners
@@ -563,6 +563,7 @@ class BrokerService:
             replication=replicators,
         )
         loaded.apply_limits(*policies.limits(effective))
+        loaded.backlog_quotas = backlog_quota.resolve(effective, self.config)
         replicators.transactions = lambda: loaded.txn_buffer
         self._replicated_subscriptions(loaded, subscriptions, replicators)
         try:

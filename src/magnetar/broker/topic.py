@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from magnetar.broker import backlog_quota
 from magnetar.broker.compaction.service import TopicCompaction
 from magnetar.broker.contracts import BroadcastSubscriptions, BrokerError, TopicSubscriptions
 from magnetar.broker.dedup import Deduplication
@@ -443,9 +444,28 @@ class PersistentTopic(Topic):
         self.replication = replication
         self.compaction = compaction
         """Its compacted view and compactions (Pulsar's topic compaction)."""
+        self.quota_evictions = {"size": 0, "time": 0}
         self.append = managed_ledger.append
         if managed_ledger.terminated:
             self._fence("topic was terminated", pb.TopicTerminatedError)
+
+    backlog_quotas: backlog_quota.Quotas = backlog_quota.Quotas()
+    """The effective backlog quotas (topic over namespace over the broker's defaults), set
+    when the topic loads and by the policy enforcer (:mod:`magnetar.broker.backlog_quota`)."""
+    quota_evictions: dict[str, int]
+    """Evictions by ``consumer_backlog_eviction``, by quota type (``size`` / ``time``)."""
+    oldest_backlog: tuple[int | None, str | None] | None = None
+    """Publish time (ms) of the oldest message the slowest subscription has not acknowledged
+    and that subscription's name ((None, None): no backlog), as of the last backlog quota
+    check (None: not checked yet)."""
+
+    async def add_producer(
+        self, producer: Producer, *, on_queued: Callable[[], None]
+    ) -> int | None:
+        """As :meth:`Topic.add_producer`, refused first when a backlog quota with a producer
+        policy is exceeded (ProducerBlockedQuotaExceededError / Exception, as Pulsar)."""
+        await backlog_quota.check_producer(self, self.backlog_quotas)
+        return await super().add_producer(producer, on_queued=on_queued)
 
     @property
     def storage_size(self) -> int:
@@ -542,6 +562,15 @@ class PersistentTopic(Topic):
         """TopicStats with Pulsar's ``compaction`` (CompactionStats)."""
         out = super().stats()
         out["backlogSize"] = self.backlog_size()
+        quotas = self.backlog_quotas
+        out["backlogQuotaLimitSize"] = quotas.size.limit if quotas.size is not None else -1
+        out["backlogQuotaLimitTime"] = quotas.time.limit if quotas.time is not None else -1
+        oldest = self.oldest_backlog
+        if oldest is not None:
+            publish_ms, sub = oldest
+            age = -1 if publish_ms is None else max(0, int(time.time() - publish_ms / 1000))
+            out["oldestBacklogMessageAgeSeconds"] = age
+            out["oldestBacklogMessageSubscriptionName"] = sub
         if self.compaction is not None:
             out["compaction"] = self.compaction.stats()
         return out

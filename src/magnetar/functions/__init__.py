@@ -19,6 +19,10 @@ Modules:
   and the status and stats answers in Pulsar's JSON shapes (pure).
 * :mod:`.supervisor` -- instances as child processes of ``magnetar standalone``: started,
   restarted on a crash, stopped, their status read back.
+* :mod:`.pod` -- one instance in a pod of the Kubernetes ``Function`` resource: the package
+  downloaded from the brokers, then :mod:`.instance`.
+* :mod:`.kubernetes` -- function records as ``Function`` resources (the runtime of
+  ``magnetar broker --functions-runtime kubernetes``).
 * :mod:`.instance` -- one instance: the official client's consumer and producers around the
   user's function (processing guarantees, SerDes, output properties, metrics).
 * :mod:`.context` -- the ``pulsar.Context`` the user's function receives.

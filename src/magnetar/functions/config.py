@@ -306,18 +306,77 @@ def check_source(source: bytes, *, file_name: str, class_name: str) -> None:
         raise ConfigError(f"className {class_name!r}: {file_name} defines no {attr!r}")
 
 
+_WHEEL_NAME = re.compile(
+    r"^(?P<name>[A-Za-z0-9](?:[A-Za-z0-9._]*[A-Za-z0-9])?)-(?P<version>[A-Za-z0-9_.!+]+)"
+    r"(?:-(?P<build>\d[A-Za-z0-9_.]*))?-(?P<tags>[A-Za-z0-9_.]+-[A-Za-z0-9_.]+-[A-Za-z0-9_.]+)\.whl$"
+)
+"""A wheel's file name (PEP 427: ``name-version[-build]-python-abi-platform.whl``); pip
+installs nothing else."""
+
+
 def check_package_name(file_name: str) -> str:
-    """The package's file name as stored: a ``.py`` module or a ``.zip`` (see
-    :func:`zip_layout`); ``.whl`` packages are not built yet."""
+    """The package's file name as stored: a ``.py`` module, a ``.zip`` (see
+    :func:`zip_layout`) or a ``.whl`` wheel (see :func:`wheel_layout`)."""
     base = file_name.replace("\\", "/").rsplit("/", 1)[-1]
     if base.endswith(".zip") and len(base) > 4:
         return base
+    if base.endswith(".whl"):
+        if not _WHEEL_NAME.match(base):
+            raise ConfigError(
+                f"package {file_name!r}: not a wheel's file name "
+                "(name-version-python-abi-platform.whl)"
+            )
+        return base
     if not base.endswith(".py") or not _IDENTIFIER.match(base[:-3]):
         raise ConfigError(
-            f"package {file_name!r}: expected a .py module (a Python identifier + .py) or a "
-            ".zip (.whl packages are not built yet)"
+            f"package {file_name!r}: expected a .py module (a Python identifier + .py), "
+            "a .zip or a .whl"
         )
     return base
+
+
+def _module_files(module: str) -> tuple[str, str]:
+    """Where a dotted module lives in a folder on ``sys.path``: ``a/b.py`` or
+    ``a/b/__init__.py``."""
+    path = module.replace(".", "/")
+    return f"{path}.py", f"{path}/__init__.py"
+
+
+def wheel_layout(data: bytes, *, file_name: str, class_name: str) -> str:
+    """Check a ``.whl`` package: a zip with a ``*.dist-info/WHEEL`` and ``METADATA``, whose
+    files hold the module ``className`` names -- ``module.Class`` (``module`` dotted as in
+    the wheel, ``pkg.mod``) or a ``module`` with a top-level ``process``. The module's path
+    inside the wheel; ConfigError names the problem."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        names = set(archive.namelist())
+    except (zipfile.BadZipFile, ValueError) as err:
+        raise ConfigError(f"package {file_name}: not a valid wheel (zip archive): {err}") from None
+    with archive:
+        infos = {n.split("/", 1)[0] for n in names if n.count("/") == 1 and n.endswith("/WHEEL")}
+        dist_info = sorted(d for d in infos if d.endswith(".dist-info"))
+        if not dist_info or f"{dist_info[0]}/METADATA" not in names:
+            raise ConfigError(
+                f"package {file_name}: not a wheel (no *.dist-info/WHEEL and METADATA)"
+            )
+        for name in names:
+            if name.startswith("/") or ".." in name.split("/"):
+                raise ConfigError(f"package {file_name}: unsafe path {name!r} in the wheel")
+        head, _, _attr = class_name.rpartition(".")
+        # className is the module itself (process(input)) or module.Attr
+        for module in (class_name, head):
+            if not module:
+                continue
+            for candidate in _module_files(module):
+                if candidate in names:
+                    check_source(
+                        archive.read(candidate), file_name=f"{module}.py", class_name=class_name
+                    )
+                    return candidate
+    raise ConfigError(
+        f"package {file_name}: className {class_name!r}: the wheel holds no module "
+        f"{head or class_name} ({' or '.join(_module_files(head or class_name))})"
+    )
 
 
 @dataclass(frozen=True, slots=True)

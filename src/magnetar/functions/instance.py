@@ -28,7 +28,9 @@ Processing guarantees:
 The instance writes its metrics report (counts, latency, the last exceptions, user metrics,
 the last minute's counts) as JSON to ``reportFile`` every half second; the supervisor reads
 it for status and stats (:mod:`.runtime`). An instance whose parent (the supervisor) is gone
-stops, so a killed standalone leaves no instances behind.
+stops, so a killed standalone leaves no instances behind. Against a secured broker the
+instance authenticates and trusts as the broker's own client does (the spec's ``access``:
+:func:`access`).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from pulsar.functions import serde as pulsar_serde
 
 from magnetar.client import admin
 from magnetar.functions import context as context_mod
+from magnetar.security import client_auth
 
 log = logging.getLogger("magnetar.functions.instance")
 
@@ -103,6 +106,34 @@ def import_name(name: str, code_dir: str | None) -> Any:
         return getattr(module, attr)
     except AttributeError:
         raise ImportError(f"cannot import {name!r}: {module_name} has no {attr!r}") from None
+
+
+def access(spec: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The keyword arguments of ``pulsar.Client`` and of the state calls'
+    :class:`magnetar.client.admin.AdminClient` for the spec's ``access`` (the broker client's
+    credentials and trust: :class:`magnetar.functions.supervisor.BrokerAccess`). Raises
+    CredentialsError naming a plugin or parameters that cannot be used."""
+    given = spec.get("access") or {}
+    trust = given.get("tlsTrustCertsFile") or None
+    verify = bool(given.get("tlsHostnameVerification", False))
+    client: dict[str, Any] = {"tls_validate_hostname": verify}
+    http: dict[str, Any] = {"tls_verify_hostname": verify}
+    if trust:
+        client["tls_trust_certs_file_path"] = trust
+        http["tls_trust_certs_file"] = trust
+    plugin = given.get("authPlugin")
+    if not plugin:
+        return client, http
+    creds = client_auth.Credentials.parse(plugin, given.get("authParams") or "")
+    http["credentials"] = creds
+    if creds.method == "token":
+        # a callable: the client asks again when the broker challenges an expired token
+        client["authentication"] = pulsar.AuthenticationToken(creds.current_token)
+    elif creds.method == "basic":
+        client["authentication"] = pulsar.AuthenticationBasic(creds.user, creds.password)
+    else:
+        client["authentication"] = pulsar.AuthenticationTLS(creds.cert_file, creds.key_file)
+    return client, http
 
 
 class Metrics:
@@ -226,8 +257,9 @@ class Instance:
         self.guarantee = self.config.get("processingGuarantees", "ATLEAST_ONCE")
         self.auto_ack = bool(self.config.get("autoAck", True)) and self.guarantee != "MANUAL"
         self.code = spec.get("code")
-        self.code_dir = str(Path(self.code).parent) if self.code else None
-        for path in reversed(spec.get("paths", [])):  # the package's folders first
+        paths = spec.get("paths", [])  # the module's own folder first
+        self.code_dir = paths[0] if paths else str(Path(self.code).parent) if self.code else None
+        for path in reversed(paths):  # the package's folders first
             if path not in sys.path:
                 sys.path.insert(0, path)
         self.metrics = Metrics()
@@ -438,12 +470,15 @@ class Instance:
         self.write_report()
         reporter = threading.Thread(target=self._reporter, name="report", daemon=True)
         reporter.start()
-        self.client = pulsar.Client(self.spec["serviceUrl"], operation_timeout_seconds=30)
+        client_options, http_options = access(self.spec)
+        self.client = pulsar.Client(
+            self.spec["serviceUrl"], operation_timeout_seconds=30, **client_options
+        )
         try:
             self.load_function()
             state = None
             if self.spec.get("webServiceUrl"):
-                http = admin.AdminClient(self.spec["webServiceUrl"], timeout=30.0)
+                http = admin.AdminClient(self.spec["webServiceUrl"], timeout=30.0, **http_options)
                 state = context_mod.StateClient(http, self.fqfn)
             context = context_mod.ContextImpl(
                 config=self.config,

@@ -1,8 +1,10 @@
 """What the admin API asks of whatever runs function instances, and the answers' shapes.
 
-A runtime (the standalone's :class:`magnetar.functions.supervisor.Supervisor`; the
-Kubernetes ``Function`` resource later) says, per instance, whether it runs, why not, how
-often it was restarted and the instance's last metrics report (:mod:`.instance` writes it).
+A runtime (the standalone's :class:`magnetar.functions.supervisor.Supervisor`;
+:class:`magnetar.functions.kubernetes.KubernetesRuntime`, Function resources, for
+``magnetar broker --functions-runtime kubernetes``) says, per instance, whether it runs,
+why not, how often it was restarted and the instance's last metrics report
+(:mod:`.instance` writes it).
 :func:`status` and :func:`stats` turn that into Pulsar's ``FunctionStatus`` and
 ``FunctionStatsImpl`` JSON (field names as in Pulsar 4.0.7's classes, ``1min`` included).
 A broker with no runtime answers every instance as not running, saying so.
@@ -16,8 +18,8 @@ from typing import Any, Final, Protocol
 from magnetar.functions.config import FunctionName
 
 NO_RUNTIME: Final = (
-    "no function runtime on this broker: instances run in magnetar standalone "
-    "(the Kubernetes Function resource is not built yet)"
+    "no function runtime on this broker: instances run in magnetar standalone, or on "
+    "Kubernetes as a Function resource (whose status the resource itself shows)"
 )
 
 
@@ -29,15 +31,24 @@ class InstanceState:
     worker_id: str = ""
     report: dict[str, Any] = field(default_factory=dict)
     """The instance's last metrics report (empty before its first)."""
+    counted: bool = True
+    """False where this broker does not collect the instance's counters (a pod on
+    Kubernetes): its status then shows them as null, not as zeros."""
 
 
 class Runtime(Protocol):
+    stats_unavailable: str | None
+    """Why the instances' counters are not known here (stats are refused saying so, no
+    ``pulsar_function_*`` series), or None when the reports are read."""
+
     def instances(self, name: FunctionName, parallelism: int) -> dict[int, InstanceState]:
         """The state of each instance 0..parallelism-1 of the function."""
 
 
 class NoRuntime:
     """A broker that runs no instances: each one is reported not running, with the reason."""
+
+    stats_unavailable: str | None = None
 
     def instances(self, name: FunctionName, parallelism: int) -> dict[int, InstanceState]:
         return {i: InstanceState(running=False, error=NO_RUNTIME) for i in range(parallelism)}
@@ -57,10 +68,7 @@ def _latency(report: dict[str, Any]) -> float | None:
 def instance_status(state: InstanceState) -> dict[str, Any]:
     """Pulsar's ``FunctionInstanceStatusData``."""
     report = state.report
-    return {
-        "running": state.running,
-        "error": state.error,
-        "numRestarts": state.restarts,
+    counters: dict[str, Any] = {
         "numReceived": _count(report, "received"),
         "numSuccessfullyProcessed": _count(report, "processed"),
         "numUserExceptions": _count(report, "userExceptions"),
@@ -69,6 +77,14 @@ def instance_status(state: InstanceState) -> dict[str, Any]:
         "latestSystemExceptions": list(report.get("latestSystemExceptions", [])),
         "averageLatency": _latency(report) or 0.0,
         "lastInvocationTime": int(report.get("lastInvocation") or 0),
+    }
+    if not state.counted:  # unknown here: null, never a zero that claims nothing was done
+        counters = dict.fromkeys(counters)
+    return {
+        "running": state.running,
+        "error": state.error,
+        "numRestarts": state.restarts,
+        **counters,
         "workerId": state.worker_id,
     }
 

@@ -8,7 +8,8 @@ then SIGKILL after a grace period) and, unless stopped, started again; one that 
 own is restarted after a backoff (1 s doubling to 30 s), its restarts counted and the end of
 its log kept as the error its status reports. A ``.zip`` package is extracted and its
 ``requirements.txt`` installed into a folder of its own per package version, before the
-first instance of that version starts. Each instance's log is
+first instance of that version starts; a ``.whl`` package is installed there the same way
+(``pip install --target``, with the distributions it requires). Each instance's log is
 ``WORK/<tenant>/<namespace>/<name>/<instance>/instance.log``.
 """
 
@@ -52,6 +53,28 @@ SOURCE_ROOT: Final = os.path.dirname(os.path.dirname(os.path.abspath(magnetar.__
 
 class PackageError(Exception):
     """A package that cannot be put on disk or whose requirements cannot be installed."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerAccess:
+    """How instances reach the broker when it is secured: the broker's own client settings
+    (``brokerClientAuthenticationPlugin`` / ``...Parameters``, ``brokerClientTrustCertsFilePath``
+    or ``tlsTrustCertsFilePath``, ``tlsHostnameVerificationEnabled``), as Pulsar's functions
+    worker gives its instances the broker client's credentials."""
+
+    auth_plugin: str | None = None
+    auth_params: str = ""
+    trust_certs_file: str | None = None
+    verify_hostname: bool = False
+
+    def spec(self) -> dict[str, Any]:
+        """The instance spec's ``access`` (read by :func:`magnetar.functions.instance.access`)."""
+        return {
+            "authPlugin": self.auth_plugin,
+            "authParams": self.auth_params,
+            "tlsTrustCertsFile": self.trust_certs_file,
+            "tlsHostnameVerification": self.verify_hostname,
+        }
 
 
 @dataclass(slots=True)
@@ -108,10 +131,21 @@ def _read_ready(ready: Path) -> tuple[Path, list[str]] | None:
 
 def _unpack(
     file_name: str, class_name: str, data: bytes, code_dir: Path
-) -> tuple[Path, list[str], tuple[Path, Path, Path | None] | None]:
-    """Write a package version's files: (the module, the ``sys.path`` entries, what
-    ``pip`` must install: requirements, target, wheels folder -- or None)."""
+) -> tuple[Path, list[str], tuple[str, list[str]] | None]:
+    """Write a package version's files: (the module, the ``sys.path`` entries -- the
+    module's own folder first --, what ``pip install --target`` must install: the file named in
+    errors and pip's arguments, or None)."""
     code_dir.mkdir(parents=True, exist_ok=True)
+    site = code_dir / "site"
+    if file_name.endswith(".whl"):
+        try:
+            module_file = fconfig.wheel_layout(data, file_name=file_name, class_name=class_name)
+        except fconfig.ConfigError as err:
+            raise PackageError(str(err)) from None
+        wheel = code_dir / file_name
+        wheel.write_bytes(data)
+        # the wheel and what it requires, into the version's own folder
+        return site / module_file, [str(site)], (file_name, [str(wheel)])
     if not file_name.endswith(".zip"):
         code = code_dir / file_name
         code.write_bytes(data)
@@ -123,17 +157,21 @@ def _unpack(
     files = code_dir / "files"
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         archive.extractall(files)
-    site = code_dir / "site"
     paths = [str(files / layout.source_dir), str(site)]
     install = None
     if layout.requirements:
-        wheels = None if layout.deps_dir is None else files / layout.deps_dir
-        install = (files / layout.requirements, site, wheels)
+        requirements = files / layout.requirements
+        args = ["-r", str(requirements)]
+        if layout.deps_dir is not None:
+            args += ["--find-links", str(files / layout.deps_dir)]
+        install = (requirements.name, args)
     return files / layout.module_file, paths, install
 
 
 class Supervisor:
     """The standalone's function runtime (a :class:`magnetar.functions.runtime.Runtime`)."""
+
+    stats_unavailable: str | None = None
 
     def __init__(
         self,
@@ -142,8 +180,10 @@ class Supervisor:
         work_dir: Path,
         worker_id: str,
         poll_interval_s: float = POLL_INTERVAL_S,
+        access: BrokerAccess | None = None,
     ) -> None:
         self.store = store
+        self.access = access or BrokerAccess()
         self.work_dir = work_dir
         self.worker_id = worker_id
         self.poll_interval_s = poll_interval_s
@@ -297,9 +337,13 @@ class Supervisor:
             "paths": paths,
             "serviceUrl": self.service_url,
             "webServiceUrl": self.web_service_url,
+            "access": self.access.spec(),
             "reportFile": str(child.report_file),
         }
         spec_file = child.directory / "spec.json"
+        # the broker client's credentials are in it: readable by this user only
+        spec_file.touch(mode=0o600)
+        spec_file.chmod(0o600)
         spec_file.write_text(json.dumps(spec))
         env = dict(os.environ)
         source_root = SOURCE_ROOT
@@ -332,47 +376,19 @@ class Supervisor:
     async def _prepare(self, function: registry.Function, code_dir: Path) -> tuple[Path, list[str]]:
         """The package on disk, once per version: a ``.py`` as it is; a ``.zip`` extracted
         and its ``requirements.txt`` installed into the version's own folder (``pip install
-        --target``, from its ``deps/`` wheels first): the module's path and what goes on
-        ``sys.path``. PackageError says what failed (the instance is tried again later)."""
+        --target``, from its ``deps/`` wheels first); a ``.whl`` installed there with what it
+        requires: the module's path and what goes on ``sys.path``. PackageError says what
+        failed (the instance is tried again later)."""
         ready = code_dir / "ready.json"
         done = await asyncio.to_thread(_read_ready, ready)
         if done is not None:
             return done
         data = await registry.read_package(self.store, function)
-        code, paths, install = await asyncio.to_thread(
-            _unpack,
-            function.record["package"]["file"],
-            function.config["className"],
-            data,
-            code_dir,
+        code, paths = await install_package(
+            function.record["package"]["file"], function.config["className"], data, code_dir
         )
-        if install is not None:
-            await self._pip_install(*install)
         await asyncio.to_thread(ready.write_text, json.dumps({"code": str(code), "paths": paths}))
         return code, paths
-
-    async def _pip_install(self, requirements: Path, target: Path, wheels: Path | None) -> None:
-        argv = [
-            sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-            "--no-input", "--target", str(target), "-r", str(requirements),
-        ]  # fmt: skip
-        if wheels is not None:
-            argv += ["--find-links", str(wheels)]
-        process = await asyncio.create_subprocess_exec(
-            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
-        )
-        try:
-            output, _ = await asyncio.wait_for(process.communicate(), PIP_TIMEOUT_S)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
-            raise PackageError(
-                f"installing {requirements.name} took over {PIP_TIMEOUT_S:g} s"
-            ) from None
-        if process.returncode != 0:
-            lines = output.decode(errors="replace").strip().splitlines()
-            why = lines[-1] if lines else f"pip exited with {process.returncode}"
-            raise PackageError(f"installing {requirements.name} failed: {why}")
 
     async def _stop_child(self, child: Child) -> None:
         process = child.process
@@ -388,3 +404,36 @@ class Supervisor:
                 process.kill()
             await process.wait()
         child.process = None
+
+
+async def install_package(
+    file_name: str, class_name: str, data: bytes, code_dir: Path
+) -> tuple[Path, list[str]]:
+    """A package's files under ``code_dir`` (:func:`_unpack`), and what it needs installed
+    with ``pip install --target`` into its ``site`` folder: the module's path and what goes
+    on ``sys.path``; PackageError says what failed. Also what a pod of the Kubernetes
+    ``Function`` resource runs at start (:mod:`.pod`)."""
+    code, paths, install = await asyncio.to_thread(_unpack, file_name, class_name, data, code_dir)
+    if install is not None:
+        await _pip_install(install[0], install[1], code_dir / "site")
+    return code, paths
+
+
+async def _pip_install(package: str, what: list[str], target: Path) -> None:
+    argv = [
+        sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+        "--no-input", "--target", str(target), *what,
+    ]  # fmt: skip
+    process = await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    try:
+        output, _ = await asyncio.wait_for(process.communicate(), PIP_TIMEOUT_S)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise PackageError(f"installing {package} took over {PIP_TIMEOUT_S:g} s") from None
+    if process.returncode != 0:
+        lines = output.decode(errors="replace").strip().splitlines()
+        why = lines[-1] if lines else f"pip exited with {process.returncode}"
+        raise PackageError(f"installing {package} failed: {why}")

@@ -12,13 +12,15 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import time
 import uuid
+from ssl import SSLContext
 from typing import Final
 
 from magnetar import __version__
 from magnetar.client import connection, handles, pool
-from magnetar.wire import pb
+from magnetar.wire import pb, session
 from magnetar.wire.ids import MessageId
 
 DEFAULT_TIMEOUT_S: Final = 10.0
@@ -46,10 +48,15 @@ async def trigger(
     output_topic: str | None,
     payload: bytes,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    ssl: SSLContext | None = None,
+    auth: session.AuthProvider | None = None,
 ) -> bytes | None:
     """Send ``payload`` to ``input_topic``; the function's output for it (None when the
-    function has no output topic or none came within ``timeout_s``)."""
-    clients = pool.ConnectionPool(options=_OPTIONS, service_url=service_url)
+    function has no output topic or none came within ``timeout_s``). ``ssl`` and ``auth``:
+    the TLS context of a ``pulsar+ssl://`` URL and the credentials (a secured broker's own
+    client settings)."""
+    options = dataclasses.replace(_OPTIONS, ssl=ssl, auth=auth)
+    clients = pool.ConnectionPool(options=options, service_url=service_url)
     reader: handles.Consumer | None = None
     producer: handles.Producer | None = None
     try:

@@ -20,6 +20,7 @@ import time
 from collections.abc import Mapping
 
 from magnetar.common import grpctls
+from magnetar.ledger import racks
 from magnetar.ledger.bookie_client import BookieClient, LocalBookie, LocalBookieClient
 from magnetar.ledger.errors import (
     BookieError,
@@ -81,8 +82,10 @@ class LedgerClient:
         return client
 
     async def bookies(self) -> list[BookieInfo]:
-        """Bookies registered as available now (their leases are alive)."""
+        """Bookies registered as available now (their leases are alive), each in its rack:
+        the one the admin API's racks-info gives it, else the one it registered with."""
         found: list[BookieInfo] = []
+        assigned = await racks.overrides(self.store)
         async for record in self.store.scan_all(keys.BOOKIES_AVAILABLE):
             bookie_id = keys.unsegment(record.key.rsplit("/", 1)[-1])
             try:
@@ -96,7 +99,7 @@ class LedgerClient:
             found.append(
                 BookieInfo(
                     bookie_id=bookie_id,
-                    rack=str(info.get("rack") or DEFAULT_RACK),
+                    rack=assigned.get(bookie_id) or str(info.get("rack") or DEFAULT_RACK),
                     read_only=bool(info.get("readOnly", False)),
                 )
             )

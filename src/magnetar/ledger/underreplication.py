@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from magnetar.ledger import racks
 from magnetar.ledger.placement import DEFAULT_RACK
 from magnetar.metadata import api, keys
 
@@ -147,9 +148,11 @@ async def bookie_statuses(store: api.MetadataStore) -> list[BookieStatus]:
             str(doc.get("state", "")),
             str(instance) if instance else None,
         )
+    assigned = await racks.overrides(store)
     out: list[BookieStatus] = []
     for bookie_id in sorted({*registered, *cookies, *states}):
         read_only, rack, live = registered.get(bookie_id, (False, DEFAULT_RACK, None))
+        rack = assigned.get(bookie_id, rack)
         instance = live or cookies.get(bookie_id)
         state_name, state_instance = states.get(bookie_id, ("", None))
         # A state binds the instance it was set for: a bookie back with a fresh disk (a new

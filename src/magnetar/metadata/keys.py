@@ -41,6 +41,10 @@ BOOKIES_READONLY = "/bookies/readonly"
 BOOKIE_COOKIES = "/bookies/cookies"
 BOOKIE_INSTANCE_ID = "/bookies/instance-id"
 BOOKIE_STATES = "/bookies/state"
+BOOKIE_RACKS_INFO = "/bookies/racks-info"
+"""Pulsar's BookiesRackConfiguration (``{group: {bookie: {rack, hostname}}}``), one record
+set through the admin API (``/admin/v2/bookies/racks-info``); it overrides the rack a bookie
+registered with (magnetar.ledger.racks)."""
 UNDERREPLICATION = "/underreplication"
 UNDERREPLICATED_LEDGERS = "/underreplication/ledgers"
 UNDERREPLICATION_LOCKS = "/underreplication/locks"

@@ -146,6 +146,13 @@ def labels_of(topic: str) -> tuple[str, str]:
     return ("unknown", topic)
 
 
+def offload_started(labels: tuple[str, str]) -> None:
+    """A topic's first offload attempt creates its error counters at 0, so an alert's
+    ``increase()`` sees the first failure (a counter born at 1 shows no increase)."""
+    OFFLOAD_ERROR.labels(*labels)
+    WRITE_STORAGE_ERROR.labels(*labels)
+
+
 def offloaded(topic: str, n: int) -> None:
     labels = labels_of(topic)
     OFFLOAD_BYTES.labels(*labels).inc(n)

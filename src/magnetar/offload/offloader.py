@@ -237,6 +237,7 @@ class Offloader:
         error propagates: S3 errors as :mod:`magnetar.offload.errors`, ledger read errors as
         the ledger raised them."""
         labels = metrics.labels_of(topic)
+        metrics.offload_started(labels)
         if attempt.ledger_id != ledger.ledger_id:
             raise ValueError(f"attempt is for ledger {attempt.ledger_id}, not {ledger.ledger_id}")
         if not ledger.closed:

@@ -53,6 +53,12 @@ class ProxyConfig:
     """How long a lookup or admin request forwarded to a broker may take."""
     max_redirects: int = 5
     """Lookup and admin redirects followed before the proxy gives up."""
+    max_concurrent_inbound_connections: int = 10000
+    """``maxConcurrentInboundConnections``: client connections open at once; one more is
+    answered NotAllowedError and closed (counted in ``pulsar_proxy_rejected_connections``).
+    0: no limit."""
+    max_concurrent_inbound_connections_per_ip: int = 0
+    """``maxConcurrentInboundConnectionsPerIp``: the same per client address (0: no limit)."""
 
     def __post_init__(self) -> None:
         if not self.metadata_url and not self.broker_service_url:
@@ -61,6 +67,10 @@ class ProxyConfig:
             raise ValueError("--broker-service-url needs --broker-web-service-url")
         if self.broker_service_url and not self.broker_service_url.startswith("pulsar://"):
             raise ValueError(f"broker service URL {self.broker_service_url!r}: expected pulsar://")
+        if self.max_concurrent_inbound_connections < 0:
+            raise ValueError("maxConcurrentInboundConnections must be >= 0 (0: no limit)")
+        if self.max_concurrent_inbound_connections_per_ip < 0:
+            raise ValueError("maxConcurrentInboundConnectionsPerIp must be >= 0 (0: no limit)")
         if self.port is None and self.tls_port is None:
             raise ValueError("servicePort and servicePortTls are both off: no binary listener")
         if self.broker_service_url and self.tls_enabled_with_broker:

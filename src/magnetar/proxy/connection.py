@@ -50,6 +50,36 @@ class State(enum.Enum):
     CLOSED = 5
 
 
+class Admission:
+    """Client connections open now, in all and per client address, against
+    ``maxConcurrentInboundConnections`` and ``maxConcurrentInboundConnectionsPerIp`` (0: no
+    limit), as Pulsar's proxy counts them."""
+
+    def __init__(self, total: int, per_ip: int) -> None:
+        self.total = total
+        self.per_ip = per_ip
+        self.open = 0
+        self.by_ip: dict[str, int] = {}
+
+    def admit(self, ip: str) -> str | None:
+        """Count a new connection from ``ip``; why it is refused (not counted) otherwise."""
+        if self.total and self.open >= self.total:
+            return "Reached the maximum number of connections"
+        if self.per_ip and self.by_ip.get(ip, 0) >= self.per_ip:
+            return f"Reached the maximum number of connections on address {ip}"
+        self.open += 1
+        self.by_ip[ip] = self.by_ip.get(ip, 0) + 1
+        return None
+
+    def release(self, ip: str) -> None:
+        self.open -= 1
+        left = self.by_ip.get(ip, 0) - 1
+        if left > 0:
+            self.by_ip[ip] = left
+        else:
+            self.by_ip.pop(ip, None)
+
+
 class _BrokerSide(asyncio.Protocol):
     """The proxy's TCP connection to the broker of one piped client connection."""
 
@@ -64,6 +94,8 @@ class _BrokerSide(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self.answer is None:
+            metrics.BINARY_OPS.inc()
+            metrics.BINARY_BYTES.inc(len(data))
             self.client.write_raw(data)
             return
         self.answer += data
@@ -94,8 +126,11 @@ class ProxyConnection(asyncio.Protocol):
         links: BrokerLinks,
         access: ProxyAccess,
         on_closed: Callable[[ProxyConnection], None] | None = None,
+        admission: Admission | None = None,
     ) -> None:
         self.config = config
+        self.admission = admission
+        self._admitted = False
         self.brokers = brokers
         self.links = links
         self.access = access
@@ -105,6 +140,7 @@ class ProxyConnection(asyncio.Protocol):
         self._on_closed = on_closed
         self._transport: asyncio.Transport | None = None
         self._remote = "?"
+        self._ip = "?"
         self._head = bytearray()
         self._decoder: frames.FrameDecoder | None = None
         self._broker: _BrokerSide | None = None
@@ -118,12 +154,28 @@ class ProxyConnection(asyncio.Protocol):
         self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self._remote = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self._ip = str(peer[0]) if peer else "?"
+        if self.admission is not None:
+            refused = self.admission.admit(self._ip)
+            if refused is not None:
+                metrics.REJECTED_CONNECTIONS.inc()
+                log.warning("%s: %s; connection refused", self._remote, refused)
+                self.send(
+                    commands.error(
+                        request_id=_NO_REQUEST, error=pb.NotAllowedError, message=refused
+                    )
+                )
+                self.close()  # what was written is flushed first
+                return
+        self._admitted = True
         metrics.NEW_CONNECTIONS.inc()
         metrics.ACTIVE_CONNECTIONS.inc()
 
     def data_received(self, data: bytes) -> None:
         if self.state is State.PIPE:
             assert self._broker is not None and self._broker.transport is not None
+            metrics.BINARY_OPS.inc()
+            metrics.BINARY_BYTES.inc(len(data))
             self._broker.transport.write(data)
         elif self.state is State.LOOKUP:
             self._lookup_data(data)
@@ -167,8 +219,11 @@ class ProxyConnection(asyncio.Protocol):
         self.state = State.CLOSED
         if self._answer_timer is not None:
             self._answer_timer.cancel()
-        if self._transport is not None:
+        if self._admitted:
+            self._admitted = False
             metrics.ACTIVE_CONNECTIONS.dec()
+            if self.admission is not None:
+                self.admission.release(self._ip)
         if self._links_held:
             self._links_held = False
             self.links.release(self.client.who)

@@ -22,7 +22,7 @@ from magnetar.proxy import http
 from magnetar.proxy.access import ProxyAccess
 from magnetar.proxy.brokers import BrokerLinks, Brokers
 from magnetar.proxy.config import ProxyConfig
-from magnetar.proxy.connection import ProxyConnection
+from magnetar.proxy.connection import Admission, ProxyConnection
 from magnetar.security import listener
 from magnetar.security.tls import ServerTls
 from magnetar.wire import frames
@@ -53,6 +53,10 @@ class ProxyServer:
             else None
         )
         self.connections: set[ProxyConnection] = set()
+        self.admission = Admission(
+            config.max_concurrent_inbound_connections,
+            config.max_concurrent_inbound_connections_per_ip,
+        )
         self._servers: list[asyncio.Server] = []
         self._http: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -65,6 +69,7 @@ class ProxyServer:
             links=self.links,
             access=self.access,
             on_closed=self.connections.discard,
+            admission=self.admission,
         )
         self.connections.add(cnx)
         return cnx

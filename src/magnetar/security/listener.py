@@ -59,10 +59,13 @@ async def bind(
     tls: ServerTls | None = None,
     listener: str | None = None,
     start_serving: bool = True,
+    reuse_port: bool = False,
 ) -> tuple[asyncio.Server, int]:
     """A listener on ``port`` (0: a free one) and the port it got; with ``listener`` (its
     name, e.g. ``brokerServicePortTls``) TLS with a context of its own from ``tls`` whose
-    refused handshakes are logged and counted."""
+    refused handshakes are logged and counted. ``reuse_port``: ``SO_REUSEPORT``, so the
+    worker processes of one broker share the port and the kernel spreads connections over
+    them (``broker/workers.py``)."""
     context = None
     if listener is not None:
         assert tls is not None, "a TLS listener needs the process's ServerTls"
@@ -72,6 +75,7 @@ async def bind(
         host=host,
         port=port,
         reuse_address=True,
+        reuse_port=reuse_port or None,
         backlog=1024,
         start_serving=start_serving,
         ssl=context,

@@ -28,6 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from cryptography import x509
+
+from magnetar.security import metrics
+
 log = logging.getLogger(__name__)
 
 _VERSIONS: Final = {
@@ -142,6 +146,16 @@ def client_context(settings: TlsSettings) -> ssl.SSLContext:
     return ctx
 
 
+def not_after(certificate: str) -> float:
+    """When the first (leaf) certificate of the PEM file ``certificate`` expires, epoch
+    seconds (TlsConfigError naming the file when it holds none)."""
+    try:
+        leaf = x509.load_pem_x509_certificate(Path(certificate).read_bytes())
+    except (OSError, ValueError) as err:
+        raise TlsConfigError(f"tlsCertificateFilePath {certificate}: {err}") from None
+    return leaf.not_valid_after_utc.timestamp()
+
+
 def fingerprint(paths: tuple[str, ...]) -> str:
     """A digest of the files' contents (a missing file counts as empty)."""
     digest = hashlib.sha256()
@@ -163,6 +177,14 @@ class ServerTls:
         server_context(settings)  # fail at startup on bad settings, before any listener
         self._seen = fingerprint(settings.files())
         self.reloads = 0
+        self._export_expiry()
+
+    def _export_expiry(self) -> None:
+        """``pulsar_tls_certificate_expiration_timestamp_seconds``: the serving certificate's
+        notAfter, for the certificate-expiry alert."""
+        certificate = self.settings.certificate
+        assert certificate is not None
+        metrics.TLS_CERT_EXPIRY.labels(certificate).set(not_after(certificate))
 
     def context(self) -> ssl.SSLContext:
         """A new context from the current files, refreshed with the others from now on."""
@@ -187,6 +209,7 @@ class ServerTls:
             return False
         self._seen = now
         self.reloads += 1
+        self._export_expiry()
         log.info("TLS certificate reloaded from %s", self.settings.certificate)
         return True
 

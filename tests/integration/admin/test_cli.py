@@ -271,3 +271,24 @@ def test_topic_policies_group(standalone: StandaloneProc) -> None:
     assert refused.returncode == 1 and "412 The driver is not supported" in refused.stderr
     admin(standalone, "topicPolicies", "remove-max-producers", topic)
     assert as_json(standalone, "topicPolicies", "get-max-producers", topic) is None
+    # backlog quotas by type, in both groups; --applied: the broker's default when none is set
+    admin(
+        standalone, "topicPolicies", "set-backlog-quota", topic,
+        "-l", "1M", "-p", "consumer_backlog_eviction",
+    )  # fmt: skip
+    admin(
+        standalone, "topics", "set-backlog-quota", topic,
+        "-lt", "1h", "-p", "producer_exception", "-t", "message_age",
+    )  # fmt: skip
+    quotas = as_json(standalone, "topics", "get-backlog-quotas", topic)
+    assert quotas["destination_storage"]["limitSize"] == 1 << 20
+    assert quotas["message_age"] == {
+        "limit": -1, "limitSize": -1, "limitTime": 3600, "policy": "producer_exception"
+    }  # fmt: skip
+    admin(standalone, "topicPolicies", "remove-backlog-quota", topic)
+    admin(standalone, "topics", "remove-backlog-quota", topic, "-t", "message_age")
+    assert as_json(standalone, "topicPolicies", "get-backlog-quotas", topic) == {}
+    default = {"limit": -1, "limitSize": -1, "limitTime": -1, "policy": "producer_request_hold"}
+    assert as_json(standalone, "topics", "get-backlog-quotas", topic, "--applied") == {
+        "destination_storage": default, "message_age": default
+    }  # fmt: skip

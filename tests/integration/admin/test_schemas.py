@@ -48,14 +48,21 @@ def test_history_upload_compatibility_delete(admin: Admin, client: pulsar.Client
     v1 = {"type": "AVRO", "schema": json.dumps(evolved), "properties": {}}
     assert admin.post(f"{S}/{topic}/compatibility", v1) == (
         200,
-        {"isCompatibility": True, "schemaCompatibilityStrategy": "FULL"},
+        {"compatibility": True, "schemaCompatibilityStrategy": "FULL"},
     )
     assert admin.post(f"{S}/{topic}/schema", v1) == (200, {"version": {"version": 1}})
     assert admin.post(f"{S}/{topic}/schema", v1)[1] == {"version": {"version": 1}}  # the same
+    # getVersionBySchema: the version a definition has; -1 for one never stored (Pulsar's)
+    assert admin.post(f"{S}/{topic}/version", v1) == (200, {"version": 1})
+    v0 = {"type": "AVRO", "schema": latest["data"], "properties": {}}
+    assert admin.post(f"{S}/{topic}/version", v0) == (200, {"version": 0})
+    other = {"type": "AVRO", "schema": _avro("x"), "properties": {}}
+    assert admin.post(f"{S}/{topic}/version", other) == (200, {"version": -1})
+    assert admin.post(f"{S}/{topic}/version", {"type": "NOPE"})[0] == 400
 
     required = {**evolved, "fields": [*evolved["fields"], {"name": "must", "type": "string"}]}
     bad = {"type": "AVRO", "schema": json.dumps(required)}  # a new field without a default
-    assert admin.post(f"{S}/{topic}/compatibility", bad)[1]["isCompatibility"] is False
+    assert admin.post(f"{S}/{topic}/compatibility", bad)[1]["compatibility"] is False
     status, body = admin.post(f"{S}/{topic}/schema", bad)
     assert status == 409 and "must" in body["reason"]
 
@@ -64,7 +71,7 @@ def test_history_upload_compatibility_delete(admin: Admin, client: pulsar.Client
     assert admin.get(f"{S}/{topic}/schema/1")[1]["data"] == v1["schema"]
     assert admin.get(f"{S}/{topic}/schema/5")[0] == 404
 
-    assert admin.delete(f"{S}/{topic}/schema")[0] == 200
+    assert admin.delete(f"{S}/{topic}/schema") == (200, {"version": 2})  # DeleteSchemaResponse
     assert admin.get(f"{S}/{topic}/schema")[0] == 404
     client.create_producer(topic, schema=pulsar.schema.StringSchema()).close()  # a new history
     assert admin.get(f"{S}/{topic}/schema")[1]["type"] == "STRING"

@@ -109,6 +109,8 @@ def test_namespace_policies(admin: Admin) -> None:
     age = {"limitSize": -1, "limitTime": 60, "policy": "consumer_backlog_eviction"}
     path = "/namespaces/public/pol/backlogQuota?backlogQuotaType=message_age"
     assert admin.post(path, age) == (204, None)
+    # read back as Pulsar answers: with the deprecated ``limit`` equal to limitSize
+    quota, age = {"limit": 1 << 30, **quota}, {"limit": -1, **age}
     assert admin.get("/namespaces/public/pol/backlogQuotaMap") == (
         200,
         {"destination_storage": quota, "message_age": age},

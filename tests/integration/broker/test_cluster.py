@@ -1,6 +1,7 @@
 """Cluster form (issue 4, acceptance 3): etcd + 3 bookies (E=3/Wq=2/Aq=2) + 1 broker, each
 its own process; a bookie is SIGKILLed while a producer publishes, and nothing that got a
-send receipt is lost."""
+send receipt is lost. Run against a broker of one process and one of two worker processes
+(``--workers 2``, issue 24)."""
 
 from __future__ import annotations
 
@@ -20,14 +21,21 @@ from tests.support.wait import wait_until
 pytestmark = pytest.mark.etcd
 
 
-@pytest.fixture
-def cluster(own_etcd: EtcdServer, tmp_path: Path) -> Iterator[tuple[list[BookieProc], BrokerProc]]:
+@pytest.fixture(params=[1, 2], ids=["workers-1", "workers-2"])
+def cluster(
+    own_etcd: EtcdServer, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[tuple[list[BookieProc], BrokerProc]]:
     bookies = [BookieProc(own_etcd.url, tmp_path) for _ in range(3)]
     broker: BrokerProc | None = None
     try:
         for b in bookies:
             b.start()
-        broker = BrokerProc(own_etcd.url, tmp_path, ensemble=(3, 2, 2)).start()
+        broker = BrokerProc(
+            own_etcd.url,
+            tmp_path,
+            ensemble=(3, 2, 2),
+            extra_args=["--workers", str(request.param)],
+        ).start()
         yield bookies, broker
     finally:
         if broker is not None:

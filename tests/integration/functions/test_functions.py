@@ -311,7 +311,9 @@ def test_stop_start_restart_and_crash_recovery(
     out.close()
 
 
-def test_bad_functions_are_refused_at_create_time(standalone: StandaloneProc) -> None:
+def test_bad_functions_are_refused_at_create_time(
+    standalone: StandaloneProc, tmp_path: Path
+) -> None:
     missing_class = admin(
         standalone, "functions", "create", "--name", "bad1",
         "--py", str(EXAMPLES / "exclamation_function.py"),
@@ -335,8 +337,25 @@ def test_bad_functions_are_refused_at_create_time(standalone: StandaloneProc) ->
         ok=False,
     )  # fmt: skip
     assert bad_guarantee.returncode == 2 and "--function-config-file" in bad_guarantee.stderr
+    # a config the CLI passes on and the broker refuses, naming the field
+    config_file = tmp_path / "config.json"
+    config_file.write_text(json.dumps({"processingGuarantees": "TWICE"}))
+    for name, flags, reason in (
+        ("bad4", ["--function-config-file", str(config_file)], "processingGuarantees 'TWICE'"),
+        ("bad5", ["--parallelism", "0"], "parallelism must be an integer >= 1"),
+        ("bad6", ["--dead-letter-topic", "dlq"], "deadLetterTopic needs maxMessageRetries"),
+        ("bad7", ["--user-config", "[1]"], "user-config"),
+    ):
+        refused = admin(
+            standalone, "functions", "create", "--name", name,
+            "--py", str(EXAMPLES / "exclamation_function.py"),
+            "--classname", "exclamation_function.ExclamationFunction", "--inputs", "bad-in",
+            *flags,
+            ok=False,
+        )  # fmt: skip
+        assert refused.returncode != 0 and reason in refused.stderr, refused.stderr
     names = as_json(standalone, "functions", "list")
-    assert not {"bad1", "bad2", "bad3"} & set(names)
+    assert not {f"bad{i}" for i in range(1, 8)} & set(names)
 
 
 def test_retries_dead_letter_log_topic_and_user_metrics(
@@ -501,53 +520,51 @@ def zip_package(path: Path, files: dict[str, str]) -> Path:
 
 
 INFLECTOR = """
-import tinyinflect
+import inflection
 from pulsar import Function
 
 
 class Camel(Function):
     def process(self, input, context):
-        return tinyinflect.camelize(input)
+        return inflection.camelize(input)
 """
 
+INFLECTION_WHEEL = EXAMPLES / "deps" / "inflection-0.5.1-py2.py3-none-any.whl"
+"""A small pure-Python package as PyPI serves it (MIT, its licence inside the wheel), kept
+here so the tests reach no registry."""
 
-def tiny_wheel() -> bytes:
-    """A pure-Python wheel made here (tests reach no registry): ``tinyinflect.camelize``."""
+
+def wheel(name: str, version: str, files: dict[str, str]) -> bytes:
+    """A pure-Python wheel of ``files`` (what a build backend would make of them)."""
+    info = f"{name}-{version}.dist-info"
     files = {
-        "tinyinflect.py": (
-            "def camelize(text):\n"
-            "    return ''.join(part.capitalize() for part in text.split('_'))\n"
-        ),
-        "tinyinflect-1.0.dist-info/METADATA": (
-            "Metadata-Version: 2.1\nName: tinyinflect\nVersion: 1.0\n"
-        ),
-        "tinyinflect-1.0.dist-info/WHEEL": (
+        **files,
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": (
             "Wheel-Version: 1.0\nGenerator: magnetar-tests\nRoot-Is-Purelib: true\n"
             "Tag: py3-none-any\n"
         ),
     }
-    files["tinyinflect-1.0.dist-info/RECORD"] = "".join(f"{name},,\n" for name in files) + (
-        "tinyinflect-1.0.dist-info/RECORD,,\n"
-    )
+    files[f"{info}/RECORD"] = "".join(f"{n},,\n" for n in files) + f"{info}/RECORD,,\n"
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
-        for name, text in files.items():
-            archive.writestr(name, text)
+        for file_name, text in files.items():
+            archive.writestr(file_name, text)
     return buffer.getvalue()
 
 
 def test_zip_package_with_a_requirement(
     standalone: StandaloneProc, client: pulsar.Client, tmp_path: Path
 ) -> None:
-    # a dependency the test environment does not have, installed for this function only
+    # a PyPI package the test environment does not have, installed for this function only
     # from the package's deps/ folder (Pulsar's layout; --no-index: no registry is asked)
     with pytest.raises(ImportError):
-        __import__("tinyinflect")
+        __import__("inflection")
     package = tmp_path / "inflector.zip"
     with zipfile.ZipFile(package, "w") as archive:
         archive.writestr("inflector/src/inflector.py", INFLECTOR)
-        archive.writestr("inflector/requirements.txt", "--no-index\ntinyinflect==1.0\n")
-        archive.writestr("inflector/deps/tinyinflect-1.0-py3-none-any.whl", tiny_wheel())
+        archive.writestr("inflector/requirements.txt", "--no-index\ninflection==0.5.1\n")
+        archive.write(INFLECTION_WHEEL, f"inflector/deps/{INFLECTION_WHEEL.name}")
     out = client.subscribe("camel-out", "check", initial_position=pulsar.InitialPosition.Earliest)
     admin(
         standalone, "functions", "create", "--name", "camel",
@@ -589,3 +606,67 @@ def test_zip_package_with_a_requirement(
         ok=False,
     )  # fmt: skip
     assert "400" in refused.stderr and "not a valid zip" in refused.stderr
+
+
+SHOUTER = """
+from pulsar import Function
+
+
+class Shout(Function):
+    def process(self, input, context):
+        return input.upper() + "!"
+"""
+
+
+def test_wheel_package(standalone: StandaloneProc, client: pulsar.Client, tmp_path: Path) -> None:
+    # the function shipped as a wheel (a package folder, className pkg.module.Class),
+    # installed into the function's own folder: not importable by the test environment
+    with pytest.raises(ImportError):
+        __import__("shouter")
+    package = tmp_path / "shouter-0.1-py3-none-any.whl"
+    package.write_bytes(
+        wheel("shouter", "0.1", {"shouter/__init__.py": "", "shouter/fn.py": SHOUTER})
+    )
+    out = client.subscribe("shout-out", "check", initial_position=pulsar.InitialPosition.Earliest)
+    admin(
+        standalone, "functions", "create", "--name", "shout",
+        "--py", str(package), "--classname", "shouter.fn.Shout",
+        "--inputs", "shout-in", "--output", "shout-out", "--subs-position", "Earliest",
+    )  # fmt: skip
+    client.create_producer("shout-in").send(b"hey")
+    [msg] = receive_all(out, 1)
+    assert msg.data() == b"HEY!"
+    out.close()
+    assert as_json(standalone, "functions", "get", "--name", "shout")["py"] == package.name
+    fetched = admin_client(standalone).call(
+        "GET", "/admin/v3/functions/public/default/shout/download", raw=True
+    )
+    assert fetched == package.read_bytes()
+    admin(standalone, "functions", "delete", "--name", "shout")
+
+    # refused at create time, naming the problem; nothing stored
+    not_wheel = tmp_path / "shouter-0.2-py3-none-any.whl"
+    not_wheel.write_bytes(zipfile_bytes({"shouter/fn.py": SHOUTER}))
+    bad_name = tmp_path / "shouter.whl"
+    bad_name.write_bytes(package.read_bytes())
+    for path, class_name, reason in (
+        (package, "shouter.fn.Whisper", "defines no 'Whisper'"),
+        (package, "shouter.other.Shout", "holds no module shouter.other"),
+        (not_wheel, "shouter.fn.Shout", "no *.dist-info/WHEEL"),
+        (bad_name, "shouter.fn.Shout", "not a wheel's file name"),
+    ):
+        refused = admin(
+            standalone, "functions", "create", "--name", "bad-wheel",
+            "--py", str(path), "--classname", class_name, "--inputs", "x",
+            ok=False,
+        )  # fmt: skip
+        assert "400" in refused.stderr and reason in refused.stderr, refused.stderr
+    assert "bad-wheel" not in as_json(standalone, "functions", "list")
+
+
+def zipfile_bytes(files: dict[str, str]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return buffer.getvalue()

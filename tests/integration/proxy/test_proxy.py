@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pulsar
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from magnetar.wire import commands, pb
 from tests.integration.admin.test_cluster import owner as cluster_owner
@@ -202,3 +203,95 @@ def test_bad_input(cluster: Cluster, proxy: ProxyProc) -> None:
         urllib.request.urlopen(f"{proxy.http_url}/bogus", timeout=10)
     assert err.value.code == 404
     wait_until(proxy.ready, timeout=5)
+
+
+def proxy_metric(proxy: ProxyProc, sample: str) -> float:
+    for family in text_string_to_metric_families(proxy.metrics()):
+        for s in family.samples:
+            if s.name == sample:
+                return float(s.value)
+    raise AssertionError(f"{sample} is not on the proxy's /metrics")
+
+
+def test_relayed_traffic_is_counted(cluster: Cluster, proxy: ProxyProc) -> None:
+    """pulsar_proxy_binary_ops / _bytes: what the pipes relayed, both ways (Pulsar's
+    ProxyService counters)."""
+    ops, relayed = (
+        proxy_metric(proxy, "pulsar_proxy_binary_ops_total"),
+        proxy_metric(proxy, "pulsar_proxy_binary_bytes_total"),
+    )
+    payload = b"x" * 1000
+    client = pulsar.Client(proxy.service_url, operation_timeout_seconds=30)
+    try:
+        topic = "persistent://public/default/relayed"
+        consumer = client.subscribe(topic, "s")
+        producer = client.create_producer(topic, batching_enabled=False)
+        for _ in range(10):
+            producer.send(payload)
+        for _ in range(10):
+            consumer.acknowledge(consumer.receive(timeout_millis=10_000))
+    finally:
+        client.close()
+    assert proxy_metric(proxy, "pulsar_proxy_binary_ops_total") > ops
+    # each payload went in (SEND) and out (MESSAGE) through a pipe
+    assert proxy_metric(proxy, "pulsar_proxy_binary_bytes_total") - relayed >= 2 * 10 * 1000
+    assert proxy_metric(proxy, "process_resident_memory_bytes") > 0
+
+
+def test_connection_limit(cluster: Cluster, tmp_path: Path) -> None:
+    """maxConcurrentInboundConnections: one connection more is answered NotAllowedError and
+    closed, counted in pulsar_proxy_rejected_connections; a freed slot admits again."""
+    proc = ProxyProc(
+        tmp_path,
+        args=["--metadata-url", cluster.etcd.url, "--max-concurrent-inbound-connections", "2"],
+    ).start()
+    held: list[RawClient] = []
+    try:
+        # (the readiness probe's connections were accepted and are closed)
+        wait_until(
+            lambda: proxy_metric(proc, "pulsar_proxy_active_connections") == 0,
+            timeout=10,
+            what="the readiness probe's connections closed",
+        )
+        accepted = proxy_metric(proc, "pulsar_proxy_new_connections_total")
+        for _ in range(2):
+            raw = RawClient(proc.port)
+            held.append(raw)
+            raw.handshake()
+        refused = RawClient(proc.port)
+        try:
+            frame = refused.read()
+            assert frame.type == pb.BaseCommand.ERROR
+            assert frame.command.error.error == pb.NotAllowedError
+            assert frame.command.error.message == "Reached the maximum number of connections"
+            assert refused.closed_by_peer()
+        finally:
+            refused.close()
+        assert proxy_metric(proc, "pulsar_proxy_rejected_connections_total") == 1
+        assert proxy_metric(proc, "pulsar_proxy_active_connections") == 2
+        assert proxy_metric(proc, "pulsar_proxy_new_connections_total") == accepted + 2
+        held.pop().close()
+        wait_until(
+            lambda: proxy_metric(proc, "pulsar_proxy_active_connections") == 1,
+            timeout=10,
+            what="the closed connection's slot freed",
+        )
+        again = RawClient(proc.port)
+        held.append(again)
+        again.handshake()
+        assert proxy_metric(proc, "pulsar_proxy_rejected_connections_total") == 1
+    finally:
+        for raw in held:
+            raw.close()
+        proc.stop()
+
+
+def test_connection_limit_is_checked(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "magnetar.cli", "proxy", "--broker-service-url",
+         "pulsar://127.0.0.1:1", "--broker-web-service-url", "http://127.0.0.1:1",
+         "--max-concurrent-inbound-connections", "-1"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert "maxConcurrentInboundConnections must be >= 0" in out.stderr

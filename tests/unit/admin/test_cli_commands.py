@@ -51,6 +51,24 @@ CASES: dict[tuple[str, str], tuple[list[str], Request]] = {
     ("brokers", "list"): (["standalone"], Request("GET", "/admin/v2/brokers/standalone")),
     ("brokers", "healthcheck"): ([], Request("GET", "/admin/v2/brokers/health")),
     ("bookies", "list"): ([], Request("GET", "/admin/v2/bookies/all")),
+    ("bookies", "list-bookies"): ([], Request("GET", "/admin/v2/bookies/all")),
+    ("bookies", "racks-placement"): ([], Request("GET", "/admin/v2/bookies/racks-info")),
+    ("bookies", "get-bookie-rack"): (
+        ["-b", "10.0.0.7:3181"],
+        Request("GET", "/admin/v2/bookies/racks-info/10.0.0.7%3A3181"),
+    ),
+    ("bookies", "set-bookie-rack"): (
+        ["-b", "10.0.0.7:3181", "-r", "/rack-a", "-g", "zone 1", "--hostname", "b7.local"],
+        Request(
+            "POST",
+            "/admin/v2/bookies/racks-info/10.0.0.7%3A3181?group=zone%201",
+            {"rack": "/rack-a", "hostname": "b7.local"},
+        ),
+    ),
+    ("bookies", "delete-bookie-rack"): (
+        ["--bookie", "10.0.0.7:3181"],
+        Request("DELETE", "/admin/v2/bookies/racks-info/10.0.0.7%3A3181"),
+    ),
     ("bookies", "list-underreplicated"): ([], Request("GET", "/admin/v2/bookies/underreplicated")),
     ("bookies", "decommission"): (
         ["10.0.0.7:3181"],
@@ -61,6 +79,7 @@ CASES: dict[tuple[str, str], tuple[list[str], Request]] = {
         Request("GET", "/admin/v2/bookies/decommission/10.0.0.7%3A3181"),
     ),
     ("broker-stats", "topics"): ([], Request("GET", "/admin/v2/broker-stats/topics")),
+    ("broker-stats", "load-report"): ([], Request("GET", "/admin/v2/broker-stats/load-report")),
     ("tenants", "list"): ([], Request("GET", "/admin/v2/tenants")),
     ("tenants", "get"): (["acme"], Request("GET", "/admin/v2/tenants/acme")),
     ("tenants", "create"): (
@@ -421,6 +440,24 @@ for _name in (
 ):  # fmt: skip
     CASES[("topicPolicies", _name)] = CASES[("topics", _name)]
 
+for _group in ("topics", "topicPolicies"):
+    CASES[(_group, "set-backlog-quota")] = (
+        ["t", "-l", "1M", "-lt", "1h", "-p", "consumer_backlog_eviction", "-t", "message_age"],
+        Request(
+            "POST",
+            f"{TOP}/backlogQuota?backlogQuotaType=message_age",
+            {"limitSize": 1 << 20, "limitTime": 3600, "policy": "consumer_backlog_eviction"},
+        ),
+    )
+    CASES[(_group, "remove-backlog-quota")] = (
+        ["t"],
+        Request("DELETE", f"{TOP}/backlogQuota?backlogQuotaType=destination_storage"),
+    )
+    CASES[(_group, "get-backlog-quotas")] = (
+        ["t", "--applied"],
+        Request("GET", f"{TOP}/backlogQuotaMap?applied=true"),
+    )
+
 CASES[("topics", "last-message-id")] = (["t"], Request("GET", f"{TOP}/lastMessageId"))
 for _verb, _tail in (
     ("get-offload-threshold-in-seconds", "offloadThresholdInSeconds"),
@@ -474,6 +511,18 @@ CASES.update(
         ("transactions", "transaction-buffer-stats"): (
             ["acme/ns/t"],
             Request("GET", f"{TXN}/transactionBufferStats/acme/ns/t"),
+        ),
+        ("transactions", "transaction-in-buffer-stats"): (
+            ["acme/ns/t", "-m", "0", "-l", "7"],
+            Request("GET", f"{TXN}/transactionInBufferStats/acme/ns/t/0/7"),
+        ),
+        ("transactions", "pending-ack-stats"): (
+            ["acme/ns/t", "-s", "sub 1"],
+            Request("GET", f"{TXN}/pendingAckStats/acme/ns/t/sub%201"),
+        ),
+        ("transactions", "transaction-in-pending-ack-stats"): (
+            ["acme/ns/t", "--sub-name", "s", "-m", "0", "-l", "7"],
+            Request("GET", f"{TXN}/transactionInPendingAckStats/acme/ns/t/s/0/7"),
         ),
         ("transactions", "abort-transaction"): (
             ["-m", "1", "-l", "2"],

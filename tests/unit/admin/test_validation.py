@@ -80,6 +80,7 @@ def test_auto_topic_creation() -> None:
 
 def test_backlog_quota() -> None:
     assert v.backlog_quota({"limitSize": 10, "limitTime": 5, "policy": "producer_exception"}) == {
+        "limit": 10,
         "limitSize": 10,
         "limitTime": 5,
         "policy": "producer_exception",

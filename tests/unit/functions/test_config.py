@@ -87,10 +87,14 @@ def test_source_defines_the_class() -> None:
         config.check_source(b"def (:", file_name="ex.py", class_name="ex.X")
 
 
-def test_only_py_packages() -> None:
+def test_package_names() -> None:
     assert config.check_package_name("/tmp/dir/ex.py") == "ex.py"
-    for bad in ("f.whl", "my-fn.py", "f.jar", ".zip"):
+    assert config.check_package_name("d/my_fn-1.0-py3-none-any.whl") == "my_fn-1.0-py3-none-any.whl"
+    for bad in ("my-fn.py", "f.jar", ".zip"):
         with pytest.raises(ConfigError, match=r"expected a \.py module"):
+            config.check_package_name(bad)
+    for bad in ("f.whl", "my_fn-1.0.whl", "-1.0-py3-none-any.whl"):
+        with pytest.raises(ConfigError, match="not a wheel's file name"):
             config.check_package_name(bad)
 
 
@@ -137,3 +141,30 @@ def test_zip_layouts() -> None:
         with pytest.raises(ConfigError, match=message):
             config.zip_layout(data, file_name="f.zip", class_name=class_name)
     assert config.check_package_name("dir/f.zip") == "f.zip"
+
+
+WHEEL_INFO = {
+    "fn-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    "fn-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: fn\nVersion: 1.0\n",
+}
+
+
+def test_wheel_layouts() -> None:
+    wheel = zipped({**WHEEL_INFO, "fn/__init__.py": b"", "fn/ex.py": SOURCE})
+    assert config.wheel_layout(wheel, file_name="w.whl", class_name="fn.ex.Exclaim") == "fn/ex.py"
+    native = zipped({**WHEEL_INFO, "ex.py": b"def process(input):\n    return input\n"})
+    assert config.wheel_layout(native, file_name="w.whl", class_name="ex") == "ex.py"
+    package = zipped({**WHEEL_INFO, "fn/__init__.py": SOURCE})
+    assert config.wheel_layout(package, file_name="w.whl", class_name="fn.Exclaim") == (
+        "fn/__init__.py"
+    )
+    for data, class_name, message in (
+        (b"not a zip", "fn.ex.Exclaim", "not a valid wheel"),
+        (zipped({"fn/ex.py": SOURCE}), "fn.ex.Exclaim", r"no \*\.dist-info/WHEEL"),
+        (wheel, "fn.other.Exclaim", r"no module fn\.other \(fn/other\.py or"),
+        (wheel, "fn.ex.Missing", "defines no 'Missing'"),
+        (native, "ex.Exclaim", "defines no 'Exclaim'"),
+        (zipped({**WHEEL_INFO, "../ex.py": SOURCE}), "ex.Exclaim", "unsafe path"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            config.wheel_layout(data, file_name="w.whl", class_name=class_name)

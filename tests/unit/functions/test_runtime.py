@@ -40,6 +40,15 @@ def test_status_shape() -> None:
     assert second["lastInvocationTime"] == 0
 
 
+def test_uncounted_instances_show_null_counters() -> None:
+    """A pod's counters are not collected by the broker: null, never zeros claiming nothing
+    was received."""
+    pod = runtime.instance_status(InstanceState(running=True, worker_id="fn-0", counted=False))
+    assert pod["running"] is True and pod["workerId"] == "fn-0"
+    assert pod["numReceived"] is None and pod["numSuccessfullyProcessed"] is None
+    assert pod["averageLatency"] is None and pod["lastInvocationTime"] is None
+
+
 def test_stats_shape_sums_instances() -> None:
     states = {i: InstanceState(running=True, report=REPORT) for i in range(2)}
     stats = runtime.stats(states)

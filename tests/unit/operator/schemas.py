@@ -30,12 +30,16 @@ def crd_schemas() -> dict[str, dict[str, Any]]:
 def validate(obj: dict[str, Any]) -> None:
     """Raise (jsonschema/kubernetes-validate ValidationError, AssertionError) when invalid."""
     api_version, kind = obj["apiVersion"], obj["kind"]
-    if api_version.startswith("magnetar.dev/"):
+    if api_version.startswith(("magnetar.dev/", "compute.functionmesh.io/")):
         jsonschema.validate(obj, crd_schemas()[kind])
         return
     if api_version.startswith("monitoring.coreos.com/"):
-        assert kind in ("ServiceMonitor", "PodMonitor"), kind
+        assert kind in ("ServiceMonitor", "PodMonitor", "PrometheusRule"), kind
         spec = obj["spec"]
+        if kind == "PrometheusRule":
+            rules = [r for g in spec["groups"] for r in g["rules"]]
+            assert rules and all(r["alert"] and r["expr"] and r["labels"] for r in rules), obj
+            return
         assert spec["selector"]["matchLabels"], obj
         endpoints = spec.get("endpoints") or spec.get("podMetricsEndpoints")
         assert endpoints and all(e["port"] and e["path"] == "/metrics" for e in endpoints)

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
+from magnetar import cli
 from magnetar_operator.builders import bookie, broker, build_all, common, etcd, monitoring, proxy
 from magnetar_operator.builders.common import Owner
 from magnetar_operator.spec import ClusterSpec
@@ -198,6 +199,10 @@ def test_monitoring_kinds() -> None:
     assert [o["kind"] for o in sm] == ["ServiceMonitor"] * 3
     pm = monitoring.build(OWNER, ClusterSpec.parse(SPECS["external-metadata"]))
     assert [o["kind"] for o in pm] == ["PodMonitor"] * 2, "no etcd monitor for external etcd"
+    # a broker's Pulsar namespace label is kept (honorLabels), the others get the target's
+    honor = [o["spec"]["endpoints"][0].get("honorLabels", False) for o in sm]
+    assert honor == [True, False, False]
+    assert pm[0]["spec"]["podMetricsEndpoints"][0]["honorLabels"] is True
 
 
 def test_bookie_command_line_matches_magnetar_bookie() -> None:
@@ -233,6 +238,40 @@ def test_broker_command_line_matches_magnetar_broker() -> None:
     ]
     mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
     assert mounts["config"] == "/etc/magnetar/conf"
+
+
+@pytest.mark.parametrize(
+    ("brokers", "workers"),
+    [
+        ({}, 1),
+        ({"workers": 3}, 3),
+        ({"workers": "auto"}, 1),  # no CPU limit
+        ({"workers": "auto", "resources": {"limits": {"cpu": 4}}}, 4),
+        ({"workers": "auto", "resources": {"limits": {"cpu": "2500m"}}}, 2),
+        ({"workers": "auto", "resources": {"limits": {"cpu": "500m"}}}, 1),
+        ({"workers": "auto", "resources": {"limits": {"cpu": "1.5"}}}, 1),
+    ],
+)
+def test_broker_workers_from_the_spec_or_the_cpu_limit(
+    brokers: dict[str, Any], workers: int
+) -> None:
+    """``spec.brokers.workers``: a count, or ``auto`` from the pod's CPU limit; one worker is
+    the plain broker (no flag)."""
+    spec = ClusterSpec.parse({"brokers": brokers})
+    c = broker.deployment(OWNER, spec)["spec"]["template"]["spec"]["containers"][0]
+    flags = [a for a in c["args"] if a.startswith("--workers")]
+    assert flags == ([f"--workers={workers}"] if workers > 1 else [])
+    if workers > 1:  # what magnetar broker parses
+        flags = [a for a in c["args"][1:] if not a.startswith("--config=")]  # not mounted here
+        assert cli.parse_args(["broker", "--metadata-url=etcd://e:2379", *flags]).workers == workers
+
+
+def test_broker_workers_refuse_a_bad_cpu_limit() -> None:
+    spec = ClusterSpec.parse(
+        {"brokers": {"workers": "auto", "resources": {"limits": {"cpu": "x"}}}}
+    )
+    with pytest.raises(ValueError, match="'x' is not a CPU quantity"):
+        spec.brokers.worker_count()
 
 
 def test_data_pods_get_default_requests() -> None:

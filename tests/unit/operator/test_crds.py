@@ -14,17 +14,21 @@ def crd_files() -> list[Path]:
     return sorted((ROOT / "crds").glob("*.yaml"))
 
 
-def test_three_crds_with_status_printer_columns_and_short_names() -> None:
+def test_four_crds_with_status_printer_columns_and_short_names() -> None:
     kinds = {}
     for path in crd_files():
         crd = yaml.safe_load(path.read_text())
         validate(crd)
         v = crd["spec"]["versions"][0]
-        assert crd["spec"]["group"] == "magnetar.dev" and v["name"] == "v1alpha1"
-        assert v["subresources"] == {"status": {}}
+        kind = crd["spec"]["names"]["kind"]
+        # Function keeps Function Mesh's group (its manifests apply unchanged) and is scalable
+        group = "compute.functionmesh.io" if kind == "Function" else "magnetar.dev"
+        assert crd["spec"]["group"] == group and v["name"] == "v1alpha1"
+        assert v["subresources"]["status"] == {}
+        assert set(v["subresources"]) == ({"status", "scale"} if kind == "Function" else {"status"})
         assert v["additionalPrinterColumns"] and crd["spec"]["names"]["shortNames"]
-        kinds[crd["spec"]["names"]["kind"]] = v
-    assert set(kinds) == {"PulsarCluster", "Tenant", "Topic"}
+        kinds[kind] = v
+    assert set(kinds) == {"PulsarCluster", "Tenant", "Topic", "Function"}
     rules = [
         r["rule"]
         for r in kinds["Topic"]["schema"]["openAPIV3Schema"]["properties"]["spec"][

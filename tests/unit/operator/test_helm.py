@@ -50,7 +50,7 @@ def test_lint_clean(helm: str, values: Path | None) -> None:
 def test_rendered_objects_are_valid(helm: str, values: Path) -> None:
     docs = render(helm, "-f", str(values), "--include-crds")
     kinds = [d["kind"] for d in docs]
-    assert kinds.count("CustomResourceDefinition") == 3
+    assert kinds.count("CustomResourceDefinition") == 4
     assert "Deployment" in kinds
     for doc in docs:
         validate(doc)
@@ -134,6 +134,8 @@ def test_production_values(helm: str) -> None:
     assert pc["spec"]["bookies"]["journal"]["storageClassName"] == "local-nvme"
     sm = by[("ServiceMonitor", "rel-magnetar", "magnetar")]
     assert sm["metadata"]["labels"]["release"] == "prometheus"
+    http = next(e for e in sm["spec"]["endpoints"] if e["port"] == "http")
+    assert http["honorLabels"] is True, "Pulsar's namespace label kept (not exported_namespace)"
     pm = by[("PodMonitor", "rel-magnetar-operator", "magnetar")]
     assert pm["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
     assert pm["spec"]["selector"]["matchLabels"].items() <= (
@@ -145,10 +147,14 @@ def test_production_values(helm: str) -> None:
     dashboards = [
         d for d in docs if d["kind"] == "ConfigMap" and "dashboard" in d["metadata"]["name"]
     ]
-    assert len(dashboards) == 2 and all(
-        d["metadata"]["namespace"] == "monitoring" for d in dashboards
-    )
+    shipped = sorted((CHART / "files/dashboards").glob("*.json"))
+    assert len(shipped) == 10 and len(dashboards) == len(shipped)
+    assert all(d["metadata"]["namespace"] == "monitoring" for d in dashboards)
     assert all(d["metadata"]["labels"]["grafana_dashboard"] == "1" for d in dashboards)
+    rules = by[("PrometheusRule", "rel-magnetar-magnetar-rules", "magnetar")]
+    assert rules["metadata"]["labels"]["release"] == "prometheus"
+    source = yaml.safe_load((CHART / "files/alerts/magnetar.rules.yaml").read_text())
+    assert rules["spec"]["groups"] == source["groups"], "the PrometheusRule is the rule file"
 
 
 BAD = [
@@ -194,6 +200,10 @@ def test_service_monitor_needs_the_prometheus_operator(helm: str) -> None:
         helm, "template", "rel", str(CHART), "--set", "monitoring.serviceMonitor.enabled=true"
     )
     assert out.returncode != 0 and "ServiceMonitor CRD (monitoring.coreos.com/v1" in out.stderr
+    out = run(
+        helm, "template", "rel", str(CHART), "--set", "monitoring.prometheusRules.enabled=true"
+    )
+    assert out.returncode != 0 and "PrometheusRule CRD (monitoring.coreos.com/v1" in out.stderr
 
 
 def test_dashboards_are_json(helm: str) -> None:
@@ -331,6 +341,11 @@ def test_uninstall_hook_deletes_the_cluster_before_the_operator_goes(helm: str) 
             "apiGroups": ["magnetar.dev"],
             "resources": ["pulsarclusters", "tenants", "topics"],
             "verbs": ["get", "list", "delete"],
+        },
+        {
+            "apiGroups": ["compute.functionmesh.io"],
+            "resources": ["functions"],
+            "verbs": ["list", "delete"],
         },
         {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["list"]},
     ]

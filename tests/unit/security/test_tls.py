@@ -5,11 +5,14 @@ rotation keeps the old certificate until the pair matches)."""
 from __future__ import annotations
 
 import ssl
+import time
 from pathlib import Path
 
 import pytest
+from cryptography import x509
 
 from magnetar.security import tls
+from magnetar.security.metrics import REGISTRY
 from tests.support.pki import CertificateAuthority
 
 
@@ -69,3 +72,26 @@ def test_peer_common_name() -> None:
     assert tls.peer_common_name(cert) == "role-a"
     assert tls.peer_common_name({}) is None
     assert tls.peer_common_name(None) is None
+
+
+def test_serving_certificate_expiry_is_exported(ca: CertificateAuthority) -> None:
+    """pulsar_tls_certificate_expiration_timestamp_seconds{certificate}: the leaf's
+    notAfter, set when the listener's TLS is built and again after a rotation."""
+    pair = ca.issue("localhost", server=True, file_stem="expiring")
+
+    def exported() -> float | None:
+        return REGISTRY.get_sample_value(
+            "pulsar_tls_certificate_expiration_timestamp_seconds", {"certificate": str(pair.cert)}
+        )
+
+    def not_after() -> float:
+        leaf = x509.load_pem_x509_certificate(pair.cert.read_bytes())
+        return leaf.not_valid_after_utc.timestamp()
+
+    server = tls.ServerTls(tls.TlsSettings(certificate=str(pair.cert), key=str(pair.key)))
+    assert exported() == not_after() > time.time()
+    ca.issue("localhost", server=True, file_stem="expiring")
+    assert server.refresh() is True
+    assert exported() == not_after()
+    with pytest.raises(tls.TlsConfigError, match="tlsCertificateFilePath"):
+        tls.not_after(str(pair.key))

@@ -134,6 +134,10 @@ NOT_PULSAR_ERRORS = {
     ("operator/magnetar_operator/conditions.py", "holds"): "Kubernetes status conditions",
     ("operator/magnetar_operator/handlers.py", "_not_ready"): "Kubernetes status conditions",
     ("operator/magnetar_operator/kube.py", "_send"): "the Kubernetes API's Status object",
+    (
+        "operator/magnetar_operator/builders/function.py",
+        "_pod_state",
+    ): "Kubernetes container states",
 }
 """Functions that read a ``reason`` that is not Pulsar's admin error body."""
 

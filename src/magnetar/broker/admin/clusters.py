@@ -1,4 +1,4 @@
-"""Clusters and brokers: ``/admin/v2/clusters[/{cluster}]`` and ``/admin/v2/brokers/{cluster}``.
+"""Clusters and brokers: ``/admin/v2/clusters[/{cluster}]`` and ``/admin/v2/brokers[/{cluster}]``.
 
 A cluster record (Pulsar's ``ClusterData``: serviceUrl, serviceUrlTls, brokerServiceUrl,
 brokerServiceUrlTls) names how to reach a cluster of the instance: the broker writes its own
@@ -149,10 +149,18 @@ async def list_brokers(request: web.Request) -> web.Response:
     return web.json_response(sorted(keys.unsegment(n) for n in names))
 
 
+async def list_local_brokers(request: web.Request) -> web.Response:
+    """The live brokers of this broker's cluster (``GET /admin/v2/brokers``, the Java admin
+    client's ``getActiveBrokers()``)."""
+    names = await service(request).store.children(keys.BROKERS)
+    return web.json_response(sorted(keys.unsegment(n) for n in names))
+
+
 def register(router: web.UrlDispatcher) -> None:
     router.add_get("/admin/v2/clusters", list_clusters)
     router.add_get("/admin/v2/clusters/{cluster}", get_cluster)
     router.add_put("/admin/v2/clusters/{cluster}", create_cluster)
     router.add_post("/admin/v2/clusters/{cluster}", update_cluster)
     router.add_delete("/admin/v2/clusters/{cluster}", delete_cluster)
+    router.add_get("/admin/v2/brokers", list_local_brokers)
     router.add_get("/admin/v2/brokers/{cluster}", list_brokers)

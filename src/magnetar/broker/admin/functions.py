@@ -32,6 +32,7 @@ from magnetar.functions import config as fconfig
 from magnetar.functions import registry, runtime, state, trigger
 from magnetar.functions.config import FunctionName
 from magnetar.metadata import api, keys
+from magnetar.security import tls
 
 V3: Final = "/admin/v3/functions"
 RUNTIME = web.AppKey("magnetar_functions_runtime", runtime.Runtime)
@@ -58,6 +59,8 @@ def with_runtime(functions_runtime: runtime.Runtime) -> Callable[[web.Applicatio
 async def _metrics(app: web.Application) -> str:
     service = app[http.SERVICE]
     functions_runtime = app[RUNTIME]
+    if functions_runtime.stats_unavailable is not None:
+        return ""
     functions = [
         (f.name, functions_runtime.instances(f.name, f.parallelism))
         for f in await registry.all_functions(service.store)
@@ -166,6 +169,8 @@ def _checked(
         checked = fconfig.check(raw, name=name, package_file=py)
         if package is not None and package[0].endswith(".zip"):
             fconfig.zip_layout(package[1], file_name=package[0], class_name=checked["className"])
+        elif package is not None and package[0].endswith(".whl"):
+            fconfig.wheel_layout(package[1], file_name=package[0], class_name=checked["className"])
         elif package is not None:
             fconfig.check_source(package[1], file_name=package[0], class_name=checked["className"])
     except fconfig.ConfigError as err:
@@ -174,7 +179,8 @@ def _checked(
 
 
 async def create_function(request: web.Request) -> web.Response:
-    """Create a function: multipart ``functionConfig`` (JSON) and ``data`` (the .py file)."""
+    """Create a function: multipart ``functionConfig`` (JSON) and ``data`` (the package: a
+    .py, .zip or .whl)."""
     name = await _name(request)
     fields = await _form(request)
     raw = _config_json(fields)
@@ -278,10 +284,14 @@ async def function_status(request: web.Request) -> web.Response:
 
 
 async def function_stats(request: web.Request) -> web.Response:
-    """FunctionStatsImpl (or one instance's FunctionInstanceStatsDataImpl)."""
+    """FunctionStatsImpl (or one instance's FunctionInstanceStatsDataImpl); 501 saying why
+    when the runtime does not know the counters."""
     found = await _function(request)
     instance = _instance(request)
     _check_instance(found, instance)
+    why = _runtime(request).stats_unavailable
+    if why is not None:
+        raise AdminError(501, why)
     states = _states(request, found)
     if instance is not None:
         return web.json_response(runtime.instance_stats(states[instance]))
@@ -366,11 +376,25 @@ async def trigger_function(request: web.Request) -> web.Response:
         raise AdminError(
             400, "Function in trigger function has more than 1 input topics (name one: topic)"
         )
+    config = service(request).config
+    url = config.service_url
+    # the broker's own client settings, as the instances use them (docs/functions.md)
+    try:
+        context = (
+            tls.client_context(config.security.broker_client_tls_settings())
+            if url.startswith("pulsar+ssl://")
+            else None
+        )
+        credentials = config.security.broker_client_credentials()
+    except (tls.TlsConfigError, ValueError) as err:
+        raise AdminError(500, f"the broker's client settings cannot be used: {err}") from None
     output = await trigger.trigger(
-        service(request).config.service_url,
+        url,
         input_topic=topic,
         output_topic=found.config.get("output"),
         payload=payload,
+        ssl=context,
+        auth=credentials,
     )
     if not found.config.get("output"):
         return web.Response(status=204)

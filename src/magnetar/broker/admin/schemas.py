@@ -1,7 +1,8 @@
 """Schema endpoints of the admin API: ``/admin/v2/schemas/{tenant}/{namespace}/{topic}/...``
 (Pulsar's SchemasResource): read a topic's schema history, upload a schema (checked against
 the namespace's compatibility strategy like a producer's), delete the history, and ask whether
-a schema would be compatible. The history itself is ``broker.schemas`` (docs/metadata.md).
+a schema would be compatible or which version it has. The history itself is
+``broker.schemas`` (docs/metadata.md).
 """
 
 from __future__ import annotations
@@ -159,19 +160,31 @@ async def check_compatibility(request: web.Request) -> web.Response:
     if strategy is schema_compat.Strategy.UNDEFINED:
         strategy = schema_compat.DEFAULT
     return web.json_response(
-        {"isCompatibility": compatible, "schemaCompatibilityStrategy": strategy.value}
+        {"compatibility": compatible, "schemaCompatibilityStrategy": strategy.value}
     )
 
 
+@accepts(PAYLOAD)
+async def version_of_schema(request: web.Request) -> web.Response:
+    """The version a schema has in the topic's history (the newest with its type and
+    definition), Pulsar's LongSchemaVersion ``{version}``; -1 when it has none, as Pulsar."""
+    schema: pb.Schema = parsed(request)
+    history = await service(request).schemas.history(_topic(request))
+    found = [s.version for s in history if s.same_definition(schema)]
+    return web.json_response({"version": found[-1] if found else -1})
+
+
 async def delete_schema(request: web.Request) -> web.Response:
-    """Delete a topic's schema history (producers then start a new one)."""
+    """Delete a topic's schema history (producers then start a new one). The answer is
+    Pulsar's DeleteSchemaResponse ``{version}``: the version after the newest, which Pulsar's
+    deletion marker takes (Magnetar stores no marker: the next history starts at 0)."""
     topic = _topic(request).base_name
     svc = service(request)
     history = await svc.schemas.history(topic)
     if not history:
         raise AdminError(404, "Schema not found")
     await svc.store.delete_prefix(keys.schemas(topic.tenant, topic.namespace, topic.local_name))
-    return web.json_response({"version": {"version": history[-1].version}})
+    return web.json_response({"version": history[-1].version + 1})
 
 
 def register(router: web.UrlDispatcher) -> None:
@@ -181,3 +194,4 @@ def register(router: web.UrlDispatcher) -> None:
     router.add_get(f"{BASE}/schema/{{version}}", get_schema_version)
     router.add_get(f"{BASE}/schemas", get_all_schemas)
     router.add_post(f"{BASE}/compatibility", check_compatibility)
+    router.add_post(f"{BASE}/version", version_of_schema)

@@ -13,6 +13,15 @@ transaction coordinators (``broker/transactions/``).
   transaction buffer (Pulsar's TransactionBufferStats: ``state``, ``maxReadPosition`` -- how
   far consumers may read --, ``ongoingTxnSize``, ``totalAbortedTransactions``), on the
   topic's owner.
+* ``GET .../transactionInBufferStats/[persistent/]{tenant}/{ns}/{topic}/{most}/{least}``:
+  one transaction in a topic's buffer (TransactionInBufferStats: ``startPosition`` of its
+  first message while open, ``aborted``);
+* ``GET .../pendingAckStats/[persistent/]{tenant}/{ns}/{topic}/{subscription}``: the
+  transactions holding acknowledgements on a subscription (TransactionPendingAckStats:
+  ``state``, ``ongoingTxnSize``; ``lowWaterMarks`` is not kept, so it is left out);
+* ``GET .../transactionInPendingAckStats/[persistent/]{tenant}/{ns}/{topic}/{subscription}/
+  {most}/{least}``: one transaction's hold there (TransactionInPendingAckStats:
+  ``cumulativeAckPosition``, when it acknowledges cumulatively).
 
 A coordinator is answered by the broker serving it (``307`` to it otherwise, as a topic
 call is); a broker without ``transactionCoordinatorEnabled`` answers 503 with Pulsar's
@@ -30,9 +39,11 @@ from magnetar.broker.admin import remote, validation
 from magnetar.broker.admin.common import AdminError, service
 from magnetar.broker.admin.topic_routes import paths
 from magnetar.broker.contracts import BrokerError
+from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_ops import scope as topic_scope
 from magnetar.broker.transactions.coordinator import TransactionCoordinator, TxnMeta
 from magnetar.broker.transactions.ids import TxnId, assign_partition
+from magnetar.broker.transactions.pending_acks import PendingAcks
 from magnetar.wire import pb
 from magnetar.wire.topics import TopicName
 
@@ -185,8 +196,8 @@ async def abort_transaction(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
-async def transaction_buffer_stats(request: web.Request) -> web.Response:
-    """A topic's transaction buffer: how far consumers may read, its live transactions."""
+async def _loaded(request: web.Request, operation: str) -> PersistentTopic:
+    """The path's topic, loaded on this broker (307 to its owner otherwise)."""
     _service_txns(request)
     m = request.match_info
     topic = await topic_scope.topic_name(
@@ -196,7 +207,45 @@ async def transaction_buffer_stats(request: web.Request) -> web.Response:
         namespace_name=m["namespace"],
         local=m["topic"],
     )
-    loaded = await topic_scope.stored(paths.scope(request), topic, "Transaction buffer stats of")
+    return await topic_scope.stored(paths.scope(request), topic, operation)
+
+
+async def transaction_in_buffer_stats(request: web.Request) -> web.Response:
+    """One transaction in a topic's buffer: its first message's position, whether aborted."""
+    loaded = await _loaded(request, "Transaction in buffer stats of")
+    if loaded.txn_buffer is None:
+        raise AdminError(503, NOT_ENABLED)
+    return web.json_response(loaded.txn_buffer.in_buffer(_txn(request)))
+
+
+def _pending_acks(request: web.Request, loaded: PersistentTopic) -> tuple[PendingAcks, str]:
+    sub = request.match_info["subscription"]
+    if sub not in loaded.subscriptions.names():
+        raise AdminError(404, "Subscription not found")
+    pending = _service_txns(request).pending_acks(loaded.full_name)
+    if pending is None:
+        raise AdminError(503, NOT_ENABLED)
+    return pending, sub
+
+
+async def pending_ack_stats(request: web.Request) -> web.Response:
+    """The transactions holding acknowledgements on a subscription."""
+    loaded = await _loaded(request, "Pending ack stats of")
+    pending, sub = _pending_acks(request, loaded)
+    return web.json_response(pending.stats(sub))
+
+
+async def transaction_in_pending_ack_stats(request: web.Request) -> web.Response:
+    """One transaction's acknowledgements held on a subscription."""
+    loaded = await _loaded(request, "Transaction in pending ack stats of")
+    pending, sub = _pending_acks(request, loaded)
+    position = pending.cumulative_position(sub, _txn(request))
+    return web.json_response({} if position is None else {"cumulativeAckPosition": str(position)})
+
+
+async def transaction_buffer_stats(request: web.Request) -> web.Response:
+    """A topic's transaction buffer: how far consumers may read, its live transactions."""
+    loaded = await _loaded(request, "Transaction buffer stats of")
     buffer = loaded.txn_buffer
     if buffer is None:
         raise AdminError(503, NOT_ENABLED)
@@ -216,6 +265,28 @@ async def transaction_buffer_stats_with_domain(request: web.Request) -> web.Resp
     return await transaction_buffer_stats(request)
 
 
+async def transaction_in_buffer_stats_with_domain(request: web.Request) -> web.Response:
+    """One transaction in a topic's buffer, the topic named with its domain."""
+    return await transaction_in_buffer_stats(request)
+
+
+async def pending_ack_stats_with_domain(request: web.Request) -> web.Response:
+    """A subscription's pending acknowledgements, the topic named with its domain."""
+    return await pending_ack_stats(request)
+
+
+async def transaction_in_pending_ack_stats_with_domain(request: web.Request) -> web.Response:
+    """One transaction's held acknowledgements, the topic named with its domain."""
+    return await transaction_in_pending_ack_stats(request)
+
+
+_WITH_DOMAIN = (
+    transaction_in_buffer_stats_with_domain,
+    pending_ack_stats_with_domain,
+    transaction_in_pending_ack_stats_with_domain,
+)
+
+
 def register(router: web.UrlDispatcher) -> None:
     router.add_get(
         BASE + "/transactionBufferStats/{tenant}/{namespace}/{topic}", transaction_buffer_stats
@@ -224,6 +295,18 @@ def register(router: web.UrlDispatcher) -> None:
         BASE + "/transactionBufferStats/{domain}/{tenant}/{namespace}/{topic}",
         transaction_buffer_stats_with_domain,
     )
+    for prefix, handlers in (
+        ("", (transaction_in_buffer_stats, pending_ack_stats, transaction_in_pending_ack_stats)),
+        ("{domain}/", _WITH_DOMAIN),
+    ):
+        topic = prefix + "{tenant}/{namespace}/{topic}"
+        in_buffer, pending, in_pending = handlers
+        router.add_get(f"{BASE}/transactionInBufferStats/{topic}/{{most}}/{{least}}", in_buffer)
+        router.add_get(f"{BASE}/pendingAckStats/{topic}/{{subscription}}", pending)
+        router.add_get(
+            f"{BASE}/transactionInPendingAckStats/{topic}/{{subscription}}/{{most}}/{{least}}",
+            in_pending,
+        )
     router.add_get(f"{BASE}/coordinatorStats", coordinator_stats)
     router.add_get(BASE + "/transactionMetadata/{most}/{least}", transaction_metadata)
     router.add_get(BASE + "/slowTransactions/{timeout}", slow_transactions)

@@ -125,6 +125,26 @@ def message_ttl(value: Any) -> int:
     return integer(value, "message TTL (seconds)", minimum=0)
 
 
+def _not_negative(value: Any, what: str, reason: str) -> int:
+    """An integer, 0 or more: 400 for another JSON type, 412 with Pulsar's ``reason`` for a
+    negative one (how Pulsar answers a topic policy's bad value)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise AdminError(400, f"{what} must be an integer, got {_show(value)}")
+    if value < 0:
+        raise AdminError(412, reason)
+    return value
+
+
+def topic_message_ttl(value: Any) -> int:
+    """A topic's messageTTL (seconds; 0 disables expiry)."""
+    return _not_negative(value, "messageTTL", "Invalid value for message TTL")
+
+
+def topic_compaction_threshold(value: Any) -> int:
+    """A topic's compactionThreshold (bytes; 0 disables)."""
+    return _not_negative(value, "compactionThreshold", "Invalid value for compactionThreshold")
+
+
 def compaction_threshold(value: Any) -> int:
     """Backlog bytes of the ``__compaction`` cursor that trigger compaction; 0 disables."""
     return integer(value, "compaction threshold (bytes)", minimum=0)
@@ -235,8 +255,10 @@ def backlog_quota(value: Any) -> dict[str, Any]:
     policy = raw.get("policy", "producer_request_hold")
     if policy not in QUOTA_POLICIES:
         raise AdminError(400, f"policy must be one of {QUOTA_POLICIES}, got {_show(policy)}")
-    return {
-        "limitSize": integer(raw.get("limitSize", raw.get("limit", -1)), "limitSize", minimum=-1),
+    size = integer(raw.get("limitSize", raw.get("limit", -1)), "limitSize", minimum=-1)
+    return {  # Pulsar answers the deprecated ``limit`` too, equal to limitSize
+        "limit": size,
+        "limitSize": size,
         "limitTime": integer(raw.get("limitTime", -1), "limitTime", minimum=-1),
         "policy": policy,
     }
@@ -411,6 +433,7 @@ _MESSAGE_ID_FIELDS: Final = {
     "batchIndex": {"type": "integer"},
     "batchSize": {"type": "integer"},
     "isExcluded": {"type": "boolean"},
+    "excluded": {"type": "boolean"},
     "properties": {"type": "object"},
 }
 
@@ -433,8 +456,10 @@ def message_id(value: Any) -> MessageId:
     batch = integer(value.get("batchIndex", -1), "batchIndex", minimum=-1)
     integer(value.get("batchSize", 0), "batchSize", minimum=-1)  # the Java client's; informative
     # ResetCursorData's extras: only their defaults (inclusive reset, no cursor properties)
-    if boolean(value.get("isExcluded", False), "isExcluded"):
-        raise AdminError(400, "isExcluded=true (reset after the message) is not supported")
+    # (the Java admin client 4.x sends ResetCursorData's isExcluded as "excluded")
+    for name in ("isExcluded", "excluded"):
+        if boolean(value.get(name, False), name):
+            raise AdminError(400, f"{name}=true (reset after the message) is not supported")
     if value.get("properties") not in (None, {}):
         raise AdminError(400, "cursor properties on reset are not supported")
     return MessageId(ids[0], ids[1], partition, batch)
@@ -461,6 +486,8 @@ def _obj_schema(fields: Mapping[str, Any]) -> dict[str, Any]:
 
 RETENTION = Body(_obj_schema(_RETENTION_FIELDS), retention, "RetentionPolicies")
 MESSAGE_TTL = Body(_int_schema(0), message_ttl, "seconds; 0 disables")
+TOPIC_MESSAGE_TTL = Body(_int_schema(0), topic_message_ttl, "seconds; 0 disables")
+TOPIC_COMPACTION_THRESHOLD = Body(_int_schema(0), topic_compaction_threshold, "bytes; 0: never")
 MAX_PRODUCERS = Body(_int_schema(0), lambda v: max_count(v, "maxProducers"), "0: no limit")
 MAX_CONSUMERS = Body(_int_schema(0), lambda v: max_count(v, "maxConsumers"), "0: no limit")
 OFFLOAD_POLICIES = Body(

@@ -26,6 +26,7 @@ FIELDS = (
     "max_consumers_per_topic",
     "offloadPolicies",
     "replication_clusters",
+    "backLogQuotaMap",
 )
 """The fields a topic may set, named as the namespace's Policies fields they override."""
 
@@ -73,6 +74,22 @@ async def set_(
     if check is not None:
         value = check(value)
     await _change(s, base, lambda d: d.__setitem__(field, value))
+
+
+async def update(s: Scope, topic: TopicName, field: str, change: Callable[[Any], Any]) -> None:
+    """Replace the topic's own ``field`` with ``change(current)`` (current: None when unset;
+    a result of None unsets it), by compare-and-set."""
+    _check_field(field)
+    base = await _owner_of_policies(s, topic)
+
+    def apply(data: dict[str, Any]) -> None:
+        value = change(data.get(field))
+        if value is None:
+            data.pop(field, None)
+        else:
+            data[field] = value
+
+    await _change(s, base, apply)
 
 
 async def remove(s: Scope, topic: TopicName, field: str) -> None:

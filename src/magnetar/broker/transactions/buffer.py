@@ -228,6 +228,15 @@ class TransactionBuffer:
                 len(self._aborted),
             )
 
+    def in_buffer(self, txn: TxnId) -> dict[str, object]:
+        """One transaction here (Pulsar's TransactionInBufferStats): the position of its first
+        message while it is open, and whether it was aborted."""
+        out: dict[str, object] = {"aborted": self.is_aborted(txn)}
+        start = self._ongoing.get(txn)
+        if start is not None:
+            out["startPosition"] = str(start)
+        return out
+
     def stats(self) -> dict[str, object]:
         limit = self.max_read_position
         return {

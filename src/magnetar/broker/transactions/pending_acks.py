@@ -92,6 +92,21 @@ class PendingAcks:
     def held(self, subscription: str) -> dict[TxnId, list[Position]]:
         return {t: h.positions() for t, h in self._held.get(subscription, {}).items()}
 
+    def stats(self, subscription: str) -> dict[str, object]:
+        """Pulsar's TransactionPendingAckStats of a subscription: the transactions holding
+        individual acknowledgements on it (as Pulsar counts them: one holding a cumulative
+        acknowledgement is not counted)."""
+        held = self._held.get(subscription, {}).values()
+        return {"state": "Ready", "ongoingTxnSize": sum(1 for h in held if not h.cumulative)}
+
+    def cumulative_position(self, subscription: str, txn: TxnId) -> Position | None:
+        """The position ``txn`` acknowledges cumulatively on the subscription (None when it
+        holds no cumulative acknowledgement there)."""
+        held = self._held.get(subscription, {}).get(txn)
+        if held is None or not held.cumulative or not held.acks:
+            return None
+        return max(held.positions())
+
     async def ack(self, subscription: str, txn: TxnId, cmd: pb.CommandAck) -> None:
         """Hold ``cmd``'s message ids for ``txn`` (durably) until it ends."""
         cumulative = cmd.ack_type == pb.CommandAck.Cumulative

@@ -369,6 +369,10 @@ class TransactionService:
     def stats(self) -> list[dict[str, Any]]:
         return [c.stats() for c in self._coordinators.values()]
 
+    def pending_acks(self, topic: str) -> PendingAcks | None:
+        """The held transactional acknowledgements of a topic loaded here (by full name)."""
+        return self._pending.get(topic)
+
 
 def _raise_error(
     response: pb.CommandEndTxnOnPartitionResponse | pb.CommandEndTxnOnSubscriptionResponse,

@@ -1,7 +1,8 @@
 """Routes: topic-level policies, pulsar-admin's ``topicPolicies`` resource (messageTTL,
 retention, deduplicationEnabled, compactionThreshold, maxProducers, maxConsumers,
 offloadPolicies, replication) that override the namespace's; each has GET (null: unset),
-POST (set) and DELETE (unset). A partitioned topic's are set on its base name and apply to
+POST (set) and DELETE (unset); backlog quotas by type (``backlogQuotaMap``, ``backlogQuota``
+with ``backlogQuotaType``). A partitioned topic's are set on its base name and apply to
 every partition; the broker applies them where it applies the namespace's
 (``broker/enforcement.py``)."""
 
@@ -11,16 +12,18 @@ from typing import Any
 
 from aiohttp import web
 
+from magnetar.broker import backlog_quota
+from magnetar.broker import policies as broker_policies
 from magnetar.broker.admin import clusters, validation
-from magnetar.broker.admin.common import Handler, decode_json, service
+from magnetar.broker.admin.common import AdminError, Handler, decode_json, service
 from magnetar.broker.admin.topic_routes import paths
 from magnetar.broker.topic_ops import policies
 
 TOPIC_POLICIES: dict[str, tuple[str, validation.Body[Any]]] = {
-    "messageTTL": ("message_ttl_in_seconds", validation.MESSAGE_TTL),
+    "messageTTL": ("message_ttl_in_seconds", validation.TOPIC_MESSAGE_TTL),
     "retention": ("retention_policies", validation.RETENTION),
     "deduplicationEnabled": ("deduplicationEnabled", validation.DEDUPLICATION),
-    "compactionThreshold": ("compaction_threshold", validation.COMPACTION_THRESHOLD),
+    "compactionThreshold": ("compaction_threshold", validation.TOPIC_COMPACTION_THRESHOLD),
     "maxProducers": ("max_producers_per_topic", validation.MAX_PRODUCERS),
     "maxConsumers": ("max_consumers_per_topic", validation.MAX_CONSUMERS),
     "offloadPolicies": ("offloadPolicies", validation.OFFLOAD_POLICIES),
@@ -40,7 +43,11 @@ def _handlers(path: str) -> tuple[Handler, Handler, Handler]:
         if path == "messageTTL" and "messageTTL" in request.query:  # pulsar-admin sends this
 
             def check(raw: Any) -> Any:
-                return spec.parse(validation.path_integer(raw, path, minimum=0))
+                try:
+                    value = int(raw)
+                except ValueError:
+                    raise AdminError(400, f"{path} must be an integer, got {raw!r}") from None
+                return spec.parse(value)
 
             raw: Any = request.query["messageTTL"]
         else:
@@ -93,10 +100,58 @@ set_topic_replication.request_body = validation.REPLICATION_CLUSTERS  # type: ig
 set_topic_replication.body_required = True  # type: ignore[attr-defined]
 
 
+async def get_topic_backlog_quotas(request: web.Request) -> web.Response:
+    """The topic's own backlog quotas by type (``{}``: none, the namespace's apply); with
+    ``applied=true`` the quotas in force, type by type (topic, namespace, broker default)."""
+    topic = await paths.topic(request)
+    own = await policies.get(paths.scope(request), topic, backlog_quota.TOPIC_FIELD) or {}
+    if request.query.get("applied", "false").lower() != "true":
+        return web.json_response(own)
+    svc = service(request)
+    effective = await broker_policies.effective_policies(svc.store, svc.policies, topic)
+    return web.json_response(backlog_quota.applied(effective, svc.config))
+
+
+async def set_topic_backlog_quota(request: web.Request) -> web.Response:
+    """Set the topic's own backlog quota of ``backlogQuotaType`` (destination_storage by
+    default), over the namespace's of that type."""
+    topic = await paths.topic(request)
+    kind = validation.quota_type(request.query.get("backlogQuotaType"))
+    quota = validation.backlog_quota(decode_json(await request.read()))
+    await policies.update(
+        paths.scope(request),
+        topic,
+        backlog_quota.TOPIC_FIELD,
+        lambda have: {**(have or {}), kind: quota},
+    )
+    return paths.no_content()
+
+
+async def remove_topic_backlog_quota(request: web.Request) -> web.Response:
+    """Remove the topic's own backlog quota of ``backlogQuotaType`` (the namespace's, or the
+    broker's default, applies again)."""
+    topic = await paths.topic(request)
+    kind = validation.quota_type(request.query.get("backlogQuotaType"))
+    await policies.update(
+        paths.scope(request),
+        topic,
+        backlog_quota.TOPIC_FIELD,
+        lambda have: {k: v for k, v in (have or {}).items() if k != kind} or None,
+    )
+    return paths.no_content()
+
+
+set_topic_backlog_quota.request_body = validation.BACKLOG_QUOTA  # type: ignore[attr-defined]
+set_topic_backlog_quota.body_required = True  # type: ignore[attr-defined]
+
+
 def register(router: web.UrlDispatcher) -> None:
     router.add_get(f"{paths.TOPIC}/replication", get_topic_replication)
     router.add_post(f"{paths.TOPIC}/replication", set_topic_replication)
     router.add_delete(f"{paths.TOPIC}/replication", remove_topic_replication)
+    router.add_get(f"{paths.TOPIC}/backlogQuotaMap", get_topic_backlog_quotas)
+    router.add_post(f"{paths.TOPIC}/backlogQuota", set_topic_backlog_quota)
+    router.add_delete(f"{paths.TOPIC}/backlogQuota", remove_topic_backlog_quota)
     for path in TOPIC_POLICIES:
         get, set_, remove = _handlers(path)
         router.add_get(f"{paths.TOPIC}/{path}", get)

@@ -1,6 +1,8 @@
 package io.magnetar.clients;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -10,6 +12,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import org.apache.pulsar.client.admin.PulsarAdminException;
 import org.apache.pulsar.client.api.Consumer;
+import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.Producer;
 import org.apache.pulsar.client.api.PulsarClient;
 import org.apache.pulsar.client.api.SubscriptionInitialPosition;
@@ -17,6 +20,9 @@ import org.apache.pulsar.client.api.transaction.Transaction;
 import org.apache.pulsar.client.api.transaction.TxnID;
 import org.apache.pulsar.common.policies.data.TransactionBufferStats;
 import org.apache.pulsar.common.policies.data.TransactionCoordinatorStats;
+import org.apache.pulsar.common.policies.data.TransactionInBufferStats;
+import org.apache.pulsar.common.policies.data.TransactionInPendingAckStats;
+import org.apache.pulsar.common.policies.data.TransactionPendingAckStats;
 import org.apache.pulsar.common.policies.data.TransactionMetadata;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -85,6 +91,63 @@ class TransactionAdminTest extends Target {
         try (Consumer<byte[]> c = client.newConsumer().topic(topic).subscriptionName("s")
                 .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest).subscribe()) {
             assertNull(c.receive(2, TimeUnit.SECONDS), "an aborted transaction's message is never delivered");
+        }
+    }
+
+    @Test
+    void inBufferAndPendingAckStats() throws Exception {
+        String topic = topic("txn-stats");
+        admin.topics().createNonPartitionedTopic(topic);
+        admin.topics().createSubscription(topic, "s", org.apache.pulsar.client.api.MessageId.earliest);
+        try (Producer<byte[]> p = txnClient.newProducer().topic(topic).sendTimeout(0, TimeUnit.SECONDS)
+                .enableBatching(false).create()) {
+            p.send("first".getBytes());
+            p.send("second".getBytes());
+        }
+        Transaction cumulative = txnClient.newTransaction().withTransactionTimeout(5, TimeUnit.MINUTES).build()
+                .get(30, TimeUnit.SECONDS);
+        Transaction individual = txnClient.newTransaction().withTransactionTimeout(5, TimeUnit.MINUTES).build()
+                .get(30, TimeUnit.SECONDS);
+        TxnID id = cumulative.getTxnID();
+        assertEquals(0, admin.transactions().getPendingAckStats(topic, "s", false).ongoingTxnSize);
+        try (Consumer<byte[]> c = txnClient.newConsumer().topic(topic).subscriptionName("s").subscribe();
+             Producer<byte[]> p = txnClient.newProducer().topic(topic).sendTimeout(0, TimeUnit.SECONDS).create()) {
+            Message<byte[]> first = c.receive(30, TimeUnit.SECONDS);
+            Message<byte[]> second = c.receive(30, TimeUnit.SECONDS);
+            assertEquals("first", new String(first.getValue()));
+            assertEquals("second", new String(second.getValue()));
+            c.acknowledgeCumulativeAsync(first.getMessageId(), cumulative).get(30, TimeUnit.SECONDS);
+            c.acknowledgeAsync(second.getMessageId(), individual).get(30, TimeUnit.SECONDS);
+            p.newMessage(cumulative).value("held".getBytes()).send();
+            org.apache.pulsar.client.impl.MessageIdImpl acked =
+                    (org.apache.pulsar.client.impl.MessageIdImpl) first.getMessageId();
+
+            // Pulsar counts the transactions holding individual acknowledgements
+            TransactionPendingAckStats pending = admin.transactions().getPendingAckStats(topic, "s", false);
+            assertEquals(1, pending.ongoingTxnSize);
+            assertEquals("Ready", pending.state);
+            assertEquals(acked.getLedgerId() + ":" + acked.getEntryId(),
+                    admin.transactions().getTransactionInPendingAckStats(id, topic, "s").cumulativeAckPosition);
+            assertNull(admin.transactions().getTransactionInPendingAckStats(individual.getTxnID(), topic, "s")
+                    .cumulativeAckPosition);
+
+            TransactionInBufferStats inBuffer = admin.transactions().getTransactionInBufferStats(id, topic);
+            assertNotNull(inBuffer.startPosition);
+            assertFalse(inBuffer.aborted);
+            assertNull(admin.transactions().getTransactionInBufferStats(individual.getTxnID(), topic).startPosition);
+
+            admin.transactions().abortTransaction(id);
+            individual.abort().get(30, TimeUnit.SECONDS);
+            AdminConformanceTest.eventually(() -> {
+                try {
+                    return admin.transactions().getTransactionInBufferStats(id, topic).aborted
+                            && admin.transactions().getPendingAckStats(topic, "s", false).ongoingTxnSize == 0;
+                } catch (PulsarAdminException e) {
+                    return false;
+                }
+            }, "the aborts reaching the buffer and the pending acks");
+            assertNull(admin.transactions().getTransactionInBufferStats(id, topic).startPosition);
+            assertNull(admin.transactions().getTransactionInPendingAckStats(id, topic, "s").cumulativeAckPosition);
         }
     }
 }
