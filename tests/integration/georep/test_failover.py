@@ -150,43 +150,6 @@ def test_replicated_subscription_resumes_on_the_other_cluster(
     assert half - first <= 10
 
 
-def test_snapshots_survive_the_topic_moving(clusters: dict[str, StandaloneProc]) -> None:
-    """The topic unloaded on ``a`` (and loaded again) between the messages and their
-    acknowledgements: the mapping goes on (a snapshot is taken after the load; the snapshot
-    markers the subscription had not read come back through dispatch)."""
-    a, b = clusters["a"], clusters["b"]
-    topic, n = _topic(), 50
-    with client(a) as ca:
-        on_a = ca.subscribe(topic, "moved", replicate_subscription_state_enabled=True)
-        wait_until(lambda: _connected(a, topic, "b"), timeout=30, what="replicator a -> b")
-        wait_until(lambda: _connected(b, topic, "a"), timeout=30, what="replicator b -> a")
-        producer = ca.create_producer(topic, batching_enabled=False)
-        for i in range(n):
-            producer.send(b"m%03d" % i)
-        internal = f"/persistent/{topic.removeprefix('persistent://')}/internalStats"
-        wait_until(  # a snapshot after the last message: request, response, snapshot
-            lambda: admin_call(a.http_url, "GET", internal)["numberOfEntries"] >= n + 3,
-            timeout=60,
-            what="a snapshot in a's log",
-        )
-        producer.close()
-        _admin(a, "topics", "unload", topic)
-        for _ in range(n):
-            on_a.acknowledge(on_a.receive(timeout_millis=30_000))
-        wait_until(
-            lambda: (
-                (sub := _stats(b, topic)["subscriptions"].get("moved")) is not None
-                and sub["msgBacklog"] <= 10
-            ),
-            timeout=60,
-            what="b's subscription moved after a's topic moved",
-        )
-    with client(b) as cb:
-        on_b = cb.subscribe(topic, "moved", replicate_subscription_state_enabled=True)
-        with pytest.raises(pulsar.Timeout):
-            on_b.receive(timeout_millis=1000)  # everything was acknowledged on a
-
-
 def test_subscription_without_the_flag_is_not_carried_over(
     clusters: dict[str, StandaloneProc],
 ) -> None:
