@@ -119,6 +119,10 @@ _BROKER_FLAGS = {
     "deduplication_entries_interval": "deduplication_entries_interval",
     "deduplication_producer_inactivity": "deduplication_producer_inactivity_s",
     "deduplication_max_producers": "deduplication_max_producers",
+    "replicated_subscriptions_enabled": "replicated_subscriptions_enabled",
+    "replicated_subscriptions_snapshot_frequency": "replicated_subscriptions_snapshot_frequency_s",
+    "replicated_subscriptions_snapshot_timeout": "replicated_subscriptions_snapshot_timeout_s",
+    "replicated_subscriptions_snapshot_max_cached": "replicated_subscriptions_snapshot_max_cached",
     "force_delete_tenant_allowed": "force_delete_tenant_allowed",
     "force_delete_namespace_allowed": "force_delete_namespace_allowed",
     "transaction_coordinator_enabled": "transaction_coordinator_enabled",
@@ -571,6 +575,34 @@ def _bool_option(
     )
 
 
+def _replicated_subscriptions(p: argparse.ArgumentParser) -> None:
+    """Replicated subscriptions (docs/geo-replication.md): a broker and a standalone alike."""
+    _bool_option(
+        p,
+        "--replicated-subscriptions-enabled",
+        _BC.replicated_subscriptions_enabled,
+        "carry replicated subscriptions' positions to the other clusters",
+    )
+    p.add_argument(
+        "--replicated-subscriptions-snapshot-frequency",
+        type=float,
+        default=_BC.replicated_subscriptions_snapshot_frequency_s,
+        help="seconds between snapshots of a topic's positions on the other clusters",
+    )
+    p.add_argument(
+        "--replicated-subscriptions-snapshot-timeout",
+        type=float,
+        default=_BC.replicated_subscriptions_snapshot_timeout_s,
+        help="seconds after which a snapshot the other clusters did not answer is abandoned",
+    )
+    p.add_argument(
+        "--replicated-subscriptions-snapshot-max-cached",
+        type=int,
+        default=_BC.replicated_subscriptions_snapshot_max_cached,
+        help="completed snapshots kept per topic",
+    )
+
+
 def _deduplication(p: argparse.ArgumentParser) -> None:
     """The deduplication defaults a broker and a standalone share."""
     _bool_option(
@@ -938,6 +970,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     )
     _non_persistent_inactive(p)
     _deduplication(p)
+    _replicated_subscriptions(p)
     _backlog_quota(p)
     _force_delete(p)
     _metrics_options(p)
@@ -1009,6 +1042,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     p.add_argument("--max-ledger-age", type=float, default=_ML.max_ledger_age_s, metavar="SECONDS")
     p.add_argument("--min-ledger-age", type=float, default=_ML.min_ledger_age_s, metavar="SECONDS")
     _deduplication(p)
+    _replicated_subscriptions(p)
     _backlog_quota(p)
     _force_delete(p)
     _metrics_options(p)

@@ -322,6 +322,16 @@ _OFFLOAD: dict[str, Opt | Fixed] = {
 S3 driver configures elsewhere."""
 
 _FORCE_DELETE: dict[str, Opt | Fixed] = {
+    "enableReplicatedSubscriptions": Opt("replicated_subscriptions_enabled", parse_bool),
+    "replicatedSubscriptionsSnapshotFrequencyMillis": Opt(
+        "replicated_subscriptions_snapshot_frequency", _millis_to_s
+    ),
+    "replicatedSubscriptionsSnapshotTimeoutSeconds": Opt(
+        "replicated_subscriptions_snapshot_timeout", _positive_int
+    ),
+    "replicatedSubscriptionsSnapshotMaxCachedPerSubscription": Opt(
+        "replicated_subscriptions_snapshot_max_cached", _positive_int
+    ),
     "forceDeleteTenantAllowed": Opt("force_delete_tenant_allowed", parse_bool),
     "exposeTopicLevelMetricsInPrometheus": Opt(
         "expose_topic_level_metrics_in_prometheus", parse_bool

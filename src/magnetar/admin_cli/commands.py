@@ -946,6 +946,32 @@ def _topics_clear_backlog(a: argparse.Namespace) -> Request:
 
 @verb(
     "topics",
+    "get-replicated-subscription-status",
+    "whether a subscription is replicated to the other clusters (per partition)",
+    TOPIC,
+    SUBSCRIPTION,
+)
+def _topics_get_replicated_status(a: argparse.Namespace) -> Request:
+    return Request("GET", _sub(a, "/replicatedSubscriptionStatus"))
+
+
+@verb(
+    "topics",
+    "set-replicated-subscription-status",
+    "make a subscription replicated to the other clusters, or not",
+    TOPIC,
+    SUBSCRIPTION,
+    arg("--enable", action="store_true", help="replicated"),
+    arg("--disable", action="store_true", help="not replicated"),
+)
+def _topics_set_replicated_status(a: argparse.Namespace) -> Request:
+    if a.enable == a.disable:
+        raise AdminCliError("one of --enable and --disable is required", 2)
+    return Request("POST", _sub(a, "/replicatedSubscriptionStatus"), bool(a.enable))
+
+
+@verb(
+    "topics",
     "peek-messages",
     "the next messages a subscription has not acknowledged (they stay unconsumed)",
     TOPIC,

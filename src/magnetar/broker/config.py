@@ -107,6 +107,17 @@ class BrokerConfig:
     deduplication_max_producers: int = 10_000
     """brokerDeduplicationMaxNumberOfProducers: producers kept in a snapshot."""
 
+    replicated_subscriptions_enabled: bool = True
+    """Pulsar's enableReplicatedSubscriptions: subscriptions whose consumers ask for it
+    (``replicate_subscription_state``) have their positions carried to the other clusters
+    (docs/geo-replication.md)."""
+    replicated_subscriptions_snapshot_frequency_s: float = 1.0
+    """replicatedSubscriptionsSnapshotFrequencyMillis (in seconds)."""
+    replicated_subscriptions_snapshot_timeout_s: float = 30.0
+    """replicatedSubscriptionsSnapshotTimeoutSeconds."""
+    replicated_subscriptions_snapshot_max_cached: int = 10
+    """replicatedSubscriptionsSnapshotMaxCachedPerSubscription (kept per topic here)."""
+
     compaction_threshold_bytes: int = 0
     """Pulsar's brokerServiceCompactionThresholdInBytes: the ``compactionThreshold`` of topics
     whose namespace and topic policies do not set one (0: no automatic compaction)."""

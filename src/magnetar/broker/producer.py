@@ -32,7 +32,8 @@ from magnetar.broker.subscriptions.entries import split_entry
 from magnetar.broker.transactions.ids import TxnId
 from magnetar.common.stats import LatencyWindow
 from magnetar.managed_ledger.api import ManagedLedgerTerminatedError, Position
-from magnetar.wire import commands, frames, pb
+from magnetar.wire import commands, frames, markers, pb
+from magnetar.wire.errors import WireError
 from magnetar.wire.ids import MessageId
 from magnetar.wire.topics import TopicName
 
@@ -53,6 +54,7 @@ class ProducerTopic(Protocol):
     append: Callable[[bytes], asyncio.Future[Position]]
 
     def append_txn(self, txn: TxnId, data: bytes) -> asyncio.Future[Position]: ...
+    def replicated_marker(self, position: Position, marker_type: int, payload: bytes) -> None: ...
     def add_failed(self, exc: BaseException) -> None: ...
     def entries_added(self) -> None: ...
     def remove_producer(self, producer: Producer) -> None: ...
@@ -69,7 +71,8 @@ class _Pending:
     """One SEND waiting for durability (a PendingAddOp in BookKeeper terms)."""
 
     __slots__ = (
-        "dedup", "done", "error", "highest_sequence_id", "position", "sequence_id", "started",
+        "dedup", "done", "error", "highest_sequence_id", "marker", "position", "sequence_id",
+        "started",
     )  # fmt: skip
 
     def __init__(self, sequence_id: int, highest_sequence_id: int) -> None:
@@ -82,6 +85,9 @@ class _Pending:
         self.error: BaseException | None = None
         self.dedup = False
         """Recorded by deduplication once stored (a NEW send with deduplication on)."""
+        self.marker: tuple[int, bytes] | None = None
+        """(marker type, payload) of a replicated-subscription marker another cluster's
+        replicator sends: the topic hears of it once stored."""
 
 
 DUPLICATE_POSITION = Position(-1, -1)
@@ -90,6 +96,21 @@ DUPLICATE_POSITION = Position(-1, -1)
 
 class MessageInFlightError(Exception):
     """A resend of a message whose first copy is still being stored."""
+
+
+def _replicated_subscription_marker(data: bytes) -> tuple[int, bytes] | None:
+    """(type, payload) when ``data`` is a replicated-subscription marker, else None (most
+    entries are told apart by two bytes, without parsing)."""
+    try:
+        raw_meta, payload = split_entry(data)
+        if markers.METADATA_TAG not in bytes(raw_meta):
+            return None
+        marker_type = frames.parse_message_metadata(raw_meta).marker_type
+    except WireError:
+        return None
+    if marker_type not in markers.REPLICATED_SUBSCRIPTION_MARKERS:
+        return None
+    return marker_type, bytes(payload)
 
 
 def _is_last_chunk(data: bytes) -> bool:
@@ -245,6 +266,8 @@ class Producer:
                 if self._pending[0] is op:
                     self._release()
                 return
+        if self.replicator:
+            op.marker = _replicated_subscription_marker(data)
         self._pending.append(op)
         topic.msg_in += num_messages
         topic.bytes_in += len(data)
@@ -263,6 +286,8 @@ class Producer:
                 op.position = future.result()
                 if dedup is not None and dedup.enabled:
                     dedup.stored(self.name, op.highest_sequence_id, op.position)
+                if op.marker is not None:
+                    self.topic.replicated_marker(op.position, *op.marker)
             else:
                 op.error = exc
                 self.topic.add_failed(exc)

@@ -18,9 +18,9 @@ down for hours. One :class:`Replicator` per remote cluster and topic does it:
   grows, and the receiving broker's deduplication (on for every replicated topic) drops a
   resend after a crash of either side;
 * an entry that carries ``replicated_from`` (it came from another cluster) and the broker's
-  markers are never copied: no loops; nor one whose ``replicate_to`` (the producer's
-  per-message replication clusters, ``__local__`` to disable replication) leaves this
-  remote out;
+  transaction markers are never copied: no loops; nor one whose ``replicate_to`` (the
+  producer's per-message replication clusters, ``__local__`` to disable replication; a
+  replicated-subscription marker's own cluster list) leaves this remote out;
 * as dispatch, it reads no further than an open transaction's first entry, skips aborted
   transactions' entries and sends committed ones as plain messages;
 * the cursor moves only over entries whose receipt came back.
@@ -56,7 +56,7 @@ from magnetar.managed_ledger.api import (
 from magnetar.metadata import api, keys
 from magnetar.security import tls
 from magnetar.security.config import SecurityConfig
-from magnetar.wire import frames, pb
+from magnetar.wire import frames, markers, pb
 from magnetar.wire.errors import WireError
 
 log = logging.getLogger(__name__)
@@ -342,15 +342,18 @@ class Replicator:
 
     def _prepare(self, entry: Entry) -> tuple[pb.MessageMetadata, bytes, int] | None:
         """The metadata (marked with its origin) and payload to send, or None for an entry
-        that is not replicated (it came from another cluster, or is a marker)."""
+        that is not replicated (it came from another cluster, or is a marker other than the
+        replicated subscriptions', whose ``replicate_to`` says where they go)."""
         try:
             raw_meta, payload = split_entry(entry.data)
             meta = frames.parse_message_metadata(raw_meta)
         except WireError as exc:
             log.warning("%s: entry %s not replicated: %s", self.topic, entry.position, exc)
             return None
-        if meta.HasField("replicated_from") or meta.HasField("marker_type"):
-            return None
+        if meta.HasField("replicated_from"):
+            return None  # it came from another cluster
+        if meta.marker_type and meta.marker_type not in markers.REPLICATED_SUBSCRIPTION_MARKERS:
+            return None  # the broker's own (transactions)
         if meta.replicate_to and self.remote not in meta.replicate_to:
             return None  # the producer named other clusters (or ``__local__``: none)
         txn = self.transactions()

@@ -38,6 +38,8 @@ from magnetar.broker.contracts import (
 from magnetar.broker.dedup import Deduplication
 from magnetar.broker.enforcement import PolicyEnforcer
 from magnetar.broker.ownership import BrokerInfo, Bundle, Ownership, bundle_of
+from magnetar.broker.replicated_subscriptions import ReplicatedSubscriptionsController
+from magnetar.broker.replicated_subscriptions import Settings as ReplicatedSubscriptionSettings
 from magnetar.broker.subscriptions import NonPersistentSubscriptions, TopicSubscriptionsImpl
 from magnetar.broker.topic import NonPersistentTopic, PersistentTopic, Topic
 from magnetar.broker.transactions.service import TransactionService
@@ -563,6 +565,7 @@ class BrokerService:
         loaded.apply_limits(*policies.limits(effective))
         loaded.backlog_quotas = backlog_quota.resolve(effective, self.config)
         replicators.transactions = lambda: loaded.txn_buffer
+        self._replicated_subscriptions(loaded, subscriptions, replicators)
         try:
             await policies.apply_deduplication(
                 dedup,
@@ -592,6 +595,39 @@ class BrokerService:
                 pb.PersistenceError, f"{topic}: starting replicators: {err}"
             ) from None
         return await self._register(topic, loaded)
+
+    def _replicated_subscriptions(
+        self,
+        loaded: PersistentTopic,
+        subscriptions: TopicSubscriptions,
+        replicators: replication.TopicReplication,
+    ) -> None:
+        """The topic's replicated-subscriptions controller (docs/geo-replication.md), when
+        the broker enables them (``enableReplicatedSubscriptions``)."""
+        c = self.config
+        if not c.replicated_subscriptions_enabled or not isinstance(
+            subscriptions, TopicSubscriptionsImpl
+        ):
+            return
+        controller = ReplicatedSubscriptionsController(
+            topic=loaded.full_name,
+            managed_ledger=loaded.managed_ledger,
+            local=c.cluster_name,
+            settings=ReplicatedSubscriptionSettings(
+                enabled=True,
+                snapshot_frequency_s=c.replicated_subscriptions_snapshot_frequency_s,
+                snapshot_timeout_s=c.replicated_subscriptions_snapshot_timeout_s,
+                max_cached_snapshots=c.replicated_subscriptions_snapshot_max_cached,
+            ),
+            remotes=lambda: list(replicators.replicators),
+            subscriptions=subscriptions,
+            published=lambda: loaded.msg_in,
+            entries_added=loaded.entries_added,
+        )
+        loaded.replicated_subscriptions = controller
+        subscriptions.snapshots = controller
+        if subscriptions.replicated():  # (recovered cursors flagged before a restart or move)
+            controller.ensure_running()
 
     def deduplication(self, ml: ManagedLedger) -> Deduplication:
         """A topic's deduplication state, off until its policy turns it on."""

@@ -31,6 +31,7 @@ from magnetar.broker.compaction.service import TopicCompaction
 from magnetar.broker.contracts import BroadcastSubscriptions, BrokerError, TopicSubscriptions
 from magnetar.broker.dedup import Deduplication
 from magnetar.broker.producer import AccessMode, Producer
+from magnetar.broker.replicated_subscriptions import ReplicatedSubscriptionsController
 from magnetar.broker.replication import TopicReplication, producer_name
 from magnetar.broker.transactions.buffer import TransactionBuffer
 from magnetar.broker.transactions.ids import NOT_ENABLED, TxnId
@@ -116,6 +117,13 @@ class Topic:
     """The replicators to other clusters (persistent topics only; by policy)."""
     txn_buffer: TransactionBuffer | None = None
     """The transaction buffer (persistent topics, when transactions are enabled)."""
+    replicated_subscriptions: ReplicatedSubscriptionsController | None = None
+    """Replicated subscriptions' snapshots and updates (persistent topics, when enabled)."""
+
+    def replicated_marker(self, position: Position, marker_type: int, payload: bytes) -> None:
+        """Another cluster's replicator stored a replicated-subscription marker here."""
+        if self.replicated_subscriptions is not None:
+            self.replicated_subscriptions.received(position, marker_type, payload)
 
     def append_txn(self, txn: TxnId, data: bytes) -> asyncio.Future[Position]:
         """A transactional SEND's entry (raises BrokerError when it cannot be taken)."""
@@ -296,6 +304,8 @@ class Topic:
         self.closed = True
         if self.replication is not None:
             await self.replication.close()
+        if self.replicated_subscriptions is not None:
+            await self.replicated_subscriptions.close()
         self._fence(f"topic is closing ({reason})", pb.ServiceNotReady)
         producers = list(self.producers.values())
         for producer in producers:

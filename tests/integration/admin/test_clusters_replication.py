@@ -143,3 +143,47 @@ def test_topic_replication_clusters(admin: Admin) -> None:
     wait_until(lambda: admin.get(path) == (200, ["standalone"]), what="topic replication set")
     assert admin.delete(path) == (204, None)
     wait_until(lambda: admin.get(path) == (200, None), what="topic replication removed")
+
+
+def test_replicated_subscription_status(admin: Admin) -> None:
+    """``.../subscription/{sub}/replicatedSubscriptionStatus``: the flag a consumer's
+    ``replicate_subscription_state`` sets, read and set by the administrator (on each
+    partition of a partitioned topic)."""
+    assert admin.put("/tenants/rss", {"allowedClusters": ["standalone"]}) == (204, None)
+    assert admin.put("/namespaces/rss/ns") == (204, None)
+    t = "/persistent/rss/ns/t"
+    assert admin.put(t) == (204, None)
+    assert admin.put(f"{t}/subscription/s") == (204, None)
+    status = f"{t}/subscription/s/replicatedSubscriptionStatus"
+    assert admin.get(status) == (200, {"persistent://rss/ns/t": False})
+    assert admin.post(status, True) == (204, None)
+    assert admin.get(status) == (200, {"persistent://rss/ns/t": True})
+    assert admin.get(f"{t}/stats")[1]["subscriptions"]["s"]["isReplicated"] is True
+    assert admin.post(status, False) == (204, None)
+    assert admin.get(status) == (200, {"persistent://rss/ns/t": False})
+    assert admin.post(status)[0] == 400  # no body
+    assert admin.post(status, "yes")[0] == 400
+    missing = f"{t}/subscription/nope/replicatedSubscriptionStatus"
+    for answer in (admin.post(missing, True), admin.get(missing)):
+        assert (answer[0], _reason(answer[1])) == (
+            404,
+            "Subscription nope not found for topic persistent://rss/ns/t",
+        )
+    no_topic = "/persistent/rss/ns/nope/subscription/s/replicatedSubscriptionStatus"
+    for answer in (admin.post(no_topic, True), admin.get(no_topic)):
+        assert (answer[0], _reason(answer[1])) == (404, "Topic persistent://rss/ns/nope not found")
+    p = "/persistent/rss/ns/p"
+    assert admin.put(f"{p}/partitions", 2) == (204, None)
+    assert admin.put(f"{p}/subscription/s") == (204, None)
+    partitioned = f"{p}/subscription/s/replicatedSubscriptionStatus"
+    parts = [f"persistent://rss/ns/p-partition-{i}" for i in range(2)]
+    assert admin.get(partitioned) == (200, dict.fromkeys(parts, False))
+    assert admin.post(partitioned, True) == (204, None)
+    assert admin.get(partitioned) == (200, dict.fromkeys(parts, True))
+    status, answer = admin.post(
+        "/non-persistent/rss/ns/np/subscription/s/replicatedSubscriptionStatus", True
+    )
+    assert (status, _reason(answer)) == (
+        405,
+        "Cannot enable/disable replicated subscriptions on non-persistent topics",
+    )

@@ -316,6 +316,14 @@ CASES: dict[tuple[str, str], tuple[list[str], Request]] = {
     ),
     ("topics", "skip"): (["t", "-s", "s1", "-n", "5"], Request("POST", f"{SUB}/skip/5")),
     ("topics", "clear-backlog"): (["t", "-s", "s1"], Request("POST", f"{SUB}/skip_all")),
+    ("topics", "get-replicated-subscription-status"): (
+        ["t", "-s", "s1"],
+        Request("GET", f"{SUB}/replicatedSubscriptionStatus"),
+    ),
+    ("topics", "set-replicated-subscription-status"): (
+        ["t", "-s", "s1", "--enable"],
+        Request("POST", f"{SUB}/replicatedSubscriptionStatus", True),
+    ),
     ("topics", "expire-messages"): (
         ["t", "-s", "s1", "-t", "1m"],
         Request("POST", f"{SUB}/expireMessages/60"),
@@ -800,6 +808,10 @@ def test_bad_arguments_exit_2(argv: list[str]) -> None:
         (["topics", "stats", "kafka://a/b/c"], "invalid topic name"),
         (["namespaces", "policies", "justone"], "invalid namespace"),
         (["tenants", "get", "a/b"], "invalid tenant name"),
+        (
+            ["topics", "set-replicated-subscription-status", "t", "-s", "s"],
+            "one of --enable and --disable is required",
+        ),
     ],
 )
 def test_bad_names_exit_2_before_any_request(argv: list[str], message: str) -> None:

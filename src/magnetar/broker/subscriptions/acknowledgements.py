@@ -103,7 +103,7 @@ class Acknowledgements:
             if cmd.ack_type == pb.CommandAck.Cumulative and cmd.message_id:
                 position = acks.position_of(cmd.message_id[-1])
                 for c in sub.consumers:
-                    self._acked_upto(c, position)
+                    self.acked_upto(c, position)
                 if position > sub.cursor.mark_delete_position:
                     await sub.cursor.mark_delete(position)
             else:
@@ -188,7 +188,7 @@ class Acknowledgements:
                 partial = acks.acked_indexes(mid.ack_set, size)
                 before = acks.previous_in_ledger(position)
                 upto = before if before is not None else cursor.mark_delete_position
-        self._acked_upto(c, upto)
+        self.acked_upto(c, upto)
         if upto > cursor.mark_delete_position:
             await cursor.mark_delete(upto)
         if partial:
@@ -217,7 +217,9 @@ class Acknowledgements:
         c.pending[position] = (left, key_hash)
         c.unacked_messages += left - unacked
 
-    def _acked_upto(self, c: Consumer, upto: Position) -> None:
+    def acked_upto(self, c: Consumer, upto: Position) -> None:
+        """What ``c`` holds up to ``upto`` is acknowledged (a cumulative ACK, or another
+        cluster's replicated-subscription update)."""
         owner_of = self.sub.owner_of
         pending = c.pending
         for position in [p for p in pending if p <= upto]:

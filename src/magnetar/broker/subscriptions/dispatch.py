@@ -13,8 +13,11 @@ the loop sleeps until woken: by FLOW, a new consumer, a redelivery, new entries
 draining, or a delayed message coming due.
 
 Transactions shape a round too: dispatch reads no further than an open transaction's first
-entry (``TxnReadFilter.max_read_position``), acknowledges markers and aborted entries without
-delivering them, and leaves out messages a transaction's acknowledgement holds.
+entry (``TxnReadFilter.max_read_position``), acknowledges aborted entries without delivering
+them, and leaves out messages a transaction's acknowledgement holds. Markers (the broker's
+own entries: transaction ends, replicated-subscription snapshots) are acknowledged and never
+delivered; a replicated-subscription snapshot marker goes to the topic's controller
+(``SnapshotSink``) on the way.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from magnetar.broker.contracts import ServerCnx
 from magnetar.broker.subscriptions import dispatchers
 from magnetar.broker.subscriptions.consumer import Consumer
 from magnetar.broker.subscriptions.delayed import DelayedDelivery
-from magnetar.broker.subscriptions.entries import EntryMeta, EntryMetaCache
+from magnetar.broker.subscriptions.entries import EntryMeta, EntryMetaCache, split_entry
 from magnetar.broker.subscriptions.redelivery import Redelivery
 from magnetar.managed_ledger.api import (
     Entry,
@@ -41,6 +44,8 @@ from magnetar.managed_ledger.api import (
     ManagedLedgerFencedError,
     Position,
 )
+from magnetar.wire import markers
+from magnetar.wire.errors import WireError
 from magnetar.wire.topics import TopicName
 
 log = logging.getLogger(__name__)
@@ -61,6 +66,14 @@ class TxnReadFilter(Protocol):
     def hides(self, meta: EntryMeta) -> bool: ...
 
 
+class SnapshotSink(Protocol):
+    """The topic's replicated-subscriptions controller, as dispatch and subscriptions see it
+    (``broker.replicated_subscriptions``)."""
+
+    def snapshot_read(self, payload: bytes) -> None: ...
+    def ensure_running(self) -> None: ...
+
+
 class TxnAckHolds(Protocol):
     """Messages a transaction's acknowledgement holds (``broker.transactions.pending_acks``):
     not delivered to anyone until the transaction ends."""
@@ -78,6 +91,8 @@ class DispatchTopic(Protocol):
     def txn_buffer(self) -> TxnReadFilter | None: ...
     @property
     def txn_acks(self) -> TxnAckHolds | None: ...
+    @property
+    def snapshots(self) -> SnapshotSink | None: ...
 
 
 class Dispatched(Protocol):
@@ -239,6 +254,10 @@ class DispatchLoop:
         if not entries:
             return _Outcome.WAIT_ENTRIES, []
         batch = [(e, cache.get(e)) for e in entries]
+        if any(m.marker for _, m in batch):
+            batch = await self._markers(batch)
+            if not batch:
+                return _Outcome.PROGRESS, []
         if txn is not None and txn.active:
             batch, held = await self._transaction_filter(txn, batch)
             if not batch:
@@ -247,6 +266,25 @@ class DispatchLoop:
         if batch:
             policy.route(batch, replay=False)
         return _Outcome.PROGRESS, []
+
+    async def _markers(self, batch: list[tuple[Entry, EntryMeta]]) -> list[tuple[Entry, EntryMeta]]:
+        """Acknowledge the markers, never delivered (a snapshot marker goes to the topic's
+        controller first); the rest."""
+        out: list[tuple[Entry, EntryMeta]] = []
+        done: list[Position] = []
+        sink = self.sub.owner.snapshots
+        for entry, meta in batch:
+            if not meta.marker:
+                out.append((entry, meta))
+                continue
+            done.append(entry.position)
+            if meta.marker == markers.SNAPSHOT and sink is not None:
+                try:
+                    sink.snapshot_read(bytes(split_entry(entry.data)[1]))
+                except WireError as exc:
+                    log.warning("snapshot marker at %s not readable: %s", entry.position, exc)
+        await self.sub.cursor.delete(done)
+        return out
 
     def _drop_held(self, batch: list[tuple[Entry, EntryMeta]]) -> list[tuple[Entry, EntryMeta]]:
         """Leave out messages a transaction's acknowledgement holds (delivered again only

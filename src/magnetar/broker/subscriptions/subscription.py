@@ -34,7 +34,12 @@ from magnetar.broker.subscriptions import acks, dispatchers, selectors
 from magnetar.broker.subscriptions.acknowledgements import Acknowledgements
 from magnetar.broker.subscriptions.consumer import Consumer, tell_active_change
 from magnetar.broker.subscriptions.delayed import DelayedDelivery
-from magnetar.broker.subscriptions.dispatch import DispatchLoop, TxnAckHolds, TxnReadFilter
+from magnetar.broker.subscriptions.dispatch import (
+    DispatchLoop,
+    SnapshotSink,
+    TxnAckHolds,
+    TxnReadFilter,
+)
 from magnetar.broker.subscriptions.dispatchers import (
     EXCLUSIVE,
     FAILOVER,
@@ -67,6 +72,7 @@ class SubscriptionOwner(Protocol):
     meta_cache: EntryMetaCache
     txn_buffer: TxnReadFilter | None
     txn_acks: TxnAckHolds | None
+    snapshots: SnapshotSink | None
 
     def forget(self, sub: Subscription) -> None: ...
     def position_for_message_id(self, mid: MessageId, *, compacted: bool = False) -> Position: ...
@@ -80,6 +86,9 @@ log = logging.getLogger(__name__)
 
 NON_DURABLE_LINGER_S: Final = 60.0
 """A reader's subscription kept this long after a seek closed its consumers."""
+REPLICATED_PROPERTY: Final = "pulsar.replicated.subscription"
+"""The cursor property (1) of a replicated subscription (Pulsar's), so the flag survives
+restarts and ownership moves (docs/geo-replication.md, "Replicated subscriptions")."""
 
 
 class Subscription:
@@ -149,6 +158,37 @@ class Subscription:
 
     def next_unacked_position(self) -> Position:
         return self.ml.next_position(self.cursor.mark_delete_position)
+
+    @property
+    def replicated(self) -> bool:
+        """Its mark-delete position is carried over to the other clusters of the topic."""
+        return self.durable and self.cursor.properties.get(REPLICATED_PROPERTY) == 1
+
+    async def set_replicated(self, replicated: bool) -> None:
+        """Flag (or unflag) the subscription as replicated, in its cursor's properties."""
+        if not self.durable or self.replicated == replicated:
+            return
+        properties = dict(self.cursor.properties)
+        if replicated:
+            properties[REPLICATED_PROPERTY] = 1
+        else:
+            properties.pop(REPLICATED_PROPERTY, None)
+        try:
+            await self.cursor.mark_delete(self.cursor.mark_delete_position, properties=properties)
+        except ManagedLedgerError as exc:
+            raise BrokerError(pb.PersistenceError, f"flagging {self.name}: {exc}") from exc
+
+    async def move_to(self, position: Position) -> None:
+        """Acknowledge everything up to ``position`` (another cluster's replicated-subscription
+        update); nothing when the subscription is there already."""
+        async with self.lock:
+            if self._closed or position <= self.cursor.mark_delete_position:
+                return
+            await self.cursor.mark_delete(position)
+            self.last_mark_delete_advanced_ms = now_ms()
+            for c in self.consumers:
+                self.acknowledgements.acked_upto(c, position)
+        self.wake()
 
     # -- consumers ----------------------------------------------------------------------------
 
@@ -448,7 +488,7 @@ class Subscription:
             "msgDelayed": len(self.delayed),
             "consumers": consumers,
             "isDurable": self.durable,
-            "isReplicated": False,
+            "isReplicated": self.replicated,
             "blockedSubscriptionOnUnackedMsgs": False,
             "lastExpireTimestamp": self.last_expire_ms,
             "msgRateExpired": self.expiries.msg_rate(),

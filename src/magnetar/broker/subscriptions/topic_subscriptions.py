@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from magnetar.broker.compaction import format as compaction_format
@@ -20,11 +20,11 @@ from magnetar.broker.compaction.cursor import CompactedCursor
 from magnetar.broker.compaction.view import CompactedTopic
 from magnetar.broker.contracts import BrokerError, ConsumerHandle, ServerCnx
 from magnetar.broker.subscriptions.consumer import Consumer
-from magnetar.broker.subscriptions.dispatch import TxnAckHolds, TxnReadFilter
+from magnetar.broker.subscriptions.dispatch import SnapshotSink, TxnAckHolds, TxnReadFilter
 from magnetar.broker.subscriptions.dispatchers import EXCLUSIVE
 from magnetar.broker.subscriptions.entries import EntryMeta, EntryMetaCache
 from magnetar.broker.subscriptions.stats import now_ms
-from magnetar.broker.subscriptions.subscription import Subscription
+from magnetar.broker.subscriptions.subscription import REPLICATED_PROPERTY, Subscription
 from magnetar.managed_ledger.api import (
     EARLIEST,
     LATEST,
@@ -94,6 +94,9 @@ class TopicSubscriptionsImpl:
         """The topic's transaction buffer when transactions are enabled."""
         self.txn_acks: TxnAckHolds | None = None
         """The topic's pending transactional acknowledgements when transactions are enabled."""
+        self.snapshots: SnapshotSink | None = None
+        """The topic's replicated-subscriptions controller, when the broker enables them
+        (``broker.replicated_subscriptions``): it gets the snapshot markers dispatch reads."""
         self._subs: dict[str, Subscription] = {}
         self._lock = asyncio.Lock()
 
@@ -116,6 +119,9 @@ class TopicSubscriptionsImpl:
                 sub = await self._new_subscription(cmd)
             if not sub.consumers:
                 self._read_compacted(sub, cmd, created=created)
+            if cmd.replicate_subscription_state and sub.durable and self.snapshots is not None:
+                await sub.set_replicated(True)  # (a consumer without the flag leaves it)
+                self.snapshots.ensure_running()
             consumer = Consumer(subscription=sub, cnx=cnx, cmd=cmd)
             try:
                 await sub.add_consumer(consumer, cmd.subType)
@@ -197,6 +203,39 @@ class TopicSubscriptionsImpl:
     def subscription(self, name: str) -> Subscription | None:
         """The subscription ``name`` (a recovered durable cursor is wrapped), or None."""
         return self._subs.get(name) or self._recovered(name)
+
+    # -- replicated subscriptions (``broker.replicated_subscriptions``) ---------------------
+
+    def replicated(self) -> list[tuple[str, Position]]:
+        """The replicated subscriptions and their mark-delete positions."""
+        out = []
+        for name in self.names():
+            sub = self.subscription(name)
+            if sub is not None and sub.replicated:
+                out.append((name, sub.cursor.mark_delete_position))
+        return out
+
+    async def move_replicated(self, name: str, position: Position) -> None:
+        """Another cluster's update: move replicated subscription ``name`` to ``position``,
+        creating it (replicated, as Pulsar does) when it does not exist. A subscription of
+        that name that is not replicated here is left alone."""
+        async with self._lock:
+            sub = self.subscription(name)
+            if sub is None:
+                try:
+                    cursor = await self.managed_ledger.open_cursor(
+                        name,
+                        initial_position=InitialPosition.EARLIEST,
+                        properties={REPLICATED_PROPERTY: 1},
+                    )
+                except ManagedLedgerError as exc:
+                    raise BrokerError(pb.PersistenceError, f"creating {name}: {exc}") from exc
+                sub = self._subs[name] = self._wrap(name, cursor, durable=True)
+                log.info("%s: replicated subscription %s created by an update", self.topic, name)
+        if not sub.replicated:
+            log.info("%s: subscription %s is not replicated here: update ignored", self.topic, name)
+            return
+        await sub.move_to(position)
 
     # -- for subscriptions ------------------------------------------------------------------
 
@@ -328,21 +367,26 @@ class TopicSubscriptionsImpl:
             limit = txn.max_read_position
             if limit is not None and limit < lce:
                 lce = limit
-            lce = await self._last_visible(txn, lce)
+            lce = await self._last_visible(txn.hides, lce)
+        elif lce.entry_id >= 0 and lce >= self.managed_ledger.first_position:
+            # never a marker either (replicated subscriptions' snapshots, updates...)
+            lce = await self._last_visible(_is_marker, lce)
         if lce.entry_id < 0:
             return MessageId(lce.ledger_id, -1, partition)
         meta = await self.entry_meta(lce)
         batch_index = meta.num_messages - 1 if meta.is_batch else -1
         return MessageId(lce.ledger_id, lce.entry_id, partition, batch_index)
 
-    async def _last_visible(self, txn: TxnReadFilter, position: Position) -> Position:
+    async def _last_visible(
+        self, hides: Callable[[EntryMeta], bool], position: Position
+    ) -> Position:
         """``position`` or the nearest entry before it in its ledger that dispatch would
         deliver (``(ledger, -1)`` when none is); at most ``_LAST_VISIBLE_STEPS`` back."""
         first = self.managed_ledger.first_position
         for _ in range(_LAST_VISIBLE_STEPS):
             if position.entry_id < 0 or position < first:
                 break
-            if not txn.hides(await self.entry_meta(position)):
+            if not hides(await self.entry_meta(position)):
                 return position
             position = Position(position.ledger_id, position.entry_id - 1)
         else:
@@ -420,6 +464,10 @@ class TopicSubscriptionsImpl:
             pass
         except ManagedLedgerError as exc:
             raise BrokerError(pb.PersistenceError, f"deleting {name}: {exc}") from exc
+
+
+def _is_marker(meta: EntryMeta) -> bool:
+    return bool(meta.marker)
 
 
 def _start_of(start: Any) -> tuple[InitialPosition, MessageId | None]:

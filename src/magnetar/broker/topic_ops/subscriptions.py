@@ -1,4 +1,5 @@
-"""A topic's subscriptions: list, create at a position, delete, reset, skip, clear, expire.
+"""A topic's subscriptions: list, create at a position, delete, reset, skip, clear, expire,
+and whether each is replicated.
 
 Why this module exists: the subscription operations of the admin API as typed calls. What
 moves a subscription's cursor (skip, clear backlog, expire) goes through the managed
@@ -19,6 +20,8 @@ from typing import Any
 
 from magnetar.broker import enforcement
 from magnetar.broker.contracts import BrokerError
+from magnetar.broker.subscriptions import TopicSubscriptionsImpl
+from magnetar.broker.subscriptions.subscription import Subscription
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_ops import errors, fanout, scope
 from magnetar.broker.topic_ops.scope import Scope
@@ -232,3 +235,60 @@ async def expire(s: Scope, topic: TopicName, name: str | None, *, older_than_s: 
         return  # a TTL of 0 expires nothing (Pulsar's MessageImpl.isEntryExpired)
     cutoff_ms = int((time.time() - older_than_s) * 1000)
     await enforcement.expire(loaded, cutoff_ms=cutoff_ms, cursors=cursors)
+
+
+def _status_path(name: str) -> str:
+    return f"{_sub_path(name)}/replicatedSubscriptionStatus"
+
+
+async def _subscription(
+    s: Scope, topic: TopicName, name: str
+) -> tuple[PersistentTopic, Subscription]:
+    """The topic, loaded here, and its subscription ``name``, with Pulsar's 404s."""
+    svc = s.service
+    if not (await scope.exists(svc, topic) or await scope.declared_partition(svc, topic)):
+        raise errors.NotFound(f"Topic {topic.full_name} not found")
+    loaded = await scope.stored(s, topic, "Replicated subscriptions on")
+    subs = loaded.subscriptions
+    sub = subs.subscription(name) if isinstance(subs, TopicSubscriptionsImpl) else None
+    if sub is None:
+        raise errors.NotFound(f"Subscription {name} not found for topic {topic.full_name}")
+    return loaded, sub
+
+
+async def replicated_status(s: Scope, topic: TopicName, name: str) -> dict[str, bool]:
+    """Whether subscription ``name`` is replicated (docs/geo-replication.md), by topic (each
+    partition of a partitioned topic), as Pulsar answers."""
+    n = await fanout.partition_count(s, topic)
+    if n is not None:
+
+        async def here(part: TopicName) -> dict[str, bool]:
+            return await replicated_status(s, part, name)
+
+        out: dict[str, bool] = {}
+        for found in await fanout.each(s, topic, n, here, method="GET", suffix=_status_path(name)):
+            out.update(found)
+        return out
+    _, sub = await _subscription(s, topic, name)
+    return {topic.full_name: sub.replicated}
+
+
+async def set_replicated(s: Scope, topic: TopicName, name: str, *, enabled: bool) -> None:
+    """Make subscription ``name`` replicated, or not (on each partition of a partitioned
+    topic), as a consumer's ``replicate_subscription_state`` does."""
+    if not topic.is_persistent:  # Pulsar's answer, word for word
+        raise errors.NotAllowed(
+            "Cannot enable/disable replicated subscriptions on non-persistent topics"
+        )
+    n = await fanout.partition_count(s, topic)
+    if n is not None:
+
+        async def here(part: TopicName) -> None:
+            await set_replicated(s, part, name, enabled=enabled)
+
+        await fanout.each(s, topic, n, here, method="POST", suffix=_status_path(name), body=enabled)
+        return
+    loaded, sub = await _subscription(s, topic, name)
+    await sub.set_replicated(enabled)
+    if enabled and loaded.replicated_subscriptions is not None:
+        loaded.replicated_subscriptions.ensure_running()

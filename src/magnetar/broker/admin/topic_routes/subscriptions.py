@@ -1,5 +1,5 @@
 """Routes: a topic's subscriptions (list, create at a message id, delete, skip, clear the
-backlog, expire messages, reset by time or message id)."""
+backlog, expire messages, reset by time or message id, replicated or not)."""
 
 from __future__ import annotations
 
@@ -91,6 +91,25 @@ async def expire_all_subscriptions(request: web.Request) -> web.Response:
     return paths.no_content()
 
 
+async def get_replicated_status(request: web.Request) -> web.Response:
+    """Whether the subscription is replicated, by topic (each partition)."""
+    topic = await paths.topic(request)
+    name = request.match_info["subscription"]
+    status = await subscriptions.replicated_status(paths.scope(request), topic, name)
+    return web.json_response(status)
+
+
+@accepts(validation.BOOLEAN)
+async def set_replicated_status(request: web.Request) -> web.Response:
+    """Make the subscription replicated (true) or not (false) (docs/geo-replication.md)."""
+    topic = await paths.topic(request)
+    name = request.match_info["subscription"]
+    await subscriptions.set_replicated(
+        paths.scope(request), topic, name, enabled=bool(parsed(request))
+    )
+    return paths.no_content()
+
+
 def register(router: web.UrlDispatcher) -> None:
     t, s = paths.TOPIC, paths.SUBSCRIPTION
     router.add_get(f"{t}/subscriptions", list_subscriptions)
@@ -102,3 +121,5 @@ def register(router: web.UrlDispatcher) -> None:
     router.add_post(s + "/expireMessages/{seconds}", expire_messages)
     router.add_post(s + "/resetcursor/{timestamp}", reset_by_time)
     router.add_post(f"{s}/resetcursor", reset_by_message_id)
+    router.add_get(f"{s}/replicatedSubscriptionStatus", get_replicated_status)
+    router.add_post(f"{s}/replicatedSubscriptionStatus", set_replicated_status)

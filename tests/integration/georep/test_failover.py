@@ -1,0 +1,261 @@
+"""A consumer moving from one Magnetar cluster to the other: replicated subscriptions (its
+position follows it) and the official client's automatic cluster failover
+(docs/geo-replication.md, "Replicated subscriptions" and "Client failover").
+
+Two standalones (clusters ``a`` and ``b``) with a namespace replicated to both, each started
+from a standalone.conf that sets ``replicatedSubscriptionsSnapshotFrequencyMillis``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pulsar
+import pytest
+
+from tests.support.procs import started
+from tests.support.standalone import StandaloneProc, admin_call, client
+from tests.support.wait import wait_until
+
+TENANT, NS = "geo", "failover"
+SNAPSHOT_MS = 200
+"""The snapshot interval both clusters run with."""
+_names = itertools.count()
+
+
+def _standalone(tmp: Path, cluster: str) -> StandaloneProc:
+    conf = tmp / f"{cluster}.conf"
+    conf.write_text(
+        f"clusterName={cluster}\n"
+        "enableReplicatedSubscriptions=true\n"
+        f"replicatedSubscriptionsSnapshotFrequencyMillis={SNAPSHOT_MS}\n"
+        "replicatedSubscriptionsSnapshotTimeoutSeconds=10\n"
+    )
+    return StandaloneProc(tmp / cluster, extra_args=["--config", str(conf), "--log-level", "INFO"])
+
+
+def _admin(on: StandaloneProc, *args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "magnetar.cli", "admin", "--admin-url", on.http_url, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, StandaloneProc]]:
+    tmp = tmp_path_factory.mktemp("georep-failover")
+    with started(_standalone(tmp, "a")) as a, started(_standalone(tmp, "b")) as b:
+        procs = {"a": a, "b": b}
+        for name, proc in procs.items():
+            other_name, other = ("b", b) if name == "a" else ("a", a)
+            _admin(proc, "clusters", "create", other_name,
+                   "--url", other.http_url, "--broker-url", other.service_url)  # fmt: skip
+            _admin(proc, "tenants", "create", TENANT, "--allowed-clusters", "a,b")
+            _admin(proc, "namespaces", "create", f"{TENANT}/{NS}")
+            _admin(proc, "namespaces", "set-clusters", f"{TENANT}/{NS}", "--clusters", "a,b")
+        yield procs
+
+
+def _topic() -> str:
+    return f"persistent://{TENANT}/{NS}/t{next(_names)}"
+
+
+def _stats(proc: StandaloneProc, topic: str) -> dict[str, Any]:
+    answer = admin_call(
+        proc.http_url, "GET", f"/persistent/{topic.removeprefix('persistent://')}/stats"
+    )
+    assert isinstance(answer, dict)
+    return answer
+
+
+def _connected(proc: StandaloneProc, topic: str, remote: str) -> bool:
+    repl = _stats(proc, topic)["replication"].get(remote)
+    return bool(repl and repl["connected"])
+
+
+def _index(msg: pulsar.Message) -> int:
+    return int(msg.data().decode().removeprefix("m"))
+
+
+def _drain(consumer: pulsar.Consumer, last: int) -> list[int]:
+    """The indexes received until message ``last`` (each acknowledged), then nothing more."""
+    got: list[int] = []
+    while not got or got[-1] != last:
+        msg = consumer.receive(timeout_millis=30_000)
+        consumer.acknowledge(msg)
+        got.append(_index(msg))
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(timeout_millis=500)
+    return got
+
+
+def test_replicated_subscription_resumes_on_the_other_cluster(
+    clusters: dict[str, StandaloneProc],
+) -> None:
+    a, b = clusters["a"], clusters["b"]
+    topic, half = _topic(), 100
+    with client(a) as ca:
+        on_a = ca.subscribe(topic, "rs", replicate_subscription_state_enabled=True)
+        assert _stats(a, topic)["subscriptions"]["rs"]["isReplicated"] is True
+        wait_until(lambda: _connected(a, topic, "b"), timeout=30, what="replicator a -> b")
+        wait_until(lambda: _connected(b, topic, "a"), timeout=30, what="replicator b -> a")
+        producer = ca.create_producer(topic, batching_enabled=False)
+        for i in range(half):  # a steady rate: snapshots are taken while it publishes
+            producer.send(b"m%03d" % i)
+            time.sleep(0.01)
+        for _ in range(half):
+            msg = on_a.receive(timeout_millis=30_000)
+            on_a.acknowledge(msg)
+        # b's copy of the subscription follows a's acknowledgements, snapshot by snapshot,
+        # up to the end of what was published (a snapshot is taken after the last message)
+        wait_until(
+            lambda: (
+                (sub := _stats(b, topic)["subscriptions"].get("rs")) is not None
+                and sub["isReplicated"]
+                and sub["msgBacklog"] <= 10
+            ),  # (markers after the last message, no message)
+            timeout=60,
+            what="b's subscription moved past what a acknowledged",
+        )
+        on_a.close()
+        for i in range(half, 2 * half):
+            producer.send(b"m%03d" % i)
+        producer.close()
+    wait_until(
+        lambda: _stats(a, topic)["replication"]["b"]["replicationBacklog"] == 0,
+        timeout=60,
+        what="a -> b drained",
+    )
+    with client(b) as cb:  # the consumer fails over to b
+        on_b = cb.subscribe(topic, "rs", replicate_subscription_state_enabled=True)
+        got = _drain(on_b, 2 * half - 1)
+    first = got[0]
+    assert got == list(range(first, 2 * half)), "in order, nothing lost"
+    assert first <= half, "never past what a's consumer acknowledged"
+    assert first > 0, "not from the beginning"
+    # within the snapshot interval's bound: at 100 messages/s at most, a snapshot every
+    # 200 ms after the last message published, and b's subscription at its position
+    assert half - first <= 10
+
+
+def test_subscription_without_the_flag_is_not_carried_over(
+    clusters: dict[str, StandaloneProc],
+) -> None:
+    a, b = clusters["a"], clusters["b"]
+    topic, n = _topic(), 50
+    with client(a) as ca:
+        flagged = ca.subscribe(topic, "flagged", replicate_subscription_state_enabled=True)
+        plain = ca.subscribe(topic, "plain")
+        wait_until(lambda: _connected(a, topic, "b"), timeout=30, what="replicator a -> b")
+        wait_until(lambda: _connected(b, topic, "a"), timeout=30, what="replicator b -> a")
+        producer = ca.create_producer(topic, batching_enabled=False)
+        for i in range(n):
+            producer.send(b"m%03d" % i)
+        for consumer in (flagged, plain):
+            for _ in range(n):
+                consumer.acknowledge(consumer.receive(timeout_millis=30_000))
+        wait_until(
+            lambda: "flagged" in _stats(b, topic)["subscriptions"],
+            timeout=60,
+            what="the flagged subscription on b",
+        )
+        assert "plain" not in _stats(b, topic)["subscriptions"]
+        assert _stats(a, topic)["subscriptions"]["plain"]["isReplicated"] is False
+        # the administrator flags it (as docs/geo-replication.md shows): carried over from then on
+        _admin(a, "topics", "set-replicated-subscription-status", topic, "-s", "plain", "--enable")
+        out = _admin(a, "-o", "json", "topics", "get-replicated-subscription-status", topic,
+                     "-s", "plain")  # fmt: skip
+        assert json.loads(out) == {topic: True}
+        producer.send(b"m%03d" % n)
+        plain.acknowledge(plain.receive(timeout_millis=30_000))
+        wait_until(
+            lambda: "plain" in _stats(b, topic)["subscriptions"],
+            timeout=60,
+            what="the subscription flagged by the administrator on b",
+        )
+        producer.close()
+
+
+def test_auto_cluster_failover_client(clusters: dict[str, StandaloneProc]) -> None:
+    """The official client's AutoClusterFailover: a down, it goes on with b; a back, it
+    returns to a. With a replicated namespace nothing published is lost either way."""
+    a, b = clusters["a"], clusters["b"]
+    topic = _topic()
+    failover = pulsar.AutoClusterFailover(
+        pulsar.ServiceInfo(a.service_url),
+        [pulsar.ServiceInfo(b.service_url)],
+        check_interval_ms=200,
+        failover_threshold=2,
+        switch_back_threshold=2,
+    )
+    c = pulsar.Client(failover, operation_timeout_seconds=10)
+    try:
+        consumer = c.subscribe(topic, "s", replicate_subscription_state_enabled=True)
+        producer = c.create_producer(topic, batching_enabled=False, send_timeout_millis=60_000)
+        wait_until(lambda: _connected(a, topic, "b"), timeout=30, what="replicator a -> b")
+        for i in range(10):
+            producer.send(b"m%03d" % i)
+        first = [consumer.receive(timeout_millis=30_000) for _ in range(10)]
+        assert [_index(m) for m in first] == list(range(10))
+        for msg in first:
+            consumer.acknowledge(msg)
+        wait_until(  # the subscription is on b too, past what was acknowledged
+            lambda: (
+                (sub := _stats(b, topic)["subscriptions"].get("s")) is not None
+                and sub["msgBacklog"] <= 10
+            ),
+            timeout=60,
+            what="the subscription carried over to b",
+        )
+        a.stop()
+        for i in range(10, 20):  # the producer reconnects to b
+            producer.send(b"m%03d" % i)
+        stats_b = _stats(b, topic)
+        assert [p for p in stats_b["publishers"] if not p["producerName"].startswith("pulsar.repl")]
+        got: list[int] = []
+        while not got or got[-1] != 19:  # the consumer goes on on b, where it left off
+            msg = consumer.receive(timeout_millis=30_000)
+            consumer.acknowledge(msg)
+            got.append(_index(msg))
+        assert got == list(range(10, 20))
+        a.restart()
+        wait_until(  # back on a: its own producer there again (not b's replicator)
+            lambda: any(
+                not p["producerName"].startswith("pulsar.repl")
+                for p in _stats(a, topic)["publishers"]
+            ),
+            timeout=60,
+            what="the client back on a",
+        )
+        for i in range(20, 30):
+            producer.send(b"m%03d" % i)
+        assert _stats(a, topic)["msgInCounter"] >= 10
+    finally:
+        c.close()
+    wait_until(
+        lambda: (
+            (r := _stats(b, topic)["replication"].get("a")) is not None
+            and r["connected"]
+            and r["replicationBacklog"] == 0
+        ),
+        timeout=60,
+        what="b -> a drained",
+    )
+    with client(a) as ca:  # what b took during a's outage came back to a by replication
+        reader = ca.create_reader(topic, pulsar.MessageId.earliest)
+        seen = set()
+        while reader.has_message_available():
+            seen.add(_index(reader.read_next(timeout_millis=10_000)))
+        assert seen == set(range(30))
