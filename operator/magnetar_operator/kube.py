@@ -35,6 +35,7 @@ KINDS: dict[str, tuple[str, bool]] = {
     "Deployment": ("deployments", True),
     "Event": ("events", True),
     "Node": ("nodes", False),
+    "PersistentVolume": ("persistentvolumes", False),
     "PersistentVolumeClaim": ("persistentvolumeclaims", True),
     "Pod": ("pods", True),
     "PodDisruptionBudget": ("poddisruptionbudgets", True),
