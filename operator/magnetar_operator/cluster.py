@@ -202,6 +202,10 @@ class Replication:
                 await admin.decommission_bookie(bookie_id)
         except (AdminUnavailable, AdminError) as e:
             return str(e)
+        self.bookies = [
+            rollout.Bookie(b.bookie_id, rollout.DECOMMISSIONING) if b.bookie_id == bookie_id else b
+            for b in self.bookies or ()
+        ]
         return None
 
 
@@ -311,7 +315,7 @@ async def _follow_decommissions(
                 run.event(
                     "Normal",
                     "DeletedBookieVolumes",
-                    f"{name} was decommissioned and removed: deleted {', '.join(deleted)}",
+                    f"{name}: decommissioned and removed, deleted {', '.join(deleted)}",
                 )
         elif name in present and not present[name].terminating:
             await _recycle(run, rollout.Recycle(name, "its bookie was decommissioned"))
