@@ -285,12 +285,17 @@ async def _delete_claims(run: Run, pod: str) -> list[str]:
 
 
 async def _follow_decommissions(
-    run: Run, rep: Replication, tracked: list[str], replicas: int, pods: list[rollout.PodState]
+    run: Run,
+    rep: Replication,
+    tracked: list[str],
+    replicas: int,
+    pods: list[rollout.PodState],
+    recycled: set[str],
 ) -> list[str]:
     """The pods whose decommission this operator started (``status.bookies.decommissioning``),
     followed to the end: once a removed one's pod is gone its claims are deleted; one still
     in the StatefulSet (a lost node replaced, a scale-down undone by a scale-up) is recycled
-    once decommissioned. Returns the pods still to follow."""
+    once decommissioned (added to ``recycled``). Returns the pods still to follow."""
     if not tracked:
         return []
     await rep.load()
@@ -319,8 +324,9 @@ async def _follow_decommissions(
                 )
         elif name in present and not present[name].terminating:
             await _recycle(run, rollout.Recycle(name, "its bookie was decommissioned"))
+            recycled.add(name)  # followed no more: its fresh pod is not recycled again
         else:
-            keep.append(name)  # recycled: its pod comes back
+            keep.append(name)  # terminating: recycled once the StatefulSet recreates it
     return keep
 
 
@@ -366,8 +372,13 @@ def _pinned_nodes(pv: Mapping[str, Any] | None) -> list[str]:
 
 
 async def _recycle(run: Run, step: rollout.Recycle) -> None:
+    """Delete the pod's claims, then the pod (at once when its node no longer exists)."""
+    kube, ns = run.kube, run.owner.namespace
     deleted = await _delete_claims(run, step.pod)
-    await run.kube.delete("v1", "Pod", run.owner.namespace, step.pod)
+    pod = await kube.get("v1", "Pod", ns, step.pod)
+    node = str(((pod or {}).get("spec") or {}).get("nodeName") or "")
+    gone = bool(node) and await kube.get("v1", "Node", None, node) is None
+    await kube.delete("v1", "Pod", ns, step.pod, grace_period=0 if gone else None)
     run.event(
         "Normal",
         "ReplacingBookie",
@@ -377,13 +388,21 @@ async def _recycle(run: Run, step: rollout.Recycle) -> None:
 
 
 async def _replace_lost(
-    run: Run, rep: Replication, raw_pods: list[Json], replicas: int, tracked: list[str]
+    run: Run,
+    rep: Replication,
+    raw_pods: list[Json],
+    replicas: int,
+    tracked: list[str],
+    recycled: set[str],
 ) -> rollout.Wait | None:
     """Lost bookies (node or local volume gone), per ``spec.bookies.nodeLossPolicy``:
     decommission (followed in ``tracked``), then recycle."""
     waits: list[rollout.Wait] = []
     for raw in raw_pods:
         pod = rollout.PodState.from_pod(raw)
+        if pod.name in recycled:
+            waits.append(rollout.Wait(f"{pod.name} is being replaced", "ReplacingBookie"))
+            continue
         if pod.terminating or not 0 <= pod.ordinal < replicas:
             continue
         why = await _lost(run, raw)
@@ -407,7 +426,8 @@ async def _replace_lost(
             )
         if isinstance(step, rollout.Decommission):
             waits.append(await _start_decommission(run, rep, step, why))
-            tracked.append(pod.name)
+            if pod.name not in tracked:
+                tracked.append(pod.name)
         elif isinstance(step, rollout.Recycle):
             await _recycle(run, step)
             waits.append(rollout.Wait(f"{pod.name} is being replaced ({why})", "ReplacingBookie"))
@@ -455,8 +475,9 @@ async def step_bookies(run: Run) -> Condition:
     await run.apply_all(bookie.build(owner, spec, replicas=replicas))
     if spec.bookies.rack.enabled:
         await kube.apply(bookie.rack_map(owner, await _racks(run, pods)))
-    tracked = await _follow_decommissions(run, rep, tracked, replicas, pods)
-    lost = await _replace_lost(run, rep, raw_pods, replicas, tracked)
+    recycled: set[str] = set()
+    tracked = await _follow_decommissions(run, rep, tracked, replicas, pods, recycled)
+    lost = await _replace_lost(run, rep, raw_pods, replicas, tracked, recycled)
     sts = await kube.get("apps/v1", "StatefulSet", ns, name)
     action = rollout.plan(sts, pods)
     if isinstance(action, rollout.DeletePod):
