@@ -784,8 +784,8 @@ def test_bookie_roll_waits_for_zero_under_replicated(installed: Installed) -> No
     inst = installed
     # first roll: every bookie gets a 1 s lost-bookie delay, so the next roll's restarts are
     # seen by the auditor and their ledgers marked
-    patch_cluster(inst, {"bookies": {"config": {"auditorLostBookieRecoveryDelay": "1"}}})
     rolled_once = len(cluster_events(inst, {"RollingBookie"}))
+    patch_cluster(inst, {"bookies": {"config": {"auditorLostBookieRecoveryDelay": "1"}}})
 
     def settled(n_rolls: int) -> bool:
         pods = inst.pods("bookie")
