@@ -347,7 +347,8 @@ async def _lost(run: Run, pod: Json) -> str | None:
             if not volume:
                 continue
             pv = await kube.get("v1", "PersistentVolume", None, volume)
-            volumes_exist.append(pv is not None)
+            # a volume being deleted under a bound claim is going away with its data
+            volumes_exist.append(pv is not None and not pv["metadata"].get("deletionTimestamp"))
             pinned_exist += [
                 (await kube.get("v1", "Node", None, host)) is not None for host in _pinned_nodes(pv)
             ]

@@ -260,8 +260,9 @@ def lost_reason(
 ) -> str | None:
     """Why bookie ``pod`` is lost with its node or local volume (None when it is not):
     ``node_exists`` for its ``spec.nodeName`` (None: not scheduled), ``claims`` its PVCs (None
-    for one that does not exist), ``volumes_exist`` whether each bound PV exists,
-    ``affinity_nodes_exist`` whether each node its PVs are pinned to (local volumes) exists."""
+    for one that does not exist), ``volumes_exist`` whether each bound PV exists (and is not
+    being deleted), ``affinity_nodes_exist`` whether each node its PVs are pinned to (local
+    volumes) exists."""
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     node = spec.get("nodeName")
     if node and node_exists is False:
@@ -272,7 +273,7 @@ def lost_reason(
         if claim is not None and (claim.get("status") or {}).get("phase") == "Lost":
             return f"its volume claim {claim['metadata']['name']} is Lost"
     if not all(volumes_exist):
-        return "a persistent volume bound to its claims no longer exists"
+        return "a persistent volume bound to its claims is deleted or being deleted"
     if not all(affinity_nodes_exist):
         return "its local volume is pinned to a node that no longer exists"
     return None

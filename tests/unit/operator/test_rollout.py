@@ -165,7 +165,7 @@ def test_lost_reason() -> None:
     lost_claim = {"metadata": {"name": "ledgers-c-bookie-1"}, "status": {"phase": "Lost"}}
     assert lost(pending, claims=[bound, None], volumes_exist=[True]) is None
     assert "ledgers-c-bookie-1 is Lost" in str(lost(pending, claims=[bound, lost_claim]))
-    assert "no longer exists" in str(lost(pending, claims=[bound], volumes_exist=[False]))
+    assert "being deleted" in str(lost(pending, claims=[bound], volumes_exist=[False]))
     assert "pinned" in str(
         lost(pending, claims=[bound], volumes_exist=[True], affinity_nodes_exist=[False])
     )
