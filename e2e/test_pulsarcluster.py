@@ -20,6 +20,15 @@ are on the cluster bridge's address):
 * the owning broker's pod deleted mid-publish loses none, and the client reconnects;
 * a version (image) change rolls the bookies one at a time, then the brokers, with a
   producer running, and loses nothing receipted;
+* bookies 3 -> 4 -> 2 with E = Wq = 2: each removed bookie is decommissioned before the
+  replicas drop past it (the order of the operator's events), every ledger's every
+  fragment is on 2 distinct live bookies afterwards, and every message reads back;
+* (skipped for now, see the test) a bookie roll with a 1 s lost-bookie delay waits, after
+  each restart, for zero under-replicated ledgers (WaitingForReplication between
+  RollingBookie events);
+* a bookie's volume removed (its PV and directory gone, its claim Lost, the pod deleted)
+  under nodeLossPolicy Replace: decommissioned, replaced by a fresh bookie with new claims,
+  and every fragment again on 2 distinct live bookies;
 * a second PulsarCluster with spec.tls, spec.auth and a proxy (e2e/secured.py) turns
   Ready, its processes serve the certificates of their Secrets, a client on the host
   produces and consumes through the proxy over TLS (hostname verified) with a token, and a
@@ -72,6 +81,7 @@ from e2e.localcluster import (
     local_cluster,
 )
 from magnetar import __version__
+from magnetar.ledger.metadata import LedgerMetadata
 from magnetar.metadata import keys, open_store
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
@@ -622,6 +632,239 @@ def test_version_change_rolls_bookies_then_brokers(installed: Installed) -> None
     # the brokers only after the last bookie was back
     first_broker = min(_time(p["metadata"]["creationTimestamp"]) for p in brokers)
     assert first_broker >= ready_at(bookies[-1]), "brokers rolled before the bookies were done"
+
+
+# --- the operator and autorecovery (issue 22): scale-down, roll, lost volume ---------------
+
+
+def patch_cluster(inst: Installed, spec: dict[str, Any]) -> None:
+    inst.c.k("-n", NS, "patch", "pulsarcluster", NAME, "--type", "merge",
+             "-p", json.dumps({"spec": spec}))  # fmt: skip
+
+
+def cluster_events(inst: Installed, reasons: set[str]) -> list[tuple[str, str]]:
+    """(reason, message) of the PulsarCluster's events with ``reasons``, oldest first."""
+    items = json.loads(inst.c.k("-n", NS, "get", "events", "-o", "json"))["items"]
+    items = [e for e in items if e["reason"] in reasons]
+    items.sort(
+        key=lambda e: (
+            e.get("firstTimestamp") or e.get("eventTime") or e["metadata"]["creationTimestamp"],
+            int(e["metadata"]["resourceVersion"]),
+        )
+    )
+    return [(e["reason"], e["message"]) for e in items]
+
+
+def bookies_condition(inst: Installed) -> dict[str, Any]:
+    pc = json.loads(inst.c.k("-n", NS, "get", "pulsarcluster", NAME, "-o", "json"))
+    conds = pc.get("status", {}).get("conditions") or []
+    found: dict[str, Any] = next(c for c in conds if c["type"] == "BookiesReady")
+    return found
+
+
+def bookie_states(inst: Installed) -> dict[str, dict[str, Any]]:
+    """Bookie id -> its entry in ``magnetar admin bookies list``."""
+    doc = json.loads(inst.admin("--output", "json", "bookies", "list"))
+    return {b["bookieId"]: b for b in doc["bookies"]}
+
+
+def fragments_short(inst: Installed) -> list[str]:
+    """Every fragment of every ledger in the cluster's etcd that is not on Wq (2) distinct
+    live (rw) bookies, described."""
+    live = {b for b, info in bookie_states(inst).items() if info["state"] == "rw"}
+    ips = [p["status"]["podIP"] for p in inst.pods("etcd")]
+    url = "etcd://" + ",".join(f"{ip}:2379" for ip in ips)
+
+    async def scan() -> list[str]:
+        store = await open_store(url)
+        bad: list[str] = []
+        try:
+            async for record in store.scan_all(keys.LEDGERS):
+                try:
+                    meta = LedgerMetadata.from_json(record.value)
+                except (ValueError, KeyError, TypeError):
+                    continue
+                bad += [
+                    f"{record.key}@{f.first_entry_id}: {list(f.ensemble)}"
+                    for f in meta.fragments
+                    if len(set(f.ensemble)) < 2 or not set(f.ensemble) <= live
+                ]
+        finally:
+            await store.close()
+        return bad
+
+    return asyncio.run(scan())
+
+
+KEEP = "keep"
+"""The durable subscription ``publish`` creates first: without one, what is published is
+trimmed at once (no backlog to keep), as in Pulsar."""
+
+
+def publish(inst: Installed, prefix: str, count: int, size: int = 4096) -> tuple[str, set[str]]:
+    """``count`` messages of ``size`` bytes (over several 1 MiB ledgers), all receipted,
+    kept for subscription ``KEEP``."""
+    client = pulsar.Client(inst.service_url, operation_timeout_seconds=120)
+    topic = f"persistent://public/default/{prefix}-{int(time.time())}"
+    try:
+        client.subscribe(topic, KEEP, initial_position=pulsar.InitialPosition.Earliest).close()
+        producer = client.create_producer(topic, batching_enabled=False)
+        sent = set()
+        for i in range(count):
+            body = f"{prefix}-{i}-".encode().ljust(size, b"x")
+            producer.send(body)
+            sent.add(body.decode())
+        producer.close()
+    finally:
+        client.close()
+    return topic, sent
+
+
+def read_back(inst: Installed, topic: str, wanted: set[str]) -> None:
+    client = pulsar.Client(inst.service_url, operation_timeout_seconds=120)
+    try:
+        consumer = client.subscribe(topic, KEEP)
+        got = received_all(consumer, wanted)
+        lost = wanted - got
+        assert not lost, f"{len(lost)} receipted messages lost, e.g. {sorted(lost)[:3]}"
+    finally:
+        client.close()
+
+
+def test_bookie_scale_down_decommissions_first(installed: Installed) -> None:
+    inst = installed
+    patch_cluster(inst, {"bookies": {"replicas": 4}})
+    wait_until(
+        lambda: len([p for p in inst.pods("bookie") if _ready(p)]) == 4
+        and bookies_condition(inst)["status"] == "True",
+        timeout=300, interval=2, what="4 bookies Ready",
+    )  # fmt: skip
+    topic, sent = publish(inst, "scale-down", 1500)
+    t0 = time.monotonic()
+    patch_cluster(inst, {"bookies": {"replicas": 2}})
+
+    def done() -> bool:
+        pods = inst.pods("bookie")
+        cond = bookies_condition(inst)
+        return len(pods) == 2 and all(_ready(p) for p in pods) and cond["status"] == "True"
+
+    wait_until(done, timeout=900, interval=3, what="bookies 4 -> 2")
+    inst.timings["scale_down_4_2"] = time.monotonic() - t0
+    steps = [
+        (r, m.split(":")[0])
+        for r, m in cluster_events(inst, {"DecommissioningBookie", "ScalingBookies"})
+        if r != "ScalingBookies" or "-> 3 (target 2)" in m or "-> 2 (target 2)" in m
+    ]
+    assert steps[-4:] == [
+        ("DecommissioningBookie", f"{NAME}-bookie-3"),
+        ("ScalingBookies", "bookies 4 -> 3 (target 2)"),
+        ("DecommissioningBookie", f"{NAME}-bookie-2"),
+        ("ScalingBookies", "bookies 3 -> 2 (target 2)"),
+    ], steps
+    states = bookie_states(inst)
+    for i in (2, 3):
+        (entry,) = [b for b in states.values() if b["bookieId"].startswith(f"{NAME}-bookie-{i}.")]
+        assert entry["state"] == "decommissioned", entry
+    assert not fragments_short(inst)
+    read_back(inst, topic, sent)
+
+    def claims_deleted() -> bool:
+        # the claims go in the operator's pass after the pod is gone
+        claims = inst.c.k("-n", NS, "get", "pvc", "-o", "name").split()
+        return not [c for c in claims if c.endswith((f"{NAME}-bookie-3", f"{NAME}-bookie-2"))]
+
+    wait_until(claims_deleted, timeout=120, interval=2, what="removed bookies' claims deleted")
+    print(f"bookies 4 -> 2 in {inst.timings['scale_down_4_2']:.1f}s")
+    # back to 3 for the tests after (a fresh bookie-2)
+    patch_cluster(inst, {"bookies": {"replicas": 3}})
+    wait_until(
+        lambda: len([p for p in inst.pods("bookie") if _ready(p)]) == 3
+        and bookies_condition(inst)["status"] == "True",
+        timeout=300, interval=2, what="3 bookies again",
+    )  # fmt: skip
+
+
+@pytest.mark.skip(
+    reason="not yet conclusive: in the run of 2026-11-27 the auditor's marks of each restarted "
+    "bookie were cleared (or never made) before the operator's next decision, so no "
+    "WaitingForReplication came between the RollingBookie events; needs an under-replication "
+    "that outlasts a restart (the gate itself: tests/k8s/test_rollout.py, unit test_rollout.py)"
+)
+def test_bookie_roll_waits_for_zero_under_replicated(installed: Installed) -> None:
+    inst = installed
+    # first roll: every bookie gets a 1 s lost-bookie delay, so the next roll's restarts are
+    # seen by the auditor and their ledgers marked
+    rolled_once = len(cluster_events(inst, {"RollingBookie"}))
+    patch_cluster(inst, {"bookies": {"config": {"auditorLostBookieRecoveryDelay": "1"}}})
+
+    def settled(n_rolls: int) -> bool:
+        pods = inst.pods("bookie")
+        return (
+            len(cluster_events(inst, {"RollingBookie"})) >= n_rolls
+            and len(pods) == 3
+            and all(_ready(p) for p in pods)
+            and bookies_condition(inst)["status"] == "True"
+        )
+
+    wait_until(lambda: settled(rolled_once + 3), timeout=900, interval=3, what="first roll")
+    topic, sent = publish(inst, "roll-ur", 1500)
+    before = len(cluster_events(inst, {"RollingBookie", "WaitingForReplication"}))
+    patch_cluster(inst, {"bookies": {"config": {"journalMaxGroupWaitMSec": "3"}}})
+    wait_until(lambda: settled(rolled_once + 6), timeout=900, interval=3, what="second roll")
+    seen = cluster_events(inst, {"RollingBookie", "WaitingForReplication"})[before:]
+    order = [r for r, _ in seen]
+    print("roll order:", order)
+    rolls = [i for i, r in enumerate(order) if r == "RollingBookie"]
+    assert len(rolls) == 3, seen
+    # between consecutive restarts the operator waited for the auditor's marks to clear
+    assert any("WaitingForReplication" in order[a:b] for a, b in itertools.pairwise(rolls)), seen
+    assert not fragments_short(inst)
+    read_back(inst, topic, sent)
+
+
+def test_lost_bookie_volume_is_replaced(installed: Installed) -> None:
+    inst = installed
+    patch_cluster(inst, {"bookies": {"nodeLossPolicy": "Replace"}})
+    topic, sent = publish(inst, "lost-volume", 1500)
+    victim = f"{NAME}-bookie-1"
+    old_uid = next(p for p in inst.pods("bookie") if p["metadata"]["name"] == victim)["metadata"][
+        "uid"
+    ]
+    claim = json.loads(inst.c.k("-n", NS, "get", "pvc", f"ledgers-{victim}", "-o", "json"))
+    pv_name = claim["spec"]["volumeName"]
+    pv = json.loads(inst.c.k("get", "pv", pv_name, "-o", "json"))
+    path = (pv["spec"].get("hostPath") or pv["spec"].get("local") or {}).get("path")
+    # the volume goes: its PV object (finalizer removed, as when the disk's node is gone)
+    # and its directory, then the pod
+    inst.c.k("patch", "pv", pv_name, "--type", "json",
+             "-p", '[{"op": "remove", "path": "/metadata/finalizers"}]')  # fmt: skip
+    inst.c.k("delete", "pv", pv_name, "--wait=false")
+    if path:
+        subprocess.run(["rm", "-rf", path], check=False)
+    inst.c.k("-n", NS, "delete", "pod", victim, "--wait=false")
+    t0 = time.monotonic()
+
+    def replaced() -> bool:
+        pods = inst.pods("bookie")
+        fresh = [p for p in pods if p["metadata"]["name"] == victim]
+        return (
+            bool(fresh)
+            and fresh[0]["metadata"]["uid"] != old_uid
+            and len(pods) == 3
+            and all(_ready(p) for p in pods)
+            and bookies_condition(inst)["status"] == "True"
+            and any(r == "ReplacingBookie" for r, _ in cluster_events(inst, {"ReplacingBookie"}))
+        )
+
+    wait_until(replaced, timeout=900, interval=3, what="lost bookie replaced")
+    inst.timings["lost_volume_replaced"] = time.monotonic() - t0
+    new_claim = json.loads(inst.c.k("-n", NS, "get", "pvc", f"ledgers-{victim}", "-o", "json"))
+    assert new_claim["spec"]["volumeName"] != pv_name
+    reasons = [r for r, _ in cluster_events(inst, {"DecommissioningBookie", "ReplacingBookie"})]
+    assert reasons[-2:] == ["DecommissioningBookie", "ReplacingBookie"], reasons
+    wait_until(lambda: not fragments_short(inst), timeout=300, interval=3, what="Wq copies")
+    read_back(inst, topic, sent)
+    print(f"lost volume: replaced in {inst.timings['lost_volume_replaced']:.1f}s")
 
 
 @full_only

@@ -1,7 +1,11 @@
 """PulsarCluster reconciliation: ordered, idempotent steps, status written once at the end.
 
-certificates -> tokens -> metadata -> bookies (apply, scale one step, roll one pod) ->
-brokers -> proxy -> services -> monitoring -> offload check -> status. A change of the
+certificates -> tokens -> metadata -> bookies (apply, scale one step, replace a lost
+bookie, roll one pod) -> brokers -> proxy -> services -> monitoring -> offload check ->
+status. The bookie step asks the cluster's own admin API (``admin_endpoint``) before it
+removes or restarts a bookie: a scale-down decommissions the bookie first and lowers the
+replicas once nothing references it, a roll restarts the next bookie once no ledger is
+under-replicated (``rollout``; docs/operations.md, "The operator and the bookies"). A change of the
 brokers' (or the proxy's) pod template waits until the bookies are settled (every bookie
 on the current revision and Ready): an image or version change rolls bookies first, one
 at a time, then brokers. Each step applies its objects with server-side apply (so
@@ -12,16 +16,29 @@ them, and ``observedGeneration`` is written together with them in one patch.
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from magnetar_operator import conditions, credentials, offload_probe, rollout, tokens
-from magnetar_operator.builders import bookie, broker, common, etcd, monitoring, proxy
-from magnetar_operator.builders.common import Owner
+from magnetar_operator.builders import (
+    bookie,
+    broker,
+    common,
+    etcd,
+    monitoring,
+    proxy,
+    security,
+)
+from magnetar_operator.builders.common import GROUP, Owner
 from magnetar_operator.conditions import Condition
 from magnetar_operator.kube import ApiError, Kube
+from magnetar_operator.pulsar import Admin, AdminError, AdminUnavailable
 from magnetar_operator.spec import ClusterSpec, Json
+
+ADMIN_URL_ANNOTATION = f"{GROUP}/admin-url"
+"""On a PulsarCluster: the admin API the operator uses instead of its brokers' Service."""
 
 EventFn = Callable[[str, str, str], None]  # (type: Normal|Warning, reason, message)
 Step = Callable[["Run"], Awaitable[Condition | None]]
@@ -49,6 +66,47 @@ class Run:
     async def apply_all(self, objects: list[Json]) -> None:
         for obj in objects:
             await self.kube.apply(obj)
+
+
+@dataclass(frozen=True)
+class AdminEndpoint:
+    """Where a PulsarCluster's admin API answers, and how the operator authenticates."""
+
+    url: str
+    token: str | None = None
+    ca: bytes | None = None
+
+    def client(self) -> Admin:
+        return Admin(self.url, token=self.token, ca=self.ca)
+
+
+async def secret_item(kube: Kube, namespace: str, name: str, key: str) -> bytes | None:
+    secret = await kube.get("v1", "Secret", namespace, name)
+    raw = ((secret or {}).get("data") or {}).get(key)
+    return base64.b64decode(raw) if raw else None
+
+
+async def admin_endpoint(kube: Kube, pc: Mapping[str, Any]) -> AdminEndpoint:
+    """A PulsarCluster's admin API: the ``magnetar.dev/admin-url`` annotation, else its
+    status's ``adminUrl``, else its brokers' Service; with ``spec.auth`` the super-user token
+    the operator minted for itself, with ``spec.tls`` the cluster's CA."""
+    spec, owner = ClusterSpec.parse(pc.get("spec")), Owner.from_body(pc)
+    url = (
+        (pc["metadata"].get("annotations") or {}).get(ADMIN_URL_ANNOTATION)
+        or (pc.get("status") or {}).get("adminUrl")
+        or broker.admin_url(owner, spec)
+    )
+    token = ca = None
+    ns = owner.namespace
+    if spec.auth.enabled:
+        token = await secret_item(
+            kube, ns, security.tokens_secret_name(owner), security.OPERATOR_TOKEN
+        )
+    if spec.tls.enabled:
+        ca = await secret_item(
+            kube, ns, security.tls_secret_name(owner, broker.COMPONENT), security.CA_CERT
+        )
+    return AdminEndpoint(str(url), token.decode().strip() if token else None, ca)
 
 
 def _counts(obj: Mapping[str, Any] | None, desired: int, *, ready_key: str) -> Json:
@@ -96,31 +154,336 @@ async def step_metadata(run: Run) -> Condition:
     )
 
 
+@dataclass
+class Replication:
+    """The cluster's bookie list and under-replicated ledger count, read through its admin
+    API at most once per pass and only when a step needs them (``error`` when it did not
+    answer); decommissions started through the same API."""
+
+    run: Run
+    bookies: list[rollout.Bookie] | None = None
+    underreplicated: int | None = None
+    error: str = ""
+    _loaded: bool = False
+
+    async def load(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True
+        try:
+            endpoint = await admin_endpoint(self.run.kube, self.run.body)
+            async with endpoint.client() as admin:
+                self.bookies = [rollout.Bookie.from_json(b) for b in await admin.list_bookies()]
+                self.underreplicated = len(await admin.list_underreplicated())
+        except (AdminUnavailable, AdminError) as e:
+            self.error = str(e)
+
+    def bookie_of(self, pod: str) -> rollout.Bookie | None:
+        host = bookie.advertised_host(self.run.owner, pod)
+        return rollout.bookie_at(host, self.bookies or [])
+
+    async def referencing(self, bookie_id: str) -> str:
+        """A decommission's progress in words ("" when the admin API does not say)."""
+        try:
+            endpoint = await admin_endpoint(self.run.kube, self.run.body)
+            async with endpoint.client() as admin:
+                status = await admin.decommission_status(bookie_id)
+        except (AdminUnavailable, AdminError):
+            return ""
+        if status is None or "ledgersReferencing" not in status:
+            return ""
+        return f"{status['ledgersReferencing']} ledger(s) still reference it"
+
+    async def decommission(self, bookie_id: str) -> str | None:
+        """Start decommissioning ``bookie_id``; None, or why the admin API refused."""
+        try:
+            endpoint = await admin_endpoint(self.run.kube, self.run.body)
+            async with endpoint.client() as admin:
+                await admin.decommission_bookie(bookie_id)
+        except (AdminUnavailable, AdminError) as e:
+            return str(e)
+        self.bookies = [
+            rollout.Bookie(b.bookie_id, rollout.DECOMMISSIONING) if b.bookie_id == bookie_id else b
+            for b in self.bookies or ()
+        ]
+        return None
+
+
+def _unavailable(rep: Replication, what: str) -> rollout.Wait:
+    return rollout.Wait(
+        f"the cluster's bookie list is unavailable ({rep.error}): {what}", "AdminUnavailable"
+    )
+
+
+def _advertised_overridden(run: Run) -> bool:
+    return any(a.startswith("--advertised-address") for a in run.spec.bookies.extra_args)
+
+
+async def _start_decommission(
+    run: Run, rep: Replication, step: rollout.Decommission, why: str
+) -> rollout.Wait:
+    refused = await rep.decommission(step.bookie_id)
+    if refused is not None:
+        return rollout.Wait(f"decommissioning {step.pod} failed: {refused}", "AdminUnavailable")
+    run.event(
+        "Normal",
+        "DecommissioningBookie",
+        f"{step.pod}: decommissioning bookie {step.bookie_id} ({why}); its ledgers move to "
+        "the other bookies",
+    )
+    return rollout.Wait(
+        f"{step.pod} (bookie {step.bookie_id}) is decommissioning", "Decommissioning"
+    )
+
+
+async def _scale_down(
+    run: Run, rep: Replication, have: int, desired: int, pods: list[rollout.PodState]
+) -> rollout.RemoveBookie | rollout.Wait:
+    """One step of a bookie scale-down (``rollout.scale_down``), decommission first."""
+    victim = f"{run.owner.name_of(bookie.COMPONENT)}-{have - 1}"
+    if _advertised_overridden(run):
+        return rollout.Wait(
+            "spec.bookies.extraArgs sets --advertised-address: the operator cannot tell which "
+            "bookie a pod is, so it removes none (scale down by decommissioning by hand)",
+            "BookieNotFound",
+        )
+    await rep.load()
+    if rep.bookies is None or rep.underreplicated is None:
+        return _unavailable(rep, f"{victim} is not removed before it is decommissioned")
+    found = rep.bookie_of(victim)
+    progress = ""
+    if found is not None and found.state == rollout.DECOMMISSIONING:
+        progress = await rep.referencing(found.bookie_id)
+    step = rollout.scale_down(
+        current=have,
+        desired=desired,
+        pods=pods,
+        victim=victim,
+        bookie=found,
+        underreplicated=rep.underreplicated,
+        progress=progress,
+    )
+    if isinstance(step, rollout.Decommission):
+        return await _start_decommission(run, rep, step, f"scale-down {have} -> {desired}")
+    if isinstance(step, rollout.RemoveBookie):
+        what = "decommissioned" if found is not None else "never registered, holds nothing"
+        run.event(
+            "Normal",
+            "ScalingBookies",
+            f"bookies {have} -> {step.replicas} (target {desired}): {victim} {what}",
+        )
+    return step
+
+
+async def _delete_claims(run: Run, pod: str) -> list[str]:
+    ns = run.owner.namespace
+    return [
+        claim
+        for claim in bookie.claim_names(pod)
+        if await run.kube.delete("v1", "PersistentVolumeClaim", ns, claim)
+    ]
+
+
+async def _follow_decommissions(
+    run: Run,
+    rep: Replication,
+    tracked: list[str],
+    replicas: int,
+    pods: list[rollout.PodState],
+    recycled: set[str],
+) -> list[str]:
+    """The pods whose decommission this operator started (``status.bookies.decommissioning``),
+    followed to the end: once a removed one's pod is gone its claims are deleted; one still
+    in the StatefulSet (a lost node replaced, a scale-down undone by a scale-up) is recycled
+    once decommissioned (added to ``recycled``). Returns the pods still to follow."""
+    if not tracked:
+        return []
+    await rep.load()
+    if rep.bookies is None:
+        return tracked
+    present = {p.name: p for p in pods}
+    keep: list[str] = []
+    for name in tracked:
+        found = rep.bookie_of(name)
+        state = found.state if found is not None else rollout.DECOMMISSIONED
+        ordinal = int(name.rsplit("-", 1)[-1])
+        if state not in (rollout.DECOMMISSIONING, rollout.DECOMMISSIONED):
+            continue  # a fresh bookie (new instance) serves at its address
+        if state == rollout.DECOMMISSIONING:
+            keep.append(name)
+        elif ordinal >= replicas:
+            if name in present:
+                keep.append(name)  # still terminating
+                continue
+            deleted = await _delete_claims(run, name)
+            if deleted:
+                run.event(
+                    "Normal",
+                    "DeletedBookieVolumes",
+                    f"{name}: decommissioned and removed, deleted {', '.join(deleted)}",
+                )
+        elif name in present and not present[name].terminating:
+            await _recycle(run, rollout.Recycle(name, "its bookie was decommissioned"))
+            recycled.add(name)  # followed no more: its fresh pod is not recycled again
+        else:
+            keep.append(name)  # terminating: recycled once the StatefulSet recreates it
+    return keep
+
+
+async def _lost(run: Run, pod: Json) -> str | None:
+    """Why a bookie pod is lost with its node or local volume (``rollout.lost_reason``)."""
+    kube, ns = run.kube, run.owner.namespace
+    name = pod["metadata"]["name"]
+    node = (pod.get("spec") or {}).get("nodeName")
+    node_exists = None if not node else (await kube.get("v1", "Node", None, node)) is not None
+    claims: list[Json | None] = []
+    volumes_exist: list[bool] = []
+    pinned_exist: list[bool] = []
+    if ((pod.get("status") or {}).get("phase") or "Pending") == "Pending":
+        for claim_name in bookie.claim_names(name):
+            claim = await kube.get("v1", "PersistentVolumeClaim", ns, claim_name)
+            claims.append(claim)
+            volume = ((claim or {}).get("spec") or {}).get("volumeName")
+            if not volume:
+                continue
+            pv = await kube.get("v1", "PersistentVolume", None, volume)
+            # a volume being deleted under a bound claim is going away with its data
+            volumes_exist.append(pv is not None and not pv["metadata"].get("deletionTimestamp"))
+            pinned_exist += [
+                (await kube.get("v1", "Node", None, host)) is not None for host in _pinned_nodes(pv)
+            ]
+    return rollout.lost_reason(
+        pod,
+        node_exists=node_exists,
+        claims=claims,
+        volumes_exist=volumes_exist,
+        affinity_nodes_exist=pinned_exist,
+    )
+
+
+def _pinned_nodes(pv: Mapping[str, Any] | None) -> list[str]:
+    """The nodes a local PersistentVolume's ``nodeAffinity`` names by host name."""
+    required = (((pv or {}).get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}
+    out: list[str] = []
+    for term in required.get("nodeSelectorTerms") or ():
+        for expr in term.get("matchExpressions") or ():
+            if expr.get("key") == "kubernetes.io/hostname" and expr.get("operator") == "In":
+                out += [str(v) for v in expr.get("values") or ()]
+    return out
+
+
+async def _recycle(run: Run, step: rollout.Recycle) -> None:
+    """Delete the pod's claims, then the pod (at once when its node no longer exists)."""
+    kube, ns = run.kube, run.owner.namespace
+    deleted = await _delete_claims(run, step.pod)
+    pod = await kube.get("v1", "Pod", ns, step.pod)
+    node = str(((pod or {}).get("spec") or {}).get("nodeName") or "")
+    gone = bool(node) and await kube.get("v1", "Node", None, node) is None
+    await kube.delete("v1", "Pod", ns, step.pod, grace_period=0 if gone else None)
+    run.event(
+        "Normal",
+        "ReplacingBookie",
+        f"{step.pod}: {step.why}; deleted the pod and {', '.join(deleted) or 'no claims'}: "
+        "a fresh bookie takes its place",
+    )
+
+
+async def _replace_lost(
+    run: Run,
+    rep: Replication,
+    raw_pods: list[Json],
+    replicas: int,
+    tracked: list[str],
+    recycled: set[str],
+) -> rollout.Wait | None:
+    """Lost bookies (node or local volume gone), per ``spec.bookies.nodeLossPolicy``:
+    decommission (followed in ``tracked``), then recycle."""
+    waits: list[rollout.Wait] = []
+    for raw in raw_pods:
+        pod = rollout.PodState.from_pod(raw)
+        if pod.name in recycled:
+            waits.append(rollout.Wait(f"{pod.name} is being replaced", "ReplacingBookie"))
+            continue
+        if pod.terminating or not 0 <= pod.ordinal < replicas:
+            continue
+        why = await _lost(run, raw)
+        if why is None:
+            continue
+        if run.spec.bookies.node_loss_policy != rollout.REPLACE:
+            step: rollout.Wait | rollout.Decommission | rollout.Recycle = rollout.node_loss(
+                pod=pod.name, why=why, bookie=None, policy=run.spec.bookies.node_loss_policy
+            )
+        else:
+            await rep.load()
+            if rep.bookies is None:
+                waits.append(_unavailable(rep, f"{pod.name}: {why}"))
+                continue
+            found = rep.bookie_of(pod.name)
+            if found is None and _advertised_overridden(run):
+                waits.append(rollout.Wait(f"{pod.name}: {why}; its bookie is unknown", "NodeLost"))
+                continue
+            step = rollout.node_loss(
+                pod=pod.name, why=why, bookie=found, policy=run.spec.bookies.node_loss_policy
+            )
+        if isinstance(step, rollout.Decommission):
+            waits.append(await _start_decommission(run, rep, step, why))
+            if pod.name not in tracked:
+                tracked.append(pod.name)
+        elif isinstance(step, rollout.Recycle):
+            await _recycle(run, step)
+            waits.append(rollout.Wait(f"{pod.name} is being replaced ({why})", "ReplacingBookie"))
+        else:
+            waits.append(step)
+    return waits[0] if waits else None
+
+
+WAIT_EVENTS = {
+    "WaitingForReplication": "Normal",
+    "Decommissioning": "Normal",
+    "NodeLost": "Warning",
+    "BookieNotFound": "Warning",
+    "AdminUnavailable": "Warning",
+}
+"""``BookiesReady`` reasons also posted as an event, once each time the condition changes."""
+
+
 async def step_bookies(run: Run) -> Condition:
     owner, spec, kube = run.owner, run.spec, run.kube
     name, ns = owner.name_of(bookie.COMPONENT), owner.namespace
     current = await kube.get("apps/v1", "StatefulSet", ns, name)
-    pods = [
-        rollout.PodState.from_pod(p)
-        for p in await kube.list(
-            "v1", "Pod", ns, labels=common.selector_labels(owner, bookie.COMPONENT)
-        )
-    ]
+    raw_pods = await kube.list(
+        "v1", "Pod", ns, labels=common.selector_labels(owner, bookie.COMPONENT)
+    )
+    pods = [rollout.PodState.from_pod(p) for p in raw_pods]
+    old_status = run.body.get("status") or {}
+    tracked = [str(p) for p in (old_status.get("bookies") or {}).get("decommissioning") or ()]
     desired = spec.bookies.replicas
     replicas = desired
+    rep = Replication(run)
+    held: rollout.Wait | None = None
     if current is not None:
         have = int(current["spec"].get("replicas", desired))
-        all_ready = len(pods) >= have and all(p.ready and not p.terminating for p in pods)
-        replicas = rollout.scale_step(current=have, desired=desired, all_ready=all_ready)
-        if replicas != have:
-            run.event(
-                "Normal", "ScalingBookies", f"bookies {have} -> {replicas} (target {desired})"
-            )
+        if desired < have:
+            step = await _scale_down(run, rep, have, desired, pods)
+            if isinstance(step, rollout.RemoveBookie):
+                replicas = step.replicas
+            else:
+                replicas, held = have, step
+            victim = f"{name}-{have - 1}"
+            started = held is not None and held.code == "Decommissioning"
+            if (started or held is None) and victim not in tracked:
+                tracked.append(victim)  # followed until its claims are deleted
     await run.apply_all(bookie.build(owner, spec, replicas=replicas))
     if spec.bookies.rack.enabled:
         await kube.apply(bookie.rack_map(owner, await _racks(run, pods)))
+    recycled: set[str] = set()
+    tracked = await _follow_decommissions(run, rep, tracked, replicas, pods, recycled)
+    lost = await _replace_lost(run, rep, raw_pods, replicas, tracked, recycled)
     sts = await kube.get("apps/v1", "StatefulSet", ns, name)
     action = rollout.plan(sts, pods)
+    if isinstance(action, rollout.DeletePod):
+        await rep.load()
+        action = rollout.gate_roll(action, underreplicated=rep.underreplicated, unknown=rep.error)
     if isinstance(action, rollout.DeletePod):
         run.event(
             "Normal",
@@ -132,8 +495,28 @@ async def step_bookies(run: Run) -> Condition:
     counts["updatedReplicas"] = sum(
         1 for p in pods if p.revision == ((sts or {}).get("status") or {}).get("updateRevision")
     )
+    counts["decommissioning"] = sorted(set(tracked))
     run.status["bookies"] = counts
-    run.bookies_settled = replicas == desired and isinstance(action, rollout.Done)
+    run.bookies_settled = replicas == desired and isinstance(action, rollout.Done) and not lost
+    cond = _bookies_condition(replicas, desired, lost or held, action, counts)
+    if (
+        not cond.ok
+        and cond.reason in WAIT_EVENTS
+        and not conditions.holds(old_status.get("conditions"), cond)
+    ):
+        run.event(WAIT_EVENTS[cond.reason], cond.reason, cond.message)
+    return cond
+
+
+def _bookies_condition(
+    replicas: int,
+    desired: int,
+    held: rollout.Wait | None,
+    action: rollout.Action,
+    counts: Json,
+) -> Condition:
+    if held is not None:
+        return Condition(conditions.BOOKIES_READY, False, held.code, held.reason)
     if replicas != desired:
         return Condition(conditions.BOOKIES_READY, False, "Scaling", f"{replicas} -> {desired}")
     if isinstance(action, rollout.DeletePod):
@@ -141,7 +524,7 @@ async def step_bookies(run: Run) -> Condition:
             conditions.BOOKIES_READY, False, "RollingUpdate", f"restarting {action.name}"
         )
     if isinstance(action, rollout.Wait):
-        return Condition(conditions.BOOKIES_READY, False, "Progressing", action.reason)
+        return Condition(conditions.BOOKIES_READY, False, action.code, action.reason)
     return Condition(
         conditions.BOOKIES_READY, True, "AllReady", f"bookies {counts['summary']} ready"
     )

@@ -27,7 +27,6 @@ back from its StatefulSet and pods), ``MAGNETAR_OPERATOR_METRICS_PORT`` (the ope
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import os
 from collections.abc import Mapping
@@ -37,12 +36,11 @@ from typing import Any
 import kopf
 
 from magnetar_operator import cluster, conditions, functions, metrics, resources
-from magnetar_operator.builders import broker, security
 from magnetar_operator.builders import function as fn
-from magnetar_operator.builders.common import API_VERSION, GROUP, Owner
+from magnetar_operator.builders.common import API_VERSION, GROUP
 from magnetar_operator.kube import Kube
 from magnetar_operator.pulsar import Admin, AdminError, AdminUnavailable
-from magnetar_operator.spec import ClusterSpec, Json
+from magnetar_operator.spec import Json
 
 CLUSTER_RESYNC = float(os.environ.get("MAGNETAR_OPERATOR_CLUSTER_RESYNC", "10"))
 RESOURCE_RESYNC = float(os.environ.get("MAGNETAR_OPERATOR_RESOURCE_RESYNC", "60"))
@@ -52,7 +50,7 @@ FIRST_RETRY_DELAY = float(os.environ.get("MAGNETAR_OPERATOR_FIRST_RETRY_DELAY", 
 FUNCTION_RESYNC = float(os.environ.get("MAGNETAR_OPERATOR_FUNCTION_RESYNC", "5"))
 METRICS_PORT = int(os.environ.get("MAGNETAR_OPERATOR_METRICS_PORT") or 0)
 METRICS_ADDRESS = os.environ.get("MAGNETAR_OPERATOR_METRICS_ADDRESS", "0.0.0.0")
-ADMIN_URL_ANNOTATION = f"{GROUP}/admin-url"
+ADMIN_URL_ANNOTATION = cluster.ADMIN_URL_ANNOTATION
 
 log = logging.getLogger("magnetar_operator")
 
@@ -168,42 +166,22 @@ def _not_ready(pc: Mapping[str, Any]) -> str | None:
 
 
 async def _target(kube: Kube, namespace: str, ref: Mapping[str, Any]) -> Target:
-    """Where a Tenant/Topic's admin calls go: an explicit adminUrl or a PulsarCluster's."""
+    """Where a Tenant/Topic's admin calls go: an explicit adminUrl or a PulsarCluster's
+    (``cluster.admin_endpoint``)."""
     if ref.get("adminUrl"):
         return Target(str(ref["adminUrl"]), str(ref.get("clusterName") or "standalone"))
     name = str(ref.get("name"))
     pc = await kube.get(API_VERSION, "PulsarCluster", namespace, name)
     if pc is None or pc["metadata"].get("deletionTimestamp"):
         raise ClusterGone(f"PulsarCluster {namespace}/{name} not found")
-    spec = ClusterSpec.parse(pc.get("spec"))
-    owner = Owner.from_body(pc)
-    url = (
-        pc["metadata"].get("annotations", {}).get(ADMIN_URL_ANNOTATION)
-        or (pc.get("status") or {}).get("adminUrl")
-        or broker.admin_url(owner, spec)
-    )
-    token = ca = None
-    if spec.auth.enabled:  # the super-user token the operator minted for itself
-        token = await _secret_item(
-            kube, namespace, security.tokens_secret_name(owner), security.OPERATOR_TOKEN
-        )
-    if spec.tls.enabled:  # the cluster's CA, as the brokers' Secret carries it
-        ca = await _secret_item(
-            kube, namespace, security.tls_secret_name(owner, broker.COMPONENT), security.CA_CERT
-        )
+    endpoint = await cluster.admin_endpoint(kube, pc)
     return Target(
-        str(url),
+        endpoint.url,
         str(ref.get("clusterName") or name),
-        token.decode().strip() if token else None,
-        ca,
+        endpoint.token,
+        endpoint.ca,
         _not_ready(pc),
     )
-
-
-async def _secret_item(kube: Kube, namespace: str, name: str, key: str) -> bytes | None:
-    secret = await kube.get("v1", "Secret", namespace, name)
-    raw = ((secret or {}).get("data") or {}).get(key)
-    return base64.b64decode(raw) if raw else None
 
 
 async def _write_status(

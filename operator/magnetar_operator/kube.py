@@ -37,6 +37,7 @@ KINDS: dict[str, tuple[str, bool]] = {
     "Function": ("functions", True),
     "HorizontalPodAutoscaler": ("horizontalpodautoscalers", True),
     "Node": ("nodes", False),
+    "PersistentVolume": ("persistentvolumes", False),
     "PersistentVolumeClaim": ("persistentvolumeclaims", True),
     "Pod": ("pods", True),
     "Role": ("roles", True),
@@ -291,8 +292,11 @@ class Kube:
         name: str,
         *,
         uid: str | None = None,
+        grace_period: int | None = None,
     ) -> bool:
-        """Delete one object (background propagation); False when it was already gone."""
+        """Delete one object (background propagation); False when it was already gone.
+        ``grace_period`` 0: at once, as for a pod whose node no longer exists (no kubelet
+        will ever confirm its end)."""
         body: Json = {
             "kind": "DeleteOptions",
             "apiVersion": "v1",
@@ -300,6 +304,8 @@ class Kube:
         }
         if uid:
             body["preconditions"] = {"uid": uid}
+        if grace_period is not None:
+            body["gracePeriodSeconds"] = grace_period
         try:
             await self._request(
                 "DELETE", resource_path(api_version, kind, namespace, name), body=body

@@ -259,3 +259,29 @@ class Admin:
             await self._call("POST", f"{topic.path}/messageTTL", params={"messageTTL": str(value)})
         else:
             await self._call("POST", f"{topic.path}/{policy}", body=value)
+
+    # --- bookies (issue 22: docs/operations.md, "Autorecovery and decommission") --------
+    async def list_bookies(self) -> list[Json]:
+        """Every bookie: ``bookieId``, ``state`` (rw, ro, decommissioning, decommissioned,
+        gone), ``rack``, ``registered``, ``instanceId``."""
+        doc = await self._call("GET", "/admin/v2/bookies/all") or {}
+        return [dict(b) for b in doc.get("bookies") or ()]
+
+    async def list_underreplicated(self) -> list[Json]:
+        """Ledgers marked under-replicated (``ledgerId``, ``missingReplicas``, ...)."""
+        return [dict(m) for m in await self._call("GET", "/admin/v2/bookies/underreplicated") or ()]
+
+    async def decommission_bookie(self, bookie_id: str) -> Json:
+        """Start decommissioning ``bookie_id``; its progress (``state``,
+        ``ledgersReferencing``)."""
+        result: Json = (
+            await self._call("POST", f"/admin/v2/bookies/decommission/{_q(bookie_id)}") or {}
+        )
+        return result
+
+    async def decommission_status(self, bookie_id: str) -> Json | None:
+        """A decommission's progress; None when the cluster does not know the bookie."""
+        result: Json | None = await self._call(
+            "GET", f"/admin/v2/bookies/decommission/{_q(bookie_id)}", missing_ok=True
+        )
+        return result

@@ -203,6 +203,9 @@ class Bookies:
     config: dict[str, str]
     node_selector: dict[str, str]
     extra_args: tuple[str, ...] = ()
+    node_loss_policy: str = "Manual"
+    """Manual | Replace: what the operator does about a bookie whose node or local volume
+    is gone (``magnetar_operator.rollout.node_loss``)."""
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> Bookies:
@@ -222,6 +225,7 @@ class Bookies:
             config=_str_map(raw, "config"),
             node_selector=_str_map(raw, "nodeSelector"),
             extra_args=tuple(str(a) for a in raw.get("extraArgs", ())),
+            node_loss_policy=str(raw.get("nodeLossPolicy", "Manual")),
         )
 
 

@@ -1,5 +1,6 @@
-"""PulsarCluster end to end on the real control plane: objects and their specs, scaling,
-status conditions and observedGeneration, and cleanup on deletion (garbage collection)."""
+"""PulsarCluster end to end on the real control plane: objects and their specs, scaling up,
+status conditions and observedGeneration, and cleanup on deletion (garbage collection).
+Scaling bookies down: test_bookie_decommission.py."""
 
 from __future__ import annotations
 
@@ -132,19 +133,7 @@ def test_cluster_objects_scaling_status_and_cleanup(
     # Ready may have dipped while pods started; if it did not, its transition time stayed.
     assert condition(obj, "Ready")["lastTransitionTime"] >= ready_since
 
-    # -- scale down bookies 4 -> 2: one bookie per step, each step only when all are Ready
-    cr.patch("pulsarclusters", "dev", {"spec": {"bookies": {"replicas": 2}}})
-    eventually(
-        lambda: apps.read_namespaced_stateful_set("dev-bookie", namespace).spec.replicas == 2,
-        timeout=60,
-        what="bookies scaled down to 2",
-    )
-    scaled = [
-        e.message
-        for e in client.CoreV1Api(api).list_namespaced_event(namespace).items
-        if e.reason == "ScalingBookies"
-    ]
-    assert any("4 -> 3" in m for m in scaled) and any("3 -> 2" in m for m in scaled), scaled
+    # Scaling bookies down decommissions them first: tests/k8s/test_bookie_decommission.py.
 
     # -- deleting the cluster removes every owned object (kube-controller-manager's GC)
     cr.delete("pulsarclusters", "dev")

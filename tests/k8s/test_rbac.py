@@ -129,7 +129,8 @@ def test_operator_works_with_the_charts_least_privilege_rbac(
             {
                 "apiVersion": "magnetar.dev/v1alpha1",
                 "kind": "PulsarCluster",
-                "metadata": {"name": "rb"},
+                # its admin API (bookie list, under-replicated ledgers): the standalone
+                "metadata": {"name": "rb", "annotations": {"magnetar.dev/admin-url": backend.url}},
                 "spec": {
                     "metadata": {"etcd": {"replicas": 1}},
                     "brokers": {"replicas": 1},

@@ -1,18 +1,32 @@
 """A bookie spec change rolls one bookie at a time, the next only after the previous is
-Ready again — shown by the order of the operator's RollingBookie events and by the pod
-timeline our stand-in kubelet records."""
+Ready again and the cluster's admin API reports no under-replicated ledger — shown by the
+order of the operator's RollingBookie events and by the pod timeline our stand-in kubelet
+records. The admin API is a real ``magnetar standalone`` (annotation
+``magnetar.dev/admin-url``); while the operator cannot reach it, no bookie restarts."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kubernetes import client
 
+from tests.k8s.admin_backends import Backend, StandaloneBackend
 from tests.k8s.helpers import CR, FakeKubelet, condition, eventually
-from tests.support.procs import Proc
+from tests.support.procs import LOOPBACK, Proc, free_port
 
 pytestmark = pytest.mark.k8s
+ADMIN_URL = "magnetar.dev/admin-url"
+
+
+@pytest.fixture(scope="module")
+def backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
+    b = StandaloneBackend(tmp_path_factory.mktemp("rollout-standalone"))
+    try:
+        yield b
+    finally:
+        b.stop()
 
 
 def ready_cluster(cr: CR, name: str, generation: int | None) -> dict[str, Any]:
@@ -25,15 +39,18 @@ def ready_cluster(cr: CR, name: str, generation: int | None) -> dict[str, Any]:
     return obj
 
 
-def create_ready_cluster(cr: CR, name: str, *, bookies: int, **spec: Any) -> dict[str, Any]:
+def create_ready_cluster(
+    cr: CR, name: str, *, bookies: int, admin_url: str, **spec: Any
+) -> dict[str, Any]:
     """Create a PulsarCluster ``name`` (one etcd, one broker, ``bookies`` bookies, ``spec``
-    for more) and wait until it is Ready; the cluster object."""
+    for more; its admin API at ``admin_url``) and wait until it is Ready; the cluster
+    object."""
     cr.create(
         "pulsarclusters",
         {
             "apiVersion": "magnetar.dev/v1alpha1",
             "kind": "PulsarCluster",
-            "metadata": {"name": name},
+            "metadata": {"name": name, "annotations": {ADMIN_URL: admin_url}},
             "spec": {
                 "metadata": {"etcd": {"replicas": 1}},
                 "brokers": {"replicas": 1},
@@ -49,11 +66,11 @@ def create_ready_cluster(cr: CR, name: str, *, bookies: int, **spec: Any) -> dic
 
 
 def test_bookie_spec_change_rolls_one_at_a_time(
-    api: client.ApiClient, operator: Proc, namespace: str, kubelet: FakeKubelet
+    api: client.ApiClient, operator: Proc, namespace: str, kubelet: FakeKubelet, backend: Backend
 ) -> None:
     cr = CR(api, namespace)
     apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
-    create_ready_cluster(cr, "roll", bookies=3)
+    create_ready_cluster(cr, "roll", bookies=3, admin_url=backend.url)
 
     def ready(generation: int | None = None) -> dict[str, Any]:
         return ready_cluster(cr, "roll", generation)
@@ -134,14 +151,14 @@ def test_bookie_spec_change_rolls_one_at_a_time(
 
 
 def test_version_change_rolls_bookies_then_brokers(
-    api: client.ApiClient, operator: Proc, namespace: str, kubelet: FakeKubelet
+    api: client.ApiClient, operator: Proc, namespace: str, kubelet: FakeKubelet, backend: Backend
 ) -> None:
     """An image/version change: every bookie is restarted (one at a time) and Ready again
     before the broker and proxy Deployments get the new template."""
     cr = CR(api, namespace)
     apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
     proxy = {"enabled": True, "service": {"type": "NodePort", "nodePorts": {"pulsar": 30651}}}
-    obj = create_ready_cluster(cr, "ver", bookies=2, proxy=proxy)
+    obj = create_ready_cluster(cr, "ver", bookies=2, admin_url=backend.url, proxy=proxy)
 
     def ready(generation: int | None = None) -> dict[str, Any]:
         return ready_cluster(cr, "ver", generation)
@@ -185,3 +202,58 @@ def test_version_change_rolls_bookies_then_brokers(
         what="proxy removed",
     )
     cr.delete("pulsarclusters", "ver")
+
+
+def test_roll_waits_while_replication_cannot_be_checked(
+    api: client.ApiClient, operator: Proc, namespace: str, kubelet: FakeKubelet, backend: Backend
+) -> None:
+    """No bookie restarts while the admin API does not answer (it cannot say whether ledgers
+    are under-replicated): BookiesReady says why; once it answers, the roll goes on."""
+    cr = CR(api, namespace)
+    core = client.CoreV1Api(api)
+    create_ready_cluster(cr, "hold", bookies=2, admin_url=backend.url)
+    closed = f"http://{LOOPBACK}:{free_port()}"  # nothing listens there
+    cr.patch("pulsarclusters", "hold", {"metadata": {"annotations": {ADMIN_URL: closed}}})
+    before = {
+        p.metadata.name: p.metadata.uid
+        for p in core.list_namespaced_pod(
+            namespace, label_selector="app.kubernetes.io/component=bookie"
+        ).items
+    }
+    cr.patch("pulsarclusters", "hold", {"spec": {"bookies": {"config": {"k": "v"}}}})
+
+    def holding() -> dict[str, Any]:
+        cond = condition(cr.get("pulsarclusters", "hold"), "BookiesReady")
+        assert cond and cond["reason"] == "WaitingForReplication", cond
+        return cond
+
+    cond = eventually(holding, timeout=60, what="roll held")
+    assert "under-replicated" in cond["message"] and closed.split("//")[1] in cond["message"]
+    # the pass that decided to hold restarted nothing
+    after = {
+        p.metadata.name: p.metadata.uid
+        for p in core.list_namespaced_pod(
+            namespace, label_selector="app.kubernetes.io/component=bookie"
+        ).items
+    }
+    assert after == before
+    assert not [
+        e for e in core.list_namespaced_event(namespace).items if e.reason == "RollingBookie"
+    ]
+    waited = [
+        e
+        for e in core.list_namespaced_event(namespace).items
+        if e.reason == "WaitingForReplication"
+    ]
+    assert waited, "the hold is posted as an event"
+
+    cr.patch("pulsarclusters", "hold", {"metadata": {"annotations": {ADMIN_URL: backend.url}}})
+    generation = cr.get("pulsarclusters", "hold")["metadata"]["generation"]
+    eventually(lambda: ready_cluster(cr, "hold", generation), timeout=90, what="rolled")
+    rolled = [
+        e.message.split()[1]
+        for e in core.list_namespaced_event(namespace).items
+        if e.reason == "RollingBookie"
+    ]
+    assert sorted(rolled) == ["hold-bookie-0", "hold-bookie-1"], rolled
+    cr.delete("pulsarclusters", "hold")

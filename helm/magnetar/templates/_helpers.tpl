@@ -113,7 +113,7 @@ app.kubernetes.io/component: operator
   verbs: [get, list, delete]
 - apiGroups: [""]
   resources: [persistentvolumeclaims]
-  verbs: [list, delete, deletecollection]
+  verbs: [get, list, delete, deletecollection]
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get, create, patch, update]

@@ -43,6 +43,11 @@ def config_data(owner: Owner, spec: ClusterSpec) -> dict[str, str]:
         "journalDirectories": JOURNAL_DIR,
         "ledgerDirectories": LEDGERS_DIR,
     }
+    if not spec.tls.enabled:
+        # An auditor candidate and a recovery worker in every bookie: what re-replicates a
+        # lost bookie's ledgers and finishes the decommissions the operator starts
+        # (docs/operations.md, "Autorecovery and decommission"). A TLS bookie refuses it.
+        data["autoRecoveryDaemonEnabled"] = "true"
     data.update(tls_config(spec))
     data.update(spec.bookies.config)
     return data
@@ -87,6 +92,17 @@ def service(owner: Owner) -> Json:
     }
 
 
+def advertised_host(owner: Owner, pod: str) -> str:
+    """The address bookie pod ``pod`` advertises (its bookie id is this, a colon, its port):
+    how the operator finds a pod's bookie in the cluster's bookie list."""
+    return f"{pod}.{service_name(owner)}.{owner.namespace}.svc"
+
+
+def claim_names(pod: str) -> tuple[str, str]:
+    """The PersistentVolumeClaims the StatefulSet creates for bookie pod ``pod``."""
+    return f"journal-{pod}", f"ledgers-{pod}"
+
+
 def args(owner: Owner, spec: ClusterSpec) -> list[str]:
     """``magnetar bookie`` arguments: the mounted bookkeeper.conf, the pod's own address
     (which a shared ConfigMap cannot hold), then ``spec.bookies.extraArgs`` (flags override
@@ -94,7 +110,7 @@ def args(owner: Owner, spec: ClusterSpec) -> list[str]:
     out = [
         "bookie",
         f"--config={CONFIG_DIR}/{CONFIG_FILE}",
-        f"--advertised-address=$(POD_NAME).{service_name(owner)}.{owner.namespace}.svc",
+        f"--advertised-address={advertised_host(owner, '$(POD_NAME)')}",
     ]
     out += spec.bookies.extra_args
     return out

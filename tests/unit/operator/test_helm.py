@@ -125,6 +125,7 @@ def test_production_values(helm: str) -> None:
         "customresourcedefinitions",
         "namespaces",
         "nodes",
+        "persistentvolumes",
     }
     dep = by[("Deployment", "rel-magnetar-operator", "magnetar")]
     c = dep["spec"]["template"]["spec"]["containers"][0]
