@@ -158,6 +158,8 @@ class Secured:
                 managedLedgerDefaultEnsembleSize="1",
                 managedLedgerDefaultWriteQuorum="1",
                 managedLedgerDefaultAckQuorum="1",
+                # functions run as Function resources only in a pod (docs/functions.md)
+                magnetarFunctionsRuntime="none",
             )
         )
         self.admin_url = f"https://localhost:{self.https_port}"
