@@ -139,7 +139,11 @@ class AdminConformanceTest extends Target {
         assertEquals("m2", new String(admin.topics().examineMessage(topic, "latest", 1).getValue()));
         Message<byte[]> found = admin.topics().examineMessage(topic, "latest", 2);
         assertEquals("m1", new String(found.getValue()));
-        assertEquals("1", found.getProperty("n"));
+        if (!(againstPulsar() && System.getProperty("pulsar.client.version", "4").startsWith("3."))) {
+            // Pulsar 4 answers the properties in one JSON header the 3.0 client does not read
+            // (docs/compatibility.md, "Admin API"); Magnetar sends both forms
+            assertEquals("1", found.getProperty("n"));
+        }
         assertEquals(second, found.getMessageId());
         MessageIdImpl mid = (MessageIdImpl) second;
         Message<byte[]> byId = admin.topics().getMessageById(topic, mid.getLedgerId(), mid.getEntryId());
