@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +18,7 @@ from typing import Any
 import pulsar
 import pytest
 
+from tests.integration.georep.instance import admin, join
 from tests.support.procs import started
 from tests.support.standalone import StandaloneProc, admin_call, client
 from tests.support.wait import wait_until
@@ -41,30 +40,12 @@ def _standalone(tmp: Path, cluster: str) -> StandaloneProc:
     return StandaloneProc(tmp / cluster, extra_args=["--config", str(conf), "--log-level", "INFO"])
 
 
-def _admin(on: StandaloneProc, *args: str) -> str:
-    result = subprocess.run(
-        [sys.executable, "-m", "magnetar.cli", "admin", "--admin-url", on.http_url, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
 @pytest.fixture(scope="module")
 def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, StandaloneProc]]:
     tmp = tmp_path_factory.mktemp("georep-failover")
     with started(_standalone(tmp, "a")) as a, started(_standalone(tmp, "b")) as b:
         procs = {"a": a, "b": b}
-        for name, proc in procs.items():
-            other_name, other = ("b", b) if name == "a" else ("a", a)
-            _admin(proc, "clusters", "create", other_name,
-                   "--url", other.http_url, "--broker-url", other.service_url)  # fmt: skip
-            _admin(proc, "tenants", "create", TENANT, "--allowed-clusters", "a,b")
-            _admin(proc, "namespaces", "create", f"{TENANT}/{NS}")
-            _admin(proc, "namespaces", "set-clusters", f"{TENANT}/{NS}", "--clusters", "a,b")
+        join(procs, TENANT, NS)
         yield procs
 
 
@@ -174,8 +155,8 @@ def test_subscription_without_the_flag_is_not_carried_over(
         assert "plain" not in _stats(b, topic)["subscriptions"]
         assert _stats(a, topic)["subscriptions"]["plain"]["isReplicated"] is False
         # the administrator flags it (as docs/geo-replication.md shows): carried over from then on
-        _admin(a, "topics", "set-replicated-subscription-status", topic, "-s", "plain", "--enable")
-        out = _admin(a, "-o", "json", "topics", "get-replicated-subscription-status", topic,
+        admin(a, "topics", "set-replicated-subscription-status", topic, "-s", "plain", "--enable")
+        out = admin(a, "-o", "json", "topics", "get-replicated-subscription-status", topic,
                      "-s", "plain")  # fmt: skip
         assert json.loads(out) == {topic: True}
         producer.send(b"m%03d" % n)

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ import pulsar
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.integration.georep.instance import admin, join
 from tests.support.procs import started
 from tests.support.standalone import StandaloneProc, admin_call, client
 from tests.support.wait import wait_until
@@ -37,32 +36,14 @@ def _standalone(tmp: Path, cluster: str) -> StandaloneProc:
     )
 
 
-def _admin(on: StandaloneProc, *args: str) -> str:
-    """``magnetar admin`` as docs/geo-replication.md shows it."""
-    result = subprocess.run(
-        [sys.executable, "-m", "magnetar.cli", "admin", "--admin-url", on.http_url, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
 @pytest.fixture(scope="module")
 def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, StandaloneProc]]:
     tmp = tmp_path_factory.mktemp("georep")
     with started(_standalone(tmp, "a")) as a, started(_standalone(tmp, "b")) as b:
         procs = {"a": a, "b": b}
-        for name, proc in procs.items():
-            other_name, other = ("b", b) if name == "a" else ("a", a)
-            _admin(proc, "clusters", "create", other_name,
-                   "--url", other.http_url, "--broker-url", other.service_url)  # fmt: skip
-            _admin(proc, "tenants", "create", TENANT, "--allowed-clusters", "a,b")
-            _admin(proc, "namespaces", "create", f"{TENANT}/{NS}")
-            _admin(proc, "namespaces", "set-clusters", f"{TENANT}/{NS}", "--clusters", "a,b")
-            assert _admin(proc, "namespaces", "get-clusters", f"{TENANT}/{NS}").split() == [
+        join(procs, TENANT, NS)
+        for proc in procs.values():
+            assert admin(proc, "namespaces", "get-clusters", f"{TENANT}/{NS}").split() == [
                 "a",
                 "b",
             ]
@@ -203,7 +184,7 @@ def test_remote_down_backlog_builds_then_drains(clusters: dict[str, StandalonePr
             what="a sees b down",
         )
         assert repl["replicationBacklog"] > 0
-        backlog = json.loads(_admin(a, "--output", "json", "topics", "backlog", topic))
+        backlog = json.loads(admin(a, "--output", "json", "topics", "backlog", topic))
         assert backlog["cursorDetails"]["pulsar.repl.b"]["cursorBacklog"] > 0
         b.restart()
         wait_until(lambda: _drained(a, topic, "b"), timeout=120, what="backlog drained")
@@ -246,7 +227,7 @@ def test_partitioned_topic_each_partition_replicated(clusters: dict[str, Standal
     a, b = clusters["a"], clusters["b"]
     topic, n = _topic(), 400
     for proc in (a, b):  # partitioned metadata is per cluster (docs/geo-replication.md)
-        _admin(proc, "topics", "create-partitioned-topic", topic, "-p", "2")
+        admin(proc, "topics", "create-partitioned-topic", topic, "-p", "2")
     with client(a) as ca, client(b) as cb:
         on_a, on_b = ca.subscribe(topic, "s"), cb.subscribe(topic, "s")
         for i in range(2):
@@ -277,8 +258,8 @@ def test_topic_level_replication_clusters(clusters: dict[str, StandaloneProc]) -
     topic = f"persistent://{TENANT}/local/t{next(_names)}"
     path = f"/persistent/{topic.removeprefix('persistent://')}/replication"
     for proc in (a, b):  # a namespace each cluster keeps to itself; one topic replicated
-        _admin(proc, "namespaces", "create", f"{TENANT}/local")
-        _admin(proc, "topics", "create", topic)
+        admin(proc, "namespaces", "create", f"{TENANT}/local")
+        admin(proc, "topics", "create", topic)
     for proc in (a, b):
         admin_call(proc.http_url, "POST", path, ["a", "b"])
     with client(a) as ca, client(b) as cb:
@@ -291,7 +272,7 @@ def test_topic_level_replication_clusters(clusters: dict[str, StandaloneProc]) -
         for proc in (a, b):
             admin_call(proc.http_url, "DELETE", path)
         wait_until(lambda: "b" not in _stats(a, topic)["replication"], what="replicator stopped")
-        backlog = json.loads(_admin(a, "--output", "json", "topics", "backlog", topic))
+        backlog = json.loads(admin(a, "--output", "json", "topics", "backlog", topic))
         assert "pulsar.repl.b" not in backlog["cursorDetails"]  # its cursor deleted
 
 
@@ -325,9 +306,9 @@ def test_unloads_on_both_sides_mid_replication(clusters: dict[str, StandalonePro
         for i in range(n):
             producer.send_async(b"u%05d" % i, lambda res, _id: results.append(res))
             if i == n // 3:
-                _admin(a, "topics", "unload", topic)  # the source topic moves (reloads)
+                admin(a, "topics", "unload", topic)  # the source topic moves (reloads)
             if i == 2 * n // 3:
-                _admin(b, "topics", "unload", topic)  # so does the destination
+                admin(b, "topics", "unload", topic)  # so does the destination
         wait_until(lambda: len(results) == n, timeout=60, what="every message stored on a")
         assert set(results) == {pulsar.Result.Ok}
         assert _receive_all(on_b, n) == [b"u%05d" % i for i in range(n)]
