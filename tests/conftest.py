@@ -14,17 +14,54 @@ validation tests and integration suites run against the two backends:
 from __future__ import annotations
 
 import contextlib
+import tempfile
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import pytest
 
+from magnetar.bookie.storage import disk
+from magnetar.bookie.storage.config import BookieStorageConfig
 from magnetar.metadata import api, open_store
 from tests.support import cluster
 from tests.support.etcd import EtcdServer, etcd_available
 from tests.support.procs import started
 from tests.support.standalone import BrokerProc
+
+DISK_WARN_FRACTION = 0.90
+"""Above this used fraction of the disk the suites write to, the session warns (a full run
+writes a few GB there, and bookies turn read-only at the threshold below)."""
+
+
+def read_only_threshold() -> float:
+    """The bookies' default ``diskUsageThreshold`` (the suites' bookies keep it)."""
+    default = next(
+        f.default for f in fields(BookieStorageConfig) if f.name == "disk_usage_threshold"
+    )
+    assert isinstance(default, float)
+    return default
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Stop at once, naming the cause, when the disk the suites write to is already past the
+    bookies' read-only threshold: otherwise every suite that produces waits for writable
+    bookies until its timeout (``NotEnoughBookiesError: need 1 writable bookies``), which on
+    a 2-core CI machine outlasts the run's time limit."""
+    threshold = read_only_threshold()
+    tmp = Path(tempfile.gettempdir())
+    for where in dict.fromkeys((tmp, Path(__file__).resolve().parent)):
+        used = disk.used_fraction(where)
+        problem = (
+            f"the disk holding {where} is {used:.1%} used (1 - available/size, as the "
+            f"bookies measure it); bookies are read-only above {threshold:.0%} (diskUsageThreshold)"
+        )
+        if used > threshold:
+            pytest.exit(f"{problem}, so no suite could write: free space and run again", 2)
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if used > DISK_WARN_FRACTION and reporter is not None:
+            reporter.write_line(f"WARNING: {problem}: a full run may cross it", yellow=True)
+
 
 ETCD_OP_TIMEOUT = 3.0
 """Operation deadline of test stores on etcd: short, so outage tests stay fast."""

@@ -65,4 +65,12 @@ for name in "${images[@]}"; do
         || { tail -30 .cache/images/build-"$name".log >&2; exit 1; }
     size=$(docker image inspect -f '{{.Size}}' "$prefix/$name:$tag")
     echo "[images] $prefix/$name:$tag built in $(( $(date +%s) - start ))s ($(( size / 1024 / 1024 )) MiB)"
+    # Every rebuild leaves the image the tag named before, untagged, and a new build-stage
+    # image: left alone they filled tens of GB of a disk the bookies also measure (they turn
+    # read-only at 95%). Those untagged images of this one go; of its build stage, only the
+    # newest (the layer cache of the next build) stays. Images still tagged are kept.
+    docker images -q -f dangling=true -f "label=org.opencontainers.image.title=magnetar-$name" \
+        | xargs -r docker rmi >/dev/null 2>&1 || true
+    docker images -q -f dangling=true -f "label=io.magnetar.stage=build-$name" | tail -n +2 \
+        | xargs -r docker rmi >/dev/null 2>&1 || true
 done
