@@ -1,16 +1,17 @@
 """PulsarCluster reconciliation: ordered, idempotent steps, status written once at the end.
 
-certificates -> tokens -> metadata -> bookies (apply, scale one step, replace a lost
-bookie, roll one pod) -> brokers -> proxy -> services -> monitoring -> offload check ->
-status. The bookie step asks the cluster's own admin API (``admin_endpoint``) before it
-removes or restarts a bookie: a scale-down decommissions the bookie first and lowers the
-replicas once nothing references it, a roll restarts the next bookie once no ledger is
-under-replicated (``rollout``; docs/operations.md, "The operator and the bookies"). A change of the
-brokers' (or the proxy's) pod template waits until the bookies are settled (every bookie
-on the current revision and Ready): an image or version change rolls bookies first, one
-at a time, then brokers. Each step applies its objects with server-side apply (so
-re-running is a no-op and drift is reverted) and returns a condition; ``Ready`` summarises
-them, and ``observedGeneration`` is written together with them in one patch.
+certificates -> tokens -> metadata -> bookies (apply, scale one step, replace a lost bookie,
+roll one pod) -> autorecovery (with ``spec.tls``) -> brokers -> proxy -> services ->
+monitoring -> offload check -> status. The bookie step asks the cluster's own admin API
+(``admin_endpoint``) before it removes or restarts a bookie: a scale-down decommissions the
+bookie first and lowers the replicas once nothing references it, a roll restarts the next
+bookie once no ledger is under-replicated (``rollout``; docs/operations.md, "The operator
+and the bookies"). A change of the brokers' (or the proxy's) pod template waits until the
+bookies are settled (every bookie on the current revision and Ready): an image or version
+change rolls bookies first, one at a time, then brokers. Each step applies its objects with
+server-side apply (so re-running is a no-op and drift is reverted) and returns a condition;
+``Ready`` summarises them, and ``observedGeneration`` is written together with them in one
+patch.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 from magnetar_operator import conditions, credentials, offload_probe, rollout, tokens
 from magnetar_operator.builders import (
+    autorecovery,
     bookie,
     broker,
     common,
@@ -613,19 +615,48 @@ async def step_brokers(run: Run) -> Condition:
     return cond
 
 
+async def step_autorecovery(run: Run) -> Condition | None:
+    """With ``spec.tls``, the autorecovery Deployment (``builders.autorecovery``): applied
+    whatever the bookies are doing, since their decommissions need it to finish. Without
+    ``spec.tls`` the bookies run autorecovery in-process and a Deployment left from a TLS
+    spec is deleted."""
+    owner = run.owner
+    name = owner.name_of(autorecovery.COMPONENT)
+    if not autorecovery.enabled(run.spec):
+        await _delete_owned(run, name, (("apps/v1", "Deployment"),))
+        return None
+    await run.apply_all(autorecovery.build(owner, run.spec))
+    dep = await run.kube.get("apps/v1", "Deployment", owner.namespace, name)
+    cond, counts = _deployment_condition(
+        conditions.AUTORECOVERY_READY, "autorecovery", dep, run.spec.autorecovery.replicas, False
+    )
+    run.status["autorecovery"] = counts
+    return cond
+
+
+async def _delete_owned(run: Run, name: str, kinds: tuple[tuple[str, str], ...]) -> None:
+    """Delete the objects ``name`` of ``kinds`` that this cluster owns (a component turned
+    off); objects of that name it does not own are left alone."""
+    for api_version, kind in kinds:
+        existing = await run.kube.get(api_version, kind, run.owner.namespace, name)
+        if existing is not None and _owned_by(existing, run.owner):
+            await run.kube.delete(api_version, kind, run.owner.namespace, name)
+
+
 async def step_proxy(run: Run) -> Condition | None:
-    owner, ns = run.owner, run.owner.namespace
+    owner = run.owner
     name = owner.name_of(proxy.COMPONENT)
     if not run.spec.proxy.enabled:
-        for api_version, kind in (
-            ("apps/v1", "Deployment"),
-            ("v1", "Service"),
-            ("v1", "ConfigMap"),
-            ("policy/v1", "PodDisruptionBudget"),
-        ):
-            existing = await run.kube.get(api_version, kind, ns, name)
-            if existing is not None and _owned_by(existing, owner):
-                await run.kube.delete(api_version, kind, ns, name)
+        await _delete_owned(
+            run,
+            name,
+            (
+                ("apps/v1", "Deployment"),
+                ("v1", "Service"),
+                ("v1", "ConfigMap"),
+                ("policy/v1", "PodDisruptionBudget"),
+            ),
+        )
         return None
     dep, held = await _apply_deployment(
         run, proxy.build(owner, run.spec, verification=run.verification), name
@@ -697,6 +728,7 @@ STEPS: tuple[Step, ...] = (
     step_auth,
     step_metadata,
     step_bookies,
+    step_autorecovery,
     step_brokers,
     step_proxy,
     step_services,

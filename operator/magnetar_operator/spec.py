@@ -230,6 +230,25 @@ class Bookies:
 
 
 @dataclass(frozen=True)
+class Autorecovery:
+    """``magnetar autorecovery`` as a Deployment of its own (the auditor candidates and the
+    re-replication workers), rendered with ``spec.tls``: a TLS bookie does not run them
+    in-process (``builders.autorecovery``)."""
+
+    replicas: int = 1
+    resources: Resources = field(default_factory=lambda: Resources.parse({}))
+    extra_args: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> Autorecovery:
+        return cls(
+            replicas=int(raw.get("replicas", 1)),
+            resources=Resources.parse(_sub(raw, "resources")),
+            extra_args=tuple(str(a) for a in raw.get("extraArgs", ())),
+        )
+
+
+@dataclass(frozen=True)
 class Metadata:
     mode: str
     etcd_replicas: int
@@ -374,6 +393,7 @@ class ClusterSpec:
     auth: Auth
     monitoring: Monitoring
     reclaim_policy: str
+    autorecovery: Autorecovery = field(default_factory=lambda: Autorecovery.parse({}))
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any] | None) -> ClusterSpec:
@@ -397,4 +417,5 @@ class ClusterSpec:
                 labels=_str_map(mon, "labels"),
             ),
             reclaim_policy=str(_sub(raw, "persistence").get("reclaimPolicy", "Retain")),
+            autorecovery=Autorecovery.parse(_sub(raw, "autorecovery")),
         )

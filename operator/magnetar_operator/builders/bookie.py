@@ -46,7 +46,8 @@ def config_data(owner: Owner, spec: ClusterSpec) -> dict[str, str]:
     if not spec.tls.enabled:
         # An auditor candidate and a recovery worker in every bookie: what re-replicates a
         # lost bookie's ledgers and finishes the decommissions the operator starts
-        # (docs/operations.md, "Autorecovery and decommission"). A TLS bookie refuses it.
+        # (docs/operations.md, "Autorecovery and decommission"). A TLS bookie refuses it:
+        # with spec.tls they run in the autorecovery Deployment (builders.autorecovery).
         data["autoRecoveryDaemonEnabled"] = "true"
     data.update(tls_config(spec))
     data.update(spec.bookies.config)

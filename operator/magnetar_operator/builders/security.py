@@ -7,9 +7,9 @@ must agree on every Secret name, key name and mount path; they all read them fro
 Secrets (``<cluster>`` is the PulsarCluster's name):
 
 * ``<cluster>-ca`` -- the operator's CA (``ca.crt``, ``ca.key``), without an issuer only;
-* ``<cluster>-<component>-tls`` for etcd, bookie, broker and (when enabled) proxy --
-  ``tls.crt``, ``tls.key``, ``ca.crt``, the layout cert-manager writes, so the mounts are
-  the same either way;
+* ``<cluster>-<component>-tls`` for etcd, bookie, broker, autorecovery (a client
+  certificate only) and (when enabled) proxy -- ``tls.crt``, ``tls.key``, ``ca.crt``, the
+  layout cert-manager writes, so the mounts are the same either way;
 * the signing key (``spec.auth.secretName``, default ``<cluster>-token-key``) and
   ``<cluster>-tokens`` (``operator.token``, ``broker.token`` and, with a proxy,
   ``proxy.token``: super-user tokens the operator mints).
@@ -96,9 +96,10 @@ def subjects(
 ) -> list[Subject]:
     """The certificates of a cluster with ``spec.tls``: etcd (server, peer and its own
     client), the bookies (each pod's advertised name), the brokers (their Service), the
-    proxy when enabled (its Service's names and ``proxy_addresses`` -- its cluster IP and
-    load-balancer addresses, once it has them -- plus ``spec.proxy.certificateNames``: what
-    clients outside the cluster reach it by)."""
+    autorecovery Deployment (a client of etcd and the bookies: its name is its only name,
+    no Service answers to it), the proxy when enabled (its Service's names and
+    ``proxy_addresses`` -- its cluster IP and load-balancer addresses, once it has them --
+    plus ``spec.proxy.certificateNames``: what clients outside the cluster reach it by)."""
     ns = owner.namespace
     out = []
     if spec.metadata.managed:
@@ -128,6 +129,8 @@ def subjects(
             (*dns_forms(br, ns), "localhost", "127.0.0.1"),
         )
     )
+    ar = owner.name_of("autorecovery")
+    out.append(Subject("autorecovery", tls_secret_name(owner, "autorecovery"), ar, (ar,)))
     if spec.proxy.enabled:
         px = owner.name_of("proxy")
         proxy_names = [

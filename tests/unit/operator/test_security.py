@@ -12,9 +12,17 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from magnetar import conffile
+from magnetar import cli, conffile
 from magnetar_operator import pki, tokens
-from magnetar_operator.builders import bookie, broker, build_all, etcd, proxy, security
+from magnetar_operator.builders import (
+    autorecovery,
+    bookie,
+    broker,
+    build_all,
+    etcd,
+    proxy,
+    security,
+)
 from magnetar_operator.spec import ClusterSpec, duration_seconds
 from tests.unit.operator.schemas import validate
 from tests.unit.operator.test_builders import OWNER, SPECS, by_kind_name
@@ -50,7 +58,7 @@ def test_durations_in_cert_managers_form() -> None:
 
 def test_subjects_name_every_service_and_pod() -> None:
     subjects = {s.component: s for s in security.subjects(OWNER, SECURED)}
-    assert set(subjects) == {"etcd", "bookie", "broker", "proxy"}
+    assert set(subjects) == {"etcd", "bookie", "broker", "autorecovery", "proxy"}
     etcd_names = set(subjects["etcd"].names)
     for i in range(3):  # production: 3 members, each under the headless Service
         assert f"dev-etcd-{i}.dev-etcd.pulsar.svc" in etcd_names
@@ -66,8 +74,10 @@ def test_subjects_name_every_service_and_pod() -> None:
         "dev-etcd-tls",
         "dev-bookie-tls",
         "dev-broker-tls",
+        "dev-autorecovery-tls",
         "dev-proxy-tls",
     }
+    assert subjects["autorecovery"].names == ("dev-autorecovery",), "a client certificate"
     assert "dev-proxy.pulsar.svc" in subjects["proxy"].names  # the proxy URL's host
     service = {
         "spec": {
@@ -216,6 +226,63 @@ def test_secured_objects_are_valid_and_mount_their_secrets() -> None:
     assert c["livenessProbe"]["tcpSocket"] == {"port": "pulsar-tls"}
     svc = objs[("Service", "dev-proxy")]["spec"]
     assert {(p["name"], p["port"]) for p in svc["ports"]} == {("pulsar-tls", 6651), ("https", 8443)}
+
+
+def test_secured_autorecovery_deployment() -> None:
+    """With ``spec.tls`` the bookies run no autorecovery; a Deployment of ``magnetar
+    autorecovery`` does, presenting its own certificate to etcd and to the bookies (both
+    require a client certificate of the cluster's CA), with no Kubernetes credentials."""
+    spec = ClusterSpec.parse(
+        {
+            **SPECS["secured-3"],
+            "autorecovery": {
+                "replicas": 2,
+                "resources": {"limits": {"cpu": "1", "memory": "256Mi"}},
+                "extraArgs": ["--lost-bookie-recovery-delay=60"],
+            },
+        }
+    )
+    assert "autoRecoveryDaemonEnabled" not in bookie.config_data(OWNER, spec)
+    objs = by_kind_name(build_all(OWNER, spec))
+    dep = objs[("Deployment", "dev-autorecovery")]
+    validate(dep)
+    assert dep["spec"]["replicas"] == 2
+    pod = dep["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False, "RBAC-free: no token in the pod"
+    assert "serviceAccountName" not in pod
+    assert volumes(dep) == {
+        "tls": {
+            "name": "tls",
+            "secret": {"secretName": "dev-autorecovery-tls", "defaultMode": 0o440},
+        }
+    }, "its own certificate, never the bookies' or the brokers' key"
+    assert mounts(dep) == {"tls": autorecovery.TLS_DIR}
+    c = container(dep)
+    assert c["image"] == spec.images.broker
+    assert c["resources"] == {"limits": {"cpu": "1", "memory": "256Mi"}}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+    assert c["ports"] == [{"name": "http", "containerPort": autorecovery.HTTP_PORT}]
+    assert c["args"][-1] == "--lost-bookie-recovery-delay=60", "extraArgs come last"
+
+    # the arguments are what `magnetar autorecovery` parses into TLS to etcd and to bookies
+    args = cli.parse_args(c["args"])
+    assert args.command == "autorecovery" and args.http_port == autorecovery.HTTP_PORT
+    assert args.metadata_url == "etcd://dev-etcd-client.pulsar.svc:2379?tls=true"
+    assert args.lost_bookie_recovery_delay == 60.0
+    tls_dir = autorecovery.TLS_DIR
+    for config in (cli.metadata_tls(args), cli.bookkeeper_tls(args)):
+        assert config is not None
+        assert config.files.cert_file is not None and config.files.key_file is not None
+        assert str(config.files.cert_file) == f"{tls_dir}/tls.crt"
+        assert str(config.files.key_file) == f"{tls_dir}/tls.key"
+        assert str(config.files.trust_file) == f"{tls_dir}/ca.crt"
+
+    defaults = container(autorecovery.deployment(OWNER, SECURED))
+    assert defaults["resources"] == {"requests": autorecovery.DEFAULT_REQUESTS}
+    plain = ClusterSpec.parse(SPECS["production"])
+    assert autorecovery.build(OWNER, plain) == [], "without TLS the bookies run it"
+    assert bookie.config_data(OWNER, plain)["autoRecoveryDaemonEnabled"] == "true"
 
 
 def test_secured_proxy_conf() -> None:
