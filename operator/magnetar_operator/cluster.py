@@ -624,6 +624,8 @@ async def step_autorecovery(run: Run) -> Condition | None:
     name = owner.name_of(autorecovery.COMPONENT)
     if not autorecovery.enabled(run.spec):
         await _delete_owned(run, name, (("apps/v1", "Deployment"),))
+        if "autorecovery" in (run.body.get("status") or {}):
+            run.status["autorecovery"] = None  # the merge patch removes the key
         return None
     await run.apply_all(autorecovery.build(owner, run.spec))
     dep = await run.kube.get("apps/v1", "Deployment", owner.namespace, name)

@@ -27,6 +27,7 @@ import jwt
 import pytest
 from cryptography import x509
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 from magnetar_operator import pki
 from tests.k8s import helpers
@@ -102,6 +103,7 @@ def test_certificates_tokens_and_what_the_components_are_given(
         "sec-etcd-tls": f"sec-etcd-0.sec-etcd.{namespace}.svc",
         "sec-bookie-tls": f"sec-bookie-1.sec-bookie.{namespace}.svc",
         "sec-broker-tls": f"sec-broker.{namespace}.svc",
+        "sec-autorecovery-tls": "sec-autorecovery",
         "sec-proxy-tls": f"sec-proxy.{namespace}.svc",
     }
     for name, must_name in expected.items():
@@ -228,6 +230,100 @@ def test_certificates_tokens_and_what_the_components_are_given(
     eventually(lambda: broker_template_hash() != hash_before, timeout=30, what="brokers roll")
     reasons = {e.reason for e in core.list_namespaced_event(namespace).items}
     assert {"CAIssued", "CertificateIssued", "SigningKeyCreated", "TokensIssued"} <= reasons
+
+
+def test_autorecovery_deployment_with_tls(
+    api: client.ApiClient, operator: Proc, namespace: str, kubelet: FakeKubelet
+) -> None:
+    """With ``spec.tls`` the bookies run no autorecovery: the operator renders ``magnetar
+    autorecovery`` as ``<cluster>-autorecovery`` with a client certificate of its own from
+    the cluster's CA (what the bookies and etcd require), scales it from the spec, deletes it
+    when TLS is turned off, and the garbage collector removes it with the cluster."""
+    cr = CR(api, namespace)
+    core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+    spec = {
+        "metadata": {"etcd": {"replicas": 1}},
+        "bookies": {"replicas": 2, "ensembleSize": 2, "writeQuorum": 2, "ackQuorum": 2},
+        "brokers": {"replicas": 1},
+        "tls": {"enabled": True},
+        "autorecovery": {"resources": {"requests": {"cpu": "20m"}}},
+    }
+    pc = make_cluster(cr, "ar", spec)
+    obj = eventually(lambda: ready(cr, "pulsarclusters", "ar"), timeout=90, what="Ready")
+    cond = condition(obj, "AutorecoveryReady")
+    assert cond is not None and cond["status"] == "True", obj["status"]
+    assert obj["status"]["autorecovery"]["summary"] == "1/1"
+
+    dep = apps.read_namespaced_deployment("ar-autorecovery", namespace)
+    assert [r.uid for r in dep.metadata.owner_references] == [pc["metadata"]["uid"]]
+    pod = dep.spec.template.spec
+    assert pod.automount_service_account_token is False
+    assert [(v.name, v.secret.secret_name) for v in pod.volumes] == [
+        ("tls", "ar-autorecovery-tls")
+    ], "its own certificate: not the bookies' server key"
+    c = pod.containers[0]
+    assert c.args[0] == "autorecovery"
+    assert f"--metadata-url=etcd:https://ar-etcd-client.{namespace}.svc:2379" in c.args
+    assert "--bookkeeper-tls-client-authentication=true" in c.args
+    mounted = {m.name: m.mount_path for m in c.volume_mounts}
+    for flag, item in (
+        ("--bookkeeper-tls-certificate-file", "tls.crt"),
+        ("--bookkeeper-tls-key-file", "tls.key"),
+        ("--metadata-tls-trust-certs-file", "ca.crt"),
+    ):
+        assert f"{flag}={mounted['tls']}/{item}" in c.args
+    assert c.resources.requests == {"cpu": "20m"}
+    assert c.readiness_probe.http_get.path == "/health"
+    # the Secret it mounts: a client certificate from the cluster's CA, with its key
+    ca = secret_data(core, namespace, "ar-ca")["ca.crt"]
+    cert = secret_data(core, namespace, "ar-autorecovery-tls")
+    assert pki.signed_by(cert["tls.crt"], ca) and cert["ca.crt"] == ca
+    assert pki.key_matches(cert["tls.crt"], cert["tls.key"])
+    conf = core.read_namespaced_config_map("ar-bookie", namespace).data["bookkeeper.conf"]
+    assert "autoRecoveryDaemonEnabled" not in conf, "a TLS bookie runs none in-process"
+
+    # -- spec.autorecovery.replicas
+    cr.patch("pulsarclusters", "ar", {"spec": {"autorecovery": {"replicas": 2}}})
+    eventually(
+        lambda: apps.read_namespaced_deployment("ar-autorecovery", namespace).spec.replicas == 2,
+        timeout=30,
+        what="2 autorecovery replicas",
+    )
+
+    def deployment_gone() -> bool:
+        try:
+            apps.read_namespaced_deployment("ar-autorecovery", namespace)
+        except ApiException as e:
+            assert e.status == 404
+            return True
+        return False
+
+    # -- TLS off: the bookies run it again, the Deployment goes
+    cr.patch("pulsarclusters", "ar", {"spec": {"tls": {"enabled": False}}})
+    eventually(deployment_gone, timeout=30, what="the autorecovery Deployment deleted")
+    conf = core.read_namespaced_config_map("ar-bookie", namespace).data["bookkeeper.conf"]
+    assert "autoRecoveryDaemonEnabled=true" in conf
+    eventually(
+        lambda: (
+            condition(o := cr.get("pulsarclusters", "ar"), "AutorecoveryReady") is None
+            and "autorecovery" not in o["status"]
+        ),
+        timeout=30,
+        what="no AutorecoveryReady condition nor autorecovery status without TLS",
+    )
+
+    # -- TLS on again, then the cluster deleted: the garbage collector removes it
+    cr.patch("pulsarclusters", "ar", {"spec": {"tls": {"enabled": True}}})
+    eventually(lambda: not deployment_gone(), timeout=30, what="the Deployment back")
+    cr.delete("pulsarclusters", "ar")
+    eventually(deployment_gone, timeout=60, what="the Deployment garbage-collected")
+
+    def secret_gone() -> bool:
+        return "ar-autorecovery-tls" not in {
+            s.metadata.name for s in core.list_namespaced_secret(namespace).items
+        }
+
+    eventually(secret_gone, timeout=60, what="its certificate Secret garbage-collected")
 
 
 # --- Tenant / Topic through the authenticated admin API ------------------------------------
@@ -449,13 +545,19 @@ def test_cert_manager_issuer(
             items = objects.list_namespaced_custom_object(
                 "cert-manager.io", "v1", namespace, "certificates"
             )["items"]
-            assert len(items) == 4
+            assert len(items) == 5
             proxy = next(i for i in items if i["metadata"]["name"] == "cm-proxy-tls")
             assert len(proxy["spec"].get("ipAddresses", ())) == 2, "its cluster IP too"
             return {i["metadata"]["name"]: i for i in items}
 
-        certs = eventually(certificates, timeout=30, what="4 Certificates")
-        assert set(certs) == {"cm-etcd-tls", "cm-bookie-tls", "cm-broker-tls", "cm-proxy-tls"}
+        certs = eventually(certificates, timeout=30, what="5 Certificates")
+        assert set(certs) == {
+            "cm-etcd-tls",
+            "cm-bookie-tls",
+            "cm-broker-tls",
+            "cm-autorecovery-tls",
+            "cm-proxy-tls",
+        }
         cluster_ip = core.read_namespaced_service("cm-proxy", namespace).spec.cluster_ip
         assert cluster_ip in certs["cm-proxy-tls"]["spec"]["ipAddresses"]
         broker = certs["cm-broker-tls"]["spec"]
