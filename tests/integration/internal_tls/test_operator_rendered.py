@@ -7,7 +7,9 @@ only the mount paths, ports and addresses differ from a pod's. The official clie
 produces and consumes over TLS with the operator's token; the admin API refuses a caller
 without one; through the proxy (hostname verified against its certificate), a role is
 refused until the namespace grants it, then produces and consumes: the brokers authorize
-the client the proxy forwards, not the proxy's super-user role.
+the client the proxy forwards, not the proxy's super-user role. The rendered autorecovery
+Deployment's arguments, with the certificate the operator issues it, re-replicate a killed
+TLS bookie's ledger.
 
 Why here and not only on the local cluster: a key, flag or certificate property the
 processes refuse shows up in seconds, without images or Kubernetes.
@@ -26,12 +28,26 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from magnetar.common import grpctls, tlsfiles
+from magnetar.ledger import entry
+from magnetar.ledger import underreplication as ur
+from magnetar.ledger.client import LedgerClient
+from magnetar.metadata import open_store
 from magnetar_operator import pki, tokens
-from magnetar_operator.builders import bookie, broker, common, etcd, proxy, security
+from magnetar_operator.builders import (
+    autorecovery,
+    bookie,
+    broker,
+    common,
+    etcd,
+    proxy,
+    security,
+)
 from magnetar_operator.builders.common import Owner
 from magnetar_operator.spec import ClusterSpec
 from tests.support.etcd import ETCD_BINARY, etcd_available
 from tests.support.procs import LOOPBACK, Proc, free_port, free_ports
+from tests.support.wait import eventually
 
 pytestmark = [
     pytest.mark.etcd,
@@ -277,3 +293,144 @@ def test_through_the_rendered_proxy_the_brokers_authorize_the_client(secured: Se
     assert got == [f"m-{i}".encode() for i in range(20)]
     # the proxy reached etcd (it found the broker there) and the broker over TLS
     assert _https_status(f"{secured.proxy_admin_url}/status.html", secured.ca_file) == 200
+
+
+# --- the rendered autorecovery Deployment ------------------------------------------------
+RECOVERY_SPEC = ClusterSpec.parse(
+    {
+        "tls": {"enabled": True},
+        # what a user shortens through spec.autorecovery.extraArgs (the CRD's --flag=value form)
+        "autorecovery": {
+            "extraArgs": [
+                "--lost-bookie-recovery-delay=3",
+                "--audit-interval=1",
+                "--open-ledger-grace=5",
+                "--session-ttl=2",
+            ]
+        },
+    }
+)
+
+
+def _rendered_autorecovery_argv(tls_dir: Path, metadata: str, http_port: int) -> list[str]:
+    """The autorecovery container's arguments with the pod's mount, etcd address and port
+    replaced by the test's (and bound to loopback)."""
+    out = [MAGNETAR]
+    for arg in autorecovery.args(OWNER, RECOVERY_SPEC):
+        if arg.startswith("--metadata-url="):
+            arg = f"--metadata-url={metadata}"
+        elif arg.startswith("--http-port="):
+            arg = f"--http-port={http_port}"
+        out.append(arg.replace(autorecovery.TLS_DIR, str(tls_dir)))
+    return [*out, f"--bind-address={LOOPBACK}"]
+
+
+async def test_rendered_autorecovery_re_replicates_a_killed_tls_bookie(tmp_path: Path) -> None:
+    """Three bookies with the rendered TLS bookkeeper.conf (no autorecovery in them) and the
+    rendered ``magnetar autorecovery`` with the certificate the operator issues it (its
+    subject's names: a client certificate only): a bookie of a ledger's ensemble SIGKILLed,
+    its copies are restored on the third bookie, read back by content from both."""
+    ca = pki.create_ca("sec CA", now=dt.datetime.now(dt.UTC))
+    local = ["localhost", LOOPBACK]
+    subject = next(
+        s for s in security.subjects(OWNER, RECOVERY_SPEC) if s.component == "autorecovery"
+    )
+    tls = {c: _mount(tmp_path / c, ca, local) for c in ("etcd", "bookie", "client")}
+    tls["autorecovery"] = _mount(tmp_path / "autorecovery", ca, list(subject.names))
+    assert "autoRecoveryDaemonEnabled" not in bookie.config_data(OWNER, RECOVERY_SPEC)
+    procs: list[Proc] = []
+
+    def start(argv: list[str], log: Path, ready: Callable[[], bool]) -> Proc:
+        proc = Proc(argv, log_path=log, ready=ready, ready_timeout=60)
+        procs.append(proc)
+        return proc.start()
+
+    client_files = tlsfiles.TlsFiles(
+        cert_file=tls["client"] / "tls.crt",
+        key_file=tls["client"] / "tls.key",
+        trust_file=tls["client"] / "ca.crt",
+    )
+    try:
+        client_port, peer_port = free_ports(2)
+        flags = [f.replace(etcd.TLS_DIR, str(tls["etcd"])) for f in etcd.tls_flags()]
+        client, peer = f"https://{LOOPBACK}:{client_port}", f"https://{LOOPBACK}:{peer_port}"
+        start(
+            [ETCD_BINARY, "--name=sec-etcd-0", f"--data-dir={tmp_path / 'etcd-data'}",
+             f"--listen-client-urls={client}", f"--advertise-client-urls={client}",
+             f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
+             f"--initial-cluster=sec-etcd-0={peer}", *flags],
+            tmp_path / "etcd.log",
+            lambda: _https_status(f"{client}/health", tls["client"] / "ca.crt",
+                                  client=tls["client"]) == 200,
+        )  # fmt: skip
+        metadata = f"etcd:https://{LOOPBACK}:{client_port}"
+        (tmp_path / "bk-etcd.yaml").write_text(security.etcd_client_settings(str(tls["bookie"])))
+        bookies: dict[str, Proc] = {}
+        for i in range(3):
+            port, log = free_port(), tmp_path / f"bookie-{i}.log"
+            conf = tmp_path / f"bookkeeper-{i}.conf"
+            conf.write_text(
+                _rendered(
+                    bookie.config_data(OWNER, RECOVERY_SPEC),
+                    {bookie.TLS_DIR: str(tls["bookie"])},
+                    metadataServiceUri=metadata,
+                    metadataStoreConfigPath=str(tmp_path / "bk-etcd.yaml"),
+                    bookiePort=str(port),
+                    httpServerPort=str(free_port()),
+                    journalDirectories=str(tmp_path / f"journal-{i}"),
+                    ledgerDirectories=str(tmp_path / f"ledgers-{i}"),
+                )
+            )
+            bookies[f"localhost:{port}"] = start(
+                [MAGNETAR, "bookie", f"--config={conf}", "--advertised-address=localhost"],
+                log,
+                lambda log=log: "ready" in log.read_text(errors="replace"),
+            )
+        http_port = free_port()
+        start(
+            _rendered_autorecovery_argv(tls["autorecovery"], metadata, http_port),
+            tmp_path / "autorecovery.log",
+            lambda: _http_ok(f"http://{LOOPBACK}:{http_port}/health"),
+        )
+
+        config = grpctls.ClientTlsConfig(files=client_files)
+        store = await open_store(f"etcd://{LOOPBACK}:{client_port}", tls=config)
+        ledgers = LedgerClient(store, tls=config.open(), rpc_timeout=5.0)
+        try:
+
+            async def registered() -> bool:
+                return len(await ledgers.bookies()) == 3
+
+            await eventually(registered, timeout=30, interval=0.2, what="3 TLS bookies")
+            handle = await ledgers.create(ensemble_size=2, write_quorum=2, ack_quorum=2)
+            entries = [b"rendered-%d" % i for i in range(50)]
+            for data in entries:
+                await handle.add_entry(data)
+            await handle.close()
+            victim = handle.metadata.last_fragment.ensemble[0]
+            bookies[victim].kill()
+
+            async def moved() -> bool:
+                meta, _ = await ledgers.read_metadata(handle.ledger_id)
+                gone = victim not in meta.last_fragment.ensemble
+                return gone and not await ur.marks(store)
+
+            await eventually(moved, timeout=90, interval=0.5, what=f"ledger moved off {victim}")
+            meta, _ = await ledgers.read_metadata(handle.ledger_id)
+            for bookie_id in meta.last_fragment.ensemble:  # the restored copy too
+                got = await ledgers.bookie(bookie_id).read(handle.ledger_id, 0, 49, past_lac=True)
+                assert [entry.unwrap(d)[1] for _, d in got] == entries, bookie_id
+        finally:
+            await ledgers.close()
+            await store.close()
+    finally:
+        for proc in reversed(procs):
+            proc.stop()
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return int(resp.status) == 200
+    except OSError:
+        return False
