@@ -34,9 +34,43 @@ def enabled(spec: ClusterSpec) -> bool:
     return spec.tls.enabled
 
 
+BOOKIE_CONFIG_FLAGS = {
+    "auditorLostBookieRecoveryDelay": "--lost-bookie-recovery-delay",
+    "auditorPeriodicCheckInterval": "--periodic-check-interval",
+    "openLedgerRereplicationGracePeriod": "--open-ledger-grace",
+    "minNumRacksPerWriteQuorum": "--min-racks-per-write-quorum",
+    "enforceMinNumRacksPerWriteQuorum": "--enforce-min-racks-per-write-quorum",
+}
+"""bookkeeper.conf keys of the auditor and the workers (``spec.bookies.config``, which
+in-process autorecovery reads) -> the flags of ``magnetar autorecovery``: the same settings
+apply with and without ``spec.tls``."""
+MILLISECOND_KEYS = frozenset({"openLedgerRereplicationGracePeriod"})
+"""Keys BookKeeper gives in milliseconds; their flags take seconds."""
+
+
+def config_flags(spec: ClusterSpec) -> list[str]:
+    """The autorecovery settings of ``spec.bookies.config`` as flags. A millisecond value
+    that is not a number is passed as it is, for ``magnetar autorecovery`` to refuse by
+    name."""
+    out = []
+    for key, flag in BOOKIE_CONFIG_FLAGS.items():
+        value = spec.bookies.config.get(key)
+        if value is None:
+            continue
+        if key in MILLISECOND_KEYS:
+            try:
+                value = repr(float(value) / 1000.0)
+            except ValueError:
+                pass
+        out.append(f"{flag}={value}")
+    return out
+
+
 def args(owner: Owner, spec: ClusterSpec) -> list[str]:
     """``magnetar autorecovery`` arguments: the cluster's etcd, mutual TLS to etcd and to the
-    bookies with the mounted certificate, then ``spec.autorecovery.extraArgs``."""
+    bookies with the mounted certificate, the autorecovery settings of
+    ``spec.bookies.config`` (:func:`config_flags`), then ``spec.autorecovery.extraArgs``
+    (the last of a repeated flag wins)."""
     crt, key, ca = (
         f"{TLS_DIR}/{f}" for f in (security.TLS_CERT, security.TLS_KEY, security.CA_CERT)
     )
@@ -51,6 +85,7 @@ def args(owner: Owner, spec: ClusterSpec) -> list[str]:
         f"--bookkeeper-tls-trust-certs-file={ca}",
         f"--bookkeeper-tls-certificate-file={crt}",
         f"--bookkeeper-tls-key-file={key}",
+        *config_flags(spec),
         *spec.autorecovery.extra_args,
     ]
 

@@ -285,6 +285,47 @@ def test_secured_autorecovery_deployment() -> None:
     assert bookie.config_data(OWNER, plain)["autoRecoveryDaemonEnabled"] == "true"
 
 
+def test_autorecovery_settings_of_the_bookie_config_apply_with_tls(tmp_path: Any) -> None:
+    """The auditor's and workers' keys of ``spec.bookies.config`` (what an in-process
+    autorecovery reads from bookkeeper.conf) reach the Deployment as flags that parse to the
+    same values ``magnetar bookie --config`` reads from the file; extraArgs win."""
+    settings = {
+        "auditorLostBookieRecoveryDelay": "45",
+        "auditorPeriodicCheckInterval": "3600",
+        "openLedgerRereplicationGracePeriod": "12500",
+        "minNumRacksPerWriteQuorum": "2",
+        "enforceMinNumRacksPerWriteQuorum": "true",
+    }
+    spec = ClusterSpec.parse({**SPECS["secured-3"], "bookies": {"config": settings}})
+    conf = tmp_path / "bookkeeper.conf"
+    conf.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+    from_file = conffile.load(conf, conffile.BOOKIE)
+    args = cli.parse_args(autorecovery.args(OWNER, spec))
+    assert from_file == {
+        "lost_bookie_recovery_delay": 45.0,
+        "periodic_check_interval": 3600.0,
+        "open_ledger_grace": 12.5,
+        "min_racks_per_write_quorum": 2,
+        "enforce_min_racks_per_write_quorum": True,
+    }
+    for dest, value in from_file.items():
+        assert getattr(args, dest) == value, dest
+
+    later = ClusterSpec.parse(
+        {
+            **SPECS["secured-3"],
+            "bookies": {"config": settings},
+            "autorecovery": {"extraArgs": ["--lost-bookie-recovery-delay=5"]},
+        }
+    )
+    assert cli.parse_args(autorecovery.args(OWNER, later)).lost_bookie_recovery_delay == 5.0
+    bad = ClusterSpec.parse(
+        {**SPECS["secured-3"], "bookies": {"config": {"openLedgerRereplicationGracePeriod": "x"}}}
+    )
+    with pytest.raises(SystemExit):  # refused by the command, naming the flag
+        cli.parse_args(autorecovery.args(OWNER, bad))
+
+
 def test_secured_proxy_conf() -> None:
     """The proxy authenticates clients itself and acts as ``magnetar-proxy`` towards the
     brokers, which list that role in proxyRoles (so they authorize the forwarded client)."""
