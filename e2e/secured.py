@@ -134,6 +134,8 @@ def _check(c: Cluster, timings: dict[str, float], *, rotation: bool) -> None:
     status = json.loads(c.k("-n", NS, "get", "pulsarcluster", NAME, "-o", "json"))["status"]
     conds = {x["type"]: x["status"] for x in status["conditions"]}
     assert conds["CertificatesReady"] == conds["AuthReady"] == "True", conds
+    # TLS bookies run no autorecovery: its own Deployment does (docs/kubernetes.md)
+    assert conds["AutorecoveryReady"] == "True", conds
 
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
