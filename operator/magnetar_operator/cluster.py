@@ -618,12 +618,12 @@ async def step_brokers(run: Run) -> Condition:
 async def step_autorecovery(run: Run) -> Condition | None:
     """With ``spec.tls``, the autorecovery Deployment (``builders.autorecovery``): applied
     whatever the bookies are doing, since their decommissions need it to finish. Without
-    ``spec.tls`` the bookies run autorecovery in-process and a Deployment left from a TLS
-    spec is deleted."""
+    ``spec.tls`` the bookies run autorecovery in-process and a Deployment (and its Service)
+    left from a TLS spec is deleted."""
     owner = run.owner
     name = owner.name_of(autorecovery.COMPONENT)
     if not autorecovery.enabled(run.spec):
-        await _delete_owned(run, name, (("apps/v1", "Deployment"),))
+        await _delete_owned(run, name, (("apps/v1", "Deployment"), ("v1", "Service")))
         if "autorecovery" in (run.body.get("status") or {}):
             run.status["autorecovery"] = None  # the merge patch removes the key
         return None

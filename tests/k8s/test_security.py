@@ -281,6 +281,9 @@ def test_autorecovery_deployment_with_tls(
     assert pki.key_matches(cert["tls.crt"], cert["tls.key"])
     conf = core.read_namespaced_config_map("ar-bookie", namespace).data["bookkeeper.conf"]
     assert "autoRecoveryDaemonEnabled" not in conf, "a TLS bookie runs none in-process"
+    svc = core.read_namespaced_service("ar-autorecovery", namespace).spec
+    assert [(p.name, p.port) for p in svc.ports] == [("http", 8001)], "/metrics"
+    assert svc.selector == dep.spec.selector.match_labels
 
     # -- spec.autorecovery.replicas
     cr.patch("pulsarclusters", "ar", {"spec": {"autorecovery": {"replicas": 2}}})
@@ -291,16 +294,19 @@ def test_autorecovery_deployment_with_tls(
     )
 
     def deployment_gone() -> bool:
-        try:
-            apps.read_namespaced_deployment("ar-autorecovery", namespace)
-        except ApiException as e:
-            assert e.status == 404
-            return True
-        return False
+        """The Deployment and its Service both gone."""
+        for read in (apps.read_namespaced_deployment, core.read_namespaced_service):
+            try:
+                read("ar-autorecovery", namespace)
+            except ApiException as e:
+                assert e.status == 404
+            else:
+                return False
+        return True
 
     # -- TLS off: the bookies run it again, the Deployment goes
     cr.patch("pulsarclusters", "ar", {"spec": {"tls": {"enabled": False}}})
-    eventually(deployment_gone, timeout=30, what="the autorecovery Deployment deleted")
+    eventually(deployment_gone, timeout=30, what="the autorecovery Deployment, Service deleted")
     conf = core.read_namespaced_config_map("ar-bookie", namespace).data["bookkeeper.conf"]
     assert "autoRecoveryDaemonEnabled=true" in conf
     eventually(
@@ -314,9 +320,16 @@ def test_autorecovery_deployment_with_tls(
 
     # -- TLS on again, then the cluster deleted: the garbage collector removes it
     cr.patch("pulsarclusters", "ar", {"spec": {"tls": {"enabled": True}}})
-    eventually(lambda: not deployment_gone(), timeout=30, what="the Deployment back")
+    eventually(
+        lambda: (
+            apps.read_namespaced_deployment("ar-autorecovery", namespace)
+            and core.read_namespaced_service("ar-autorecovery", namespace)
+        ),
+        timeout=30,
+        what="the Deployment and its Service back",
+    )
     cr.delete("pulsarclusters", "ar")
-    eventually(deployment_gone, timeout=60, what="the Deployment garbage-collected")
+    eventually(deployment_gone, timeout=60, what="Deployment and Service garbage-collected")
 
     def secret_gone() -> bool:
         return "ar-autorecovery-tls" not in {

@@ -7,10 +7,12 @@ starts before it removes a bookie. Without ``spec.tls`` every bookie runs them i
 ``spec.tls`` they run here instead, as Pulsar's chart runs its autorecovery component: the
 broker image (``magnetar``), a client certificate of its own (``<cluster>-autorecovery-tls``,
 from the cluster's CA, which the bookies and etcd require of their clients) presented to
-etcd (``--metadata-tls-*``) and to the bookies (``--bookkeeper-tls-*``). It serves no port
-to anyone but its probes and needs nothing of the Kubernetes API (no service-account token
-is mounted). Its replicas are auditor candidates (one elected) and workers (one claim per
-ledger), so more than one is safe.
+etcd (``--metadata-tls-*``) and to the bookies (``--bookkeeper-tls-*``). It serves only
+``/health`` (its probes) and ``/metrics`` on port 8001, behind a headless Service whose port
+is named ``http`` like the brokers' and bookies', so the chart's ServiceMonitor and
+``spec.monitoring`` scrape it (``builders.monitoring``); it needs nothing of the Kubernetes
+API (no service-account token is mounted). Its replicas are auditor candidates (one
+elected) and workers (one claim per ledger), so more than one is safe.
 """
 
 from __future__ import annotations
@@ -124,6 +126,21 @@ def deployment(owner: Owner, spec: ClusterSpec) -> Json:
     )
 
 
+def service(owner: Owner) -> Json:
+    """Headless: what selects the pods' ``/metrics`` for a ServiceMonitor; no client uses
+    it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": common.metadata(owner, COMPONENT),
+        "spec": {
+            "clusterIP": "None",
+            "selector": common.selector_labels(owner, COMPONENT),
+            "ports": [{"name": "http", "port": HTTP_PORT, "targetPort": "http"}],
+        },
+    }
+
+
 def build(owner: Owner, spec: ClusterSpec) -> list[Json]:
-    """The Deployment with ``spec.tls``; nothing without it."""
-    return [deployment(owner, spec)] if enabled(spec) else []
+    """The Deployment and its Service with ``spec.tls``; nothing without it."""
+    return [deployment(owner, spec), service(owner)] if enabled(spec) else []

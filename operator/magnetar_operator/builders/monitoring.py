@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from magnetar_operator.builders import common
+from magnetar_operator.builders import autorecovery, common
 from magnetar_operator.builders.common import Owner
 from magnetar_operator.spec import ClusterSpec, Json
 
@@ -13,6 +13,7 @@ ENDPOINTS = {
     "broker": ("broker", "http"),
     "bookie": ("bookie", "http"),
     "etcd": ("etcd", "metrics"),
+    "autorecovery": ("autorecovery", "http"),
 }
 
 
@@ -62,5 +63,7 @@ def build(owner: Owner, spec: ClusterSpec) -> list[Json]:
     if not spec.monitoring.enabled:
         return []
     components = ["broker", "bookie"] + (["etcd"] if spec.metadata.managed else [])
+    if autorecovery.enabled(spec):  # without it the bookies' /metrics carry autorecovery's
+        components.append("autorecovery")
     make = service_monitor if spec.monitoring.kind == "ServiceMonitor" else pod_monitor
     return [make(owner, spec, c) for c in components]

@@ -96,8 +96,8 @@ def subjects(
 ) -> list[Subject]:
     """The certificates of a cluster with ``spec.tls``: etcd (server, peer and its own
     client), the bookies (each pod's advertised name), the brokers (their Service), the
-    autorecovery Deployment (a client of etcd and the bookies: its name is its only name,
-    no Service answers to it), the proxy when enabled (its Service's names and
+    autorecovery Deployment (a client of etcd and the bookies only: its name is its only
+    name), the proxy when enabled (its Service's names and
     ``proxy_addresses`` -- its cluster IP and load-balancer addresses, once it has them --
     plus ``spec.proxy.certificateNames``: what clients outside the cluster reach it by)."""
     ns = owner.namespace

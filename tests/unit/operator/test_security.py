@@ -20,6 +20,7 @@ from magnetar_operator.builders import (
     broker,
     build_all,
     etcd,
+    monitoring,
     proxy,
     security,
 )
@@ -277,6 +278,20 @@ def test_secured_autorecovery_deployment() -> None:
         assert str(config.files.cert_file) == f"{tls_dir}/tls.crt"
         assert str(config.files.key_file) == f"{tls_dir}/tls.key"
         assert str(config.files.trust_file) == f"{tls_dir}/ca.crt"
+
+    # its /metrics behind a headless Service with a port named http: the chart's
+    # ServiceMonitor selects it as the brokers' and bookies', spec.monitoring monitors it
+    svc = objs[("Service", "dev-autorecovery")]
+    validate(svc)
+    assert svc["spec"]["clusterIP"] == "None"
+    assert svc["spec"]["ports"] == [{"name": "http", "port": 8001, "targetPort": "http"}]
+    assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
+    assert svc["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "magnetar-operator"
+    monitored = ClusterSpec.parse({**SPECS["secured-3"], "monitoring": {"enabled": True}})
+    monitors = {m["metadata"]["name"]: m for m in monitoring.build(OWNER, monitored)}
+    assert monitors["dev-autorecovery"]["spec"]["endpoints"][0]["port"] == "http"
+    plain_monitors = monitoring.build(OWNER, ClusterSpec.parse({"monitoring": {"enabled": True}}))
+    assert "dev-autorecovery" not in {m["metadata"]["name"] for m in plain_monitors}
 
     defaults = container(autorecovery.deployment(OWNER, SECURED))
     assert defaults["resources"] == {"requests": autorecovery.DEFAULT_REQUESTS}
