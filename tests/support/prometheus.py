@@ -192,6 +192,13 @@ class PrometheusServer(ServerProc):
         ``lastError``, ``scrapePool``, ``scrapeUrl``, ``lastScrape``."""
         return list(self.api("targets", state="active")["activeTargets"])
 
+    @staticmethod
+    def scraped_at(target: dict[str, Any]) -> float:
+        """When an active target (:meth:`active_targets`) was last scraped (epoch seconds;
+        0 before the first)."""
+        stamp = str(target.get("lastScrape") or "")
+        return 0.0 if not stamp or stamp.startswith("0001-") else _parse_rfc3339(stamp)
+
     def targets_health(self) -> dict[str, str]:
         """``job`` -> health (``up``, ``down``, ``unknown``) of every active target."""
         data = self.api("targets", state="active")

@@ -22,7 +22,14 @@ from magnetar_operator.builders.common import Owner
 from magnetar_operator.spec import ClusterSpec
 from tests.k8s.controlplane import binary
 from tests.support import monitors as mon
-from tests.support.prometheus import scrape_config
+from tests.support.procs import LOOPBACK, started
+from tests.support.prometheus import (
+    INSTALL_HINT,
+    PrometheusServer,
+    prometheus_available,
+    scrape_config,
+)
+from tests.support.wait import wait_until
 
 E2E_VALUES = mon.CHART / "ci" / "values-cluster-proxy.yaml"
 NS = "magnetar-e2e"
@@ -254,3 +261,42 @@ def test_promtool_accepts_the_translated_config(
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_prometheus_relabels_the_discovered_groups_as_translated(
+    objects: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """A real Prometheus given the translated jobs with the discovery's target groups
+    (``file_sd_configs``, as the Kubernetes suite runs it) keeps the same targets with the
+    same labels as :func:`discover` computes. Every group's address is this Prometheus'
+    own ``/metrics`` (the pods' addresses are not reachable here), so each target is up."""
+    if not prometheus_available():
+        pytest.skip(INSTALL_HINT)
+    jobs = mon.scrape_configs(objects, interval="1s")
+    sd_dir = tmp_path / "sd"
+    sd_dir.mkdir()
+    server = PrometheusServer(
+        tmp_path / "prometheus",
+        [],
+        interval_s=1.0,
+        jobs=[mon.with_file_sd(j, sd_dir / f"{i}.json") for i, j in enumerate(jobs)],
+    )
+    address = f"{LOOPBACK}:{server.port}"
+    for i, job in enumerate(jobs):
+        groups = [{**t, "__address__": address} for t in mon.role_targets(job, objects)]
+        mon.write_file_sd(sd_dir / f"{i}.json", groups)
+    with started(server) as prom:
+
+        def labels_of_up() -> list[dict[str, str]]:
+            return [t["labels"] for t in prom.active_targets() if t["health"] == "up"]
+
+        expected = sorted(
+            (
+                sorted({**t, "instance": address}.items())
+                for j in jobs
+                for t in mon.discover(j, objects)
+            ),
+        )
+        wait_until(lambda: len(labels_of_up()) == len(expected), timeout=60, what="every target up")
+        got = sorted(sorted(labels.items()) for labels in labels_of_up())
+    assert got == expected
