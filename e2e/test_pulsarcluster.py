@@ -16,6 +16,9 @@ are on the cluster bridge's address):
   earliest receives every message byte-identical, read back from MinIO (issue 14);
 * Tenant and Topic resources applied with kubectl are visible through `magnetar admin`;
 * the official Python client produces 10,000 messages through the proxy, all consumed;
+* Prometheus on the host scrapes every broker, bookie, etcd member, the proxy and the
+  operator through the chart's ServiceMonitor/PodMonitor, and after a workload every panel
+  of every shipped dashboard has data (e2e/observability_k8s.py, issue 23);
 * a bookie pod deleted mid-publish loses no receipted message;
 * the owning broker's pod deleted mid-publish loses none, and the client reconnects;
 * a version (image) change rolls the bookies one at a time, then the brokers, with a
@@ -41,8 +44,8 @@ are on the cluster bridge's address):
   directory and no object; `cluster.sh down` leaves nothing on the machine.
 
 Run: `make test-e2e` (root, Go, Docker with `make images` built). ``MAGNETAR_E2E_REDUCED=1``
-runs the reduced form (install, the offload, one bookie kill, one roll, the secured cluster,
-uninstall).
+runs the reduced form (install, the offload, the dashboards on Prometheus, one bookie kill,
+one roll, the secured cluster, uninstall).
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ import pytest
 import yaml
 from tests.support.wait import wait_until
 
-from e2e import functions_k8s, secured, spark_k8s
+from e2e import functions_k8s, observability_k8s, secured, spark_k8s
 from e2e.localcluster import (
     ROOT,
     SCRIPT,
@@ -546,6 +549,26 @@ def test_ten_thousand_messages_through_the_proxy(installed: Installed) -> None:
         assert len(got) == 10_000
     finally:
         client.close()
+
+
+def test_prometheus_scrapes_through_the_charts_monitors(
+    installed: Installed, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Prometheus on the host scrapes every broker, bookie, etcd member, the proxy and the
+    operator through the chart's ServiceMonitor/PodMonitor (translated as the Prometheus
+    Operator does), and every panel of every shipped dashboard has data after a workload
+    (e2e/observability_k8s.py). After the offload and the workload tests, before any pod is
+    deleted: the offload's series are still the brokers' own."""
+    observability_k8s.check(
+        installed.c,
+        installed.timings,
+        base=tmp_path_factory.mktemp("observability"),
+        helm=installed.helm,
+        values=[VALUES],
+        namespace=NS,
+        service_url=installed.service_url,
+        admin_url=installed.admin_url,
+    )
 
 
 def test_bookie_pod_deleted_mid_publish(installed: Installed) -> None:

@@ -16,7 +16,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -47,11 +47,16 @@ class ScrapeTarget:
 
 
 def scrape_config(
-    targets: Sequence[ScrapeTarget], *, interval_s: float, rule_files: Sequence[Path] = ()
+    targets: Sequence[ScrapeTarget],
+    *,
+    interval_s: float,
+    rule_files: Sequence[Path] = (),
+    jobs: Sequence[Mapping[str, Any]] = (),
 ) -> str:
-    """prometheus.yml for ``targets`` (JSON is YAML), scraped every ``interval_s``; the rules
-    of ``rule_files`` evaluated as often."""
-    jobs = [
+    """prometheus.yml for ``targets`` (JSON is YAML), scraped every ``interval_s``, and the
+    scrape ``jobs`` given whole (e.g. Kubernetes discovery, tests/support/monitors.py); the
+    rules of ``rule_files`` evaluated as often."""
+    static = [
         {
             "job_name": t.job,
             "metrics_path": t.metrics_path,
@@ -66,7 +71,7 @@ def scrape_config(
             "scrape_timeout": interval,
             "evaluation_interval": interval,
         },
-        "scrape_configs": jobs,
+        "scrape_configs": [*static, *(dict(j) for j in jobs)],
     }
     if rule_files:
         config["rule_files"] = [str(p) for p in rule_files]
@@ -74,8 +79,8 @@ def scrape_config(
 
 
 class PrometheusServer(ServerProc):
-    """``prometheus`` on 127.0.0.1 scraping ``targets`` every ``interval_s`` (and evaluating
-    the alert rules of ``rule_files`` as often)."""
+    """``prometheus`` on 127.0.0.1 scraping ``targets`` every ``interval_s`` and the scrape
+    ``jobs`` given whole (and evaluating the alert rules of ``rule_files`` as often)."""
 
     def __init__(
         self,
@@ -85,6 +90,7 @@ class PrometheusServer(ServerProc):
         interval_s: float = 1.0,
         ready_timeout: float = 60.0,
         rule_files: Sequence[Path] = (),
+        jobs: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         binary = prometheus_binary()
         if binary is None:
@@ -95,7 +101,7 @@ class PrometheusServer(ServerProc):
         self.port = free_port()
         self.config_path = base_dir / "prometheus.yml"
         self.config_path.write_text(
-            scrape_config(self.targets, interval_s=interval_s, rule_files=rule_files)
+            scrape_config(self.targets, interval_s=interval_s, rule_files=rule_files, jobs=jobs)
         )
         argv = [
             binary,
@@ -180,6 +186,18 @@ class PrometheusServer(ServerProc):
                     f": {rule['lastError']}" if rule.get("lastError") else ""
                 )
         return out
+
+    def active_targets(self) -> list[dict[str, Any]]:
+        """Every active target (``/api/v1/targets``): its ``labels``, ``health``,
+        ``lastError``, ``scrapePool``, ``scrapeUrl``, ``lastScrape``."""
+        return list(self.api("targets", state="active")["activeTargets"])
+
+    @staticmethod
+    def scraped_at(target: dict[str, Any]) -> float:
+        """When an active target (:meth:`active_targets`) was last scraped (epoch seconds;
+        0 before the first)."""
+        stamp = str(target.get("lastScrape") or "")
+        return 0.0 if not stamp or stamp.startswith("0001-") else _parse_rfc3339(stamp)
 
     def targets_health(self) -> dict[str, str]:
         """``job`` -> health (``up``, ``down``, ``unknown``) of every active target."""
