@@ -323,6 +323,7 @@ S3 driver configures elsewhere."""
 
 _FORCE_DELETE: dict[str, Opt | Fixed] = {
     "enableReplicatedSubscriptions": Opt("replicated_subscriptions_enabled", parse_bool),
+    "replicationProducerQueueSize": Opt("replication_producer_queue_size", _positive_int),
     "replicatedSubscriptionsSnapshotFrequencyMillis": Opt(
         "replicated_subscriptions_snapshot_frequency", _millis_to_s
     ),
