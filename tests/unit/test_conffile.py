@@ -114,6 +114,7 @@ def test_broker_file_sets_options_and_converts_units(tmp_path: Path) -> None:
         "metadataStoreSessionTimeoutMillis=30000\n"
         "defaultNumberOfNamespaceBundles=8\n"
         "brokerDeduplicationEnabled=true\n"
+        "replicationProducerQueueSize=250\n"
         "forceDeleteTenantAllowed=true\n"
         "authenticationEnabled=false\n"
         "bookkeeperClientRackawarePolicyEnabled=true\n"
@@ -124,6 +125,7 @@ def test_broker_file_sets_options_and_converts_units(tmp_path: Path) -> None:
     config = cli.broker_config(args)
     assert config.bookkeeper_min_racks_per_write_quorum == 2
     assert config.bookkeeper_enforce_min_racks is True
+    assert config.replication_producer_queue_size == 250
     assert args.cluster_name == "prod"
     assert args.metadata_url == "etcd://etcd-0:2379,etcd-1:2379"
     assert args.advertised_address == "127.0.0.1", "an empty value is unset"
@@ -197,6 +199,12 @@ def test_bookie_file(tmp_path: Path) -> None:
         ("bookie", "bookkeeper.conf", "journalDirectry=/j\n", "did you mean 'journalDirectory'?"),
         ("standalone", "standalone.conf", "managedLedgerDefaultEnsembleSize=2\n", "'1' accepted"),
         ("standalone", "standalone.conf", "nope=1\n", "unknown key 'nope'"),
+        (
+            "broker",
+            "broker.conf",
+            "replicationProducerQueueSize=0\n",
+            "replicationProducerQueueSize=0 (line 1): expected a positive integer",
+        ),
         ("proxy", "proxy.conf", "servicePortTsl=6651\n", "did you mean 'servicePortTls'?"),
     ],
 )
