@@ -1,7 +1,9 @@
 """The replicator's window (docs/geo-replication.md, "Replicators"): cluster ``a`` runs with
 a window of a few entries (``--replication-producer-queue-size``), so that while ``a``
-publishes fast the window is full all the time: the remote cluster restarted then, or ``a``
-SIGKILLed then, must lose nothing and store nothing twice, in order per key.
+publishes fast the window is full all the time: the remote cluster restarted then, ``a``
+SIGKILLed then, or ``b`` SIGKILLed then and the topic moved on ``a`` while ``b`` is down
+(the new owner starts from the cursor: the case that shows a cursor moved past an entry
+without its receipt), must lose nothing and store nothing twice, in order per key.
 
 What ``b`` stored is read back with a reader from the earliest message: each message exactly
 once there, whatever a consumer's acknowledgements did during the restart.
@@ -17,7 +19,7 @@ from typing import Any
 import pulsar
 import pytest
 
-from tests.integration.georep.instance import join
+from tests.integration.georep.instance import admin, join
 from tests.support.procs import started
 from tests.support.standalone import StandaloneProc, admin_call, client
 from tests.support.wait import wait_until
@@ -157,3 +159,31 @@ def test_source_sigkilled_with_the_window_full(clusters: dict[str, StandalonePro
     on_b = _stored(b, topic)
     assert on_b == on_a  # each once, in a's order
     _exactly_once_in_order_per_key(on_b, len(on_a), complete=False)
+
+
+def test_remote_killed_and_source_moved_with_the_window_full(
+    clusters: dict[str, StandaloneProc],
+) -> None:
+    """``b`` SIGKILLed with the window full, and the topic moved on ``a`` while ``b`` is down:
+    the new owner's replicator starts from the cursor, which never moved past an entry
+    without its receipt; what ``b`` had not stored is sent again, what it had is dropped."""
+    a, b = clusters["a"], clusters["b"]
+    topic, n = _topic(), 4000
+    with client(b) as cb:
+        cb.subscribe(topic, "s").close()
+    with client(a) as ca:
+        ca.subscribe(topic, "s").close()
+        wait_until(lambda: _drained(a, topic, "b"), timeout=30, what="replicator a -> b")
+        producer = ca.create_producer(
+            topic, batching_enabled=False, max_pending_messages=n, block_if_queue_full=True
+        )
+        results = _publish(producer, n)
+        _window_full(a, topic)
+        b.kill()
+        admin(a, "topics", "unload", topic)  # (the producer's sends go on after it)
+        wait_until(lambda: len(results) == n, timeout=60, what="every message stored on a")
+        assert set(results) == {pulsar.Result.Ok}
+        b.restart()
+        wait_until(lambda: _drained(a, topic, "b"), timeout=120, what="a -> b drained")
+        producer.close()
+    _exactly_once_in_order_per_key(_stored(b, topic), n)
