@@ -586,7 +586,7 @@ def _replicated_subscriptions(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--replication-producer-queue-size",
-        type=int,
+        type=_argument(conffile.positive_int),
         default=_BC.replication_producer_queue_size,
         help="entries a replicator keeps in flight to a remote cluster before it waits "
         "for receipts",

@@ -448,3 +448,11 @@ def test_functions_runtime_key_and_flag(tmp_path: Path) -> None:
     bad = write(tmp_path, "bad.conf", "magnetarFunctionsRuntime=lambda\n")
     with pytest.raises(SystemExit):
         cli.parse_args(["broker", "--metadata-url", "etcd://e:2379", "--config", bad])
+
+
+def test_replication_window_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    args = cli.parse_args(["standalone", "--replication-producer-queue-size", "64"])
+    assert cli.broker_config(args).replication_producer_queue_size == 64
+    assert cli.broker_config(cli.parse_args(["standalone"])).replication_producer_queue_size == 1000
+    err = refused(capsys, ["standalone", "--replication-producer-queue-size", "0"])
+    assert "--replication-producer-queue-size: expected a positive integer" in err
