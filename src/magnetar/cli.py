@@ -119,6 +119,7 @@ _BROKER_FLAGS = {
     "deduplication_entries_interval": "deduplication_entries_interval",
     "deduplication_producer_inactivity": "deduplication_producer_inactivity_s",
     "deduplication_max_producers": "deduplication_max_producers",
+    "replication_producer_queue_size": "replication_producer_queue_size",
     "replicated_subscriptions_enabled": "replicated_subscriptions_enabled",
     "replicated_subscriptions_snapshot_frequency": "replicated_subscriptions_snapshot_frequency_s",
     "replicated_subscriptions_snapshot_timeout": "replicated_subscriptions_snapshot_timeout_s",
@@ -582,6 +583,13 @@ def _replicated_subscriptions(p: argparse.ArgumentParser) -> None:
         "--replicated-subscriptions-enabled",
         _BC.replicated_subscriptions_enabled,
         "carry replicated subscriptions' positions to the other clusters",
+    )
+    p.add_argument(
+        "--replication-producer-queue-size",
+        type=_argument(conffile.positive_int),
+        default=_BC.replication_producer_queue_size,
+        help="entries a replicator keeps in flight to a remote cluster before it waits "
+        "for receipts",
     )
     p.add_argument(
         "--replicated-subscriptions-snapshot-frequency",

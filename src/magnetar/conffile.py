@@ -71,6 +71,11 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def positive_int(text: str) -> int:
+    """A positive integer (the CLI's flag of a key parsed with :func:`_positive_int`)."""
+    return _positive_int(text)
+
+
 def _non_negative_int(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -323,6 +328,7 @@ S3 driver configures elsewhere."""
 
 _FORCE_DELETE: dict[str, Opt | Fixed] = {
     "enableReplicatedSubscriptions": Opt("replicated_subscriptions_enabled", parse_bool),
+    "replicationProducerQueueSize": Opt("replication_producer_queue_size", positive_int),
     "replicatedSubscriptionsSnapshotFrequencyMillis": Opt(
         "replicated_subscriptions_snapshot_frequency", _millis_to_s
     ),

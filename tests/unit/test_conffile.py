@@ -114,6 +114,7 @@ def test_broker_file_sets_options_and_converts_units(tmp_path: Path) -> None:
         "metadataStoreSessionTimeoutMillis=30000\n"
         "defaultNumberOfNamespaceBundles=8\n"
         "brokerDeduplicationEnabled=true\n"
+        "replicationProducerQueueSize=250\n"
         "forceDeleteTenantAllowed=true\n"
         "authenticationEnabled=false\n"
         "bookkeeperClientRackawarePolicyEnabled=true\n"
@@ -124,6 +125,7 @@ def test_broker_file_sets_options_and_converts_units(tmp_path: Path) -> None:
     config = cli.broker_config(args)
     assert config.bookkeeper_min_racks_per_write_quorum == 2
     assert config.bookkeeper_enforce_min_racks is True
+    assert config.replication_producer_queue_size == 250
     assert args.cluster_name == "prod"
     assert args.metadata_url == "etcd://etcd-0:2379,etcd-1:2379"
     assert args.advertised_address == "127.0.0.1", "an empty value is unset"
@@ -197,6 +199,12 @@ def test_bookie_file(tmp_path: Path) -> None:
         ("bookie", "bookkeeper.conf", "journalDirectry=/j\n", "did you mean 'journalDirectory'?"),
         ("standalone", "standalone.conf", "managedLedgerDefaultEnsembleSize=2\n", "'1' accepted"),
         ("standalone", "standalone.conf", "nope=1\n", "unknown key 'nope'"),
+        (
+            "broker",
+            "broker.conf",
+            "replicationProducerQueueSize=0\n",
+            "replicationProducerQueueSize=0 (line 1): expected a positive integer",
+        ),
         ("proxy", "proxy.conf", "servicePortTsl=6651\n", "did you mean 'servicePortTls'?"),
     ],
 )
@@ -440,3 +448,11 @@ def test_functions_runtime_key_and_flag(tmp_path: Path) -> None:
     bad = write(tmp_path, "bad.conf", "magnetarFunctionsRuntime=lambda\n")
     with pytest.raises(SystemExit):
         cli.parse_args(["broker", "--metadata-url", "etcd://e:2379", "--config", bad])
+
+
+def test_replication_window_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    args = cli.parse_args(["standalone", "--replication-producer-queue-size", "64"])
+    assert cli.broker_config(args).replication_producer_queue_size == 64
+    assert cli.broker_config(cli.parse_args(["standalone"])).replication_producer_queue_size == 1000
+    err = refused(capsys, ["standalone", "--replication-producer-queue-size", "0"])
+    assert "--replication-producer-queue-size: expected a positive integer" in err

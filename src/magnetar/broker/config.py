@@ -107,6 +107,9 @@ class BrokerConfig:
     deduplication_max_producers: int = 10_000
     """brokerDeduplicationMaxNumberOfProducers: producers kept in a snapshot."""
 
+    replication_producer_queue_size: int = 1000
+    """Pulsar's replicationProducerQueueSize: the window of a replicator, entries read and
+    sent to the remote cluster whose receipts have not all come back (docs/geo-replication.md)."""
     replicated_subscriptions_enabled: bool = True
     """Pulsar's enableReplicatedSubscriptions: subscriptions whose consumers ask for it
     (``replicate_subscription_state``) have their positions carried to the other clusters

@@ -23,7 +23,9 @@ down for hours. One :class:`Replicator` per remote cluster and topic does it:
   replicated-subscription marker's own cluster list) leaves this remote out;
 * as dispatch, it reads no further than an open transaction's first entry, skips aborted
   transactions' entries and sends committed ones as plain messages;
-* the cursor moves only over entries whose receipt came back.
+* it keeps reading and sending while earlier sends wait for their receipts, up to a window
+  of entries in flight (Pulsar's ``replicationProducerQueueSize``), and the cursor moves only
+  over the contiguous prefix of entries whose receipts came back (receipts come in order).
 
 :class:`TopicReplication` holds a topic's replicators, started and stopped as the namespace's
 (or the topic's) ``replication_clusters`` change; :class:`RemoteClusters` the connection
@@ -33,12 +35,14 @@ pools to the other clusters, from their records in the metadata store (``/admin/
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from magnetar import __version__
@@ -66,7 +70,10 @@ PREFIX: Final = keys.REPLICATOR_CURSOR_PREFIX
 SOURCE_POSITION: Final = "__MSG_PROP_REPL_SOURCE_POSITION"
 """The message property carrying ``<ledger>:<entry>`` of the entry in the source cluster."""
 READ_BATCH: Final = 100
-"""Entries read (and sent before their receipts are awaited) at a time."""
+"""Entries read at a time (fewer when the window has less room)."""
+WINDOW: Final = 1000
+"""Entries in flight by default: read, and not yet receipted or skipped in order (Pulsar's
+``replicationProducerQueueSize``; the broker's ``replication_producer_queue_size``)."""
 CLOSE_TIMEOUT_S: Final = 5.0
 """How long stopping a replicator waits for the remote to close its producer."""
 TXN_POLL_S: Final = 0.2
@@ -192,6 +199,18 @@ class RemoteClusters:
 # --- one replicator ------------------------------------------------------------------------------
 
 
+@dataclass(slots=True)
+class _InFlight:
+    """An entry read from the cursor and not yet acknowledged on it."""
+
+    position: Position
+    receipt: asyncio.Future[Any] | None
+    """The remote's receipt; None for an entry not sent (not replicated to this remote)."""
+    count: int = 0
+    size: int = 0
+    publish_ms: int = 0
+
+
 class Replicator:
     """Copies one topic's entries to one remote cluster (see the module docstring)."""
 
@@ -204,7 +223,10 @@ class Replicator:
         remote: str,
         clusters: RemoteClusters,
         transactions: Callable[[], Transactions | None] = _no_transactions,
+        window: int = WINDOW,
     ) -> None:
+        if window < 1:
+            raise ValueError(f"replication window must be at least 1, not {window}")
         self.topic = topic
         self.ml = managed_ledger
         self.local = local
@@ -221,6 +243,13 @@ class Replicator:
         self.throughput_out = 0.0
         self._last = (0, 0, time.monotonic())
         self._oldest_publish_ms: int | None = None
+        self.window = window
+        self._in_flight: collections.deque[_InFlight] = collections.deque()
+        """Read, in cursor order, not yet acknowledged on the cursor (at most ``window``)."""
+        self._queued = asyncio.Event()
+        """Set when an entry joins ``_in_flight`` (the acknowledging side waits for it)."""
+        self._room = asyncio.Event()
+        """Set when entries leave ``_in_flight`` (the reading side waits for it)."""
         self._task: asyncio.Task[None] | None = None
         self._backoff = Backoff()
 
@@ -272,13 +301,8 @@ class Replicator:
                 )
                 self.connected_since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                 self._backoff.reset()
-                cursor.rewind()  # from the mark-delete position: the unreceipted, again
                 log.info("%s: replicating to cluster %s", self.topic, self.remote)
-                while True:
-                    await self._wait_for_transactions(cursor)
-                    entries = await cursor.read_entries_or_wait(READ_BATCH)
-                    readable = self.within_transactions(cursor, entries)
-                    await self._replicate(cursor, self.producer, readable)
+                await self._replicate(cursor, self.producer)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -315,30 +339,86 @@ class Replicator:
                 return entries[:i]
         return entries
 
-    async def _replicate(
-        self, cursor: ManagedCursor, producer: handles.Producer, entries: Iterable[Entry]
-    ) -> None:
-        sent: list[tuple[asyncio.Future[Any], int, int]] = []
-        last: Position | None = None
-        for entry in entries:
-            last = entry.position
-            prepared = self._prepare(entry)
-            if prepared is None:
-                continue
-            meta, payload, count = prepared
-            if self._oldest_publish_ms is None:
-                self._oldest_publish_ms = meta.publish_time
-            receipt = await producer.send_stored(
-                meta, payload, sequence_id=sequence_id(entry.position)
+    async def _replicate(self, cursor: ManagedCursor, producer: handles.Producer) -> None:
+        """Replicate through ``producer`` until it fails: one task reads and sends while the
+        window has room, another acknowledges on the cursor what the remote receipted. The
+        window starts empty, from the cursor's mark-delete position: what had no receipt is
+        sent again (same sequence ids: the remote drops what it had)."""
+        self._in_flight.clear()
+        cursor.rewind()
+        loop = asyncio.get_running_loop()
+        sending = loop.create_task(self._send(cursor, producer))
+        acknowledging = loop.create_task(self._acknowledge(cursor))
+        try:
+            done, _ = await asyncio.wait(
+                (sending, acknowledging), return_when=asyncio.FIRST_COMPLETED
             )
-            sent.append((receipt, count, len(payload)))
-        for receipt, count, size in sent:
-            await receipt
-            self.msg_out += count
-            self.bytes_out += size
-        if last is not None:
-            await cursor.mark_delete(last)
-        self._oldest_publish_ms = None
+            for task in done:
+                task.result()  # (the failure)
+            raise handles.HandleClosedError(f"replication to {self.remote} stopped")
+        finally:
+            for task in (sending, acknowledging):
+                task.cancel()
+            await asyncio.gather(sending, acknowledging, return_exceptions=True)
+            self._in_flight.clear()
+
+    async def _send(self, cursor: ManagedCursor, producer: handles.Producer) -> None:
+        """Read and send while the window has room (it never waits for a receipt)."""
+        in_flight = self._in_flight
+        while True:
+            room = self.window - len(in_flight)
+            if room <= 0:
+                self._room.clear()
+                await self._room.wait()
+                continue
+            await self._wait_for_transactions(cursor)
+            entries = await cursor.read_entries_or_wait(min(READ_BATCH, room))
+            for entry in self.within_transactions(cursor, entries):
+                prepared = self._prepare(entry)
+                if prepared is None:
+                    in_flight.append(_InFlight(entry.position, None))
+                else:
+                    meta, payload, count = prepared
+                    receipt = await producer.send_stored(
+                        meta, payload, sequence_id=sequence_id(entry.position)
+                    )
+                    in_flight.append(
+                        _InFlight(entry.position, receipt, count, len(payload), meta.publish_time)
+                    )
+                    if self._oldest_publish_ms is None:
+                        self._oldest_publish_ms = meta.publish_time
+                self._queued.set()
+
+    async def _acknowledge(self, cursor: ManagedCursor) -> None:
+        """Move the cursor over the entries at the head of the window whose receipts came
+        back (and the entries not sent between them), in order; a receipt that fails (the
+        producer closed for good) ends replication through this producer."""
+        in_flight = self._in_flight
+        while True:
+            if not in_flight:
+                self._queued.clear()
+                await self._queued.wait()
+                continue
+            head = in_flight[0].receipt
+            if head is not None and not head.done():
+                await asyncio.wait((head,))  # (not cancelled with this task)
+            last: Position | None = None
+            while in_flight:
+                item = in_flight[0]
+                if item.receipt is not None:
+                    if not item.receipt.done():
+                        break
+                    item.receipt.result()  # (raises when the producer gave up)
+                    self.msg_out += item.count
+                    self.bytes_out += item.size
+                in_flight.popleft()
+                last = item.position
+            self._oldest_publish_ms = next(
+                (item.publish_ms for item in in_flight if item.receipt is not None), None
+            )
+            if last is not None:
+                await cursor.mark_delete(last)
+            self._room.set()
 
     def _prepare(self, entry: Entry) -> tuple[pb.MessageMetadata, bytes, int] | None:
         """The metadata (marked with its origin) and payload to send, or None for an entry
@@ -428,12 +508,19 @@ class TopicReplication:
     """A persistent topic's replicators, one per remote cluster of its effective policies."""
 
     def __init__(
-        self, *, topic: str, managed_ledger: ManagedLedger, local: str, clusters: RemoteClusters
+        self,
+        *,
+        topic: str,
+        managed_ledger: ManagedLedger,
+        local: str,
+        clusters: RemoteClusters,
+        window: int = WINDOW,
     ) -> None:
         self.topic = topic
         self.ml = managed_ledger
         self.local = local
         self.clusters = clusters
+        self.window = window
         self.replicators: dict[str, Replicator] = {}
         self._lock = asyncio.Lock()
         self.closed = False
@@ -458,6 +545,7 @@ class TopicReplication:
                     remote=remote,
                     clusters=self.clusters,
                     transactions=self.transactions,
+                    window=self.window,
                 )
                 await replicator.start()
                 self.replicators[remote] = replicator

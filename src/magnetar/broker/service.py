@@ -552,6 +552,7 @@ class BrokerService:
             managed_ledger=ml,
             local=self.config.cluster_name,
             clusters=self.remote_clusters,
+            window=self.config.replication_producer_queue_size,
         )
         loaded = PersistentTopic(
             name=topic,

@@ -8,6 +8,7 @@ from a standalone.conf that sets ``replicatedSubscriptionsSnapshotFrequencyMilli
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import time
@@ -129,6 +130,77 @@ def test_replicated_subscription_resumes_on_the_other_cluster(
     # within the snapshot interval's bound: at 100 messages/s at most, a snapshot every
     # 200 ms after the last message published, and b's subscription at its position
     assert half - first <= 10
+
+
+@pytest.mark.parametrize(
+    ("moved", "acked_before"),
+    [("topic", 50), ("topic", 0), ("bundle", 50)],
+    ids=["topic-unloaded-mid-acks", "topic-unloaded-before-acks", "bundle-unloaded-mid-acks"],
+)
+def test_replicated_subscription_across_a_topic_move(
+    clusters: dict[str, StandaloneProc], moved: str, acked_before: int
+) -> None:
+    """The topic moves on ``a`` (unloaded, or its namespace's bundles unloaded: a new owner
+    with none of the snapshots in memory) after ``acked_before`` of the first messages were
+    acknowledged and before the rest were: the consumer failing over to ``b`` then resumes
+    within the snapshot bound, not from the beginning."""
+    a, b = clusters["a"], clusters["b"]
+    topic, half = _topic(), 100
+    with client(a) as ca:
+        on_a = ca.subscribe(topic, "rs", replicate_subscription_state_enabled=True)
+        wait_until(lambda: _connected(a, topic, "b"), timeout=30, what="replicator a -> b")
+        wait_until(lambda: _connected(b, topic, "a"), timeout=30, what="replicator b -> a")
+        producer = ca.create_producer(topic, batching_enabled=False)
+        for i in range(half):  # snapshots taken by the first owner while it publishes
+            producer.send(b"m%03d" % i)
+            time.sleep(0.01)
+        received = []
+        for _ in range(acked_before):
+            msg = on_a.receive(timeout_millis=30_000)
+            on_a.acknowledge(msg)
+            received.append(_index(msg))
+        if moved == "topic":
+            admin(a, "topics", "unload", topic)
+        else:
+            admin(a, "namespaces", "unload", f"{TENANT}/{NS}")
+
+        def all_acknowledged() -> bool:
+            """The rest received and acknowledged, from the new owner; acknowledgements the
+            client sent while the topic moved are lost (as in Pulsar): those come again."""
+            with contextlib.suppress(pulsar.Timeout):
+                while True:
+                    msg = on_a.receive(timeout_millis=200)
+                    on_a.acknowledge(msg)
+                    received.append(_index(msg))
+            return bool(_stats(a, topic)["subscriptions"]["rs"]["msgBacklog"] == 0)
+
+        wait_until(all_acknowledged, timeout=60, what="everything acknowledged on a")
+        assert sorted(set(received)) == list(range(half))
+        wait_until(
+            lambda: (
+                (sub := _stats(b, topic)["subscriptions"].get("rs")) is not None
+                and sub["isReplicated"]
+                and sub["msgBacklog"] <= 10
+            ),
+            timeout=60,
+            what="b's subscription moved past what a acknowledged after the move",
+        )
+        on_a.close()
+        for i in range(half, 2 * half):
+            producer.send(b"m%03d" % i)
+        producer.close()
+    wait_until(
+        lambda: _stats(a, topic)["replication"]["b"]["replicationBacklog"] == 0,
+        timeout=60,
+        what="a -> b drained",
+    )
+    with client(b) as cb:  # the consumer fails over to b
+        on_b = cb.subscribe(topic, "rs", replicate_subscription_state_enabled=True)
+        got = _drain(on_b, 2 * half - 1)
+    first = got[0]
+    assert got == list(range(first, 2 * half)), "in order, nothing lost"
+    assert first <= half, "never past what a's consumer acknowledged"
+    assert half - first <= 10, "within the snapshot bound, not from the beginning"
 
 
 def test_subscription_without_the_flag_is_not_carried_over(

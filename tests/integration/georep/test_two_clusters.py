@@ -314,3 +314,56 @@ def test_unloads_on_both_sides_mid_replication(clusters: dict[str, StandalonePro
         assert _receive_all(on_b, n) == [b"u%05d" % i for i in range(n)]
         wait_until(lambda: _drained(a, topic, "b"), timeout=60, what="a -> b drained")
         assert _nothing_more(on_b)
+
+
+def test_acceptance_100k_messages_each_once_in_order_per_key(
+    clusters: dict[str, StandaloneProc],
+) -> None:
+    """Issue 25, acceptance 1 at full size: a producer on a, consumers on a and b, 100,000
+    keyed messages on a partitioned topic, not batched (100,000 entries through the
+    replicators): each consumer receives each message exactly once, each key's in the order
+    published (checked by content)."""
+    a, b = clusters["a"], clusters["b"]
+    topic, n, keys = _topic(), 100_000, 16
+    for proc in (a, b):
+        admin(proc, "topics", "create-partitioned-topic", topic, "-p", "2")
+    with client(a) as ca, client(b) as cb:
+        consumers = {"a": ca.subscribe(topic, "s"), "b": cb.subscribe(topic, "s")}
+        for i in range(2):
+            wait_until(
+                lambda i=i: "b" in _stats(a, f"{topic}-partition-{i}")["replication"],
+                what=f"replicator of partition {i}",
+            )
+        producer = ca.create_producer(
+            topic,
+            batching_enabled=False,
+            max_pending_messages=10_000,
+            block_if_queue_full=True,
+        )
+        results: list[pulsar.Result] = []
+        for i in range(n):
+            key = f"k{i % keys}"
+            producer.send_async(
+                f"{key}/{i:06d}".encode(),
+                lambda res, _id: results.append(res),
+                partition_key=key,
+            )
+        producer.flush()
+        wait_until(lambda: len(results) == n, timeout=120, what="every message stored on a")
+        assert set(results) == {pulsar.Result.Ok}
+        producer.close()
+        for side, consumer in consumers.items():
+            per_key: dict[str, list[int]] = {}
+            for _ in range(n):
+                msg = consumer.receive(timeout_millis=60_000)
+                consumer.acknowledge(msg)
+                key, index = msg.data().decode().split("/")
+                assert key == msg.partition_key()
+                per_key.setdefault(key, []).append(int(index))
+            for key, got in per_key.items():
+                k = int(key[1:])
+                assert got == list(range(k, n, keys)), f"{side}: key {key}"
+            assert len(per_key) == keys
+            assert _nothing_more(consumer), f"{side}: more than {n}"
+        for i in range(2):
+            wait_until(lambda i=i: _drained(a, f"{topic}-partition-{i}", "b"), timeout=60)

@@ -2,16 +2,21 @@
 positions, what a replicator sends (origin marked) and what it never sends (another
 cluster's entries, markers), the clusters a policy replicates to, and deduplication replaying
 replicated entries under the replicator's name; transactions as dispatch sees them (held while
-open, aborted entries skipped, committed ones sent as plain messages) (docs/geo-replication.md)."""
+open, aborted entries skipped, committed ones sent as plain messages); the window of entries
+in flight and the cursor moving over the receipted prefix only (docs/geo-replication.md)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, cast
+
+import pytest
 
 from magnetar.broker import replication
 from magnetar.broker.dedup import Deduplication, Verdict
 from magnetar.broker.transactions.buffer import TransactionBuffer
 from magnetar.broker.transactions.ids import TxnId
+from magnetar.client import handles
 from magnetar.managed_ledger.api import Entry, Position
 from magnetar.managed_ledger.memory import MemoryManagedLedgerFactory
 from magnetar.wire import frames, pb
@@ -141,3 +146,84 @@ async def test_transactions_held_open_aborted_skipped_committed_sent_plain() -> 
     rest = r.within_transactions(cursor, await cursor.read_entries(100))
     assert sendable(rest) == [b"plain-2"]  # the aborted entry and both markers skipped
     assert not cursor.has_more_entries()
+
+
+class _Remote:
+    """The replicator's side of a remote producer, its receipts released by the test (a real
+    broker answers in its own time: the window's bookkeeping needs them held)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[int, asyncio.Future[Any]]] = []
+
+    async def send_stored(
+        self, metadata: pb.MessageMetadata, payload: bytes, *, sequence_id: int
+    ) -> asyncio.Future[Any]:
+        receipt: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.sent.append((sequence_id, receipt))
+        return receipt
+
+    def receipt(self, i: int) -> None:
+        self.sent[i][1].set_result(None)
+
+
+async def _settle() -> None:
+    for _ in range(50):
+        await asyncio.sleep(0)
+
+
+async def test_the_window_bounds_entries_in_flight_and_the_cursor_follows_receipts() -> None:
+    factory = MemoryManagedLedgerFactory()
+    ml = await factory.open("t/n/persistent/window")
+    cursor = await ml.open_cursor("pulsar.repl.b")
+    positions = []
+    for i in range(30):
+        meta = _meta(replicated_from="c") if i == 3 else _meta()  # 3: not sent
+        positions.append(await ml.add_entry(frames.encode_headers_and_payload(meta, b"%d" % i)))
+    r = replication.Replicator(
+        topic="persistent://t/n/window",
+        managed_ledger=ml,
+        local="a",
+        remote="b",
+        clusters=cast(Any, None),
+        window=8,
+    )
+    remote = _Remote()
+    running = asyncio.ensure_future(r._replicate(cursor, cast(Any, remote)))
+    await _settle()
+    # 8 entries read (one of them not sent), none receipted: reading stops there
+    assert [s for s, _ in remote.sent] == [
+        replication.sequence_id(p) for p in positions[:8] if p != positions[3]
+    ]
+    assert cursor.mark_delete_position < positions[0]
+    remote.receipt(1)  # (out of order) the head still has no receipt: the cursor stays
+    await _settle()
+    assert cursor.mark_delete_position < positions[0] and len(remote.sent) == 7
+    remote.receipt(0)  # the head and the next receipted, then the entry not sent
+    await _settle()
+    assert cursor.mark_delete_position == positions[1]
+    assert len(remote.sent) == 9 and r.msg_out == 2  # two more in the room made
+    remote.receipt(2)
+    await _settle()
+    assert cursor.mark_delete_position == positions[3]  # over the entry not sent, too
+    assert len(remote.sent) == 11
+    # the producer gives up: replication through it stops, the cursor where it was
+    remote.sent[3][1].set_exception(handles.HandleClosedError("gone"))
+    with pytest.raises(handles.HandleClosedError):
+        await running
+    assert cursor.mark_delete_position == positions[3]
+    # a new producer: everything after the acknowledged prefix again, same sequence ids
+    again = _Remote()
+    running = asyncio.ensure_future(r._replicate(cursor, cast(Any, again)))
+    await _settle()
+    assert [s for s, _ in again.sent] == [replication.sequence_id(p) for p in positions[4:12]]
+    while len([f for _, f in again.sent if f.done()]) < 26:
+        for _, receipt in again.sent:
+            if not receipt.done():
+                receipt.set_result(None)
+        await _settle()
+    assert [s for s, _ in again.sent] == [replication.sequence_id(p) for p in positions[4:]]
+    assert cursor.mark_delete_position == positions[-1] and cursor.backlog() == 0
+    assert r.msg_out == 3 + 26
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
