@@ -10,7 +10,7 @@ import signal
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -195,6 +195,12 @@ class BrokerProc(BrokerHttpProc):
         """Whether ``url`` (a lookup's ``brokerUrl`` or ``httpUrl``, a redirect's Location)
         is one of this broker's (one of its workers', with workers)."""
         return urlsplit(url).port in self.ports()
+
+
+def holders(brokers: Iterable[BrokerProc], urls: Iterable[str]) -> set[BrokerProc]:
+    """The brokers ``urls`` (owners' URLs from lookups) belong to (:meth:`BrokerProc.serves`)."""
+    found = list(urls)
+    return {b for b in brokers if any(b.serves(u) for u in found)}
 
 
 @contextlib.contextmanager
