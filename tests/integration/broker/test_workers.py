@@ -284,6 +284,17 @@ def test_worker_sigkilled_while_producing_loses_nothing_receipted(workers: Broke
             timeout=30,
             what="a new worker",
         )
+
+        def every_worker_scraped() -> bool:
+            # the new worker took its predecessor's slot (and socket): the pod's /metrics
+            # has every worker again
+            merged, _ = _samples(f"{workers.http_url}/metrics")
+            return all(
+                _value(merged, "magnetar_broker_worker_up", worker=str(i)) == 1
+                for i in range(WORKERS)
+            )
+
+        wait_until(every_worker_scraped, timeout=30, what="every worker in the pod's /metrics")
         consumer = client.subscribe(topic, "keep")
         got: set[bytes] = set()
         while len(got) < n:
