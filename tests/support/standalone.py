@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import sys
 import urllib.error
@@ -163,10 +164,26 @@ class BrokerProc(BrokerHttpProc):
         """kill -9 of the broker and, with workers, of every worker at once (a pod dying, not
         the workers' orderly exit when their parent goes): its process group, which is its
         own (``Proc`` starts a session), then the reaping of the parent."""
+        sockets = self._worker_dirs()
         if self.pid is not None and self.alive():
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.pid, signal.SIGKILL)
         self.proc.kill()
+        for directory in sockets:  # what the parent, killed, could not remove
+            shutil.rmtree(directory, ignore_errors=True)
+
+    def _worker_dirs(self) -> set[str]:
+        """The workers' socket directories (``--worker-dir``) of the running parent."""
+        if self.pid is None:
+            return set()
+        found: set[str] = set()
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(self.pid).children():
+                with contextlib.suppress(psutil.Error):
+                    argv = child.cmdline()
+                    if "--worker-dir" in argv[:-1]:
+                        found.add(argv[argv.index("--worker-dir") + 1])
+        return found
 
     def restart(self) -> None:
         self.kill()
