@@ -139,15 +139,22 @@ def _buckets(metric: str, buckets: tuple[str, ...], sel: str, unit: str) -> list
 
 
 def _process(sel: str) -> list[Panel]:
+    # summed per instance: a broker pod with --workers N has N processes, one series each
+    # (label worker), on one scrape target
     return [
         Panel(
             "CPU (cores)",
-            [(f"rate(process_cpu_seconds_total{{{sel}}}[{RI}])", "{{instance}}")],
+            [
+                (
+                    f"sum by (instance) (rate(process_cpu_seconds_total{{{sel}}}[{RI}]))",
+                    "{{instance}}",
+                )
+            ],
             "short",
         ),
         Panel(
             "Resident memory",
-            [(f"process_resident_memory_bytes{{{sel}}}", "{{instance}}")],
+            [(f"sum by (instance) (process_resident_memory_bytes{{{sel}}})", "{{instance}}")],
             "bytes",
         ),
     ]

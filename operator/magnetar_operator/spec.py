@@ -126,13 +126,13 @@ class Brokers:
     config: dict[str, str]
     node_selector: dict[str, str]
     extra_args: tuple[str, ...] = ()
-    workers: int | str = 1
-    """Broker processes per pod (``magnetar broker --workers``), or ``auto``: one per whole
-    core of the CPU limit (1 without a limit)."""
+    workers: int | str = AUTO
+    """Broker processes per pod (``magnetar broker --workers``), or ``auto`` (the default):
+    one per whole core of the CPU limit (1 without a limit, or with advertisedListeners)."""
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> Brokers:
-        workers = raw.get("workers", 1)
+        workers = raw.get("workers", AUTO)
         return cls(
             replicas=int(raw.get("replicas", 2)),
             resources=Resources.parse(_sub(raw, "resources")),
@@ -144,11 +144,13 @@ class Brokers:
 
     def worker_count(self) -> int:
         """The processes each broker pod runs: ``workers``, or with ``auto`` the CPU limit's
-        whole cores (at least 1, at most :data:`MAX_BROKER_WORKERS`)."""
+        whole cores (at least 1, at most :data:`MAX_BROKER_WORKERS`); ``auto`` is 1 when
+        ``config`` sets ``advertisedListeners``, which the broker refuses with workers (a
+        listener names one address)."""
         if self.workers != AUTO:
             return int(self.workers)
         cpu = self.resources.limits.get("cpu")
-        if cpu is None:
+        if cpu is None or self.config.get("advertisedListeners"):
             return 1
         return max(1, min(MAX_BROKER_WORKERS, int(cpu_cores(cpu))))
 

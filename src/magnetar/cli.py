@@ -58,11 +58,17 @@ def _broker(args: argparse.Namespace) -> int:
         if args.workers > 1:
             return _broker_workers(args, config)
         shared = workers.SharedPorts.parse(args.worker_of) if args.worker_of else None
+        slot = (
+            workers.WorkerSlot.parse(args.worker_slot, args.worker_dir)
+            if args.worker_slot and args.worker_dir
+            else None
+        )
         aio.run(
             server.run(
                 args.metadata_url,
                 config,
                 shared=shared,
+                slot=slot,
                 functions_runtime=args.functions_runtime,
             )
         )
@@ -1079,7 +1085,10 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
         default=1,
         help="broker processes sharing the ports, one per core given (default 1)",
     )
-    p.add_argument("--worker-of", help=argparse.SUPPRESS)  # set by the parent of workers
+    # set by the parent of workers (broker/workers.py)
+    p.add_argument("--worker-of", help=argparse.SUPPRESS)
+    p.add_argument("--worker-slot", help=argparse.SUPPRESS)
+    p.add_argument("--worker-dir", help=argparse.SUPPRESS)
     p.add_argument("--log-level", default=None)
     p.set_defaults(func=_broker)
     _metadata_tls_flags(p)

@@ -178,7 +178,9 @@ def test_broker_workers_count_or_auto(
     api: client.ApiClient, crds: list[str], namespace: str
 ) -> None:
     cr = CR(api, namespace)
-    assert cr.create("pulsarclusters", cluster("w1"))["spec"]["brokers"]["workers"] == 1
+    assert cr.create("pulsarclusters", cluster("wdef"))["spec"]["brokers"]["workers"] == "auto"
+    obj = cr.create("pulsarclusters", cluster("w1", brokers={"workers": 1}))
+    assert obj["spec"]["brokers"]["workers"] == 1
     obj = cr.create("pulsarclusters", cluster("wauto", brokers={"workers": "auto"}))
     assert obj["spec"]["brokers"]["workers"] == "auto"
     obj = cr.create("pulsarclusters", cluster("w4", brokers={"workers": 4}))

@@ -37,8 +37,8 @@ def load_reports(metadata_url: str, *, tls: grpctls.ClientTlsConfig | None = Non
 def two_brokers(
     metadata_url: str, base_dir: Path, *, extra_args: Sequence[str] = ()
 ) -> Iterator[tuple[BrokerProc, BrokerProc]]:
-    """One bookie and two brokers (ensemble 1/1/1, a 2 s session TTL, ``extra_args``), both
-    load reports in."""
+    """One bookie and two brokers (ensemble 1/1/1, a 2 s session TTL, ``extra_args``), every
+    load report in (one per worker process with workers)."""
     bookie = BookieProc(metadata_url, base_dir).start()
     a = b = None
     try:
@@ -48,7 +48,10 @@ def two_brokers(
         b = BrokerProc(
             metadata_url, base_dir, ensemble=(1, 1, 1), session_ttl=2.0, extra_args=extra_args
         ).start()
-        wait_until(lambda: load_reports(metadata_url) >= 2, timeout=30, what="both load reports")
+        brokers = a.workers + b.workers  # with workers, each is a broker of the cluster
+        wait_until(
+            lambda: load_reports(metadata_url) >= brokers, timeout=60, what="every load report"
+        )
         yield a, b
     finally:
         for proc in (b, a):

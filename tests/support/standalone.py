@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import signal
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+import psutil
 import pulsar
 
 from magnetar.client import admin
@@ -105,8 +109,9 @@ BROKER_WORKERS_ENV = "MAGNETAR_TEST_BROKER_WORKERS"
 """Set to N > 1, every :class:`BrokerProc` that names no ``--workers`` runs N worker
 processes (``magnetar broker --workers N``): the cluster suites against the multi-process
 broker (``MAGNETAR_TEST_BROKER_WORKERS=2 .venv/bin/python -m pytest tests/integration/...``).
-Suites that count brokers (two_brokers' load reports, ownership spread) then see N per
-process."""
+A suite that asks which broker owns a topic then compares the owner's URL with
+:meth:`BrokerProc.serves` (a worker's own ports), not with the process's configured ports,
+and counts :attr:`BrokerProc.workers` brokers per process."""
 
 
 class BrokerProc(BrokerHttpProc):
@@ -143,12 +148,76 @@ class BrokerProc(BrokerHttpProc):
         workers = os.environ.get(BROKER_WORKERS_ENV, "")
         if workers and "--workers" not in extra_args:
             argv += ["--workers", workers]
+        given = list(extra_args)
+        self.workers = (
+            int(given[given.index("--workers") + 1]) if "--workers" in given else int(workers or 1)
+        )
+        """Brokers of the cluster this process is (its worker processes, or 1)."""
         self.proc = Proc(
             argv,
             log_path=base_dir / f"broker-{self.port}.log",
             ready=self.ready,
             ready_timeout=ready_timeout,
         )
+
+    def kill(self) -> None:
+        """kill -9 of the broker and, with workers, of every worker at once (a pod dying, not
+        the workers' orderly exit when their parent goes): its process group, which is its
+        own (``Proc`` starts a session), then the reaping of the parent."""
+        sockets = self._worker_dirs()
+        if self.pid is not None and self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, signal.SIGKILL)
+        self.proc.kill()
+        for directory in sockets:  # what the parent, killed, could not remove
+            shutil.rmtree(directory, ignore_errors=True)
+
+    def _worker_dirs(self) -> set[str]:
+        """The workers' socket directories (``--worker-dir``) of the running parent."""
+        if self.pid is None:
+            return set()
+        found: set[str] = set()
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(self.pid).children():
+                with contextlib.suppress(psutil.Error):
+                    argv = child.cmdline()
+                    if "--worker-dir" in argv[:-1]:
+                        found.add(argv[argv.index("--worker-dir") + 1])
+        return found
+
+    def restart(self) -> None:
+        self.kill()
+        self.proc.start()
+
+    def ports(self) -> set[int]:
+        """Every port the broker listens on: the configured ones and, with workers, each
+        worker's own (those its broker id and the lookups' URLs carry)."""
+        if self.pid is None:
+            return set()
+        try:
+            parent = psutil.Process(self.pid)
+            procs = [parent, *parent.children()]
+        except psutil.NoSuchProcess:
+            return set()
+        listening: set[int] = set()
+        for proc in procs:
+            try:
+                conns = proc.net_connections(kind="tcp")
+            except psutil.NoSuchProcess:  # a worker just exiting
+                continue
+            listening |= {c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN}
+        return listening
+
+    def serves(self, url: str) -> bool:
+        """Whether ``url`` (a lookup's ``brokerUrl`` or ``httpUrl``, a redirect's Location)
+        is one of this broker's (one of its workers', with workers)."""
+        return urlsplit(url).port in self.ports()
+
+
+def holders(brokers: Iterable[BrokerProc], urls: Iterable[str]) -> set[BrokerProc]:
+    """The brokers ``urls`` (owners' URLs from lookups) belong to (:meth:`BrokerProc.serves`)."""
+    found = list(urls)
+    return {b for b in brokers if any(b.serves(u) for u in found)}
 
 
 @contextlib.contextmanager

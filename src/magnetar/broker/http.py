@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 
 import prometheus_client
 from aiohttp import web
 from prometheus_client.registry import Collector
 
-from magnetar.broker import access, metrics
+from magnetar.broker import access, metrics, workers
 from magnetar.broker.contracts import BrokerError
 from magnetar.broker.service import BrokerService
 from magnetar.metadata import stats as metadata_stats
@@ -68,11 +69,48 @@ METRICS = web.AppKey("magnetar_metrics_registry", prometheus_client.CollectorReg
 """``app[METRICS]``: what /metrics renders (:func:`magnetar.broker.metrics.registry`)."""
 
 
-async def _metrics(request: web.Request) -> web.Response:
-    app = request.app
+@dataclass(frozen=True, slots=True)
+class PodMetrics:
+    """A worker of ``magnetar broker --workers N``: which one, and the shared HTTP ports on
+    which ``/metrics`` answers for the whole pod (``broker/workers.py``)."""
+
+    slot: workers.WorkerSlot
+    shared_ports: frozenset[int]
+
+
+POD = web.AppKey("magnetar_pod_metrics", PodMetrics)
+"""``app[POD]``: set in a worker process; absent in a single broker process."""
+
+
+async def local_exposition(app: web.Application) -> bytes:
+    """This process's own ``/metrics``, in OpenMetrics (which, unlike the Prometheus text
+    format, keeps a counter's ``_created`` in its family, so it parses back as it was)."""
     # more series rendered as text by extensions (the functions' pulsar_function_*)
     extra = "".join([await source(app) for source in app.get(METRICS_SOURCES, [])])
-    body, content_type = metrics.render(app[METRICS], request.headers.get("Accept"), extra)
+    body, _ = metrics.render(app[METRICS], metrics.OPENMETRICS, extra)
+    return body
+
+
+def _local_port(request: web.Request) -> int | None:
+    """The port of this process the request came in on."""
+    sockname = request.transport.get_extra_info("sockname") if request.transport else None
+    return int(sockname[1]) if isinstance(sockname, tuple) and len(sockname) > 1 else None
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    app = request.app
+    accept = request.headers.get("Accept")
+    pod = app.get(POD)
+    if pod is not None and _local_port(request) in pod.shared_ports:
+        # a pod-level scrape: every worker's series, each labelled with its worker
+        own = await local_exposition(app)
+        parts = await workers.read_expositions(pod.slot, own)
+        body, content_type = metrics.render_workers(
+            parts, accept, cluster=app[SERVICE].config.cluster_name
+        )
+    else:
+        extra = "".join([await source(app) for source in app.get(METRICS_SOURCES, [])])
+        body, content_type = metrics.render(app[METRICS], accept, extra)
     return web.Response(body=body, headers={"Content-Type": content_type})
 
 

@@ -32,6 +32,7 @@ from prometheus_client import (
 from prometheus_client import exposition as text_exposition
 from prometheus_client.metrics_core import Metric
 from prometheus_client.openmetrics import exposition as om_exposition
+from prometheus_client.openmetrics import parser as om_parser
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
@@ -46,6 +47,9 @@ from magnetar.managed_ledger.ledger import ManagedLedgerImpl
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """The Prometheus text format, as Pulsar answers it."""
+
+OPENMETRICS = "application/openmetrics-text"
+"""The ``Accept`` value for which :func:`render` answers in OpenMetrics."""
 
 RUNTIME_COLLECTORS: tuple[Collector, ...] = (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR)
 """prometheus-client's own: ``process_*`` (CPU, memory, file descriptors, start time),
@@ -781,7 +785,64 @@ def render(reg: CollectorRegistry, accept: str | None, extra_text: str = "") -> 
         combined = CollectorRegistry(auto_describe=False)
         combined.register(_WithText(reg, extra_text))
         reg = combined
-    if accept and "application/openmetrics-text" in accept:
+    if accept and OPENMETRICS in accept:
         body: bytes = om_exposition.generate_latest(reg)  # type: ignore[no-untyped-call]
         return body, om_exposition.CONTENT_TYPE_LATEST
     return text_exposition.generate_latest(reg), CONTENT_TYPE
+
+
+WORKER_LABEL = "worker"
+"""The label a pod-level scrape of ``magnetar broker --workers N`` puts on each worker's
+series (its index, 0 .. N-1, stable across the worker's restarts)."""
+
+
+_parse_openmetrics: Callable[[str], Iterator[Metric]] = om_parser.text_string_to_metric_families
+
+
+class _WorkerFamilies(Collector):
+    """The families of several workers' expositions merged by name (a name appears once, as
+    the text format requires), each sample labelled with its worker; then
+    ``magnetar_broker_worker_up``: 1 for a worker whose series are there, 0 for one that did
+    not answer."""
+
+    def __init__(self, parts: Sequence[tuple[int, bytes | None]], cluster: str) -> None:
+        # each part in OpenMetrics (a counter's _created stays in its family)
+        self._parts = parts
+        self._cluster = cluster
+
+    def collect(self) -> Iterator[Metric]:
+        merged: dict[str, Metric] = {}
+        for index, text in self._parts:
+            if text is None:
+                continue
+            worker = {WORKER_LABEL: str(index)}
+            for family in _parse_openmetrics(text.decode()):
+                into = merged.get(family.name)
+                if into is None:
+                    into = merged[family.name] = Metric(
+                        family.name, family.documentation, family.type, family.unit
+                    )
+                elif into.type != family.type:  # workers of one pod run the same code
+                    continue
+                for s in family.samples:
+                    into.add_sample(s.name, {**s.labels, **worker}, s.value, s.timestamp)
+        yield from merged.values()
+        up = Metric(
+            "magnetar_broker_worker_up",
+            "1 when the worker's series are in this scrape, 0 when it did not answer",
+            "gauge",
+        )
+        for index, text in self._parts:
+            labels = {"cluster": self._cluster, WORKER_LABEL: str(index)}
+            up.add_sample("magnetar_broker_worker_up", labels, 0.0 if text is None else 1.0)
+        yield up
+
+
+def render_workers(
+    parts: Sequence[tuple[int, bytes | None]], accept: str | None, *, cluster: str
+) -> tuple[bytes, str]:
+    """:func:`render` for a pod of broker workers: ``parts`` are (worker index, its own
+    exposition in OpenMetrics, None when it did not answer)."""
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(_WorkerFamilies(parts, cluster))
+    return render(reg, accept)

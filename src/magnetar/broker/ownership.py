@@ -302,26 +302,32 @@ class Ownership:
 
     async def least_loaded(self) -> BrokerInfo:
         """The live broker with the fewest owned bundles (then the lowest message rate);
-        this broker wins ties, so a single broker never redirects to itself."""
+        this broker wins ties, so a single broker never redirects to itself.
+
+        The bundles are counted from the ownership records, which a claim writes at once,
+        not from the load reports' ``bundleCount``: those are a reporting period old, so a
+        burst of new bundles (clients subscribing to many topics at once) would all go to
+        the one broker whose stale count was lowest -- with more than two brokers (the
+        workers of ``--workers N`` pods) often all to one of them."""
         brokers = await self.live_brokers()
         if len(brokers) <= 1:
             return self.me
-        loads: dict[str, tuple[float, float]] = {}
+        rates: dict[str, float] = {}
         async for record in self.store.scan_all(keys.BROKER_LOAD):
             broker_id = keys.unsegment(record.key.rsplit("/", 1)[-1])
             with contextlib.suppress(ValueError, TypeError, AttributeError):
-                data = json.loads(record.value)
-                loads[broker_id] = (
-                    float(data.get("bundleCount", 0)),
-                    float(data.get("msgRateIn", 0.0)),
-                )
-        mine = (float(len(self.owned)), loads.get(self.me.broker_id, (0.0, 0.0))[1])
+                rates[broker_id] = float(json.loads(record.value).get("msgRateIn", 0.0))
+        bundles: dict[str, int] = {}
+        async for record in self.store.scan_all(keys.OWNERSHIP):
+            with contextlib.suppress(ValueError, TypeError, AttributeError):
+                owner = str(json.loads(record.value).get("brokerId", ""))
+                bundles[owner] = bundles.get(owner, 0) + 1
         best = self.me
-        best_load = mine
+        best_load = (float(len(self.owned)), rates.get(self.me.broker_id, 0.0))
         for broker_id, info in sorted(brokers.items()):
             if broker_id == self.me.broker_id or not info.service_url:
                 continue
-            load = loads.get(broker_id, (0.0, 0.0))
+            load = (float(bundles.get(broker_id, 0)), rates.get(broker_id, 0.0))
             if load < best_load:
                 best, best_load = info, load
         return best

@@ -79,11 +79,16 @@ class BrokerServer:
         http_extensions: Iterable[http.Extension] = (),
         metrics_sources: Iterable[Collector | CollectorRegistry] = (),
         shared: workers.SharedPorts | None = None,
+        slot: workers.WorkerSlot | None = None,
     ) -> None:
         self.service = service
         self._shared = shared
         """The pod-wide ports this process serves beside its own, shared with the other
         worker processes of the broker (``SO_REUSEPORT``; ``broker/workers.py``)."""
+        self._slot = slot
+        """Which worker this is (with ``shared``): a scrape of a shared HTTP port answers
+        for every worker of the pod, read from their sockets (``broker/workers.py``)."""
+        self._exposition: asyncio.Server | None = None
         self._shared_servers: list[asyncio.Server] = []
         self._shared_http: list[asyncio.Server] = []
         self._http_extensions = list(http_extensions)
@@ -194,6 +199,12 @@ class BrokerServer:
         app = http.build_app(
             self.service, extensions=self._http_extensions, metrics_sources=self._metrics_sources
         )
+        if self._shared is not None and self._slot is not None:
+            shared_http = {self._shared.http_port, self._shared.https_port} - {None}
+            app[http.POD] = http.PodMetrics(self._slot, frozenset(p for p in shared_http if p))
+            self._exposition = await workers.serve_exposition(
+                self._slot.socket(self._slot.index), lambda: http.local_exposition(app)
+            )
         self._http = web.AppRunner(app, access_log=None)
         await self._http.setup()
         handler = self._http.server
@@ -231,6 +242,8 @@ class BrokerServer:
                 log.warning("connections still open after 5 s")
         for server in (*self._shared_http, *self._http_servers):
             server.close()
+        if self._exposition is not None:
+            self._exposition.close()
         if self._http is not None:
             await self._http.cleanup()
 
@@ -244,10 +257,12 @@ async def run(
     config: BrokerConfig,
     *,
     shared: workers.SharedPorts | None = None,
+    slot: workers.WorkerSlot | None = None,
     functions_runtime: str = "none",
 ) -> None:
     """``magnetar broker``: serve until SIGTERM/SIGINT (``shared``: as one of the worker
-    processes of ``magnetar broker --workers N``, also on the pod's shared ports).
+    processes of ``magnetar broker --workers N``, also on the pod's shared ports; ``slot``:
+    which one, for the pod-level ``/metrics``).
     ``functions_runtime`` ``kubernetes``: each function is a ``Function`` resource in the
     pod's own namespace, on the PulsarCluster named as the cluster
     (:mod:`magnetar.functions.kubernetes`; the pod's service account must be allowed to write
@@ -273,7 +288,7 @@ async def run(
             cluster_ref=config.cluster_name,
         )
         extensions.append(functions_admin.with_runtime(k8s_functions))
-    server = BrokerServer(service, http_extensions=extensions, shared=shared)
+    server = BrokerServer(service, http_extensions=extensions, shared=shared, slot=slot)
     try:
         await server.start()
         if k8s_functions is not None:

@@ -20,6 +20,13 @@ starts the workers, restarts one that exits (after a growing delay, ``common.bac
 SIGTERM/SIGINT stops them all (SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`). A worker
 killed with SIGKILL loses its metadata session when the lease runs out; its bundles are then
 taken by the next lookups and their open ledgers fenced and recovered, as for a dead broker.
+
+``/metrics`` for the pod: the parent makes a private directory (mode 0700) where worker ``i``
+of ``N`` (``--worker-slot i/N``, ``--worker-dir``) answers on the Unix socket
+``worker-i.sock`` with its own exposition (:func:`serve_exposition`). A scrape on a shared
+HTTP port, whichever worker the kernel hands it to, reads its siblings' expositions there
+(:func:`read_expositions`) and answers with all of them, each series labelled ``worker="i"``
+(``broker/http.py``); a worker's own HTTP port still answers for that worker alone.
 """
 
 from __future__ import annotations
@@ -29,11 +36,15 @@ import contextlib
 import ctypes
 import dataclasses
 import logging
+import os
+import shutil
 import signal
 import socket
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from magnetar.common import backoff
 
@@ -87,6 +98,75 @@ class SharedPorts:
         return cls(**given)
 
 
+@dataclass(frozen=True, slots=True)
+class WorkerSlot:
+    """Which of the pod's workers this process is, and where the workers answer each other
+    (the parent's private directory of Unix sockets)."""
+
+    index: int
+    count: int
+    directory: Path
+
+    def socket(self, index: int) -> Path:
+        """Where worker ``index`` serves its own exposition."""
+        return self.directory / f"worker-{index}.sock"
+
+    @classmethod
+    def parse(cls, slot: str, directory: str) -> WorkerSlot:
+        """``--worker-slot i/N`` and ``--worker-dir``; ValueError naming what is wrong."""
+        index, sep, count = slot.partition("/")
+        if sep and index.isdigit() and count.isdigit() and int(index) < int(count):
+            return cls(int(index), int(count), Path(directory))
+        raise ValueError(f"--worker-slot {slot!r}: not INDEX/COUNT with INDEX < COUNT")
+
+
+EXPOSITION_TIMEOUT_S = 5.0
+"""How long a pod-level scrape waits for a sibling's exposition (a worker restarting, or too
+busy to answer, is left out and shown by ``magnetar_broker_worker_up 0``)."""
+
+
+async def serve_exposition(path: Path, render: Callable[[], Awaitable[bytes]]) -> asyncio.Server:
+    """Answer every connection to the Unix socket ``path`` with ``render()``'s bytes (this
+    worker's Prometheus text), then close it. A socket file a killed predecessor left is
+    replaced."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            writer.write(await render())
+            await writer.drain()
+        except Exception:  # a sibling gone mid-answer, a collector failing: log, keep serving
+            log.warning("answering a sibling's scrape failed", exc_info=True)
+        finally:
+            writer.close()
+
+    await asyncio.to_thread(path.unlink, missing_ok=True)
+    return await asyncio.start_unix_server(answer, path=str(path))
+
+
+async def _read_exposition(path: Path, timeout_s: float) -> bytes | None:
+    try:
+        async with asyncio.timeout(timeout_s):
+            reader, writer = await asyncio.open_unix_connection(str(path))
+            try:
+                return await reader.read()
+            finally:
+                writer.close()
+    except (OSError, TimeoutError) as err:  # not started yet, restarting, or stuck
+        log.info("no exposition from %s: %s", path.name, err)
+        return None
+
+
+async def read_expositions(
+    slot: WorkerSlot, own: bytes, *, timeout_s: float = EXPOSITION_TIMEOUT_S
+) -> list[tuple[int, bytes | None]]:
+    """Every worker's exposition, in worker order: ``own`` for this one, the siblings' read
+    concurrently from their sockets (None: that worker did not answer in ``timeout_s``)."""
+    others = [i for i in range(slot.count) if i != slot.index]
+    got = await asyncio.gather(*(_read_exposition(slot.socket(i), timeout_s) for i in others))
+    by_index: dict[int, bytes | None] = {slot.index: own, **dict(zip(others, got, strict=True))}
+    return sorted(by_index.items())
+
+
 def _reserve(host: str, port: int) -> socket.socket:
     """A bound, not listening, ``SO_REUSEPORT`` socket on ``port``: fixes a port 0 and keeps
     the port for the workers (only listening sockets receive connections)."""
@@ -122,10 +202,11 @@ def reserve_ports(host: str, wanted: SharedPorts) -> tuple[SharedPorts, list[soc
     return dataclasses.replace(wanted, **fixed), held
 
 
-def worker_argv(args: Sequence[str], shared: SharedPorts) -> list[str]:
-    """The command line of one worker: the parent's ``magnetar broker`` arguments (``args``,
-    without the program and subcommand), then its own ports (0: free ones) and the shared
-    ones; argparse keeps the last value of a flag given twice."""
+def worker_argv(args: Sequence[str], shared: SharedPorts, directory: Path) -> list[str]:
+    """The command line of the workers: the parent's ``magnetar broker`` arguments (``args``,
+    without the program and subcommand), then its own ports (0: free ones), the shared ones
+    and the workers' socket directory; argparse keeps the last value of a flag given twice.
+    :class:`Workers` adds each one's ``--worker-slot``."""
     own = []
     for name, flag in (
         ("port", "--port"),
@@ -146,6 +227,8 @@ def worker_argv(args: Sequence[str], shared: SharedPorts) -> list[str]:
         "1",
         "--worker-of",
         shared.to_arg(),
+        "--worker-dir",
+        str(directory),
     ]
 
 
@@ -167,7 +250,10 @@ class Workers:
         delays = backoff.Backoff(initial_s=0.5, max_s=10.0)
         while not self._stopping:
             proc = await asyncio.create_subprocess_exec(
-                *self.argv, preexec_fn=_die_with_parent if sys.platform == "linux" else None
+                *self.argv,
+                "--worker-slot",
+                f"{index}/{self.count}",
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
             self.procs[index] = proc
             log.info("broker worker %d: pid %d", index, proc.pid)
@@ -209,7 +295,9 @@ async def run(args: Sequence[str], *, count: int, host: str, wanted: SharedPorts
     """``magnetar broker --workers N`` (N > 1): reserve the shared ports, run ``count``
     workers until SIGTERM/SIGINT, then stop them."""
     shared, held = reserve_ports(host, wanted)
-    workers = Workers(worker_argv(args, shared), count)
+    # the workers' sockets (pod-level /metrics): private to this user
+    directory = Path(tempfile.mkdtemp(prefix=f"magnetar-broker-{os.getpid()}-"))
+    workers = Workers(worker_argv(args, shared, directory), count)
     try:
         await workers.start()
         print(
@@ -227,3 +315,4 @@ async def run(args: Sequence[str], *, count: int, host: str, wanted: SharedPorts
         await workers.stop()
         for sock in held:
             sock.close()
+        shutil.rmtree(directory, ignore_errors=True)

@@ -25,9 +25,16 @@ pytestmark = pytest.mark.etcd
 
 NS = "public/listeners"
 
+ONE_PROCESS = ["--workers", "1"]
+"""advertisedListeners name one address per listener, which the worker processes of
+``--workers N`` cannot share (refused at startup, docs/architecture.md): these brokers stay
+one process each, also under ``MAGNETAR_TEST_BROKER_WORKERS``."""
+
 
 def _broker(etcd: EtcdServer, tmp_path: Path) -> BrokerProc:
-    proc = BrokerProc(etcd.url, tmp_path, ensemble=(1, 1, 1), session_ttl=2.0)
+    proc = BrokerProc(
+        etcd.url, tmp_path, ensemble=(1, 1, 1), session_ttl=2.0, extra_args=ONE_PROCESS
+    )
     proc.proc.argv += [
         # the same socket under two names: "external" is what a client outside would reach
         "--advertised-listeners",
@@ -133,7 +140,9 @@ def test_bad_listener_configuration_fails_startup(tmp_path: Path) -> None:
 
 def _tls_broker(etcd: EtcdServer, tmp_path: Path, ca: CertificateAuthority) -> BrokerProc:
     pair = ca.issue("localhost", server=True, file_stem="broker")
-    proc = BrokerProc(etcd.url, tmp_path, ensemble=(1, 1, 1), session_ttl=2.0)
+    proc = BrokerProc(
+        etcd.url, tmp_path, ensemble=(1, 1, 1), session_ttl=2.0, extra_args=ONE_PROCESS
+    )
     (tls_port,) = free_ports(1)
     proc.tls_port = tls_port  # type: ignore[attr-defined]
     proc.proc.argv += [

@@ -2,9 +2,11 @@
 
 etcd + one bookie + one broker started with ``--workers 2``: the official client on the
 shared port is redirected to the worker that owns each topic's bundle, topics owned by both
-workers carry messages end to end, and a worker SIGKILLed while a producer publishes loses
-nothing that got a receipt: its bundles move (lease expiry, then a lookup assigns them and the
-new owner fences and recovers the open ledger) and the parent starts a new worker.
+workers carry messages end to end, a scrape of the shared HTTP port shows every worker's
+series (labelled ``worker``) with the same values as each worker's own port, and a worker
+SIGKILLed while a producer publishes loses nothing that got a receipt: its bundles move (lease
+expiry, then a lookup assigns them and the new owner fences and recovers the open ledger) and
+the parent starts a new worker.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from urllib.parse import urlsplit
 import psutil
 import pulsar
 import pytest
+from prometheus_client.openmetrics import parser as openmetrics_parser
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from tests.integration.broker import test_deduplication as dedup
 from tests.support.bookies import BookieProc
@@ -125,6 +130,102 @@ def test_topics_of_both_workers_through_the_shared_port(workers: BrokerProc) -> 
         assert stats["msgInCounter"] == 200, stats
 
 
+def _samples(url: str, accept: str | None = None) -> tuple[list[Sample], str]:
+    """The samples of a ``/metrics`` answer, and its text (each family must appear once)."""
+    request = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
+    with urllib.request.urlopen(request, timeout=30) as r:
+        text = r.read().decode()
+    declared = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")]
+    assert len(declared) == len(set(declared)), "a family declared twice"
+    parse = (
+        openmetrics_parser.text_string_to_metric_families
+        if accept and "openmetrics" in accept
+        else text_string_to_metric_families
+    )
+    return [s for f in parse(text) for s in f.samples], text
+
+
+def _value(samples: list[Sample], name: str, **labels: str) -> float:
+    found = [s.value for s in samples if s.name == name and labels.items() <= s.labels.items()]
+    assert len(found) == 1, f"{name}{labels}: {found}"
+    return float(found[0])
+
+
+def _owner_http(broker: BrokerProc, topic: str) -> str:
+    with urllib.request.urlopen(
+        f"{broker.http_url}/lookup/v2/topic/persistent/{NS}/{topic}", timeout=30
+    ) as r:
+        return str(json.loads(r.read())["httpUrl"])
+
+
+def test_one_scrape_of_the_shared_port_shows_every_worker(workers: BrokerProc) -> None:
+    owners = _topics_on_two_workers(workers)
+    client = pulsar.Client(workers.service_url, operation_timeout_seconds=30)
+    try:
+        for topic in owners.values():
+            _roundtrip(client, topic, 200)
+    finally:
+        client.close()
+    full = {t: f"persistent://{NS}/{t}" for t in owners.values()}
+
+    def worker_of(samples: list[Sample], topic: str) -> str:
+        (s,) = [
+            s
+            for s in samples
+            if s.name == "pulsar_in_messages_total" and s.labels.get("topic") == full[topic]
+        ]
+        assert s.value == 200, s
+        return s.labels["worker"]
+
+    # each scrape is a new connection: the kernel hands it to either worker, and every
+    # answer is the whole pod's
+    for _ in range(6):
+        merged, _ = _samples(f"{workers.http_url}/metrics")
+        assert {t: worker_of(merged, t) for t in owners.values()}.keys() == set(full)
+        assert len({worker_of(merged, t) for t in owners.values()}) == WORKERS
+        for index in range(WORKERS):
+            assert _value(merged, "magnetar_broker_worker_up", worker=str(index)) == 1
+            assert _value(merged, "pulsar_health", worker=str(index)) == 1
+        # prometheus-client's runtime series, once per worker
+        pids = {s.labels["worker"] for s in merged if s.name == "process_start_time_seconds"}
+        assert pids == {str(i) for i in range(WORKERS)}
+
+    def same_as_own_ports() -> bool:
+        """Per worker, the merged figures are its own port's; summed, the pod's totals."""
+        merged, _ = _samples(f"{workers.http_url}/metrics")
+        in_total = 0.0
+        for topic in owners.values():
+            own, _ = _samples(f"{_owner_http(workers, topic)}/metrics")
+            assert "worker" not in {k for s in own for k in s.labels}
+            index = worker_of(merged, topic)
+            for name, labels in (
+                ("pulsar_in_messages_total", {"topic": full[topic]}),
+                ("pulsar_broker_topics_count", {}),
+                ("pulsar_broker_in_bytes_total", {"system_topic": "false"}),
+                ("pulsar_connection_created_total_count", {}),
+            ):
+                if _value(merged, name, **labels, worker=index) != _value(own, name, **labels):
+                    return False
+            in_total += _value(merged, "pulsar_broker_in_bytes_total", system_topic="false",
+                               worker=index)  # fmt: skip
+        # the broker-level sum over both workers is the sum over every (user) topic of the pod
+        topic_bytes = sum(
+            s.value
+            for s in merged
+            if s.name == "pulsar_in_bytes_total"
+            and s.labels["namespace"] != "pulsar/system"
+            and not s.labels["topic"].rpartition("/")[2].startswith("__")
+        )
+        return topic_bytes > 0 and in_total == topic_bytes
+
+    wait_until(same_as_own_ports, timeout=30, what="merged series equal to each worker's own")
+    # OpenMetrics too, when the scraper asks for it
+    om = "application/openmetrics-text; version=1.0.0"
+    merged, text = _samples(f"{workers.http_url}/metrics", om)
+    assert text.rstrip().endswith("# EOF")
+    assert {worker_of(merged, t) for t in owners.values()} == {str(i) for i in range(WORKERS)}
+
+
 def _worker_pid_on(workers: BrokerProc, port: int) -> int:
     for child in _children(workers):
         try:
@@ -183,6 +284,17 @@ def test_worker_sigkilled_while_producing_loses_nothing_receipted(workers: Broke
             timeout=30,
             what="a new worker",
         )
+
+        def every_worker_scraped() -> bool:
+            # the new worker took its predecessor's slot (and socket): the pod's /metrics
+            # has every worker again
+            merged, _ = _samples(f"{workers.http_url}/metrics")
+            return all(
+                _value(merged, "magnetar_broker_worker_up", worker=str(i)) == 1
+                for i in range(WORKERS)
+            )
+
+        wait_until(every_worker_scraped, timeout=30, what="every worker in the pod's /metrics")
         consumer = client.subscribe(topic, "keep")
         got: set[bytes] = set()
         while len(got) < n:

@@ -132,12 +132,15 @@ def _served_serial(port: int, pki: Pki) -> int:
 
 
 def _broker_connections(cluster: TlsCluster) -> set[tuple[int, int]]:
-    """(local port, bookie port) of the broker's established connections to the bookies."""
+    """(local port, bookie port) of the broker's established connections to the bookies (its
+    worker processes' with ``--workers``)."""
     assert cluster.broker.pid is not None
     bookie_ports = {b.port for b in cluster.bookies}
+    parent = psutil.Process(cluster.broker.pid)
     return {
         (c.laddr.port, c.raddr.port)
-        for c in psutil.Process(cluster.broker.pid).net_connections(kind="tcp")
+        for proc in (parent, *parent.children())
+        for c in proc.net_connections(kind="tcp")
         if c.status == psutil.CONN_ESTABLISHED and c.raddr and c.raddr.port in bookie_ports
     }
 

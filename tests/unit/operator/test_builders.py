@@ -243,7 +243,17 @@ def test_broker_command_line_matches_magnetar_broker() -> None:
 @pytest.mark.parametrize(
     ("brokers", "workers"),
     [
-        ({}, 1),
+        ({}, 1),  # auto by default, no CPU limit
+        ({"resources": {"limits": {"cpu": 2}}}, 2),  # auto by default
+        ({"workers": 1, "resources": {"limits": {"cpu": 2}}}, 1),
+        # advertisedListeners name one address, which workers cannot share
+        (
+            {
+                "resources": {"limits": {"cpu": 2}},
+                "config": {"advertisedListeners": "a:pulsar://h:1"},
+            },
+            1,
+        ),
         ({"workers": 3}, 3),
         ({"workers": "auto"}, 1),  # no CPU limit
         ({"workers": "auto", "resources": {"limits": {"cpu": 4}}}, 4),
@@ -255,8 +265,8 @@ def test_broker_command_line_matches_magnetar_broker() -> None:
 def test_broker_workers_from_the_spec_or_the_cpu_limit(
     brokers: dict[str, Any], workers: int
 ) -> None:
-    """``spec.brokers.workers``: a count, or ``auto`` from the pod's CPU limit; one worker is
-    the plain broker (no flag)."""
+    """``spec.brokers.workers``: a count, or ``auto`` (the default) from the pod's CPU limit;
+    one worker is the plain broker (no flag)."""
     spec = ClusterSpec.parse({"brokers": brokers})
     c = broker.deployment(OWNER, spec)["spec"]["template"]["spec"]["containers"][0]
     flags = [a for a in c["args"] if a.startswith("--workers")]
