@@ -175,7 +175,7 @@ def test_function_runs_as_a_statefulset_scales_and_leaves_nothing(
         what="the HPA again",
     )
     cr.delete("functions", "excl")
-    eventually(lambda: not cr.exists("functions", "excl"), timeout=30, what="Function gone")
+    eventually(lambda: not cr.exists("functions", "excl"), timeout=120, what="Function gone")
     for read in (
         lambda: sts_of(apps, namespace, "excl"),
         lambda: core.read_namespaced_service("excl-function", namespace),
@@ -199,7 +199,7 @@ def test_function_waits_for_its_pulsar_config(
         assert obj["status"]["phase"] == "Pending"
         return obj
 
-    eventually(waiting, timeout=30, what="Ready False, waiting for the ConfigMap")
+    eventually(waiting, timeout=60, what="Ready False, waiting for the ConfigMap")
     pulsar_config(client.CoreV1Api(api), namespace)
     obj = running(cr, "early", 1)
     # kopf's finalizer (its status timer needs one): deleting a Function waits for the

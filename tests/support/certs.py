@@ -16,6 +16,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+# cryptography imports its OpenSSL backend lazily, at the first EC signature. Imported here, at
+# collection: on Python 3.11 an import under way when the garbage collector runs a finalizer
+# that imports too fails with KeyError(<thread id>) (CPython gh-91351, fixed in 3.12), which
+# a full `tests/unit` run hit at the first CA() of tests/unit/common/test_tlsfiles.py.
+import cryptography.hazmat.backends.openssl.backend  # noqa: F401
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec

@@ -125,6 +125,15 @@ EXPOSITION_TIMEOUT_S = 5.0
 busy to answer, is left out and shown by ``magnetar_broker_worker_up 0``)."""
 
 
+async def _closed(writer: asyncio.StreamWriter) -> None:
+    """Close ``writer`` and wait until its transport is gone: a transport left closing when
+    its loop ends is finalised by the garbage collector, with a warning, at any later moment
+    (on Python 3.11 a finalizer that imports in the middle of another import breaks it)."""
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+
+
 async def serve_exposition(path: Path, render: Callable[[], Awaitable[bytes]]) -> asyncio.Server:
     """Answer every connection to the Unix socket ``path`` with ``render()``'s bytes (this
     worker's Prometheus text), then close it. A socket file a killed predecessor left is
@@ -137,7 +146,7 @@ async def serve_exposition(path: Path, render: Callable[[], Awaitable[bytes]]) -
         except Exception:  # a sibling gone mid-answer, a collector failing: log, keep serving
             log.warning("answering a sibling's scrape failed", exc_info=True)
         finally:
-            writer.close()
+            await _closed(writer)
 
     await asyncio.to_thread(path.unlink, missing_ok=True)
     return await asyncio.start_unix_server(answer, path=str(path))
@@ -150,7 +159,7 @@ async def _read_exposition(path: Path, timeout_s: float) -> bytes | None:
             try:
                 return await reader.read()
             finally:
-                writer.close()
+                await _closed(writer)
     except (OSError, TimeoutError) as err:  # not started yet, restarting, or stuck
         log.info("no exposition from %s: %s", path.name, err)
         return None
