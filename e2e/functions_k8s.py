@@ -80,6 +80,9 @@ def check(
         "--classname", "exclamation_function.ExclamationFunction",
         "--inputs", topic_in, "--output", topic_out, "--parallelism", "2",
         "--subs-position", "Earliest",
+        # Pulsar's default is a whole core (and 1 GB) per instance, requested and limited:
+        # three of those do not fit beside the cluster on the local cluster's 2-core node
+        "--cpu", "0.2", "--ram", str(256 * 1024 * 1024),
     )  # fmt: skip
     wait_until(lambda: running(2), timeout=300, interval=2, what="Function Running with 2")
     timings["function_ready"] = time.monotonic() - t0

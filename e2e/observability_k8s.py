@@ -27,7 +27,8 @@ dashboard under helm/magnetar/files/dashboards/, Grafana's variables resolved as
 resolves them (tests/support/observability.py), must return data. The integration test
 (tests/integration/observability/test_dashboards_and_alerts.py) leaves out the operator's
 dashboard (no operator there) and the offload one without MinIO; both sources run here, so
-nothing is left out (:data:`EXCEPTIONS` is empty).
+no dashboard is left out (:data:`EXCEPTIONS` is empty); one panel is, with its reason
+(:data:`PANEL_EXCEPTIONS`).
 """
 
 from __future__ import annotations
@@ -56,6 +57,15 @@ SCRAPED_COMPONENTS = ("broker", "bookie", "etcd", "proxy", "operator")
 
 EXCEPTIONS: dict[str, str] = {}
 """Dashboard file -> why it is not evaluated on Kubernetes (none)."""
+
+PANEL_EXCEPTIONS: dict[str, str] = {
+    "Magnetar / Operator / Events posted (1h)": "magnetar_operator_events_total counts the "
+    "events the operator posts on rolls, scaling, decommissions and waits (operator/"
+    "magnetar_operator/handlers.py); a fresh install has posted none when this check runs "
+    "(its first e2e run: the only panel without data), and a counter with labels has no "
+    "series before its first increment",
+}
+"""Panel title -> why it may have no series at this point of the e2e."""
 
 STATS_PERIOD_S = 6.0
 """The brokers' statistics period (5 s) and a margin: the workload is in their series then."""
@@ -160,7 +170,8 @@ def empty_panels(prom: PrometheusServer) -> list[str]:
         empty += [
             f"{q.name()}: {obs.substitute(q.expr, values)}"
             for q in queries
-            if not obs.has_data(prom, obs.substitute(q.expr, values))
+            if q.name().rsplit(" [", 1)[0] not in PANEL_EXCEPTIONS
+            and not obs.has_data(prom, obs.substitute(q.expr, values))
         ]
     return empty
 
