@@ -40,7 +40,39 @@ def _ready(pod: dict[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
 
 
-def check(
+def check(c: Cluster, *, namespace: str, **kwargs: Any) -> None:
+    """:func:`_check`, printing on a failure what the brokers, the operator and the events
+    said about the Function (the cluster, and its pod logs, go at the end of the run)."""
+    try:
+        _check(c, namespace=namespace, **kwargs)
+    except BaseException:
+        _print_diagnostics(c, namespace)
+        raise
+
+
+def _print_diagnostics(c: Cluster, namespace: str) -> None:
+    def run(*args: str) -> str:
+        try:
+            return c.k(*args)
+        except Exception as err:  # the diagnostics must not hide the failure
+            return f"({' '.join(args)}: {err})"
+
+    for component in ("broker", "operator"):
+        names = run("-n", namespace, "get", "pods", "-l",
+                    f"app.kubernetes.io/component={component}", "-o", "name").split()  # fmt: skip
+        if component == "operator" and not names:
+            names = [n for n in run("-n", namespace, "get", "pods", "-o", "name").split()
+                     if "operator" in n]  # fmt: skip
+        for name in names:
+            lines = run("-n", namespace, "logs", name, "--tail", "2000").splitlines()
+            related = [ln for ln in lines if "unction" in ln or RESOURCE in ln]
+            print(f"--- {name}: {len(related)} lines about functions (last 60)")
+            print("\n".join(related[-60:]))
+    print("--- events")
+    print(run("-n", namespace, "get", "events", "--sort-by=.lastTimestamp"))
+
+
+def _check(
     c: Cluster,
     *,
     namespace: str,
