@@ -83,6 +83,46 @@ def _drain(consumer: pulsar.Consumer, last: int) -> list[int]:
     return got
 
 
+def _b_follows(b: StandaloneProc, topic: str, what: str) -> None:
+    """b's copy of the subscription follows a's acknowledgements, snapshot by snapshot, up to
+    the end of what was published (a snapshot is taken after the last message; markers after
+    it, no message: at most the snapshot bound behind)."""
+    wait_until(
+        lambda: (
+            (sub := _stats(b, topic)["subscriptions"].get("rs")) is not None
+            and sub["isReplicated"]
+            and sub["msgBacklog"] <= 10
+        ),
+        timeout=60,
+        what=what,
+    )
+
+
+def _publish_rest_and_fail_over(
+    a: StandaloneProc,
+    b: StandaloneProc,
+    topic: str,
+    producer: pulsar.Producer,
+    half: int,
+) -> list[int]:
+    """The second half published on a, drained to b, then the consumer failed over to b:
+    what it receives there, in order."""
+    for i in range(half, 2 * half):
+        producer.send(b"m%03d" % i)
+    producer.close()
+    wait_until(
+        lambda: _stats(a, topic)["replication"]["b"]["replicationBacklog"] == 0,
+        timeout=60,
+        what="a -> b drained",
+    )
+    with client(b) as cb:
+        on_b = cb.subscribe(topic, "rs", replicate_subscription_state_enabled=True)
+        got = _drain(on_b, 2 * half - 1)
+    assert got == list(range(got[0], 2 * half)), "in order, nothing lost"
+    assert got[0] <= half, "never past what a's consumer acknowledged"
+    return got
+
+
 def test_replicated_subscription_resumes_on_the_other_cluster(
     clusters: dict[str, StandaloneProc],
 ) -> None:
@@ -100,32 +140,10 @@ def test_replicated_subscription_resumes_on_the_other_cluster(
         for _ in range(half):
             msg = on_a.receive(timeout_millis=30_000)
             on_a.acknowledge(msg)
-        # b's copy of the subscription follows a's acknowledgements, snapshot by snapshot,
-        # up to the end of what was published (a snapshot is taken after the last message)
-        wait_until(
-            lambda: (
-                (sub := _stats(b, topic)["subscriptions"].get("rs")) is not None
-                and sub["isReplicated"]
-                and sub["msgBacklog"] <= 10
-            ),  # (markers after the last message, no message)
-            timeout=60,
-            what="b's subscription moved past what a acknowledged",
-        )
+        _b_follows(b, topic, "b's subscription moved past what a acknowledged")
         on_a.close()
-        for i in range(half, 2 * half):
-            producer.send(b"m%03d" % i)
-        producer.close()
-    wait_until(
-        lambda: _stats(a, topic)["replication"]["b"]["replicationBacklog"] == 0,
-        timeout=60,
-        what="a -> b drained",
-    )
-    with client(b) as cb:  # the consumer fails over to b
-        on_b = cb.subscribe(topic, "rs", replicate_subscription_state_enabled=True)
-        got = _drain(on_b, 2 * half - 1)
+        got = _publish_rest_and_fail_over(a, b, topic, producer, half)
     first = got[0]
-    assert got == list(range(first, 2 * half)), "in order, nothing lost"
-    assert first <= half, "never past what a's consumer acknowledged"
     assert first > 0, "not from the beginning"
     # within the snapshot interval's bound: at 100 messages/s at most, a snapshot every
     # 200 ms after the last message published, and b's subscription at its position
@@ -176,30 +194,10 @@ def test_replicated_subscription_across_a_topic_move(
 
         wait_until(all_acknowledged, timeout=60, what="everything acknowledged on a")
         assert sorted(set(received)) == list(range(half))
-        wait_until(
-            lambda: (
-                (sub := _stats(b, topic)["subscriptions"].get("rs")) is not None
-                and sub["isReplicated"]
-                and sub["msgBacklog"] <= 10
-            ),
-            timeout=60,
-            what="b's subscription moved past what a acknowledged after the move",
-        )
+        _b_follows(b, topic, "b's subscription moved past what a acknowledged after the move")
         on_a.close()
-        for i in range(half, 2 * half):
-            producer.send(b"m%03d" % i)
-        producer.close()
-    wait_until(
-        lambda: _stats(a, topic)["replication"]["b"]["replicationBacklog"] == 0,
-        timeout=60,
-        what="a -> b drained",
-    )
-    with client(b) as cb:  # the consumer fails over to b
-        on_b = cb.subscribe(topic, "rs", replicate_subscription_state_enabled=True)
-        got = _drain(on_b, 2 * half - 1)
+        got = _publish_rest_and_fail_over(a, b, topic, producer, half)
     first = got[0]
-    assert got == list(range(first, 2 * half)), "in order, nothing lost"
-    assert first <= half, "never past what a's consumer acknowledged"
     assert half - first <= 10, "within the snapshot bound, not from the beginning"
 
 

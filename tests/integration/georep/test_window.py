@@ -11,6 +11,7 @@ once there, whatever a consumer's acknowledgements did during the restart.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
@@ -116,19 +117,30 @@ def _window_full(a: StandaloneProc, topic: str) -> None:
     )
 
 
-def test_remote_restarted_with_the_window_full(clusters: dict[str, StandaloneProc]) -> None:
-    a, b = clusters["a"], clusters["b"]
-    topic, n = _topic(), 4000
-    with client(b) as cb:  # a subscription on b holds what b stores (no retention)
+@contextlib.contextmanager
+def _filling(
+    a: StandaloneProc, b: StandaloneProc, topic: str, n: int
+) -> Iterator[tuple[pulsar.Producer, list[pulsar.Result]]]:
+    """A subscription on ``b`` (it holds what ``b`` stores: no retention), the topic and its
+    replicator on ``a``, ``n`` keyed messages being published there (the producer and its
+    results so far), entered once ``a``'s replicator window is full."""
+    with client(b) as cb:
         cb.subscribe(topic, "s").close()
     with client(a) as ca:
-        ca.subscribe(topic, "s").close()  # the topic on a, and its replicator
+        ca.subscribe(topic, "s").close()
         wait_until(lambda: _drained(a, topic, "b"), timeout=30, what="replicator a -> b")
         producer = ca.create_producer(
             topic, batching_enabled=False, max_pending_messages=n, block_if_queue_full=True
         )
         results = _publish(producer, n)
         _window_full(a, topic)
+        yield producer, results
+
+
+def test_remote_restarted_with_the_window_full(clusters: dict[str, StandaloneProc]) -> None:
+    a, b = clusters["a"], clusters["b"]
+    topic, n = _topic(), 4000
+    with _filling(a, b, topic, n) as (producer, results):
         b.stop()
         b.restart()
         wait_until(lambda: len(results) == n, timeout=60, what="every message stored on a")
@@ -141,16 +153,7 @@ def test_remote_restarted_with_the_window_full(clusters: dict[str, StandalonePro
 def test_source_sigkilled_with_the_window_full(clusters: dict[str, StandaloneProc]) -> None:
     a, b = clusters["a"], clusters["b"]
     topic, n = _topic(), 4000
-    with client(b) as cb:  # a subscription on b holds what b stores (no retention)
-        cb.subscribe(topic, "s").close()
-    with client(a) as ca:
-        ca.subscribe(topic, "s").close()
-        wait_until(lambda: _drained(a, topic, "b"), timeout=30, what="replicator a -> b")
-        producer = ca.create_producer(
-            topic, batching_enabled=False, max_pending_messages=n, block_if_queue_full=True
-        )
-        _publish(producer, n)
-        _window_full(a, topic)
+    with _filling(a, b, topic, n):
         a.kill()  # (mid-publish: what a had not stored fails on the client)
     a.restart()
     wait_until(lambda: _drained(a, topic, "b"), timeout=120, what="a -> b drained")
@@ -169,16 +172,7 @@ def test_remote_killed_and_source_moved_with_the_window_full(
     without its receipt; what ``b`` had not stored is sent again, what it had is dropped."""
     a, b = clusters["a"], clusters["b"]
     topic, n = _topic(), 4000
-    with client(b) as cb:
-        cb.subscribe(topic, "s").close()
-    with client(a) as ca:
-        ca.subscribe(topic, "s").close()
-        wait_until(lambda: _drained(a, topic, "b"), timeout=30, what="replicator a -> b")
-        producer = ca.create_producer(
-            topic, batching_enabled=False, max_pending_messages=n, block_if_queue_full=True
-        )
-        results = _publish(producer, n)
-        _window_full(a, topic)
+    with _filling(a, b, topic, n) as (producer, results):
         b.kill()
         admin(a, "topics", "unload", topic)  # (the producer's sends go on after it)
         wait_until(lambda: len(results) == n, timeout=60, what="every message stored on a")
