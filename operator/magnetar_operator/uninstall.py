@@ -10,9 +10,12 @@ before Helm deletes anything, while the operator still runs, and deletes, in ord
    the release's PulsarClusters (Functions first: their instances use the cluster; Topics
    before Tenants: a Tenant's deletion waits for its topics), and waits for them to be gone
    (a Function's objects go with it, owner references; the operator removes Topics and
-   Tenants in Pulsar, then its finalizer);
+   Tenants in Pulsar, then its finalizer). Not the Functions the brokers wrote (``functions
+   create`` on a broker, label ``app.kubernetes.io/managed-by: magnetar-broker``): while
+   the brokers run they write them again within seconds;
 2. the release's PulsarClusters, and waits for them to be gone (the operator's finalizer
-   deletes their claims when ``persistence.reclaimPolicy`` is Delete);
+   deletes their claims when ``persistence.reclaimPolicy`` is Delete), then for their
+   broker pods to be gone, then deletes the Functions the brokers wrote;
 3. with reclaimPolicy Delete, waits until the clusters' claims are gone too, so nothing is
    left when ``helm uninstall`` returns; with Retain the claims stay, as documented.
 
@@ -29,17 +32,25 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from magnetar_operator.builders import bookie, etcd
+from magnetar_operator.builders import bookie, broker, etcd
 from magnetar_operator.builders import function as fn
 from magnetar_operator.builders.common import API_VERSION, Owner, selector_labels
 from magnetar_operator.kube import Kube
 from magnetar_operator.spec import ClusterSpec, Json
 
 POLL_SECONDS = 2.0
+BROKERS_WRITER = "magnetar-broker"
+"""``app.kubernetes.io/managed-by`` of the Functions the brokers write (``functions create``
+with ``magnetarFunctionsRuntime=kubernetes``)."""
 
 
 def log(message: str) -> None:
     print(f"[magnetar-uninstall] {message}", flush=True)
+
+
+def written_by_brokers(obj: Json) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return bool(labels.get("app.kubernetes.io/managed-by") == BROKERS_WRITER)
 
 
 def references(obj: Json, clusters: Sequence[str]) -> bool:
@@ -77,16 +88,24 @@ async def run(kube: Kube, namespace: str, clusters: Sequence[str], seconds: floa
     def api_version(kind: str) -> str:
         return fn.API_VERSION if kind == fn.KIND else API_VERSION
 
-    async def dependents(kind: str) -> list[str]:
+    async def dependents(kind: str, *, brokers_wrote: bool = False) -> list[str]:
         items = await kube.list(api_version(kind), kind, namespace, labels={})
-        return [f"{kind}/{o['metadata']['name']}" for o in items if references(o, clusters)]
+        return [
+            f"{kind}/{o['metadata']['name']}"
+            for o in items
+            if references(o, clusters) and written_by_brokers(o) == brokers_wrote
+        ]
+
+    async def delete(kind: str, why: str, *, brokers_wrote: bool = False) -> list[str]:
+        found = functools.partial(dependents, kind, brokers_wrote=brokers_wrote)
+        for ref in await found():
+            log(f"deleting {ref} ({why})")
+            await kube.delete(api_version(kind), kind, namespace, ref.split("/", 1)[1])
+        return await _wait_gone(f"{kind}s", found, deadline)
 
     left: list[str] = []
     for kind in (fn.KIND, "Topic", "Tenant"):
-        for ref in await dependents(kind):
-            log(f"deleting {ref} (managed through {', '.join(clusters)})")
-            await kube.delete(api_version(kind), kind, namespace, ref.split("/", 1)[1])
-        left += await _wait_gone(f"{kind}s", functools.partial(dependents, kind), deadline)
+        left += await delete(kind, f"managed through {', '.join(clusters)}")
 
     for pc in present:
         log(f"deleting PulsarCluster {namespace}/{pc['metadata']['name']}")
@@ -98,6 +117,17 @@ async def run(kube: Kube, namespace: str, clusters: Sequence[str], seconds: floa
         return [f"PulsarCluster/{n}" for n, obj in zip(names, found, strict=True) if obj]
 
     left += await _wait_gone("PulsarClusters", clusters_left, deadline)
+
+    async def brokers_left() -> list[str]:
+        out: list[str] = []
+        for pc in present:
+            labels = selector_labels(Owner.from_body(pc), broker.COMPONENT)
+            items = await kube.list("v1", "Pod", namespace, labels=labels)
+            out += [f"Pod/{p['metadata']['name']}" for p in items]
+        return out
+
+    left += await _wait_gone("broker pods", brokers_left, deadline)
+    left += await delete(fn.KIND, "written by the brokers, now gone", brokers_wrote=True)
 
     deleting = [
         pc for pc in present if ClusterSpec.parse(pc.get("spec")).reclaim_policy == "Delete"

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import pytest
 from kubernetes import client
 
-from tests.k8s.controlplane import ROOT, ControlPlane, binary
+from tests.k8s.controlplane import ROOT, TOKEN, ControlPlane, binary
 from tests.k8s.helpers import CR, FakeKubelet, condition, eventually
 from tests.support.procs import Proc
 
@@ -83,15 +83,35 @@ def test_helm_install_and_uninstall(
             },
         },
     )
-    eventually(
-        lambda: apps.read_namespaced_stateful_set("excl-function", namespace),
-        timeout=60,
-        what="the Function's StatefulSet",
+    # and one a broker wrote (`functions create`): the brokers would write it again while
+    # they run, so the hook deletes it once the cluster and its broker pods are gone
+    functions.create(
+        "functions",
+        {
+            "apiVersion": "compute.functionmesh.io/v1alpha1",
+            "kind": "Function",
+            "metadata": {
+                "name": "written",
+                "labels": {"app.kubernetes.io/managed-by": "magnetar-broker"},
+            },
+            "spec": {
+                "clusterRef": {"name": "dev"},
+                "className": "exclamation_function.ExclamationFunction",
+                "input": {"topics": ["in2"]},
+                "python": {"py": "exclamation_function.py"},
+            },
+        },
     )
+    for name in ("excl", "written"):
+        eventually(
+            lambda name=name: apps.read_namespaced_stateful_set(f"{name}-function", namespace),
+            timeout=60,
+            what=f"the StatefulSet of Function {name}",
+        )
 
     # `helm uninstall` runs the pre-delete hook Job and waits for it. No kubelet runs Jobs
-    # here, so the test plays it: it runs the Job's own command and arguments (with the
-    # admin kubeconfig instead of the Job's ServiceAccount) and marks the Job complete.
+    # here, so the test plays it: it runs the Job's own command and arguments (with its
+    # ServiceAccount's token) and marks the Job complete.
     uninstall = subprocess.Popen(
         [str(binary("helm")), "--kubeconfig", str(control_plane.kubeconfig), "uninstall",
          release, "--namespace", namespace, "--wait", "--timeout", "120s"],
@@ -108,15 +128,38 @@ def test_helm_install_and_uninstall(
         (container,) = pod.containers
         assert container.command == ["python3", "-m", "magnetar_operator.uninstall"]
         assert pod.service_account_name == hook
+        # as the Job's ServiceAccount (a token the API server issues for it), so the hook's
+        # Role is what allows or refuses each call
+        core = client.CoreV1Api(api)
+        issued = core.create_namespaced_service_account_token(
+            hook,
+            namespace,
+            client.AuthenticationV1TokenRequest(
+                spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=600)
+            ),
+        )
+        as_hook = control_plane.workdir / f"{hook}.kubeconfig"
+        as_hook.write_text(
+            control_plane.kubeconfig.read_text().replace(
+                f"token: {TOKEN}", f"token: {issued.status.token}"
+            )
+        )
         run = subprocess.run(
             [sys.executable, "-m", "magnetar_operator.uninstall", *container.args],
-            env={**os.environ, "KUBECONFIG": str(control_plane.kubeconfig)},
+            env={**os.environ, "KUBECONFIG": str(as_hook)},
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
         assert run.returncode == 0, run.stdout + run.stderr
         assert f"deleting PulsarCluster {namespace}/dev" in run.stdout
         assert "deleting Function/excl (managed through dev)" in run.stdout
         assert not functions.exists("functions", "excl")
+        order = run.stdout.splitlines()
+        said = [line.removeprefix("[magnetar-uninstall] ") for line in order]
+        written = said.index("deleting Function/written (written by the brokers, now gone)")
+        cluster_deleted = said.index(f"deleting PulsarCluster {namespace}/dev")
+        brokers_gone = said.index("broker pods: gone")
+        assert cluster_deleted < brokers_gone < written, run.stdout
+        assert not functions.exists("functions", "written")
         # the hook deleted the cluster while the operator ran: its finalizer is done
         assert not cr.exists("pulsarclusters", "dev")
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

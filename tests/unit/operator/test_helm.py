@@ -348,7 +348,7 @@ def test_uninstall_hook_deletes_the_cluster_before_the_operator_goes(helm: str) 
             "resources": ["functions"],
             "verbs": ["list", "delete"],
         },
-        {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["persistentvolumeclaims", "pods"], "verbs": ["list"]},
     ]
     binding = hooks["RoleBinding"]
     assert binding["roleRef"]["name"] == "rel-magnetar-uninstall"
