@@ -9,15 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.ledger import entry
-from magnetar.ledger import underreplication as ur
 from magnetar.ledger.client import LedgerClient
 from magnetar.metadata import open_store
 from tests.integration.internal_tls.conftest import Pki, bookie_args
-from tests.support.autorecovery import FAST, AutorecoveryProc
+from tests.support.autorecovery import FAST, AutorecoveryProc, kill_one_and_read_back
 from tests.support.bookies import BookieProc
 from tests.support.etcd import EtcdServer
-from tests.support.wait import eventually
 
 pytestmark = pytest.mark.etcd
 
@@ -51,28 +48,9 @@ async def test_autorecovery_over_mutual_tls(pki: Pki, tls_etcd: EtcdServer, tmp_
         store = await open_store(tls_etcd.url, tls=pki.metadata_tls())
         client = LedgerClient(store, tls=pki.metadata_tls().open(), rpc_timeout=5.0)
         try:
-
-            async def registered() -> bool:
-                return len(await client.bookies()) == 3
-
-            await eventually(registered, timeout=20, interval=0.2, what="3 TLS bookies")
-            h = await client.create(ensemble_size=2, write_quorum=2, ack_quorum=2)
-            entries = [b"tls-entry-%d" % i for i in range(50)]
-            for data in entries:
-                await h.add_entry(data)
-            await h.close()
-            victim = h.metadata.last_fragment.ensemble[0]
-            bookies[victim].kill()
-
-            async def moved() -> bool:
-                meta, _ = await client.read_metadata(h.ledger_id)
-                return victim not in meta.last_fragment.ensemble and not await ur.marks(store)
-
-            await eventually(moved, timeout=90, interval=0.5, what=f"ledger moved off {victim}")
-            meta, _ = await client.read_metadata(h.ledger_id)
-            for bookie in meta.last_fragment.ensemble:  # both copies, the restored one too
-                got = await client.bookie(bookie).read(h.ledger_id, 0, 49, past_lac=True)
-                assert [entry.unwrap(d)[1] for _, d in got] == entries
+            await kill_one_and_read_back(
+                client, store, bookies, prefix=b"tls-entry", registered_timeout=20
+            )
         finally:
             await client.close()
             await store.close()

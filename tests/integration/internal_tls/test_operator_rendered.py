@@ -29,8 +29,6 @@ import pulsar
 import pytest
 
 from magnetar.common import grpctls, tlsfiles
-from magnetar.ledger import entry
-from magnetar.ledger import underreplication as ur
 from magnetar.ledger.client import LedgerClient
 from magnetar.metadata import open_store
 from magnetar_operator import pki, tokens
@@ -45,9 +43,9 @@ from magnetar_operator.builders import (
 )
 from magnetar_operator.builders.common import Owner
 from magnetar_operator.spec import ClusterSpec
+from tests.support.autorecovery import kill_one_and_read_back
 from tests.support.etcd import ETCD_BINARY, etcd_available
 from tests.support.procs import LOOPBACK, Proc, free_port, free_ports
-from tests.support.wait import eventually
 
 pytestmark = [
     pytest.mark.etcd,
@@ -397,29 +395,7 @@ async def test_rendered_autorecovery_re_replicates_a_killed_tls_bookie(tmp_path:
         store = await open_store(f"etcd://{LOOPBACK}:{client_port}", tls=config)
         ledgers = LedgerClient(store, tls=config.open(), rpc_timeout=5.0)
         try:
-
-            async def registered() -> bool:
-                return len(await ledgers.bookies()) == 3
-
-            await eventually(registered, timeout=30, interval=0.2, what="3 TLS bookies")
-            handle = await ledgers.create(ensemble_size=2, write_quorum=2, ack_quorum=2)
-            entries = [b"rendered-%d" % i for i in range(50)]
-            for data in entries:
-                await handle.add_entry(data)
-            await handle.close()
-            victim = handle.metadata.last_fragment.ensemble[0]
-            bookies[victim].kill()
-
-            async def moved() -> bool:
-                meta, _ = await ledgers.read_metadata(handle.ledger_id)
-                gone = victim not in meta.last_fragment.ensemble
-                return gone and not await ur.marks(store)
-
-            await eventually(moved, timeout=90, interval=0.5, what=f"ledger moved off {victim}")
-            meta, _ = await ledgers.read_metadata(handle.ledger_id)
-            for bookie_id in meta.last_fragment.ensemble:  # the restored copy too
-                got = await ledgers.bookie(bookie_id).read(handle.ledger_id, 0, 49, past_lac=True)
-                assert [entry.unwrap(d)[1] for _, d in got] == entries, bookie_id
+            await kill_one_and_read_back(ledgers, store, bookies, prefix=b"rendered")
         finally:
             await ledgers.close()
             await store.close()
