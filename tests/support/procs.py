@@ -3,6 +3,7 @@ timeout, and stop them by pid — never by name, never leaving one behind."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import os
@@ -43,11 +44,22 @@ def with_parent_death_signal(argv: Sequence[str]) -> tuple[list[str], Callable[[
     return list(argv), (_die_with_parent if sys.platform == "linux" else None)
 
 
+# The ports handed out lately. A port is picked (bound to port 0, then closed) well before its
+# server binds it: a fixture that builds four bookies first and starts them one by one would
+# otherwise be handed the same port twice now and then, and the second bookie would find its
+# id already registered (a CI run failed so once).
+_RECENT_PORTS: collections.deque[int] = collections.deque(maxlen=1024)
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((LOOPBACK, 0))
-        return int(s.getsockname()[1])
+    """A TCP port on 127.0.0.1 that was free a moment ago and was not handed out lately."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((LOOPBACK, 0))
+            port = int(s.getsockname()[1])
+        if port not in _RECENT_PORTS:
+            _RECENT_PORTS.append(port)
+            return port
 
 
 def port_open(port: int, host: str = LOOPBACK) -> bool:
@@ -199,12 +211,7 @@ class ServerProc:
 
 def free_ports(n: int) -> list[int]:
     """``n`` distinct free loopback ports."""
-    ports: list[int] = []
-    while len(ports) < n:
-        port = free_port()
-        if port not in ports:
-            ports.append(port)
-    return ports
+    return [free_port() for _ in range(n)]
 
 
 class Startable(Protocol):
