@@ -22,6 +22,7 @@ from magnetar.functions import config as fconfig
 from magnetar.functions import registry
 from magnetar.functions.config import FunctionName
 from magnetar.functions.kubernetes import ApiServer, KubernetesRuntime, resource_name
+from magnetar.metadata import api as mapi
 from magnetar.metadata import open_store
 from tests.k8s.controlplane import ControlPlane
 from tests.k8s.helpers import CR, FakeKubelet, eventually
@@ -95,6 +96,7 @@ def test_function_records_become_function_resources(
     kubelet: FakeKubelet,
     loop: asyncio.AbstractEventLoop,
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     token_file = tmp_path / "token"
     token_file.write_text(broker_token(api, namespace))
@@ -182,6 +184,26 @@ def test_function_records_become_function_resources(
             ]
 
         eventually(both_running, timeout=90, what="both instances running")
+
+        # Another broker whose round read the records before this function was created: its
+        # listing has the resource, and it must not delete it (it did once, on a real cluster).
+        other = KubernetesRuntime(store, runtime.server, namespace=namespace, cluster_ref="dev")
+        real_all = registry.all_functions
+        reads: list[int] = []
+
+        async def stale_then_real(s: mapi.MetadataStore) -> list[registry.Function]:
+            reads.append(1)
+            return [] if len(reads) == 1 else await real_all(s)
+
+        monkeypatch.setattr(registry, "all_functions", stale_then_real)
+        try:
+            loop.run_until_complete(other.reconcile())
+        finally:
+            monkeypatch.undo()
+            loop.run_until_complete(other.stop())
+        assert len(reads) == 2, "the orphan was checked against a fresh read"
+        assert cr.exists("functions", resource)
+        assert cr.get("functions", resource)["metadata"]["uid"] == body["metadata"]["uid"]
 
         # every instance stopped: 0 replicas
         async def stop_all() -> None:

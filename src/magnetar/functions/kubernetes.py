@@ -277,12 +277,20 @@ class KubernetesRuntime:
             params={"labelSelector": f"app.kubernetes.io/managed-by={MANAGED_BY}"},
         )
         seen: dict[str, dict[str, Any]] = {}
+        orphans: dict[str, dict[str, Any]] = {}
         for item in listing.get("items") or ():
             fqfn = (item["metadata"].get("annotations") or {}).get(FQFN_ANNOTATION, "")
-            if fqfn in functions:
-                seen[fqfn] = item
-            else:
-                await self._request("DELETE", self._path(item["metadata"]["name"]))
+            (seen if fqfn in functions else orphans)[fqfn] = item
+        if orphans:
+            # Another broker may have created a function (and applied its resource) after
+            # this round read the records: a resource is an orphan only if its record is
+            # still absent now, read after the listing.
+            current = {f.name.fqfn for f in await registry.all_functions(self.store)}
+            for fqfn, item in orphans.items():
+                if fqfn in current:
+                    seen[fqfn] = item
+                else:
+                    await self._request("DELETE", self._path(item["metadata"]["name"]))
         self.resources = seen
 
     # --- the API server ----------------------------------------------------------------------
