@@ -39,6 +39,9 @@ are on the cluster bridge's address):
 * a Function resource (issue 28) runs the exclamation function as pods, scales 2 -> 3, loses
   no input when an instance's pod is deleted mid-stream, and leaves nothing when deleted
   (e2e/functions_k8s.py);
+* (full form) a second PulsarCluster and a namespace replicated both ways (issue 25): with the
+  owning broker's pod deleted mid-stream, each side receives every receipted message of both
+  producers exactly once (e2e/georep_k8s.py);
 * `helm uninstall` alone (its pre-delete hook deletes the Tenants/Topics and the
   PulsarCluster while the operator runs; reclaimPolicy Delete) leaves no claim, no volume
   directory and no object; `cluster.sh down` leaves nothing on the machine.
@@ -72,7 +75,7 @@ import pytest
 import yaml
 from tests.support.wait import wait_until
 
-from e2e import functions_k8s, observability_k8s, secured, spark_k8s
+from e2e import functions_k8s, georep_k8s, observability_k8s, secured, spark_k8s
 from e2e.localcluster import (
     ROOT,
     SCRIPT,
@@ -143,7 +146,7 @@ def bookie_disk_threshold() -> float:
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     with local_cluster(
-        cleanup_namespaces=(NS, spark_k8s.NAMESPACE, secured.NS),
+        cleanup_namespaces=(NS, spark_k8s.NAMESPACE, secured.NS, georep_k8s.NS),
         disk_threshold=bookie_disk_threshold(),
     ) as c:
         yield c
@@ -930,6 +933,22 @@ def test_function_resource_runs_as_pods(installed: Installed) -> None:
     replicas 2 -> 3 scales its StatefulSet, an instance's pod deleted mid-stream loses no
     input, deleting the Function leaves nothing."""
     functions_k8s.check(
+        installed.c,
+        namespace=NS,
+        cluster_name=NAME,
+        service_url=installed.service_url,
+        admin=installed.admin,
+        publisher=lambda client, topic, prefix: Publisher(client, topic, prefix=prefix),
+        timings=installed.timings,
+    )
+
+
+@full_only
+def test_two_pulsarclusters_replicate_both_ways(installed: Installed) -> None:
+    """Issue 25, acceptance 5 (e2e/georep_k8s.py): a second PulsarCluster, a namespace
+    replicated both ways, the owning broker's pod deleted mid-stream: each side receives every
+    receipted message of both producers exactly once."""
+    georep_k8s.check(
         installed.c,
         namespace=NS,
         cluster_name=NAME,
