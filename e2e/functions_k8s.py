@@ -124,8 +124,13 @@ def _check(
     assert [i["instanceId"] for i in instances] == [0, 1]
     assert sorted(p["metadata"]["name"] for p in pods()) == [f"{RESOURCE}-function-0",
                                                             f"{RESOURCE}-function-1"]  # fmt: skip
-    status = json.loads(admin("-o", "json", "functions", "status", "--name", NAME))
-    assert (status["numInstances"], status["numRunning"]) == (2, 2), status
+    # the brokers answer from the resource they read every 2 s (POLL_INTERVAL_S)
+    def admin_says_running() -> bool:
+        status = json.loads(admin("-o", "json", "functions", "status", "--name", NAME))
+        assert status["numInstances"] == 2, status
+        return bool(status["numRunning"] == 2)
+
+    wait_until(admin_says_running, timeout=30, interval=1, what="functions status: 2 running")
 
     client = pulsar.Client(service_url, operation_timeout_seconds=120)
     try:

@@ -15,8 +15,10 @@ hand, without the label, are never touched.
 Talks to the API server over HTTPS with a bearer token read from a file on each request (a
 projected service-account token rotates): :meth:`ApiServer.in_cluster` is the pod's own
 service account. ``magnetar broker --functions-runtime kubernetes`` runs it; the operator
-does not set that flag yet, nor give the brokers a service account allowed to write
-Functions (docs/functions.md).
+sets that flag on a PulsarCluster's brokers and gives them a service account allowed to
+write Functions only (docs/functions.md). Every broker of the cluster runs the same rounds;
+they agree because each applies the same resource for a record, and a resource is deleted
+only when its record is absent in a read made after the listing (:meth:`reconcile`).
 """
 
 from __future__ import annotations
