@@ -124,6 +124,7 @@ def _check(
     assert [i["instanceId"] for i in instances] == [0, 1]
     assert sorted(p["metadata"]["name"] for p in pods()) == [f"{RESOURCE}-function-0",
                                                             f"{RESOURCE}-function-1"]  # fmt: skip
+
     # the brokers answer from the resource they read every 2 s (POLL_INTERVAL_S)
     def admin_says_running() -> bool:
         status = json.loads(admin("-o", "json", "functions", "status", "--name", NAME))
