@@ -36,7 +36,7 @@ are on the cluster bridge's address):
   Ready, its processes serve the certificates of their Secrets, a client on the host
   produces and consumes through the proxy over TLS (hostname verified) with a token, and a
   Tenant and a Topic reconcile through the operator's authenticated admin API;
-* a Function resource (issue 28) runs the exclamation function as pods, scales 2 -> 3, loses
+* (full form) a Function resource (issue 28) runs the exclamation function as pods, scales 2 -> 3, loses
   no input when an instance's pod is deleted mid-stream, and leaves nothing when deleted
   (e2e/functions_k8s.py);
 * (full form) a second PulsarCluster and a namespace replicated both ways (issue 25): with the
@@ -920,14 +920,7 @@ def test_secured_cluster_tls_and_tokens(installed: Installed) -> None:
     secured.check(installed.c, installed.timings, rotation=not REDUCED)
 
 
-@pytest.mark.skipif(
-    REDUCED,
-    reason="not yet passing on the local cluster (issue 28, acceptance 5, open): in its second "
-    "run the brokers wrote the Function and its first pod ran, the second stayed Pending "
-    "(Pulsar's default of a whole core per instance; the case now asks for 0.2), and the "
-    "Function was gone before the wait ended, deleted by something not yet identified; the "
-    "brokers' runtime is tested against a real API server in tests/k8s/test_functions_runtime.py",
-)
+@full_only
 def test_function_resource_runs_as_pods(installed: Installed) -> None:
     """Issue 28, acceptance 5 (e2e/functions_k8s.py): a Function resource runs as pods,
     replicas 2 -> 3 scales its StatefulSet, an instance's pod deleted mid-stream loses no
