@@ -399,7 +399,9 @@ def _autorecovery_options(args: argparse.Namespace) -> Any:
             session_ttl=args.session_ttl,
         ),
         worker=WorkerOptions(
-            open_ledger_grace=args.open_ledger_grace, session_ttl=args.session_ttl
+            open_ledger_grace=args.open_ledger_grace,
+            session_ttl=args.session_ttl,
+            rate_bytes=args.replication_rate_by_bytes,
         ),
         min_racks_per_write_quorum=args.min_racks_per_write_quorum,
         enforce_min_racks=args.enforce_min_racks_per_write_quorum,
@@ -489,6 +491,14 @@ def _autorecovery_flags(p: argparse.ArgumentParser) -> None:
         default=30.0,
         metavar="SECONDS",
         help="openLedgerRereplicationGracePeriod: then an open ledger is fenced and recovered",
+    )
+    p.add_argument(
+        "--replication-rate-by-bytes",
+        type=int,
+        default=-1,
+        metavar="BYTES",
+        help="replicationRateByBytes: bytes a recovery worker copies per second, at most "
+        "(-1: no limit)",
     )
     p.add_argument(
         "--min-racks-per-write-quorum",

@@ -478,6 +478,7 @@ BOOKIE: Table = {
     "auditorLostBookieRecoveryDelay": Opt("lost_bookie_recovery_delay", _float),
     "auditorPeriodicCheckInterval": Opt("periodic_check_interval", _float),
     "openLedgerRereplicationGracePeriod": Opt("open_ledger_grace", _millis_to_s),
+    "replicationRateByBytes": Opt("replication_rate_by_bytes", _int),
     "minNumRacksPerWriteQuorum": Opt("min_racks_per_write_quorum", _positive_int),
     "enforceMinNumRacksPerWriteQuorum": Opt("enforce_min_racks_per_write_quorum", parse_bool),
     **_NOT_IMPLEMENTED,

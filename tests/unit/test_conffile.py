@@ -158,12 +158,14 @@ def test_bookie_file(tmp_path: Path) -> None:
         "flushInterval=60000\ngcWaitTime=900000\njournalMaxGroupWaitMSec=2\n"
         "autoRecoveryDaemonEnabled=true\nauditorLostBookieRecoveryDelay=60\n"
         "auditorPeriodicCheckInterval=3600\nopenLedgerRereplicationGracePeriod=30000\n"
-        "minNumRacksPerWriteQuorum=2\nenforceMinNumRacksPerWriteQuorum=true\n",
+        "minNumRacksPerWriteQuorum=2\nenforceMinNumRacksPerWriteQuorum=true\n"
+        "replicationRateByBytes=2097152\n",
     )
     args = cli.parse_args(["bookie", "--config", conf])
     assert args.autorecovery is True
     assert (args.lost_bookie_recovery_delay, args.periodic_check_interval) == (60.0, 3600.0)
     assert args.open_ledger_grace == 30.0
+    assert args.replication_rate_by_bytes == 2097152
     assert (args.min_racks_per_write_quorum, args.enforce_min_racks_per_write_quorum) == (2, True)
     assert args.metadata_url == "etcd://etcd:2379"
     assert (args.port, args.http_port) == (3182, 8001)

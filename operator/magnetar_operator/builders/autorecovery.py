@@ -40,6 +40,7 @@ BOOKIE_CONFIG_FLAGS = {
     "auditorLostBookieRecoveryDelay": "--lost-bookie-recovery-delay",
     "auditorPeriodicCheckInterval": "--periodic-check-interval",
     "openLedgerRereplicationGracePeriod": "--open-ledger-grace",
+    "replicationRateByBytes": "--replication-rate-by-bytes",
     "minNumRacksPerWriteQuorum": "--min-racks-per-write-quorum",
     "enforceMinNumRacksPerWriteQuorum": "--enforce-min-racks-per-write-quorum",
 }

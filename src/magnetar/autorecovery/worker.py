@@ -14,6 +14,10 @@ whose ensemble holds a bookie of the mark:
 
 Only then is the mark cleared, and only if the auditor did not change it meanwhile.
 
+``rate_bytes`` (BookKeeper's ``replicationRateByBytes``) caps what a worker copies per second,
+so re-replication does not take the disks and the network from the cluster's traffic: before
+each batch is written the worker waits until its bytes fit the rate (:class:`Pacer`).
+
 Open ledgers as in BookKeeper: fragments before the last are immutable and copied while the
 writer goes on; the last fragment belongs to the writer, which replaces a failed bookie itself
 when its next add fails. When the last fragment still holds a marked bookie
@@ -32,7 +36,8 @@ import contextlib
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
 
 from magnetar.autorecovery import metrics
 from magnetar.common import backoff
@@ -57,6 +62,30 @@ class WorkerOptions:
     open_ledger_grace: float = 30.0
     """BookKeeper's ``openLedgerRereplicationGracePeriod``, seconds."""
     session_ttl: float = 10.0
+    rate_bytes: int = -1
+    """BookKeeper's ``replicationRateByBytes``: bytes copied per second, at most (0 or less:
+    no limit)."""
+
+
+@dataclass
+class Pacer:
+    """At most ``rate`` bytes per second on average, a batch at a time: each batch of ``n``
+    bytes goes once the previous ones' ``bytes / rate`` seconds have passed, and reserves
+    ``n / rate`` seconds for itself. Time the worker spent idle or slower than the rate is
+    not saved up for a burst."""
+
+    rate: float
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    _next_at: float = field(default=float("-inf"), init=False)
+
+    async def take(self, n: int) -> None:
+        now = self.clock()
+        if self._next_at > now:
+            await self.sleep(self._next_at - now)
+        else:
+            self._next_at = now
+        self._next_at += n / self.rate
 
 
 class ReplicationWorker:
@@ -73,6 +102,7 @@ class ReplicationWorker:
         self.options = options
         self.name = name
         self.recovered = 0
+        self.pacer = Pacer(options.rate_bytes) if options.rate_bytes > 0 else None
 
     async def run(self) -> None:
         """Claim and recover marked ledgers, forever (cancel to stop)."""
@@ -226,6 +256,8 @@ class ReplicationWorker:
             wanted = [e for e in range(lo, hi + 1) if pos in meta.write_set_indices(e)]
             if wanted:
                 got = dict(await self.client.read_entries(meta, wanted[0], wanted[-1]))
+                if self.pacer is not None:
+                    await self.pacer.take(sum(len(got[e]) for e in wanted))
                 writes = []
                 for entry_id in wanted:
                     data = got[entry_id]

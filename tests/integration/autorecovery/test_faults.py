@@ -138,15 +138,18 @@ async def test_worker_killed_while_copying(
     await lose_another_and_read_all(store, procs, victim, written)
 
 
+@pytest.mark.parametrize("rate_bytes", [-1, 256 << 10], ids=["unlimited", "256KiB-per-s"])
 async def test_two_workers_race_for_the_same_ledgers(
     bookies: Callable[..., list[BookieProc]],
     ledgers: LedgerClient,
     store: api.MetadataStore,
     metadata_url: str,
     caplog: pytest.LogCaptureFixture,
+    rate_bytes: int,
 ) -> None:
     """Two workers (each its own store connection, session and ledger client) go through the
-    same marks at the same moment: each ledger is claimed, copied and swapped by one only."""
+    same marks at the same moment: each ledger is claimed, copied and swapped by one only;
+    also with each worker held to 256 KiB/s (``replicationRateByBytes``)."""
     procs = await start_cluster(bookies, ledgers)
     written = await write(ledgers, 12, 200, 1024)
     victim = await victim_of(store, procs)
@@ -164,7 +167,7 @@ async def test_two_workers_race_for_the_same_ledgers(
     stores = [await open_store(metadata_url) for _ in range(2)]
     clients = [LedgerClient(s, rpc_timeout=5.0) for s in stores]
     workers = [
-        ReplicationWorker(s, c, WorkerOptions(), name=f"w{i}")
+        ReplicationWorker(s, c, WorkerOptions(rate_bytes=rate_bytes), name=f"w{i}")
         for i, (s, c) in enumerate(zip(stores, clients, strict=True))
     ]
     sessions = [await s.session(5.0) for s in stores]

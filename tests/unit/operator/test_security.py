@@ -310,6 +310,7 @@ def test_autorecovery_settings_of_the_bookie_config_apply_with_tls(tmp_path: Any
         "openLedgerRereplicationGracePeriod": "12500",
         "minNumRacksPerWriteQuorum": "2",
         "enforceMinNumRacksPerWriteQuorum": "true",
+        "replicationRateByBytes": "1048576",
     }
     spec = ClusterSpec.parse({**SPECS["secured-3"], "bookies": {"config": settings}})
     conf = tmp_path / "bookkeeper.conf"
@@ -322,6 +323,7 @@ def test_autorecovery_settings_of_the_bookie_config_apply_with_tls(tmp_path: Any
         "open_ledger_grace": 12.5,
         "min_racks_per_write_quorum": 2,
         "enforce_min_racks_per_write_quorum": True,
+        "replication_rate_by_bytes": 1048576,
     }
     for dest, value in from_file.items():
         assert getattr(args, dest) == value, dest
