@@ -26,9 +26,10 @@ are on the cluster bridge's address):
 * bookies 3 -> 4 -> 2 with E = Wq = 2: each removed bookie is decommissioned before the
   replicas drop past it (the order of the operator's events), every ledger's every
   fragment is on 2 distinct live bookies afterwards, and every message reads back;
-* (skipped for now, see the test) a bookie roll with a 1 s lost-bookie delay waits, after
-  each restart, for zero under-replicated ledgers (WaitingForReplication between
-  RollingBookie events);
+* (full form) a bookie roll with a 1 s lost-bookie delay and the recovery workers held to
+  32 KiB/s waits, after a restart, for zero under-replicated ledgers (WaitingForReplication
+  between RollingBookie events): the restarted bookie's ledgers are still being copied when
+  it is back;
 * a bookie's volume removed (its PV and directory gone, its claim Lost, the pod deleted)
   under nodeLossPolicy Replace: decommissioned, replaced by a fresh bookie with new claims,
   and every fragment again on 2 distinct live bookies;
@@ -36,9 +37,9 @@ are on the cluster bridge's address):
   Ready, its processes serve the certificates of their Secrets, a client on the host
   produces and consumes through the proxy over TLS (hostname verified) with a token, and a
   Tenant and a Topic reconcile through the operator's authenticated admin API;
-* (full form) a Function resource (issue 28) runs the exclamation function as pods, scales 2 -> 3, loses
-  no input when an instance's pod is deleted mid-stream, and leaves nothing when deleted
-  (e2e/functions_k8s.py);
+* (full form) a Function resource (issue 28) runs the exclamation function as pods, scales
+  2 -> 3, loses no input when an instance's pod is deleted mid-stream, and leaves nothing
+  when deleted (e2e/functions_k8s.py);
 * (full form) a second PulsarCluster and a namespace replicated both ways (issue 25): with the
   owning broker's pod deleted mid-stream, each side receives every receipted message of both
   producers exactly once (e2e/georep_k8s.py);
@@ -810,18 +811,18 @@ def test_bookie_scale_down_decommissions_first(installed: Installed) -> None:
     )  # fmt: skip
 
 
-@pytest.mark.skip(
-    reason="not yet conclusive: in the run of 2026-11-27 the auditor's marks of each restarted "
-    "bookie were cleared (or never made) before the operator's next decision, so no "
-    "WaitingForReplication came between the RollingBookie events; needs an under-replication "
-    "that outlasts a restart (the gate itself: tests/k8s/test_rollout.py, unit test_rollout.py)"
-)
+@full_only
 def test_bookie_roll_waits_for_zero_under_replicated(installed: Installed) -> None:
+    """A roll restarts a bookie only when no ledger is under-replicated: the restarted
+    bookie's ledgers, marked by the auditor while it was gone (a 1 s lost-bookie delay),
+    are still being copied when it is back, because the recovery workers are held to
+    32 KiB/s (``replicationRateByBytes``; a copy in progress finishes), so the operator waits
+    (WaitingForReplication) before the next restart."""
     inst = installed
-    # first roll: every bookie gets a 1 s lost-bookie delay, so the next roll's restarts are
-    # seen by the auditor and their ledgers marked
+    # first roll: a 1 s lost-bookie delay and slow workers on every bookie
     rolled_once = len(cluster_events(inst, {"RollingBookie"}))
-    patch_cluster(inst, {"bookies": {"config": {"auditorLostBookieRecoveryDelay": "1"}}})
+    slow = {"auditorLostBookieRecoveryDelay": "1", "replicationRateByBytes": str(32 << 10)}
+    patch_cluster(inst, {"bookies": {"config": slow}})
 
     def settled(n_rolls: int) -> bool:
         pods = inst.pods("bookie")
@@ -833,9 +834,12 @@ def test_bookie_roll_waits_for_zero_under_replicated(installed: Installed) -> No
         )
 
     wait_until(lambda: settled(rolled_once + 3), timeout=900, interval=3, what="first roll")
+    # closed 1 MiB ledgers (VALUES), each a 32 s copy at that rate
     topic, sent = publish(inst, "roll-ur", 1500)
     before = len(cluster_events(inst, {"RollingBookie", "WaitingForReplication"}))
-    patch_cluster(inst, {"bookies": {"config": {"journalMaxGroupWaitMSec": "3"}}})
+    # second roll: it also lifts the limit, so each bookie is unthrottled once restarted (the
+    # first restart's copies are made by the two bookies still throttled)
+    patch_cluster(inst, {"bookies": {"config": {"replicationRateByBytes": None}}})
     wait_until(lambda: settled(rolled_once + 6), timeout=900, interval=3, what="second roll")
     seen = cluster_events(inst, {"RollingBookie", "WaitingForReplication"})[before:]
     order = [r for r, _ in seen]
@@ -844,7 +848,8 @@ def test_bookie_roll_waits_for_zero_under_replicated(installed: Installed) -> No
     assert len(rolls) == 3, seen
     # between consecutive restarts the operator waited for the auditor's marks to clear
     assert any("WaitingForReplication" in order[a:b] for a, b in itertools.pairwise(rolls)), seen
-    assert not fragments_short(inst)
+    wait_until(lambda: not fragments_short(inst), timeout=300, interval=3,
+               what="every fragment on 2 live bookies")  # fmt: skip
     read_back(inst, topic, sent)
 
 
