@@ -814,15 +814,17 @@ def test_bookie_scale_down_decommissions_first(installed: Installed) -> None:
 @full_only
 def test_bookie_roll_waits_for_zero_under_replicated(installed: Installed) -> None:
     """A roll restarts a bookie only when no ledger is under-replicated: the restarted
-    bookie's ledgers, marked by the auditor while it was gone (a 1 s lost-bookie delay),
-    are still being copied when it is back, because the recovery workers are held to
-    32 KiB/s (``replicationRateByBytes``; a copy in progress finishes), so the operator waits
-    (WaitingForReplication) before the next restart."""
+    bookie's ledgers, marked by the auditor while it was gone (a 1 s lost-bookie delay, an
+    audit every 0.5 s), are still being copied when it is back, because the recovery workers
+    are held to 32 KiB/s (``replicationRateByBytes``; a copy begun finishes), so the
+    operator waits (WaitingForReplication) before the next restart."""
     inst = installed
-    # first roll: a 1 s lost-bookie delay and slow workers on every bookie
+    # first roll: every bookie audits every 0.5 s with a 1 s lost-bookie delay (a restarted
+    # bookie's ledgers are marked, and a copy begun, before it is back), and its recovery
+    # worker copies at most 32 KiB/s: its first 1 MiB ledger at once, the next 32 s later
     rolled_once = len(cluster_events(inst, {"RollingBookie"}))
     slow = {"auditorLostBookieRecoveryDelay": "1", "replicationRateByBytes": str(32 << 10)}
-    patch_cluster(inst, {"bookies": {"config": slow}})
+    patch_cluster(inst, {"bookies": {"config": slow, "extraArgs": ["--audit-interval=0.5"]}})
 
     def settled(n_rolls: int) -> bool:
         pods = inst.pods("bookie")
