@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pulsar
 from tests.support.wait import wait_until
 
-from e2e.localcluster import ROOT, Cluster
+from e2e.localcluster import ROOT, Cluster, Site, pod_ready
 
 EXAMPLE = ROOT / "tests/integration/functions/examples/exclamation_function.py"
 NAME = "e2e-excl"
@@ -35,18 +34,13 @@ RESOURCE = f"public-default-{NAME}"
 """The Function the brokers write for public/default/e2e-excl."""
 
 
-def _ready(pod: dict[str, Any]) -> bool:
-    conds = pod.get("status", {}).get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
-
-
-def check(c: Cluster, *, namespace: str, **kwargs: Any) -> None:
+def check(site: Site) -> None:
     """:func:`_check`, printing on a failure what the brokers, the operator and the events
     said about the Function (the cluster, and its pod logs, go at the end of the run)."""
     try:
-        _check(c, namespace=namespace, **kwargs)
+        _check(site)
     except BaseException:
-        _print_diagnostics(c, namespace)
+        _print_diagnostics(site.c, site.namespace)
         raise
 
 
@@ -72,16 +66,8 @@ def _print_diagnostics(c: Cluster, namespace: str) -> None:
     print(run("-n", namespace, "get", "events", "--sort-by=.lastTimestamp"))
 
 
-def _check(
-    c: Cluster,
-    *,
-    namespace: str,
-    cluster_name: str,
-    service_url: str,
-    admin: Callable[..., str],
-    publisher: Callable[[pulsar.Client, str, str], Any],
-    timings: dict[str, float],
-) -> None:
+def _check(site: Site) -> None:
+    c, namespace, admin, timings = site.c, site.namespace, site.admin, site.timings
     stamp = int(time.time())
     topic_in = f"persistent://public/default/fn-in-{stamp}"
     topic_out = f"persistent://public/default/fn-out-{stamp}"
@@ -101,7 +87,7 @@ def _check(
 
     def running(replicas: int) -> bool:
         status = function().get("status") or {}
-        ready = [p for p in pods() if _ready(p) and not p["metadata"].get("deletionTimestamp")]
+        ready = [p for p in pods() if pod_ready(p) and not p["metadata"].get("deletionTimestamp")]
         return status.get("readyReplicas") == replicas == len(ready) and (
             status.get("phase") == "Running"
         )
@@ -119,7 +105,7 @@ def _check(
     wait_until(lambda: running(2), timeout=300, interval=2, what="Function Running with 2")
     timings["function_ready"] = time.monotonic() - t0
     body = function()
-    assert body["spec"]["clusterRef"] == {"name": cluster_name}
+    assert body["spec"]["clusterRef"] == {"name": site.cluster_name}
     instances = body["status"]["instances"]
     assert [i["instanceId"] for i in instances] == [0, 1]
     assert sorted(p["metadata"]["name"] for p in pods()) == [f"{RESOURCE}-function-0",
@@ -133,7 +119,7 @@ def _check(
 
     wait_until(admin_says_running, timeout=30, interval=1, what="functions status: 2 running")
 
-    client = pulsar.Client(service_url, operation_timeout_seconds=120)
+    client = pulsar.Client(site.service_url, operation_timeout_seconds=120)
     try:
         out = client.subscribe(topic_out, "check", initial_position=pulsar.InitialPosition.Earliest)
         producer = client.create_producer(topic_in)
@@ -160,7 +146,7 @@ def _check(
         assert sts["spec"]["replicas"] == 3
 
         # an instance's pod deleted while inputs keep coming: nothing receipted is lost
-        pub = publisher(client, topic_in, "fn-kill")
+        pub = site.publisher(client, topic_in, "fn-kill")
         pub.start()
         wait_until(lambda: pub.count() >= 1000, timeout=120, what="1,000 receipts")
         victim = f"{RESOURCE}-function-1"
@@ -171,7 +157,7 @@ def _check(
         def replaced() -> bool:
             now = {p["metadata"]["name"]: p for p in pods()}
             pod = now.get(victim)
-            return bool(pod and pod["metadata"]["uid"] != old and _ready(pod)) and running(3)
+            return bool(pod and pod["metadata"]["uid"] != old and pod_ready(pod)) and running(3)
 
         wait_until(replaced, timeout=300, interval=2, what=f"{victim} replaced and Ready")
         timings["function_pod_replaced"] = time.monotonic() - t1

@@ -31,7 +31,7 @@ import pulsar
 import yaml
 from tests.support.wait import wait_until
 
-from e2e.localcluster import Cluster
+from e2e.localcluster import Site, pod_ready
 
 NS = "magnetar-geo"
 NAME = "geo"
@@ -67,28 +67,14 @@ def _admin(url: str) -> Callable[..., str]:
     return run
 
 
-def _ready(pod: dict[str, Any]) -> bool:
-    conds = pod.get("status", {}).get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
-
-
-def check(
-    c: Cluster,
-    *,
-    namespace: str,
-    cluster_name: str,
-    service_url: str,
-    admin: Callable[..., str],
-    publisher: Callable[[pulsar.Client, str, str], Any],
-    timings: dict[str, float],
-) -> None:
+def check(site: Site) -> None:
     """Apply the second cluster in its own namespace, check replication both ways, delete
     it (and its cluster record on the first)."""
+    c = site.c
     c.k("apply", "-f", "-", stdin=yaml.safe_dump(
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}))  # fmt: skip
     try:
-        _check(c, namespace=namespace, cluster_name=cluster_name, service_url=service_url,
-               admin=admin, publisher=publisher, timings=timings)  # fmt: skip
+        _check(site)
     finally:
         c.k("-n", NS, "delete", "pulsarcluster", NAME, "--ignore-not-found", "--timeout=180s",
             timeout=200)  # fmt: skip
@@ -100,27 +86,18 @@ def check(
         c.k("delete", "namespace", NS, "--timeout=120s", timeout=150)
 
 
-def _check(
-    c: Cluster,
-    *,
-    namespace: str,
-    cluster_name: str,
-    service_url: str,
-    admin: Callable[..., str],
-    publisher: Callable[[pulsar.Client, str, str], Any],
-    timings: dict[str, float],
-) -> None:
+def _check(site: Site) -> None:
+    c, admin = site.c, site.admin
     t0 = time.monotonic()
     c.k("-n", NS, "apply", "-f", "-", stdin=yaml.safe_dump(CLUSTER))
     c.k("-n", NS, "wait", f"pulsarcluster/{NAME}", "--for=condition=Ready", "--timeout=600s",
         timeout=620)  # fmt: skip
-    timings["geo_ready"] = time.monotonic() - t0
-    print(f"second PulsarCluster Ready {timings['geo_ready']:.1f}s after apply")
+    site.timings["geo_ready"] = time.monotonic() - t0
+    print(f"second PulsarCluster Ready {site.timings['geo_ready']:.1f}s after apply")
     proxy_ip = json.loads(c.k("-n", NS, "get", "svc", f"{NAME}-proxy", "-o", "json"))["spec"][
         "clusterIP"
     ]
     geo_admin = _admin(f"http://{proxy_ip}:8080")
-    geo_service_url = f"pulsar://{proxy_ip}:6650"
 
     # each cluster registers the other by its brokers' Service (cluster DNS), then the same
     # tenant and namespace on both, replicated to both
@@ -130,42 +107,36 @@ def _check(
             "--broker-url", f"pulsar://{host}:6650")  # fmt: skip
 
     register(admin, NAME, NS)
-    register(geo_admin, cluster_name, namespace)
-    both = f"{cluster_name},{NAME}"
+    register(geo_admin, site.cluster_name, site.namespace)
+    both = f"{site.cluster_name},{NAME}"
     for run in (admin, geo_admin):
         run("tenants", "create", TENANT, "--allowed-clusters", both)
         run("namespaces", "create", NAMESPACE)
         run("namespaces", "set-clusters", NAMESPACE, "--clusters", both)
     assert json.loads(geo_admin("-o", "json", "namespaces", "get-clusters", NAMESPACE)) == [
-        cluster_name,
+        site.cluster_name,
         NAME,
     ]
     try:
-        _replicate_both_ways(c, namespace, service_url, geo_service_url, admin, geo_admin,
-                             publisher, timings)  # fmt: skip
+        _replicate_both_ways(site, geo_admin, f"pulsar://{proxy_ip}:6650")
     finally:
         admin("clusters", "delete", NAME)
 
 
-def _replicate_both_ways(
-    c: Cluster,
-    namespace: str,
-    service_url: str,
-    geo_service_url: str,
-    admin: Callable[..., str],
-    geo_admin: Callable[..., str],
-    publisher: Callable[[pulsar.Client, str, str], Any],
-    timings: dict[str, float],
-) -> None:
+def _replicate_both_ways(site: Site, geo_admin: Callable[..., str], geo_service_url: str) -> None:
+    c, namespace, admin = site.c, site.namespace, site.admin
     topic = f"persistent://{NAMESPACE}/both-ways-{int(time.time())}"
-    here = pulsar.Client(service_url, operation_timeout_seconds=120)
+    here = pulsar.Client(site.service_url, operation_timeout_seconds=120)
     there = pulsar.Client(geo_service_url, operation_timeout_seconds=120)
     try:
         consumers = {
             side: client.subscribe(topic, "check", initial_position=pulsar.InitialPosition.Earliest)
-            for side, client in (("e2e", here), (NAME, there))
+            for side, client in ((site.cluster_name, here), (NAME, there))
         }
-        pubs = [publisher(here, topic, "from-e2e"), publisher(there, topic, f"from-{NAME}")]
+        pubs = [
+            site.publisher(here, topic, "from-e2e"),
+            site.publisher(there, topic, f"from-{NAME}"),
+        ]
         for pub in pubs:
             pub.start()
         wait_until(lambda: all(p.count() >= 1000 for p in pubs), timeout=180,
@@ -187,12 +158,14 @@ def _replicate_both_ways(
         def replaced() -> bool:
             pods = brokers()
             return len(pods) >= 2 and all(
-                p["metadata"]["uid"] != old_uid and _ready(p) and p["status"]["phase"] == "Running"
+                p["metadata"]["uid"] != old_uid
+                and pod_ready(p)
+                and p["status"]["phase"] == "Running"
                 for p in pods
             )
 
         wait_until(replaced, timeout=300, interval=1, what="the broker replaced and Ready")
-        timings["georep_broker_replaced"] = time.monotonic() - t0
+        site.timings["georep_broker_replaced"] = time.monotonic() - t0
         at = [p.count() for p in pubs]
         wait_until(lambda: all(p.count() >= n + 1000 for p, n in zip(pubs, at, strict=True)),
                    timeout=180, what="1,000 more receipts on each side")  # fmt: skip
@@ -214,7 +187,7 @@ def _replicate_both_ways(
             assert not dups, f"{side}: {len(dups)} messages received twice, e.g. {sorted(dups)[:5]}"
             assert not alien, f"{side}: messages never sent: {sorted(alien)[:5]}"
             consumer.close()
-        for run, remote in ((admin, NAME), (geo_admin, "e2e")):
+        for run, remote in ((admin, NAME), (geo_admin, site.cluster_name)):
             stats = json.loads(run("-o", "json", "topics", "stats", topic))
             print(f"replication to {remote}: {json.dumps(stats.get('replication', {}))[:400]}")
             assert remote in stats.get("replication", {}), stats.get("replication")

@@ -15,9 +15,10 @@ import shutil
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -141,6 +142,27 @@ class Cluster:
         if out.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)}: {out.stderr.strip()}")
         return out.stdout
+
+
+@dataclass(frozen=True)
+class Site:
+    """The PulsarCluster suite's installed cluster, as a check module of its own
+    (e2e/functions_k8s.py, e2e/georep_k8s.py) uses it."""
+
+    c: Cluster
+    namespace: str
+    cluster_name: str
+    service_url: str
+    admin: Callable[..., str]
+    """``magnetar admin --admin-url <the proxy> ARGS``, its output (asserts it succeeded)."""
+    publisher: Callable[[Any, str, str], Any]
+    """``(client, topic, prefix)`` -> a publisher thread (e2e/test_pulsarcluster.py)."""
+    timings: dict[str, float]
+
+
+def pod_ready(pod: dict[str, Any]) -> bool:
+    conds = pod.get("status", {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
 
 
 def running(kubectl: Path, kubeconfig: Path) -> bool:

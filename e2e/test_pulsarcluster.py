@@ -81,11 +81,13 @@ from e2e.localcluster import (
     ROOT,
     SCRIPT,
     Cluster,
+    Site,
     cluster_env,
     default_disk_usage_threshold,
     down_and_check,
     http_ok,
     local_cluster,
+    pod_ready,
 )
 from magnetar import __version__
 from magnetar.ledger.metadata import LedgerMetadata
@@ -119,6 +121,17 @@ class Installed:
         items: list[dict[str, Any]] = json.loads(self.c.k(*args))["items"]
         return items
 
+    def site(self) -> Site:
+        return Site(
+            self.c,
+            NS,
+            NAME,
+            self.service_url,
+            self.admin,
+            lambda client, topic, prefix: Publisher(client, topic, prefix=prefix),
+            self.timings,
+        )
+
     def admin(self, *args: str) -> str:
         out = subprocess.run(
             [sys.executable, "-m", "magnetar.cli", "admin", "--admin-url", self.admin_url, *args],
@@ -126,11 +139,6 @@ class Installed:
         )  # fmt: skip
         assert out.returncode == 0, f"magnetar admin {' '.join(args)}: {out.stderr}"
         return out.stdout
-
-
-def _ready(pod: dict[str, Any]) -> bool:
-    conds = pod.get("status", {}).get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
 
 
 def _time(text: str) -> float:
@@ -289,10 +297,9 @@ def kill_mid_publish(inst: Installed, pod_of: Callable[[str], dict[str, Any]], p
 
         def replaced() -> bool:
             pods = inst.pods(component)
-            return all(
-                p["metadata"]["uid"] != old_uid and _ready(p) and p["status"]["phase"] == "Running"
-                for p in pods
-            ) and len(pods) >= (3 if component == "bookie" else 2)
+            fresh = [p["metadata"]["uid"] != old_uid and pod_ready(p) for p in pods]
+            running = all(p["status"]["phase"] == "Running" for p in pods)
+            return all(fresh) and running and len(pods) >= (3 if component == "bookie" else 2)
 
         wait_until(replaced, timeout=300, interval=1, what=f"{component} replaced and Ready")
         inst.timings[f"{prefix}_replaced"] = time.monotonic() - t0
@@ -362,7 +369,7 @@ def minio_s3(inst: Installed) -> tuple[Any, str]:
     """A boto3 client for the chart's MinIO -- its pod's address on the cluster bridge, the
     keys of the Secret the chart generated -- and the cluster's offload bucket."""
     secret = json.loads(inst.c.k("-n", NS, "get", "secret", MINIO, "-o", "json"))["data"]
-    (pod,) = [p for p in inst.pods("minio") if not _of_job(p) and _ready(p)]
+    (pod,) = [p for p in inst.pods("minio") if not _of_job(p) and pod_ready(p)]
     pc = json.loads(inst.c.k("-n", NS, "get", "pulsarcluster", NAME, "-o", "json"))
     s3 = boto3.session.Session().client(
         "s3",
@@ -623,7 +630,7 @@ def test_version_change_rolls_bookies_then_brokers(installed: Installed) -> None
             pods = installed.pods("bookie") + installed.pods("broker")
             images = {cont["image"] for p in pods for cont in p["spec"]["containers"]}
             done = images == {f"magnetar/bookie:{ROLL_VERSION}", f"magnetar/broker:{ROLL_VERSION}"}
-            return done and len(pods) == 5 and all(_ready(p) for p in pods)
+            return done and len(pods) == 5 and all(pod_ready(p) for p in pods)
 
         wait_until(rolled, timeout=900, interval=2, what="bookies and brokers rolled")
         c.k("-n", NS, "wait", f"pulsarcluster/{NAME}", "--for=condition=Ready",
@@ -762,7 +769,7 @@ def test_bookie_scale_down_decommissions_first(installed: Installed) -> None:
     inst = installed
     patch_cluster(inst, {"bookies": {"replicas": 4}})
     wait_until(
-        lambda: len([p for p in inst.pods("bookie") if _ready(p)]) == 4
+        lambda: len([p for p in inst.pods("bookie") if pod_ready(p)]) == 4
         and bookies_condition(inst)["status"] == "True",
         timeout=300, interval=2, what="4 bookies Ready",
     )  # fmt: skip
@@ -773,7 +780,7 @@ def test_bookie_scale_down_decommissions_first(installed: Installed) -> None:
     def done() -> bool:
         pods = inst.pods("bookie")
         cond = bookies_condition(inst)
-        return len(pods) == 2 and all(_ready(p) for p in pods) and cond["status"] == "True"
+        return len(pods) == 2 and all(pod_ready(p) for p in pods) and cond["status"] == "True"
 
     wait_until(done, timeout=900, interval=3, what="bookies 4 -> 2")
     inst.timings["scale_down_4_2"] = time.monotonic() - t0
@@ -805,7 +812,7 @@ def test_bookie_scale_down_decommissions_first(installed: Installed) -> None:
     # back to 3 for the tests after (a fresh bookie-2)
     patch_cluster(inst, {"bookies": {"replicas": 3}})
     wait_until(
-        lambda: len([p for p in inst.pods("bookie") if _ready(p)]) == 3
+        lambda: len([p for p in inst.pods("bookie") if pod_ready(p)]) == 3
         and bookies_condition(inst)["status"] == "True",
         timeout=300, interval=2, what="3 bookies again",
     )  # fmt: skip
@@ -831,7 +838,7 @@ def test_bookie_roll_waits_for_zero_under_replicated(installed: Installed) -> No
         return (
             len(cluster_events(inst, {"RollingBookie"})) >= n_rolls
             and len(pods) == 3
-            and all(_ready(p) for p in pods)
+            and all(pod_ready(p) for p in pods)
             and bookies_condition(inst)["status"] == "True"
         )
 
@@ -884,7 +891,7 @@ def test_lost_bookie_volume_is_replaced(installed: Installed) -> None:
             bool(fresh)
             and fresh[0]["metadata"]["uid"] != old_uid
             and len(pods) == 3
-            and all(_ready(p) for p in pods)
+            and all(pod_ready(p) for p in pods)
             and bookies_condition(inst)["status"] == "True"
             and any(r == "ReplacingBookie" for r, _ in cluster_events(inst, {"ReplacingBookie"}))
         )
@@ -932,15 +939,7 @@ def test_function_resource_runs_as_pods(installed: Installed) -> None:
     """Issue 28, acceptance 5 (e2e/functions_k8s.py): a Function resource runs as pods,
     replicas 2 -> 3 scales its StatefulSet, an instance's pod deleted mid-stream loses no
     input, deleting the Function leaves nothing."""
-    functions_k8s.check(
-        installed.c,
-        namespace=NS,
-        cluster_name=NAME,
-        service_url=installed.service_url,
-        admin=installed.admin,
-        publisher=lambda client, topic, prefix: Publisher(client, topic, prefix=prefix),
-        timings=installed.timings,
-    )
+    functions_k8s.check(installed.site())
 
 
 @full_only
@@ -948,15 +947,7 @@ def test_two_pulsarclusters_replicate_both_ways(installed: Installed) -> None:
     """Issue 25, acceptance 5 (e2e/georep_k8s.py): a second PulsarCluster, a namespace
     replicated both ways, the owning broker's pod deleted mid-stream: each side receives every
     receipted message of both producers exactly once."""
-    georep_k8s.check(
-        installed.c,
-        namespace=NS,
-        cluster_name=NAME,
-        service_url=installed.service_url,
-        admin=installed.admin,
-        publisher=lambda client, topic, prefix: Publisher(client, topic, prefix=prefix),
-        timings=installed.timings,
-    )
+    georep_k8s.check(installed.site())
 
 
 def test_uninstall_and_cluster_down_leave_nothing(installed: Installed) -> None:
