@@ -46,7 +46,7 @@ import systems as peer_systems
 from tests.support.procs import started
 from tests.support.standalone import StandaloneProc
 
-from magnetar.client.admin import AdminClient, FormField
+from magnetar.client.admin import AdminClient, AdminError, FormField
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -203,30 +203,41 @@ def pulsar_through_function(system: PulsarFunctions, n: int, args: argparse.Name
     """The identity function on Apache Pulsar: its Java ``IdentityFunction``, one instance
     (a thread of the worker, in the standalone's JVM), ATLEAST_ONCE. CPU: the whole JVM
     (broker, bookie, worker and instance) over the run."""
-    name = f"identity{n}"
     jar = next(system.lib.glob("pulsar-functions-api-[0-9]*.jar"))
     source, sink = (
         f"persistent://public/default/pfn-in-{n}",
         f"persistent://public/default/pfn-out-{n}",
     )
-    config = {
-        "tenant": "public", "namespace": "default", "name": name,
-        # the function is Object -> Object: without a schema type Pulsar would give it JSON;
-        # NONE (Pulsar's TopicSchema: Schema.BYTES) in and out, as the Python identity does
-        "className": JAVA_IDENTITY, "inputSpecs": {source: {"schemaType": "NONE"}},
-        "output": sink, "outputSchemaType": "NONE",
-        "subscriptionPosition": "Earliest", "runtime": "JAVA", "jar": jar.name,
-        "parallelism": 1, "processingGuarantees": "ATLEAST_ONCE",
-    }  # fmt: skip
     admin = AdminClient(f"http://127.0.0.1:{system.http_port}", timeout=60.0)
-    admin.call(
-        "POST",
-        f"/admin/v3/functions/public/default/{name}",
-        form=(
-            FormField("functionConfig", json.dumps(config).encode()),
-            FormField("data", jar.read_bytes(), jar.name, "application/octet-stream"),
-        ),
-    )
+    # Until its leader is ready the functions worker answers 503 "Leader not yet ready",
+    # after it stored the package under the name: the next attempt takes another name.
+    deadline = time.monotonic() + 120
+    for attempt in range(1000):
+        name = f"identity{n}" + (f"-{attempt}" if attempt else "")
+        config = {
+            "tenant": "public", "namespace": "default", "name": name,
+            # the function is Object -> Object: without a schema type Pulsar would give it
+            # JSON; NONE (Pulsar's TopicSchema: Schema.BYTES) in and out, as the Python
+            # identity does
+            "className": JAVA_IDENTITY, "inputSpecs": {source: {"schemaType": "NONE"}},
+            "output": sink, "outputSchemaType": "NONE",
+            "subscriptionPosition": "Earliest", "runtime": "JAVA", "jar": jar.name,
+            "parallelism": 1, "processingGuarantees": "ATLEAST_ONCE",
+        }  # fmt: skip
+        try:
+            admin.call(
+                "POST",
+                f"/admin/v3/functions/public/default/{name}",
+                form=(
+                    FormField("functionConfig", json.dumps(config).encode()),
+                    FormField("data", jar.read_bytes(), jar.name, "application/octet-stream"),
+                ),
+            )
+            break
+        except AdminError as err:
+            if err.status != 503 or time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
     status_path = f"/admin/v3/functions/public/default/{name}/status"
     deadline = time.monotonic() + 120
     while not admin.call("GET", status_path).get("numRunning"):
