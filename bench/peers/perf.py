@@ -247,6 +247,7 @@ def summary(run: PerfRun) -> dict[str, Any]:
         "drained_s": run.drained_s,
         "published": run.sent,
         "consumed": run.received,
+        "server_msgs": run.sent,
         "window_s": run.window_s,
         "warnings": run.warnings,
     }

@@ -13,8 +13,12 @@ from pathlib import Path
 from typing import Any
 
 ORDER = [
-    "pulsar", "pulsar-lite", "magnetar", "magnetar-dedup", "pulsar-secured", "magnetar-secured",
+    "pulsar", "pulsar-lite", "magnetar", "magnetar-cluster", "magnetar-dedup", "pulsar-secured",
+    "magnetar-secured",
 ]  # fmt: skip
+CLUSTER = "magnetar-cluster"
+"""Magnetar as etcd, three bookies and two brokers (systems.MagnetarCluster): compared with
+the standalone and with Apache Pulsar, not as Magnetar's denominator."""
 SECURED = {"pulsar-secured": "pulsar", "magnetar-secured": "magnetar"}
 """The systems with TLS + token authentication + authorization on, and their plaintext twin."""
 
@@ -26,8 +30,12 @@ def ratio_pairs(systems: list[str], info: dict[str, Any]) -> list[tuple[str, str
     pairs = [
         (f"Magnetar / {info[s]['name']}", "magnetar", s)
         for s in systems
-        if "magnetar" in systems and s != "magnetar" and s not in SECURED
+        if "magnetar" in systems and s not in ("magnetar", CLUSTER) and s not in SECURED
     ]
+    if CLUSTER in systems:
+        for other, label in (("magnetar", "Magnetar standalone"), ("pulsar", "Apache Pulsar")):
+            if other in systems:
+                pairs.append((f"Magnetar cluster / {label}", CLUSTER, other))
     if "magnetar-secured" in systems and "pulsar-secured" in systems:
         both = "Magnetar / Apache Pulsar, both TLS + token"
         pairs.append((both, "magnetar-secured", "pulsar-secured"))
@@ -36,6 +44,10 @@ def ratio_pairs(systems: list[str], info: dict[str, Any]) -> list[tuple[str, str
             pairs.append((f"{info[plain]['name']}: TLS + token / plaintext", secured, plain))
     return pairs
 
+
+SERVER_CPU = ("server_cpu_us", "server CPU per published message, all its processes", "µs", False)
+"""User + system CPU of every server process over the workload / the messages published in it
+(run.py; for the cluster: etcd, bookies and brokers together)."""
 
 # (workload, title, [(key, label, unit, higher_is_better)])
 TABLES: list[tuple[str, str, list[tuple[str, str, str, bool]]]] = [
@@ -47,6 +59,7 @@ TABLES: list[tuple[str, str, list[tuple[str, str, str, bool]]]] = [
             ("publish_msgs", "publish", "msg/s", True),
             ("publish_mbs", "publish", "MB/s", True),
             ("consume_msgs", "consume", "msg/s", True),
+            SERVER_CPU,
         ],
     ),
     (
@@ -63,6 +76,7 @@ TABLES: list[tuple[str, str, list[tuple[str, str, str, bool]]]] = [
             ("e2e_p50_ms", "end-to-end latency p50", "ms", False),
             ("e2e_p99_ms", "end-to-end latency p99", "ms", False),
             ("drained_s", "consumer had every message, after the producer's end", "s", False),
+            SERVER_CPU,
         ],
     ),
     (
@@ -73,6 +87,7 @@ TABLES: list[tuple[str, str, list[tuple[str, str, str, bool]]]] = [
             ("sync_p99_ms", "sync send p99", "ms", False),
             ("sync_p999_ms", "sync send p99.9", "ms", False),
             ("outstanding_msgs", "max rate, 1,000 outstanding", "msg/s", True),
+            SERVER_CPU,
         ],
     ),
     (
@@ -83,6 +98,7 @@ TABLES: list[tuple[str, str, list[tuple[str, str, str, bool]]]] = [
             ("sustained_msgs", "sustained rate, all keep up", "msg/s", True),
             ("e2e_p50_ms", "end-to-end p50 at that rate", "ms", False),
             ("e2e_p99_ms", "end-to-end p99 at that rate", "ms", False),
+            SERVER_CPU,
         ],
     ),
     (
@@ -94,6 +110,7 @@ TABLES: list[tuple[str, str, list[tuple[str, str, str, bool]]]] = [
             ("publish_p99_ms", "publish p99 during the drain", "ms", False),
             ("publish_p50_ms", "publish p50 during the drain", "ms", False),
             ("build_mbs", "backlog build (max-rate publish)", "MB/s", True),
+            SERVER_CPU,
         ],
     ),
 ]
@@ -106,6 +123,8 @@ def _fmt(v: float | None, unit: str) -> str:
         return f"{v:.2f}" if v < 10 else f"{v:.1f}" if v < 100 else f"{v:,.0f}"
     if unit == "s":
         return f"{v:.0f}"
+    if unit == "µs":
+        return f"{v:.1f}" if v < 10 else f"{v:,.0f}"
     if unit == "MB/s":
         return f"{v:.1f}" if v < 100 else f"{v:,.0f}"
     return f"{v:,.0f}"
@@ -171,6 +190,82 @@ def _common_rate_row(
         + " | ".join(row)
         + " |"
     )
+
+
+TARGETS: list[tuple[str, str, float]] = [
+    # (workload, key, the ratio Magnetar / Apache Pulsar must reach: >= for a row where higher
+    # is better, <= where lower is better)
+    ("w1", "publish_msgs", 1.5),
+    ("w1", "consume_msgs", 1.0),
+    ("w1", "server_cpu_us", 0.5),
+    ("w1p", "publish_msgs", 1.5),
+    ("w1p", "consume_msgs", 1.5),
+    ("w1p", "publish_p50_ms", 1.0),
+    ("w1p", "publish_p99_ms", 1.0),
+    ("w1p", "e2e_p50_ms", 1.0),
+    ("w1p", "e2e_p99_ms", 1.0),
+    ("w1p", "server_cpu_us", 0.5),
+    ("w2", "sync_p50_ms", 1.0),
+    ("w2", "sync_p99_ms", 1.0),
+    ("w2", "sync_p999_ms", 1.0),
+    ("w2", "outstanding_msgs", 1.5),
+    ("w2", "server_cpu_us", 0.5),
+    ("w3", "sustained_msgs", 1.0),
+    ("w3", "e2e_p50_ms", 1.0),
+    ("w3", "e2e_p99_ms", 1.0),
+    ("w3", "server_cpu_us", 0.5),
+    ("w4", "drain_mbs", 1.0),
+    ("w4", "publish_p99_ms", 1.0),
+    ("w4", "publish_p50_ms", 1.0),
+    ("w4", "build_mbs", 1.0),
+    ("w4", "server_cpu_us", 0.5),
+]
+"""Issue 24's targets: every row at least level with Apache Pulsar, W1 publish, W2's maximum
+rate and w1p's rates 1.5x, and at most half Pulsar's server CPU per message."""
+
+
+def targets(results: dict[str, Any], systems: list[str], add: Any, h2: str) -> None:
+    """The targets table: each target row, its ratio Magnetar standalone / Apache Pulsar, met
+    or not."""
+    if not {"magnetar", "pulsar"} <= set(systems):
+        return
+    rows = {
+        (w, k): (label, unit, higher) for w, _, spec in TABLES for k, label, unit, higher in spec
+    }
+    titles = {w: t.split(":", 1)[0] for w, t, _ in TABLES}
+    top = max(results["params"].get("w3_rates") or [0])
+    lines: list[str] = []
+    met = 0
+    for w, key, goal in TARGETS:
+        if w not in results["workloads"]:
+            continue
+        label, unit, higher = rows[(w, key)]
+        mine, theirs = (medians(results, s, w) for s in ("magnetar", "pulsar"))
+        a = mine.get(key) if mine["rounds_ok"] else None
+        b = theirs.get(key) if theirs["rounds_ok"] else None
+        if a is None or not b:
+            verdict, shown = "not measured", "-"
+        elif key == "sustained_msgs" and a == top and b == top:
+            verdict, shown = "met (both at the ladder's top)", "-"
+        else:
+            ratio = a / b
+            shown = f"{ratio:.2f}x"
+            ok = ratio >= goal if higher else ratio <= goal
+            verdict = "**met**" if ok else "not met"
+        met += verdict.startswith(("**met", "met"))
+        need = f"{'>=' if higher else '<='} {goal:.1f}x"
+        lines.append(f"| {titles[w]} | {label} ({unit}) | {need} | {shown} | {verdict} |")
+    if not lines:
+        return
+    add(f"{h2} Targets of issue 24: Magnetar standalone / Apache Pulsar, medians of this run")
+    add("")
+    add(f"{met} of {len(lines)} targets met.")
+    add("")
+    add("| workload | row | target | Magnetar / Apache Pulsar | met |")
+    add("|---|---|---:|---:|---|")
+    for line in lines:
+        add(line)
+    add("")
 
 
 W1P_HOW = (
@@ -379,6 +474,7 @@ def render(results: dict[str, Any], section: str | None = None) -> str:
                         "the Python client, not the broker, may have been the limit"
                     )
         add("")
+    targets(results, systems, add, h2)
     if section:
         add(f"<!-- bench-peers section {section} end -->")
         return "\n".join(lines) + "\n"

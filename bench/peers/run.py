@@ -226,7 +226,7 @@ def run_system(
         except Exception as err:
             log(f"round {rnd + 1}: {s.name}: warm-up failed: {err}")
         for w in wls:
-            if s.proc is None or s.proc.poll() is not None:
+            if not s.alive():
                 msg = f"{s.name} exited (status {s.proc.returncode if s.proc else '?'})"
                 results["runs"].append({"round": rnd, "system": key, "workload": w, "error": msg})
                 log(f"round {rnd + 1}: {s.name}: {w}: {msg}")
@@ -234,7 +234,12 @@ def run_system(
             t0 = time.monotonic()
             log(f"round {rnd + 1}: {s.name}: {w}")
             try:
+                cpu0 = s.cpu_seconds()
                 res = workloads.WORKLOADS[w](s.conn(), prefix, params)
+                # Server CPU per message published in the workload, over all the system's
+                # processes: the speed must come from parallelism, not from burning more.
+                if res.get("server_msgs"):
+                    res["server_cpu_us"] = (s.cpu_seconds() - cpu0) / res["server_msgs"] * 1e6
                 results["runs"].append(
                     {
                         "round": rnd,

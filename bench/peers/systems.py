@@ -18,6 +18,9 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
+
+import psutil
 
 ROOT = Path(__file__).resolve().parents[2]
 PEERS = ROOT / "bench" / "peers"
@@ -145,6 +148,31 @@ class System:
 
     def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
+
+    def server_pids(self) -> list[int]:
+        """The system's own processes (their children are counted with them)."""
+        return [self.proc.pid] if self.proc else []
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time so far of every process of the system and their live
+        children (a JVM's threads are its process's), read from /proc."""
+        total = 0.0
+        for pid in self.server_pids():
+            try:
+                proc = psutil.Process(pid)
+                procs = [proc, *proc.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                continue
+            for each in procs:
+                try:
+                    times = each.cpu_times()
+                except psutil.NoSuchProcess:
+                    continue
+                total += times.user + times.system
+        return total
 
     def conn(self) -> dict[str, str]:
         """How the load generators reach the system (workloads.Conn)."""
@@ -353,6 +381,69 @@ BENCH_ROLE = "bench"
 produce and consume on public/default, so every PRODUCER and SUBSCRIBE is authorized."""
 
 
+class MagnetarCluster(MagnetarStandalone):
+    """Magnetar as a cluster on this machine: etcd, three bookies and two brokers, each its
+    own process, ledgers written E3/Wq2/Aq2 (every entry on two bookies). The load
+    generators connect to the first broker; lookups send each topic to its owner, which
+    may be either broker (the same processes as a three-bookie, two-broker PulsarCluster,
+    without Kubernetes). Beside the standalone it shows what the cluster form costs and buys."""
+
+    name = "Magnetar cluster (3 bookies, 2 brokers, E3/Wq2/Aq2)"
+    key = "magnetar-cluster"
+    bookies = 3
+    brokers = 2
+    ensemble = (3, 2, 2)
+
+    def start(self) -> str:
+        sys.path.insert(0, str(ROOT))
+        from tests.support.bookies import BookieProc
+        from tests.support.etcd import EtcdServer
+        from tests.support.standalone import BrokerProc
+
+        data = self.workdir / f"{self.key}-data"
+        shutil.rmtree(data, ignore_errors=True)
+        data.mkdir(parents=True)
+        self.data_dir = data
+        t0 = time.monotonic()
+        self.parts: list[Any] = []
+        try:
+            etcd = EtcdServer(data / "etcd")
+            self.parts.append(etcd.start())
+            for _ in range(self.bookies):
+                self.parts.append(BookieProc(etcd.url, data).start())
+            brokers = [
+                BrokerProc(etcd.url, data, ensemble=self.ensemble) for _ in range(self.brokers)
+            ]
+            for broker in brokers:
+                self.parts.append(broker.start())
+        except Exception as err:
+            self.stop()
+            raise StartError(f"cluster did not start: {err}") from err
+        self.startup_seconds = time.monotonic() - t0
+        self.url = brokers[0].service_url
+        self.proc = brokers[0].proc.popen
+        self.brokers_up = brokers
+        return self.url
+
+    def alive(self) -> bool:
+        return all(part.alive() for part in getattr(self, "parts", []))
+
+    def server_pids(self) -> list[int]:
+        return [p for p in (part.pid for part in getattr(self, "parts", [])) if p is not None]
+
+    def stop(self) -> None:
+        for part in reversed(getattr(self, "parts", [])):
+            try:
+                part.stop()
+            except Exception as err:  # stop the rest regardless
+                print(f"stopping {part}: {err!r}", file=sys.stderr)
+        self.parts = []
+        self.proc = None
+        data = getattr(self, "data_dir", None)
+        if data is not None:
+            shutil.rmtree(data, ignore_errors=True)
+
+
 class Secured:
     """TLS and token authentication with authorization, configured alike for both systems:
     the keys of the security suites' set-up (tests/support/secured.py: a CA made for the run,
@@ -445,6 +536,7 @@ ALL: dict[str, type[System]] = {
     "pulsar-lite": PulsarLite,
     "magnetar": MagnetarStandalone,
     "magnetar-dedup": MagnetarDedup,
+    "magnetar-cluster": MagnetarCluster,
     "pulsar-secured": PulsarSecured,
     "magnetar-secured": MagnetarSecured,
 }

@@ -162,6 +162,7 @@ def w1(conn: Conn, prefix: str, p: Params) -> dict[str, Any]:
         "consume_msgs": con["messages"] / con["seconds"],
         "published": n,
         "consumed": con["messages"],
+        "server_msgs": n,
         "publisher_cpu": max(r["cpu"] for r in pubs),
         "consumer_cpu": con["cpu"],
     }
@@ -206,6 +207,7 @@ def w2(conn: Conn, prefix: str, p: Params) -> dict[str, Any]:
         "sync_count": lat["messages"],
         "outstanding_msgs": rate["messages"] / rate["seconds"],
         "outstanding_cpu": rate["cpu"],
+        "server_msgs": lat["messages"] + rate["messages"],
     }
 
 
@@ -328,6 +330,7 @@ def w3(conn: Conn, prefix: str, p: Params) -> dict[str, Any]:
     last = steps[-1]
     return {
         "sustained_msgs": best["rate"] if best else 0,
+        "server_msgs": sum(s["sent"] for s in steps),
         "e2e_p50_ms": best["p50_ms"] if best else None,
         "e2e_p99_ms": best["p99_ms"] if best else None,
         "ladder": [
@@ -410,6 +413,7 @@ def w4(conn: Conn, prefix: str, p: Params) -> dict[str, Any]:
         "build_mbs": build["bytes"] / build_s / 1e6,
         "drained": drain["messages"],
         "consumer_cpu": drain["cpu"],
+        "server_msgs": build["messages"] + prod["messages"],
     }
     if drain["messages"] < backlog_msgs:
         out["note"] = f"drained {drain['messages']} of {backlog_msgs} in {p.w4_timeout:.0f} s"
