@@ -1,0 +1,186 @@
+"""Where a Magnetar standalone's time goes under one of the side-by-side workloads (issue 24).
+
+    .venv/bin/python bench/profile_bench.py [--workload w2] [--seconds 15] [--gil] [--top 30]
+
+Starts ``magnetar standalone`` on free loopback ports, warms it up, drives it with the load
+role of bench/peers/loadgen.py that the chosen row of ``make bench-peers`` uses, and samples
+the server with py-spy (a dev dependency, installed by ``make setup``) while the load runs:
+
+* ``w1``: 1 KiB messages, batching 1 ms, one publisher at its maximum rate (W1 publish);
+* ``w2``: 100 B messages, batching off, 1,000 outstanding (W2's maximum rate);
+* ``w4``: a backlog of ``--backlog-mb`` drained from the earliest position while a paced
+  producer publishes 5,000 msg/s (W4's drain and its publish latency).
+
+It prints the load's rate, the server's CPU per message, and the functions by share of the
+samples: self (the function itself was running) and inclusive (it was on the stack). With
+``--gil`` only samples of the thread holding the GIL count, which on a CPU-bound event loop
+is the work that bounds the rate. ``--raw FILE`` keeps py-spy's collapsed stacks. Figures
+only: nothing here passes or fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).with_name("peers")))
+
+import systems
+
+ROOT = Path(__file__).resolve().parents[1]
+LOADGEN = ROOT / "bench" / "peers" / "loadgen.py"
+PY_SPY = Path(sys.executable).with_name("py-spy")
+_FRAME = re.compile(r"(?P<fn>.*) \((?P<file>[^()]*):\d+\)$")
+
+
+def short(frame: str) -> str:
+    """``fn (path/to/module.py:12)`` as ``fn (package/module.py)``: one name per function."""
+    m = _FRAME.match(frame)
+    if not m:
+        return frame
+    path = m["file"]
+    for cut in ("site-packages/", "/src/", "/lib/python3"):
+        if cut in path:
+            path = path.split(cut, 1)[1]
+            break
+    return f"{m['fn']} ({path})"
+
+
+def shares(collapsed: str) -> tuple[int, collections.Counter[str], collections.Counter[str]]:
+    """(samples, self counts, inclusive counts) by function from py-spy's collapsed stacks
+    (``frame;frame;... count`` per line; the process and thread frames are not functions)."""
+    own: collections.Counter[str] = collections.Counter()
+    incl: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in collapsed.splitlines():
+        stack, _, count = line.rstrip().rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        frames = [short(f) for f in stack.split(";") if not f.startswith(("process ", "thread "))]
+        if frames:
+            own[frames[-1]] += n
+        for f in set(frames):
+            incl[f] += n
+    return total, own, incl
+
+
+def _load(args: argparse.Namespace, url: str, tag: str) -> list[dict[str, object]]:
+    topic = f"persistent://public/default/profile-{tag}"
+    if args.workload == "w1":
+        return [
+            {"role": "publish", "url": url, "topic": topic, "size": 1024, "batching": True,
+             "batch_delay_ms": 1, "seconds": args.seconds + 8}
+        ]  # fmt: skip
+    if args.workload == "w2":
+        return [
+            {"role": "publish", "url": url, "topic": topic, "size": 100, "batching": False,
+             "outstanding": 1000, "seconds": args.seconds + 8}
+        ]  # fmt: skip
+    return [  # w4: the drain of a backlog built first (_backlog), with a paced producer
+        {"role": "consume", "url": url, "topic": topic, "subscription": "catchup",
+         "messages": args.backlog_mb * 1024, "timeout": 600},
+        {"role": "paced_publish", "url": url, "topic": topic, "size": 1024, "batching": True,
+         "batch_delay_ms": 1, "rate": 5000, "seconds": args.seconds + 8, "measure": True},
+    ]  # fmt: skip
+
+
+def _run_role(cfg: dict[str, object]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(LOADGEN), json.dumps(cfg)],
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=systems.die_with_parent,
+    )
+
+
+def _result(proc: subprocess.Popen[str]) -> dict[str, object]:
+    out, _ = proc.communicate(timeout=900)
+    if proc.returncode != 0:
+        raise RuntimeError(f"load generator failed ({proc.returncode})")
+    result: dict[str, object] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workload", choices=("w1", "w2", "w4"), default="w2")
+    ap.add_argument("--seconds", type=float, default=15.0, help="sampling time")
+    ap.add_argument("--rate", type=int, default=250, help="samples per second")
+    ap.add_argument("--gil", action="store_true", help="only the thread holding the GIL")
+    ap.add_argument("--backlog-mb", type=int, default=512, help="w4's backlog")
+    ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--raw", type=Path, help="keep py-spy's collapsed stacks here")
+    args = ap.parse_args()
+    if not PY_SPY.exists():
+        print(f"{PY_SPY} not found: run `make setup` (py-spy is a dev dependency)")
+        return 2
+    with tempfile.TemporaryDirectory(prefix="profile-bench-") as tmp:
+        server = systems.MagnetarStandalone(Path(tmp))
+        server.install()
+        url = server.start()
+        try:
+            return profile(server, url, args, Path(tmp))
+        finally:
+            server.stop()
+
+
+def profile(
+    server: systems.MagnetarStandalone, url: str, args: argparse.Namespace, tmp: Path
+) -> int:
+    warm = _run_role(
+        {"role": "publish", "url": url, "topic": "persistent://public/default/profile-warm",
+         "size": 1024, "batching": True, "batch_delay_ms": 1, "seconds": 5}
+    )  # fmt: skip
+    _result(warm)
+    tag = str(int(time.time()))
+    if args.workload == "w4":
+        subscribe = _run_role(
+            {"role": "subscribe", "url": url, "topic": f"persistent://public/default/profile-{tag}",
+             "subscriptions": ["catchup"]}
+        )  # fmt: skip
+        _result(subscribe)
+        build = _run_role(
+            {"role": "publish", "url": url, "topic": f"persistent://public/default/profile-{tag}",
+             "size": 1024, "batching": True, "batch_delay_ms": 1,
+             "messages": args.backlog_mb * 1024}
+        )  # fmt: skip
+        _result(build)
+    roles = [_run_role(cfg) for cfg in _load(args, url, tag)]
+    time.sleep(3)  # past the producers' start
+    raw = args.raw or tmp / "stacks.txt"
+    pid = server.pid()
+    cpu0 = server.cpu_seconds()
+    spy = [str(PY_SPY), "record", "-p", str(pid), "-d", str(int(args.seconds)), "-r",
+           str(args.rate), "-f", "raw", "-o", str(raw), "--nonblocking"]  # fmt: skip
+    if args.gil:
+        spy.append("--gil")
+    subprocess.run(spy, check=True, capture_output=True)
+    cpu = server.cpu_seconds() - cpu0
+    results = [_result(p) for p in roles]
+    total, own, incl = shares(raw.read_text())
+    first = results[0]
+    rate = float(str(first["messages"])) / float(str(first["seconds"]))
+    print(f"workload {args.workload}: {rate:,.0f} msg/s ({first['messages']:,} messages)")
+    print(f"server CPU while sampled: {cpu / args.seconds:.0%} of a core")
+    print(f"{total:,} samples{' (GIL holder only)' if args.gil else ''}")
+    print("\nself (the function running):")
+    for fn, n in own.most_common(args.top):
+        print(f"  {n / total:6.1%}  {fn}")
+    print("\ninclusive (on the stack):")
+    for fn, n in incl.most_common(args.top):
+        print(f"  {n / total:6.1%}  {fn}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
