@@ -91,6 +91,8 @@ class System:
         raise NotImplementedError
 
     startup_timeout = 120.0
+    poll_interval = 0.2
+    """Seconds between readiness probes: ``startup_seconds`` is late by up to this much."""
 
     # --- common -----------------------------------------------------------------------
     def start(self) -> str:
@@ -129,7 +131,7 @@ class System:
                     f"not ready within {self.startup_timeout:.0f} s; log tail:\n"
                     f"{_tail(self.log_path)}"
                 )
-            time.sleep(0.2)
+            time.sleep(self.poll_interval)
         self.startup_seconds = time.monotonic() - t0
         return self.url
 
