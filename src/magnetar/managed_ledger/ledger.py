@@ -102,6 +102,7 @@ class ManagedLedgerImpl(ListedPositions):
             self.offload.reader if self.offload is not None else None,
         )
         self._cursors = CursorRegistry(self, store, path)
+        self._writer.readers = self._cursors.by_name
         self._timer: asyncio.Task[None] | None = None
         self._trimmer = Trimmer(self, self._stored, self._reader)
         self._background: set[asyncio.Task[None]] = set()

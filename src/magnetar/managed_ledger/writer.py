@@ -25,7 +25,7 @@ import functools
 import logging
 import time
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sized
 from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, Protocol
@@ -133,6 +133,10 @@ class LedgerWriter:
         self._host = host
         self._list = ledgers
         self._cache = cache
+        self.readers: Sized | None = None
+        """The managed ledger's open cursors: while there is none, adds skip the entry cache
+        (nothing would read them from there; as Pulsar caches only with active cursors).
+        None: every add is cached."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self.state = State.CLOSED
         self.handle: LedgerHandle | None = None
@@ -248,7 +252,9 @@ class LedgerWriter:
             stats.entry_sizes.add(size)
             stats.add_latency_us.add((now - op.started) * 1e6)
             stats.ledger_add_latency_us.add((now - op.sent) * 1e6)
-            self._cache.put(lid, eid, op.data)
+            readers = self.readers
+            if readers is None or readers:
+                self._cache.put(lid, eid, op.data)
             if self.waiters:
                 self.wake()
             if not op.future.done():

@@ -87,6 +87,7 @@ async def test_tail_reads_hit_the_cache(env: Env) -> None:
 
 async def test_cache_is_bounded(env: Env) -> None:
     ml = await env.factory.open(NAME, cfg(cache_max_bytes=10_000))
+    await ml.open_cursor("sub")  # without a cursor nothing is cached (below)
     for _ in range(50):
         await ml.add_entry(bytes(1000))
     assert ml.cache.size <= 10_000
@@ -94,6 +95,24 @@ async def test_cache_is_bounded(env: Env) -> None:
     got = await ml.read_entries(ml.first_position, max_entries=100)
     assert len(got) == 50
     assert ml.read_stats.bookie_entries == 40
+
+
+async def test_adds_are_cached_only_while_a_cursor_is_open(env: Env) -> None:
+    """As Pulsar caches adds only with active cursors: with none, nothing would read them
+    from the cache; reads still find every entry (from the bookie)."""
+    ml = await env.factory.open(NAME)
+    first = await ml.add_entry(b"before")
+    assert len(ml.cache) == 0
+    cursor = await ml.open_cursor("sub", initial_position=api.InitialPosition.EARLIEST)
+    await ml.add_entry(b"while open")
+    assert len(ml.cache) == 1
+    got = await cursor.read_entries(10)
+    assert [e.data for e in got] == [b"before", b"while open"]
+    await ml.delete_cursor("sub")
+    await ml.add_entry(b"after")
+    assert len(ml.cache) <= 1  # the entry added while the cursor was open, if not evicted
+    got = await ml.read_entries(first, max_entries=10)
+    assert [e.data for e in got] == [b"before", b"while open", b"after"]
 
 
 def waiting(ml: ManagedLedgerImpl) -> int:
