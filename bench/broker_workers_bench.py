@@ -303,7 +303,7 @@ def main() -> int:
     ap.add_argument(
         "--cores",
         type=parse_cores,
-        default=parse_cores("1,2"),
+        default="1,2",  # through parse_cores, as given ones
         help="core counts to pin the broker to, one layout each with as many workers "
         "(default 1,2; empty: none)",
     )
