@@ -128,11 +128,15 @@ class BrokerProc(BrokerHttpProc):
         extra_args: Sequence[str] = (),
         ready_timeout: float = 60.0,
         auth_token: str | None = None,
+        argv_prefix: Sequence[str] = (),
     ) -> None:
+        """``argv_prefix``: a command the broker is run under, which must exec it (the pid
+        stays the broker's), e.g. ``["taskset", "-c", "0"]`` to pin it and its workers."""
         self.auth_token = auth_token
         self.port, self.http_port = free_ports(2)
         e, wq, aq = ensemble
         argv = [
+            *argv_prefix,
             sys.executable, "-m", "magnetar.cli", "broker",
             "--metadata-url", metadata_url,
             "--port", str(self.port),
