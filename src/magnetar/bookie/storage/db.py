@@ -583,7 +583,7 @@ class DbLedgerStorage:
         if not snap.entries and not self._dirty and not self._pending_deletes:
             # nothing is waiting: everything durable is flushed, so journal files rotated out
             # since the last flush (the rotation follows the write) can go now
-            self._journal.release(self._journal.durable_position)
+            await self._release_journal(self._journal.durable_position)
             return
         self._cache = cache.WriteCache()
         self._flushing = snap
@@ -621,7 +621,15 @@ class DbLedgerStorage:
         self._flushing = None
         self._log_usage.update(touched)
         self._flushes += 1
-        self._journal.release(checkpoint)
+        await self._release_journal(checkpoint)
+
+    async def _release_journal(self, checkpoint: journal.Position) -> None:
+        """Delete the journal files the flush made redundant, in the flush thread: unlinking a
+        full journal file blocks for as long as the kernel takes to free its blocks."""
+        paths = self._journal.releasable(checkpoint)
+        if paths:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._flush_pool, journal.delete_files, paths)
 
     def _flush_sync(
         self,

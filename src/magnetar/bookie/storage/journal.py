@@ -185,6 +185,13 @@ def file_name(seq: int) -> str:
     return f"journal-{seq:016x}.jnl"
 
 
+def delete_files(paths: Sequence[Path]) -> None:
+    """Unlink ``paths`` (already gone is fine)."""
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
 def list_files(directory: Path) -> list[int]:
     seqs = []
     for name in os.listdir(directory):
@@ -403,8 +410,11 @@ class Journal:
             self._fd = -1
         self._executor.shutdown(wait=True)
 
-    def release(self, checkpoint: Position) -> None:
-        """Delete the journal files wholly before ``checkpoint`` (their content is flushed)."""
+    def releasable(self, checkpoint: Position) -> list[Path]:
+        """The journal files wholly before ``checkpoint`` (their content is flushed), now
+        forgotten: the caller deletes them with :func:`delete_files`, off the event loop (the
+        kernel frees a large file's blocks within the unlink: about 100 ms for a full one)."""
+        out: list[Path] = []
         for seq in list_files(self._dir):
             if seq == self._seq:
                 continue
@@ -412,8 +422,12 @@ class Journal:
                 seq == checkpoint.seq and checkpoint.offset >= self._rotated_sizes.get(seq, -1) > 0
             ):
                 self._rotated_sizes.pop(seq, None)
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(self._dir / file_name(seq))
+                out.append(self._dir / file_name(seq))
+        return out
+
+    def release(self, checkpoint: Position) -> None:
+        """Delete the journal files wholly before ``checkpoint``, here and now."""
+        delete_files(self.releasable(checkpoint))
 
     # the hot path
 
