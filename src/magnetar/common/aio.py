@@ -4,21 +4,41 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import signal
 from collections.abc import Coroutine
 from typing import Any, TypeVar
+
+from magnetar.common import watchdog
 
 T = TypeVar("T")
 
 
 def run(main: Coroutine[Any, Any, T]) -> T:
-    """Run ``main`` on uvloop when it is installed (it is a dependency), else asyncio's loop."""
+    """Run ``main`` on uvloop when it is installed (it is a dependency), else asyncio's loop;
+    with ``MAGNETAR_LOOP_WATCHDOG_MS`` set, watched (:mod:`magnetar.common.watchdog`)."""
+    threshold = os.environ.get(watchdog.ENV, "").strip()
+    if threshold:
+        try:
+            seconds = float(threshold) / 1000
+        except ValueError:
+            why = f"{watchdog.ENV}={threshold!r}: not a number of milliseconds"
+            raise SystemExit(why) from None
+        main = _watched(main, seconds)
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a declared dependency
         return asyncio.run(main)
     result: T = uvloop.run(main)
     return result
+
+
+async def _watched(main: Coroutine[Any, Any, T], threshold: float) -> T:
+    dog = watchdog.LoopWatchdog(asyncio.get_running_loop(), threshold).start()
+    try:
+        return await main
+    finally:
+        dog.stop()
 
 
 # Collector thresholds for long-running servers. The default (700, 10, 10) runs a young
