@@ -574,6 +574,21 @@ def record_section(path: Path, name: str, block: str) -> None:
     print(f"recorded in {path}")
 
 
+def merge_full(old: str, new: str) -> str:
+    """A full run's page ``new`` with everything the old page ``old`` holds between its own
+    full-run tables and "How it is measured" kept as it was: the separate runs' sections and
+    the prose written around them (analyses, before/after figures of other issues)."""
+    how = "\n## How it is measured"
+    first = old.find("<!-- bench-peers section ")
+    end = old.find(how)
+    at = new.find(how)
+    if first < 0 or end < first or at < 0:
+        for name, block in sections(old).items():
+            new = put_section(new, name, block)
+        return new
+    return new[: at + 1] + old[first : end + 1] + new[at + 1 :]
+
+
 def put_section(text: str, name: str, block: str) -> str:
     """``text`` with the block ``name`` replaced by ``block``, or ``block`` added before
     "How it is measured" (or at the end)."""

@@ -171,14 +171,13 @@ def main() -> int:
     results["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     path = _save(cache, results)
     log(f"raw results: {path}")
-    # A run of all four workloads (and maybe w1p) regenerates the file, keeping the separate-run
-    # sections; any other set of workloads only replaces its own section in it.
+    # A run of all four workloads (and maybe w1p) regenerates the file's own tables, keeping the
+    # separate-run sections and the prose around them; any other set of workloads only
+    # replaces its own section in it.
     out = Path(args.out)
     old = out.read_text() if out.exists() else ""
     if set(FULL) <= set(wls):
-        text = report.render(results)
-        for name, block in report.sections(old).items():
-            text = report.put_section(text, name, block)
+        text = report.merge_full(old, report.render(results))
     else:
         secured = "-secured" if set(keys) & set(report.SECURED) else ""
         name = "-".join(wls) + secured + ("-quick" if args.quick else "")

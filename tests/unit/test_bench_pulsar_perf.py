@@ -130,3 +130,58 @@ def test_pulsar_perf_takes_the_secured_systems_credentials() -> None:
         "--auth-plugin", "org.apache.pulsar.client.impl.auth.AuthenticationToken",
         "--auth-params", "token:t",
     )  # fmt: skip
+
+
+def test_a_full_run_keeps_the_sections_and_the_prose_between_them() -> None:
+    old = (
+        "# Benchmarks\n\n## Workload 1\n\nold table\n\n"
+        "<!-- bench-peers section w1p begin -->\nw1p block\n<!-- bench-peers section w1p end -->\n"
+        "\n**An analysis** written by hand.\n\n## How it is measured\n\nold how\n"
+    )
+    new = "# Benchmarks\n\n## Workload 1\n\nnew table\n\n## How it is measured\n\nnew how\n"
+    merged = report.merge_full(old, new)
+    assert "new table" in merged and "old table" not in merged
+    assert "w1p block" in merged and "**An analysis** written by hand." in merged
+    assert merged.index("new table") < merged.index("w1p block") < merged.index("new how")
+    assert "old how" not in merged
+    assert report.merge_full("", new) == new
+
+
+def test_the_targets_table_judges_each_row_by_its_direction() -> None:
+    def run(system: str, **res: float) -> dict[str, object]:
+        return {"round": 0, "system": system, "workload": "w2", "result": res}
+
+    results = {
+        "workloads": ["w2"],
+        "params": {"w3_rates": [1000]},
+        "runs": [
+            run(
+                "pulsar",
+                sync_p50_ms=2.0,
+                sync_p99_ms=4.0,
+                outstanding_msgs=40_000,
+                server_cpu_us=40.0,
+            ),
+            run(
+                "magnetar",
+                sync_p50_ms=1.0,
+                sync_p99_ms=5.0,
+                outstanding_msgs=70_000,
+                server_cpu_us=30.0,
+            ),
+        ],
+    }
+    lines: list[str] = []
+    report.targets(results, ["pulsar", "magnetar"], lines.append, "##")
+    rows = {line.split(" | ")[1]: line for line in lines if line.startswith("| Workload 2")}
+    assert rows["sync send p50 (1 outstanding) (ms)"].endswith("| 0.50x | **met** |")
+    assert rows["sync send p99 (ms)"].endswith("| 1.25x | not met |")
+    assert rows["max rate, 1,000 outstanding (msg/s)"].endswith("| 1.75x | **met** |")
+    assert (
+        "| <= 0.5x | 0.75x | not met |"
+        in rows["server CPU per published message, all its processes (µs)"]
+    )
+    assert "2 of 5 targets met." in lines
+    none: list[str] = []
+    report.targets(results, ["magnetar"], none.append, "##")
+    assert none == []
