@@ -512,6 +512,19 @@ def render(results: dict[str, Any], section: str | None = None) -> str:
         "127.0.0.1` from the project's venv, at the commit named in its column."
     )
     add(
+        "* Magnetar cluster (`--systems ...,magnetar-cluster`): etcd, three `magnetar bookie` "
+        "and two `magnetar broker` processes on loopback (tests/support's process classes), "
+        "ledgers E3/Wq2/Aq2 (every entry on two bookies); the load generators connect to "
+        "the first broker and lookups send each topic to its owner."
+    )
+    add(
+        "* Server CPU per published message: user + system CPU time of every process of the "
+        "system (their children included; for the cluster etcd, the bookies and the brokers) "
+        "over the workload, read from /proc before and after it, divided by the messages "
+        "published in it (W2: the sync sends and the max-rate phase; W3: every step of the "
+        "ladder; W4: the backlog and the paced producer's)."
+    )
+    add(
         "* Load: every role (publisher, consumer, paced producer) is a separate process of "
         "bench/peers/loadgen.py with the official client, so no two share a GIL. Publishing "
         "uses `send_async` without a per-message Python callback (one would make the client "
