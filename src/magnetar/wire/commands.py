@@ -38,10 +38,10 @@ FIELD_BY_TYPE: Final[Mapping[int, str]] = {
 }
 
 #: Commands followed by message metadata and payload in their frame.
-PAYLOAD_TYPES: Final = frozenset({_C.SEND, _C.MESSAGE})
+PAYLOAD_TYPES: Final[frozenset[CommandType]] = frozenset({_C.SEND, _C.MESSAGE})
 
 #: Commands whose sub-command has no fields; tolerated when the sub-command is absent.
-EMPTY_BODY_TYPES: Final = frozenset({_C.PING, _C.PONG})
+EMPTY_BODY_TYPES: Final[frozenset[CommandType]] = frozenset({_C.PING, _C.PONG})
 
 _HAS_FIELD: Final[Any] = pb.BaseCommand.HasField
 
