@@ -233,6 +233,7 @@ def targets(results: dict[str, Any], systems: list[str], add: Any, h2: str) -> N
         (w, k): (label, unit, higher) for w, _, spec in TABLES for k, label, unit, higher in spec
     }
     titles = {w: t.split(":", 1)[0] for w, t, _ in TABLES}
+    titles["w1p"] = "Workload 1 with pulsar-perf"
     top = max(results["params"].get("w3_rates") or [0])
     lines: list[str] = []
     met = 0
