@@ -36,7 +36,6 @@ import contextlib
 import datetime as dt
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -358,12 +357,7 @@ def record(
     load: tuple[float, float],
 ) -> None:
     finished = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    head = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
+    head = systems.git_head()
     lines = [
         f"<!-- bench-peers section {SECTION} begin -->",
         "## What `make run` costs: start-up and memory beside Apache Pulsar "

@@ -66,6 +66,16 @@ def _tcp_ok(port: int) -> bool:
         return False
 
 
+def git_head() -> str:
+    """The short commit the checkout is at ("" outside a git checkout)."""
+    return subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+
+
 class System:
     name = "?"
     key = "?"
@@ -334,12 +344,7 @@ class MagnetarStandalone(System):
         self.exe = exe
         res = subprocess.run([str(exe), "--version"], capture_output=True, text=True, check=False)
         self.version = (res.stdout.strip() or res.stderr.strip()).removeprefix("magnetar ") or "?"
-        head = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout.strip()
+        head = git_head()
         if head:
             self.version += f" ({head})"
 
