@@ -9,7 +9,9 @@ the server with py-spy (a dev dependency, installed by ``make setup``) while the
 * ``w1``: 1 KiB messages, batching 1 ms, one publisher at its maximum rate (W1 publish);
 * ``w2``: 100 B messages, batching off, 1,000 outstanding (W2's maximum rate);
 * ``w4``: a backlog of ``--backlog-mb`` drained from the earliest position while a paced
-  producer publishes 5,000 msg/s (W4's drain and its publish latency).
+  producer publishes 5,000 msg/s (W4's drain and its publish latency);
+* ``w1p``: pulsar-perf's Java producer at its maximum rate and its consumer, together
+  (bench/peers/perf.py, as the w1p row); sampling starts once both JVMs are sending.
 
 It prints the load's rate, the server's CPU per message, and the functions by share of the
 samples: self (the function itself was running) and inclusive (it was on the stack). With
@@ -27,12 +29,14 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).with_name("peers")))
 
+import perf
 import systems
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,6 +98,18 @@ def _load(args: argparse.Namespace, url: str, tag: str) -> list[dict[str, object
     ]  # fmt: skip
 
 
+def _wait_for_perf_producer(log: Path, timeout: float = 180.0) -> None:
+    """Until pulsar-perf's producer has reported a rate (its JVM started and sent), plus a
+    few seconds of steady state."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if log.exists() and "Throughput produced" in log.read_text(errors="replace"):
+            time.sleep(3)
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"pulsar-perf's producer did not report within {timeout:.0f} s: {log}")
+
+
 def _run_role(cfg: dict[str, object]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, str(LOADGEN), json.dumps(cfg)],
@@ -113,7 +129,7 @@ def _result(proc: subprocess.Popen[str]) -> dict[str, object]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workload", choices=("w1", "w2", "w4"), default="w2")
+    ap.add_argument("--workload", choices=("w1", "w2", "w4", "w1p"), default="w2")
     ap.add_argument("--seconds", type=float, default=15.0, help="sampling time")
     ap.add_argument("--rate", type=int, default=250, help="samples per second")
     ap.add_argument("--gil", action="store_true", help="only the thread holding the GIL")
@@ -155,8 +171,20 @@ def profile(
              "messages": args.backlog_mb * 1024}
         )  # fmt: skip
         _result(build)
-    roles = [_run_role(cfg) for cfg in _load(args, url, tag)]
-    time.sleep(3)  # past the producers' start
+    perf_run: list[perf.PerfRun] = []
+    if args.workload == "w1p":
+        topic = f"persistent://public/default/profile-{tag}"
+        pair = threading.Thread(
+            target=lambda: perf_run.append(
+                perf.run_pair(url, topic, seconds=args.seconds + 20, workdir=tmp / "perf")
+            )
+        )
+        pair.start()
+        _wait_for_perf_producer(tmp / "perf" / "perf-produce.log")
+        roles = []
+    else:
+        roles = [_run_role(cfg) for cfg in _load(args, url, tag)]
+        time.sleep(3)  # past the producers' start
     raw = args.raw or tmp / "stacks.txt"
     pid = server.pid()
     cpu0 = server.cpu_seconds()
@@ -166,11 +194,19 @@ def profile(
         spy.append("--gil")
     subprocess.run(spy, check=True, capture_output=True)
     cpu = server.cpu_seconds() - cpu0
-    results = [_result(p) for p in roles]
     total, own, incl = shares(raw.read_text())
-    first = results[0]
-    rate = float(str(first["messages"])) / float(str(first["seconds"]))
-    print(f"workload {args.workload}: {rate:,.0f} msg/s ({first['messages']:,} messages)")
+    if args.workload == "w1p":
+        pair.join()
+        run = perf_run[0]
+        print(
+            f"workload w1p: {run.send_rate:,.0f} msg/s published, {run.receive_rate:,.0f} "
+            f"consumed ({run.sent:,} sent, {run.received:,} received)"
+        )
+    else:
+        results = [_result(p) for p in roles]
+        first = results[0]
+        rate = float(str(first["messages"])) / float(str(first["seconds"]))
+        print(f"workload {args.workload}: {rate:,.0f} msg/s ({first['messages']:,} messages)")
     print(f"server CPU while sampled: {cpu / args.seconds:.0%} of a core")
     print(f"{total:,} samples{' (GIL holder only)' if args.gil else ''}")
     print("\nself (the function running):")
