@@ -425,10 +425,6 @@ class Journal:
                 out.append(self._dir / file_name(seq))
         return out
 
-    def release(self, checkpoint: Position) -> None:
-        """Delete the journal files wholly before ``checkpoint``, here and now."""
-        delete_files(self.releasable(checkpoint))
-
     # the hot path
 
     def submit(
