@@ -17,7 +17,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,17 +28,13 @@ from pathlib import Path
 
 import pulsar
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from magnetar.common.ports import free_port
 
 
 @contextlib.contextmanager
 def standalone() -> Iterator[str]:
     data = Path(tempfile.mkdtemp(prefix="broker-bench-"))
-    port, http_port = _free_port(), _free_port()
+    port, http_port = free_port(), free_port()
     log = open(data / "standalone.log", "wb")
     argv = [
         sys.executable, "-m", "magnetar.cli", "standalone",

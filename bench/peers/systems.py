@@ -22,6 +22,8 @@ from typing import Any
 
 import psutil
 
+from magnetar.common.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 PEERS = ROOT / "bench" / "peers"
 VENV_BIN = Path(sys.executable).parent
@@ -29,12 +31,6 @@ VENV_BIN = Path(sys.executable).parent
 
 class StartError(Exception):
     """The system could not be installed or did not come up."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def die_with_parent() -> None:

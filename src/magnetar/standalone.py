@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +42,7 @@ from magnetar.broker.server import (
 )
 from magnetar.broker.service import BrokerService
 from magnetar.common import aio
+from magnetar.common.ports import free_port
 from magnetar.functions.supervisor import BrokerAccess, Supervisor
 from magnetar.ledger.client import LedgerClient
 from magnetar.metadata import open_store
@@ -63,12 +63,6 @@ class StandaloneOptions:
     """Loopback port of the in-process bookie; None: the one used before, else a free one."""
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((LOOPBACK, 0))
-        return int(s.getsockname()[1])
-
-
 def _bookie_port(data_dir: Path, requested: int | None) -> int:
     """The bookie's port, remembered in the data dir (its identity depends on it)."""
     state_path = data_dir / STATE_FILE
@@ -83,7 +77,7 @@ def _bookie_port(data_dir: Path, requested: int | None) -> int:
                 f"--bookie-port {requested} would give it another identity"
             )
         return saved
-    port = requested or _free_port()
+    port = requested or free_port()
     state["bookiePort"] = port
     tmp = state_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(state))

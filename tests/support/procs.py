@@ -3,7 +3,6 @@ timeout, and stop them by pid — never by name, never leaving one behind."""
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import ctypes
 import os
@@ -16,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol, Self, TypeVar
 
+from magnetar.common.ports import free_port
 from tests.support.wait import wait_until
 
 LOOPBACK = "127.0.0.1"
@@ -42,24 +42,6 @@ def with_parent_death_signal(argv: Sequence[str]) -> tuple[list[str], Callable[[
     if _SETPRIV:
         return [_SETPRIV, "--pdeathsig", "KILL", "--", *argv], None
     return list(argv), (_die_with_parent if sys.platform == "linux" else None)
-
-
-# The ports handed out lately. A port is picked (bound to port 0, then closed) well before its
-# server binds it: a fixture that builds four bookies first and starts them one by one would
-# otherwise be handed the same port twice now and then, and the second bookie would find its
-# id already registered (a CI run failed so once).
-_RECENT_PORTS: collections.deque[int] = collections.deque(maxlen=1024)
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago and was not handed out lately."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind((LOOPBACK, 0))
-            port = int(s.getsockname()[1])
-        if port not in _RECENT_PORTS:
-            _RECENT_PORTS.append(port)
-            return port
 
 
 def port_open(port: int, host: str = LOOPBACK) -> bool:
