@@ -6,7 +6,8 @@ connections draw their local ports from too. A port picked that way and bound a 
 port remembered in its data directory and bound again at each start) can meanwhile be the
 local end of some connection, and the bind fails with ``EADDRINUSE``. Ports below the
 ephemeral range are taken only by listeners, so :func:`free_port` picks there and checks each
-with a bind.
+with a bind. They stay below 30000 too: Kubernetes' NodePort range starts there, and kube-proxy
+redirects connections to a node port on 127.0.0.1 of a node running on this host.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ LOOPBACK = "127.0.0.1"
 LOWEST = 10000
 """The lowest port handed out: well above the registered ports of common services."""
 _RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+HIGHEST = 29999
+"""The highest: below Kubernetes' NodePort range (30000-32767)."""
 _DEFAULT_EPHEMERAL = (32768, 60999)
 _MIN_SPAN = 1000
 _ATTEMPTS = 200
@@ -35,11 +38,12 @@ def ephemeral_range(path: Path = _RANGE_FILE) -> tuple[int, int]:
 
 
 def candidate_range(ephemeral: tuple[int, int]) -> range | None:
-    """The ports :func:`free_port` picks from: from :data:`LOWEST` up to the ephemeral range,
-    or None when that leaves fewer than a thousand."""
-    if ephemeral[0] - LOWEST < _MIN_SPAN:
+    """The ports :func:`free_port` picks from: from :data:`LOWEST` up to the ephemeral range
+    and :data:`HIGHEST`, or None when that leaves fewer than a thousand."""
+    end = min(ephemeral[0], HIGHEST + 1)
+    if end - LOWEST < _MIN_SPAN:
         return None
-    return range(LOWEST, ephemeral[0])
+    return range(LOWEST, end)
 
 
 def _bindable(port: int, host: str) -> bool:
