@@ -193,7 +193,10 @@ class EntryLogWriter:
         self._buf_bytes = 0
         view = memoryview(data)
         while view:
-            view = view[os.write(self._fd, view) :]
+            # the count is bound before the slice: mypyc evaluates a slice bound twice when
+            # the sliced object is a memoryview, so ``view[os.write(...) :]`` wrote twice
+            written = os.write(self._fd, view)
+            view = view[written:]
 
     def sync(self) -> None:
         """Make everything appended so far durable (data, rotated logs, new directory entries)."""

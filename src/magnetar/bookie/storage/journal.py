@@ -534,7 +534,8 @@ class Journal:
             if done < want:  # short write: finish the rest plainly
                 rest = memoryview(b"".join(part))[done:]
                 while rest:
-                    rest = rest[os.write(fd, rest) :]
+                    done = os.write(fd, rest)  # bound first: see EntryLogWriter._write_buffer
+                    rest = rest[done:]
         if self._fsync:
             os.fdatasync(fd)
             self.fsyncs += 1
