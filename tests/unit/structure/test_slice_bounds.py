@@ -8,7 +8,7 @@ every buffer twice once compiled, while the offsets counted it once, and the ind
 into the middle of records. Interpreted Python evaluates a bound once, so only a rule on the
 source keeps the two meanings the same: bind what a call returns to a name, then slice. This
 reads every module under src/ and operator/ and names the slices whose bounds call anything
-but the side-effect-free lookups below.
+but the side-effect-free lookups below (or assign, await, yield).
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ LEFT_ALONE = {
 
 
 def _calls_in_bounds(text: str) -> list[tuple[int, str]]:
-    """(line, bound) of every slice bound in ``text`` that calls something not in PURE."""
+    """(line, bound) of every slice bound in ``text`` that calls something not in PURE (or
+    assigns, awaits, yields)."""
     out = []
     for node in ast.walk(ast.parse(text)):
         if not isinstance(node, ast.Slice):
@@ -35,11 +36,13 @@ def _calls_in_bounds(text: str) -> list[tuple[int, str]]:
             if bound is None:
                 continue
             for sub in ast.walk(bound):
-                if not isinstance(sub, ast.Call):
-                    continue
-                func = sub.func
-                name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
-                if name not in PURE:
+                if isinstance(sub, ast.Call):
+                    func = sub.func
+                    name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+                    acts = name not in PURE
+                else:  # an assignment, an await or a yield in a bound acts too
+                    acts = isinstance(sub, ast.NamedExpr | ast.Await | ast.Yield | ast.YieldFrom)
+                if acts:
                     out.append((node.lineno, ast.unparse(bound)))
                     break
     return out
@@ -69,6 +72,7 @@ def test_no_slice_bound_calls_something_that_acts() -> None:
 def test_the_rule_sees_the_construct_that_wrote_twice() -> None:
     assert _calls_in_bounds("view = view[os.write(fd, view) :]\n") == [(1, "os.write(fd, view)")]
     assert _calls_in_bounds("done = os.write(fd, view)\nview = view[done:]\n") == []
+    assert _calls_in_bounds("x = v[: (n := n + 1)]\n") == [(1, "(n := (n + 1))")]
     assert _calls_in_bounds("head = data[: len(MAGIC)]\nx = s[s.rindex('-') + 1 :]\n") == []
 
 
