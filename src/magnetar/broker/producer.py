@@ -31,7 +31,7 @@ from magnetar.broker.dedup import Deduplication, Verdict
 from magnetar.broker.subscriptions.entries import split_entry
 from magnetar.broker.transactions.ids import TxnId
 from magnetar.common.stats import LatencyWindow
-from magnetar.managed_ledger.api import ManagedLedgerTerminatedError, Position
+from magnetar.managed_ledger.api import AddDone, ManagedLedgerTerminatedError, Position
 from magnetar.wire import commands, frames, markers, pb
 from magnetar.wire.errors import WireError
 from magnetar.wire.ids import MessageId
@@ -51,7 +51,7 @@ class ProducerTopic(Protocol):
     msg_in: int
     bytes_in: int
     publish_latency_ms: LatencyWindow
-    append: Callable[[bytes], asyncio.Future[Position]]
+    add: Callable[[bytes, AddDone], None]
 
     def append_txn(self, txn: TxnId, data: bytes) -> asyncio.Future[Position]: ...
     def replicated_marker(self, position: Position, marker_type: int, payload: bytes) -> None: ...
@@ -253,7 +253,8 @@ class Producer:
                 return
             op.dedup = True
         if txn is None:
-            future = topic.append(data)
+            # the callback never runs from inside add(): op is queued below first
+            topic.add(data, functools.partial(self._completed, op))
         else:
             try:
                 future = topic.append_txn(txn, data)
@@ -266,6 +267,7 @@ class Producer:
                 if self._pending[0] is op:
                     self._release()
                 return
+            future.add_done_callback(functools.partial(self._completed_future, op))
         if self.replicator:
             op.marker = _replicated_subscription_marker(data)
         self._pending.append(op)
@@ -273,24 +275,32 @@ class Producer:
         topic.bytes_in += len(data)
         self.msg_in += num_messages
         self.bytes_in += len(data)
-        future.add_done_callback(functools.partial(self._completed, op))
 
-    def _completed(self, op: _Pending, future: asyncio.Future[Position]) -> None:
+    def _completed_future(self, op: _Pending, future: asyncio.Future[Position]) -> None:
+        if future.cancelled():
+            self._completed(op, None, asyncio.CancelledError())
+        elif (exc := future.exception()) is not None:
+            self._completed(op, None, exc)
+        else:
+            self._completed(op, future.result(), None)
+
+    def _completed(
+        self, op: _Pending, position: Position | None, exc: BaseException | None
+    ) -> None:
         op.done = True
         dedup = self.topic.dedup if op.dedup else None
-        if future.cancelled():
-            op.error = asyncio.CancelledError()
+        if isinstance(exc, asyncio.CancelledError):
+            op.error = exc
+        elif exc is None:
+            assert position is not None
+            op.position = position
+            if dedup is not None and dedup.enabled:
+                dedup.stored(self.name, op.highest_sequence_id, position)
+            if op.marker is not None:
+                self.topic.replicated_marker(position, *op.marker)
         else:
-            exc = future.exception()
-            if exc is None:
-                op.position = future.result()
-                if dedup is not None and dedup.enabled:
-                    dedup.stored(self.name, op.highest_sequence_id, op.position)
-                if op.marker is not None:
-                    self.topic.replicated_marker(op.position, *op.marker)
-            else:
-                op.error = exc
-                self.topic.add_failed(exc)
+            op.error = exc
+            self.topic.add_failed(exc)
         if op.error is not None and dedup is not None:
             dedup.forget_pushed(self.name)
         if self._pending[0] is op:  # else an earlier add is still in flight: it releases us

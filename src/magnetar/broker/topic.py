@@ -37,6 +37,7 @@ from magnetar.broker.transactions.buffer import TransactionBuffer
 from magnetar.broker.transactions.ids import NOT_ENABLED, TxnId
 from magnetar.common.stats import LatencyWindow
 from magnetar.managed_ledger.api import (
+    AddDone,
     ManagedLedger,
     ManagedLedgerFencedError,
     ManagedLedgerTerminatedError,
@@ -58,10 +59,11 @@ NON_PERSISTENT_POSITION: Final = Position(0, 0)
 class Topic:
     """Producers, subscriptions, counters and unloading: what both kinds of topic share."""
 
-    append: Callable[[bytes], asyncio.Future[Position]]
-    """Take one producer entry (the publish path); the future gives the position to
-    acknowledge it with once that is safe (stored, for a persistent topic). An instance
-    attribute bound at construction, so a SEND costs no extra call."""
+    add: Callable[[bytes, AddDone], None]
+    """Take one producer entry (the publish path); the callback gets the position to
+    acknowledge it with once that is safe (stored, for a persistent topic), or the error,
+    never from inside the call. An instance attribute bound at construction, so a SEND
+    costs no extra call."""
 
     def __init__(
         self,
@@ -445,7 +447,7 @@ class PersistentTopic(Topic):
         self.compaction = compaction
         """Its compacted view and compactions (Pulsar's topic compaction)."""
         self.quota_evictions = {"size": 0, "time": 0}
-        self.append = managed_ledger.append
+        self.add = managed_ledger.add
         if managed_ledger.terminated:
             self._fence("topic was terminated", pb.TopicTerminatedError)
 
@@ -606,17 +608,15 @@ class NonPersistentTopic(Topic):
     ) -> None:
         super().__init__(name=name, subscriptions=subscriptions, on_fenced=on_fenced)
         self.broadcaster = subscriptions
-        self.append = self._hand_out
+        self.add = self._hand_out
         self.entries_in = 0
         """Entries published (Pulsar's ``entriesAddedCounter``)."""
         self.idle_since = time.monotonic()
 
-    def _hand_out(self, data: bytes) -> asyncio.Future[Position]:
+    def _hand_out(self, data: bytes, done: AddDone) -> None:
         self.entries_in += 1
         self.broadcaster.broadcast(data)
-        done: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
-        done.set_result(NON_PERSISTENT_POSITION)
-        return done
+        asyncio.get_running_loop().call_soon(done, NON_PERSISTENT_POSITION, None)
 
     def idle(self) -> bool:
         """No producer (nor one waiting) and no consumer connected: nothing would be lost by

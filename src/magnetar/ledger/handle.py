@@ -7,6 +7,12 @@ bookie that fails or times out triggers an ensemble change: a replacement takes 
 in a new fragment recorded by compare-and-set on the ledger metadata, and every pending add
 is re-sent where its write set changed — no acknowledged entry is lost, and the caller sees
 no error. A fenced answer (another client recovered the ledger) fails the handle.
+
+An add's outcome reaches its caller through a plain callback (:meth:`LedgerHandle.add`), not
+a future: completions are collected and delivered together, in entry order, from one
+event-loop callback, so a group of adds that one journal sync made durable costs one hop
+through the loop instead of one per entry (docs/architecture.md, "The write path").
+:meth:`LedgerHandle.append` wraps it in a future for callers off the hot path.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import contextlib
 import functools
 import logging
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from magnetar.ledger import entry
@@ -33,6 +40,9 @@ from magnetar.metadata import api
 
 log = logging.getLogger(__name__)
 
+AddDone = Callable[[int, BaseException | None], None]
+"""An add's outcome: (entry id, None) once durable, or (-1, the error)."""
+
 
 @dataclass(eq=False, slots=True)
 class PendingAddOp:
@@ -41,7 +51,9 @@ class PendingAddOp:
     entry_id: int
     stored: bytes
     length: int
-    future: asyncio.Future[int]
+    done: AddDone
+    finished: bool = False
+    """Completed (or failed): its outcome is on its way to ``done``."""
     sent_to: dict[int, BookieId] = field(default_factory=dict)
     """Ensemble position -> bookie the entry was last sent to at that position."""
     acked: dict[int, BookieId] = field(default_factory=dict)
@@ -76,6 +88,10 @@ class LedgerHandle:
         self._change_task: asyncio.Task[None] | None = None
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._outcomes: list[tuple[AddDone, int, BaseException | None]] = []
+        """Outcomes not yet delivered (:meth:`_deliver` runs once for all of them)."""
+        self._drained: asyncio.Future[None] | None = None
+        """Set once no add is pending (``close`` waits on it)."""
 
     @property
     def ledger_id(self) -> int:
@@ -95,30 +111,68 @@ class LedgerHandle:
 
     # --- adds ------------------------------------------------------------------------------
 
-    def append(self, data: bytes) -> asyncio.Future[int]:
-        """Start adding ``data``; the future gives its entry id once durable on Aq bookies.
-        Futures complete in entry order."""
-        loop = self._loop
-        if loop is None:  # bound on first use: get_running_loop() costs a getpid() per call
-            loop = self._loop = asyncio.get_running_loop()
-        fut: asyncio.Future[int] = loop.create_future()
+    def add(self, data: bytes, done: AddDone) -> None:
+        """Start adding ``data``; ``done`` gets its entry id once durable on Aq bookies, or
+        the error. Outcomes are delivered in entry order, from the event loop, never from
+        inside this call."""
+        if self._loop is None:  # bound on first use: get_running_loop() costs a getpid()
+            self._loop = asyncio.get_running_loop()
         if not self.writable or self.metadata.closed or self._closing:
-            fut.set_exception(LedgerClosedError(f"ledger {self.ledger_id} is not writable"))
-            return fut
+            self._deliver_later(done, LedgerClosedError(f"ledger {self.ledger_id} is not writable"))
+            return
         if self._failed is not None:
-            fut.set_exception(self._failed)
-            return fut
+            self._deliver_later(done, self._failed)
+            return
         self._pushed_length += len(data)
         op = PendingAddOp(
             entry_id=self._next_entry_id,
             stored=entry.wrap(self._pushed_length, data),
             length=self._pushed_length,
-            future=fut,
+            done=done,
         )
         self._next_entry_id += 1
         self._pending.append(op)
         self._send(op)
+
+    def append(self, data: bytes) -> asyncio.Future[int]:
+        """:meth:`add` with a future for the entry id. Futures complete in entry order."""
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        def done(entry_id: int, error: BaseException | None) -> None:
+            if fut.done():
+                return
+            if error is None:
+                fut.set_result(entry_id)
+            else:
+                fut.set_exception(error)
+
+        self.add(data, done)
         return fut
+
+    def _deliver_later(
+        self, done: AddDone, error: BaseException | None, entry_id: int = -1
+    ) -> None:
+        outcomes = self._outcomes
+        if not outcomes:
+            loop = self._loop
+            assert loop is not None
+            loop.call_soon(self._deliver)
+        outcomes.append((done, entry_id, error))
+
+    def _deliver(self) -> None:
+        """Hand every collected outcome to its caller, in the order they were collected."""
+        outcomes, self._outcomes = self._outcomes, []
+        for done, entry_id, error in outcomes:
+            try:
+                done(entry_id, error)
+            except Exception:  # one caller's failure must not keep the others' outcomes
+                log.exception("ledger %d: an add's completion callback failed", self.ledger_id)
+
+    def _settled(self) -> None:
+        """No add is pending any more: wake ``close``."""
+        drained = self._drained
+        if drained is not None and not drained.done():
+            drained.set_result(None)
 
     async def add_entry(self, data: bytes) -> int:
         return await self.append(data)
@@ -144,7 +198,7 @@ class LedgerHandle:
     def _on_add(
         self, exc: BaseException | None, *, op: PendingAddOp, idx: int, bookie: str
     ) -> None:
-        if self._failed is not None or op.future.done() or op.sent_to.get(idx) != bookie:
+        if self._failed is not None or op.finished or op.sent_to.get(idx) != bookie:
             return
         if exc is None:
             op.acked[idx] = bookie
@@ -163,24 +217,32 @@ class LedgerHandle:
             return  # BookKeeper's rule: no completions while the ensemble is changing
         aq = self.metadata.ack_quorum
         ensemble = self.metadata.last_fragment.ensemble
-        while self._pending:
-            op = self._pending[0]
+        pending = self._pending
+        completed = False
+        while pending:
+            op = pending[0]
             confirmed = sum(1 for i, b in op.acked.items() if ensemble[i] == b)
             if confirmed < aq:
                 break
-            self._pending.popleft()
+            pending.popleft()
             self.last_add_confirmed = op.entry_id
             self._length = op.length
-            if not op.future.done():
-                op.future.set_result(op.entry_id)
+            if not op.finished:
+                op.finished = True
+                self._deliver_later(op.done, None, op.entry_id)
+            completed = True
+        if completed and not pending:
+            self._settled()
 
     def _fail(self, error: LedgerError) -> None:
         if self._failed is None:
             self._failed = error
         while self._pending:
             op = self._pending.popleft()
-            if not op.future.done():
-                op.future.set_exception(error)
+            if not op.finished:
+                op.finished = True
+                self._deliver_later(op.done, error)
+        self._settled()
 
     # --- ensemble change --------------------------------------------------------------------
 
@@ -248,8 +310,8 @@ class LedgerHandle:
             return
         self._closing = True
         if self._pending:
-            with contextlib.suppress(LedgerError):
-                await asyncio.gather(*(op.future for op in list(self._pending)))
+            self._drained = asyncio.get_running_loop().create_future()
+            await self._drained
         if self._change_task is not None and not self._change_task.done():
             with contextlib.suppress(Exception):
                 await self._change_task

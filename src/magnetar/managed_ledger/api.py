@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -46,6 +46,9 @@ EARLIEST = Position(-1, -1)
 """Before the first entry of any managed ledger."""
 LATEST = Position(2**63 - 1, 2**63 - 1)
 """After the last entry of any managed ledger."""
+
+AddDone = Callable[[Position | None, BaseException | None], None]
+"""An add's outcome: (its position, None) once durable, or (None, the error)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,9 +332,13 @@ class ManagedLedger(Protocol):
     def cursors(self) -> Mapping[str, ManagedCursor]:
         """Durable and non-durable cursors by name."""
 
+    def add(self, data: bytes, done: AddDone) -> None:
+        """Start an add; ``done`` gets (the position, None) once durable on Aq bookies, in
+        call order, or (None, the error); never from inside this call. The hot path: no
+        future per message."""
+
     def append(self, data: bytes) -> asyncio.Future[Position]:
-        """Start an add; the future gives the position once durable on Aq bookies. Futures
-        complete in call order (the hot path: no Task per message)."""
+        """:meth:`add` with a future for the position. Futures complete in call order."""
 
     async def add_entry(self, data: bytes) -> Position:
         """Append; returns once durable on Aq bookies. Concurrent calls complete in order

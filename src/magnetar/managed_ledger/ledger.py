@@ -254,6 +254,11 @@ class ManagedLedgerImpl(ListedPositions):
 
     # --- adds (the writer) --------------------------------------------------------------------
 
+    def add(self, data: bytes, done: api.AddDone) -> None:
+        """Start an add; ``done`` gets the position once durable on Aq bookies, or the error
+        (:meth:`LedgerWriter.add`)."""
+        self._writer.add(data, done)
+
     def append(self, data: bytes) -> asyncio.Future[Position]:
         """Start an add; the future gives the position once durable on Aq bookies. Futures
         complete in call order."""

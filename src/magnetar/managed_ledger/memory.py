@@ -154,6 +154,20 @@ class MemoryManagedLedger(ListedPositions):
             return api.ManagedLedgerTerminatedError(f"{self._name}: terminated")
         return api.ManagedLedgerClosedError(f"{self._name}: closed")
 
+    def add(self, data: bytes, done: api.AddDone) -> None:
+        """``append``'s outcome handed to ``done`` by its future's callback (so never from
+        inside this call)."""
+
+        def settled(fut: asyncio.Future[Position]) -> None:
+            if fut.cancelled():
+                done(None, asyncio.CancelledError())
+            elif (error := fut.exception()) is not None:
+                done(None, error)
+            else:
+                done(fut.result(), None)
+
+        self.append(data).add_done_callback(settled)
+
     def append(self, data: bytes) -> asyncio.Future[Position]:
         fut: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
         if self._closed or self.terminated:

@@ -1,11 +1,12 @@
 """The add path of a managed ledger: appends to the current ledger, roll-over and retry.
 
 Why this module exists: adds are the hot path and the only place that must keep entries in
-order across ledgers. ``append`` hands the bytes to the current ledger handle at once
+order across ledgers. ``add`` hands the bytes to the current ledger handle at once
 (pipelined, no await, no copy); the handle completes adds in entry order after Aq bookies
-confirmed them, and each completion resolves the caller's future, fills the entry cache and
-wakes waiting readers. When the ledger is full (entries, bytes, age) a background roll-over
-stops sending, creates the next ledger while the old one drains (created ahead at 90% of a
+confirmed them, and each completion calls the caller back (no future per add; ``append``
+wraps ``add`` in one for callers off the hot path), fills the entry cache and wakes waiting
+readers. When the ledger is full (entries, bytes, age) a background roll-over stops
+sending, creates the next ledger while the old one drains (created ahead at 90% of a
 limit), closes the old one, has the owner write the list and sends the queued adds on -- no
 add is reordered, and adds wait only for that. A failing ledger (not fenced) is rolled over
 the same way and its unconfirmed adds are sent again, in order, to the next one, up to
@@ -89,7 +90,8 @@ class WriterHost(Protocol):
 @dataclass(eq=False, slots=True)
 class _AddOp:
     data: bytes
-    future: asyncio.Future[Position]
+    done: api.AddDone
+    finished: bool = False
     attempts: int = 0
     started: float = 0.0
     """``perf_counter`` when the add was asked for (the managed ledger's add latency)."""
@@ -169,35 +171,46 @@ class LedgerWriter:
 
     # --- adds ---------------------------------------------------------------------------------
 
-    def append(self, data: bytes) -> asyncio.Future[Position]:
-        """Start an add; the future gives the position once durable on Aq bookies. Futures
-        complete in call order."""
-        loop = self._loop
-        if loop is None:  # bound on first use: get_running_loop() costs a getpid() per call
-            loop = self._loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Position] = loop.create_future()
+    def add(self, data: bytes, done: api.AddDone) -> None:
+        """Start an add; ``done`` gets the position once durable on Aq bookies (called from
+        the ledger's delivery of its completions, in call order), or the error (from an
+        event-loop callback of its own). Never called from inside this call."""
+        if self._loop is None:  # bound on first use: get_running_loop() costs a getpid()
+            self._loop = asyncio.get_running_loop()
         state = self.state
         if state is State.WRITABLE and not self._queue:
-            self._send(_AddOp(data, fut, started=perf_counter()))
+            self._send(_AddOp(data, done, started=perf_counter()))
         elif state is State.WRITABLE or state is State.ROLLING:
-            self._queue.append(_AddOp(data, fut, started=perf_counter()))
+            self._queue.append(_AddOp(data, done, started=perf_counter()))
         elif state is State.NO_LEDGER:
-            self._queue.append(_AddOp(data, fut, started=perf_counter()))
+            self._queue.append(_AddOp(data, done, started=perf_counter()))
             self.start_roll()
         else:
             self.stats.add_errors += 1
-            fut.set_exception(self.state_error())
+            self._loop.call_soon(done, None, self.state_error())
+
+    def append(self, data: bytes) -> asyncio.Future[Position]:
+        """:meth:`add` with a future for the position. Futures complete in call order."""
+        fut: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+        self.add(data, functools.partial(_settle, fut))
         return fut
+
+    def _fail_op(self, op: _AddOp, error: BaseException) -> None:
+        """``op`` fails with ``error``, delivered from a loop callback of its own."""
+        op.finished = True
+        self.stats.add_errors += 1
+        loop = self._loop
+        assert loop is not None
+        loop.call_soon(op.done, None, error)
 
     def _send(self, op: _AddOp) -> None:
         handle = self.handle
         assert handle is not None
         op.attempts += 1
         op.sent = perf_counter()
-        lf = handle.append(op.data)
+        handle.add(op.data, functools.partial(self._on_added, op, handle))
         self.sent += 1
         self._sent_bytes += len(op.data)
-        lf.add_done_callback(functools.partial(self._on_added, op, handle))
         if self.sent >= self._check_entries or self._sent_bytes >= self._check_bytes:
             self._near_full()
         elif self._age_limited and time.monotonic() >= self._roll_deadline:
@@ -233,11 +246,11 @@ class LedgerWriter:
             and time.monotonic() - self._created >= age
         )
 
-    def _on_added(self, op: _AddOp, handle: LedgerHandle, lf: asyncio.Future[int]) -> None:
-        exc = ledger_errors.LedgerError("add cancelled") if lf.cancelled() else lf.exception()
+    def _on_added(
+        self, op: _AddOp, handle: LedgerHandle, eid: int, exc: BaseException | None
+    ) -> None:
         if exc is None:
             lid = handle.ledger_id
-            eid = lf.result()
             pos = Position(lid, eid)
             lst = self._list
             lst.lac = pos
@@ -257,23 +270,21 @@ class LedgerWriter:
                 self._cache.put(lid, eid, op.data)
             if self.waiters:
                 self.wake()
-            if not op.future.done():
-                op.future.set_result(pos)
+            if not op.finished:
+                op.finished = True
+                op.done(pos, None)
             return
-        if op.future.done():
+        if op.finished:
             return
         if isinstance(exc, ledger_errors.LedgerFencedError):
-            self.stats.add_errors += 1
-            op.future.set_exception(api.ManagedLedgerFencedError(f"{self._host.name}: {exc}"))
+            self._fail_op(op, api.ManagedLedgerFencedError(f"{self._host.name}: {exc}"))
             self._host.set_fenced(f"ledger {handle.ledger_id} fenced")
             return
         if self.state not in ACCEPTING:
-            self.stats.add_errors += 1
-            op.future.set_exception(self.state_error())
+            self._fail_op(op, self.state_error())
             return
         if op.attempts >= MAX_ADD_ATTEMPTS:
-            self.stats.add_errors += 1
-            op.future.set_exception(storage_error(exc))
+            self._fail_op(op, storage_error(exc))
         else:
             self._retry.append(op)
         if handle is self.handle:
@@ -376,9 +387,8 @@ class LedgerWriter:
         self._retry = []
         self._queue.clear()
         for op in ops:
-            if not op.future.done():
-                self.stats.add_errors += 1
-                op.future.set_exception(error)
+            if not op.finished:
+                self._fail_op(op, error)
 
     def drop_created_ahead(self) -> None:
         """Delete the ledger created ahead, if any (no roll-over will use it)."""
@@ -411,3 +421,16 @@ class LedgerWriter:
         await self._host.record_closed(handle, next_ledger=None, terminated=terminated)
         self._list.current_id = None
         self._host.keep_closed(handle)
+
+
+def _settle(
+    fut: asyncio.Future[Position], pos: Position | None, error: BaseException | None
+) -> None:
+    """An add's outcome into the future :meth:`LedgerWriter.append` returned."""
+    if fut.done():
+        return
+    if error is None:
+        assert pos is not None
+        fut.set_result(pos)
+    else:
+        fut.set_exception(error)
