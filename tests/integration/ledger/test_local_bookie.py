@@ -19,7 +19,12 @@ from magnetar.bookie import metrics as bookie_metrics
 from magnetar.bookie.server import BookieServer
 from magnetar.ledger.bookie_client import BookieClient, LocalBookieClient
 from magnetar.ledger.client import LedgerClient
-from magnetar.ledger.errors import BookieError, LedgerFencedError, NoSuchEntryError
+from magnetar.ledger.errors import (
+    BookieError,
+    LedgerClosedError,
+    LedgerFencedError,
+    NoSuchEntryError,
+)
 from magnetar.metadata import api
 from tests.support.local_bookie import local_ledgers
 
@@ -171,3 +176,43 @@ async def test_close_fails_what_is_queued(env: Local) -> None:
         ledger_id=9_001, entry_id=100, master_key=b"k", lac=-1, data=b"d", callback=late.append
     )
     assert len(late) == 1 and isinstance(late[0], BookieError)
+
+
+async def test_add_outcomes_come_in_entry_order_never_from_inside_add(env: Local) -> None:
+    """``LedgerHandle.add``: callbacks, not futures. Each outcome arrives once, in entry
+    order, from the event loop after the call returned; a callback that raises does not keep
+    the others' outcomes; ``close`` waits for the adds in flight."""
+    handle = await env.local.create(ensemble_size=1, write_quorum=1, ack_quorum=1)
+    seen: list[tuple[int, BaseException | None, bool]] = []
+    inside = False
+
+    def done(entry_id: int, error: BaseException | None) -> None:
+        seen.append((entry_id, error, inside))
+
+    def raises(entry_id: int, error: BaseException | None) -> None:
+        seen.append((entry_id, error, inside))
+        raise RuntimeError("a caller's bug")
+
+    for i in range(600):
+        inside = True
+        handle.add(f"e{i}".encode(), raises if i == 300 else done)
+        inside = False
+    assert seen == []  # nothing before the loop ran
+    await handle.close()  # waits for every add in flight
+    await asyncio.sleep(0)  # the last delivery runs once the add settled
+    assert [(eid, err) for eid, err, _ in seen] == [(i, None) for i in range(600)]
+    assert not any(was_inside for _, _, was_inside in seen)
+
+    seen.clear()
+    inside = True
+    handle.add(b"after close", done)
+    inside = False
+    assert seen == []
+    await asyncio.sleep(0)
+    ((eid, err, was_inside),) = seen
+    assert eid == -1
+    assert isinstance(err, LedgerClosedError)
+    assert not was_inside
+    reader = await env.local.open(handle.ledger_id)
+    got = await reader.read(0, 599)
+    assert [data for _, data in got] == [f"e{i}".encode() for i in range(600)]

@@ -233,3 +233,42 @@ async def test_many_rollovers_under_pipelined_load(env: Env) -> None:
     assert len(ml.ledgers()) >= 40
     got = await ml.read_entries(positions[0], max_entries=5000)
     assert [e.data for e in got] == [b"%d" % i for i in range(2000)]
+
+
+async def test_add_calls_back_in_order_never_from_inside_the_call(env: Env) -> None:
+    """``ManagedLedger.add`` (the producers' path): the positions arrive in call order,
+    across roll-overs, each from the event loop after the call returned; after close the
+    error arrives the same way."""
+    ml = await env.factory.open(NAME, cfg(max_entries_per_ledger=50))
+    seen: list[tuple[api.Position | None, BaseException | None, bool]] = []
+    inside = False
+
+    def done(pos: api.Position | None, error: BaseException | None) -> None:
+        seen.append((pos, error, inside))
+
+    for i in range(300):
+        inside = True
+        ml.add(f"m{i}".encode(), done)
+        inside = False
+    assert seen == []
+    await eventually(lambda: len(seen) == 300, timeout=10.0, what="300 adds confirmed")
+    positions = [pos for pos, _, _ in seen if pos is not None]
+    assert len(positions) == 300
+    assert all(err is None for _, err, _ in seen)
+    assert not any(was_inside for _, _, was_inside in seen)
+    assert positions == sorted(positions)
+    assert len({p.ledger_id for p in positions}) >= 6
+    got = await ml.read_entries(positions[0], max_entries=300)
+    assert [e.data for e in got] == [f"m{i}".encode() for i in range(300)]
+
+    await ml.close()
+    seen.clear()
+    inside = True
+    ml.add(b"late", done)
+    inside = False
+    assert seen == []
+    await eventually(lambda: len(seen) == 1, timeout=5.0, what="the closed ledger's answer")
+    ((pos, err, was_inside),) = seen
+    assert pos is None
+    assert isinstance(err, api.ManagedLedgerClosedError)
+    assert not was_inside
