@@ -127,6 +127,13 @@ class ServerConnection:
     def send_command(self, cmd: pb.BaseCommand) -> None:
         self._t.write(frames.encode_command(cmd))
 
+    def send_receipt(
+        self, producer_id: int, sequence_id: int, ledger_id: int, entry_id: int, highest: int
+    ) -> None:
+        self._t.write(
+            frames.encode_send_receipt(producer_id, sequence_id, ledger_id, entry_id, highest)
+        )
+
     def close_producer(self, producer_id: int) -> None:
         self._producers.pop(producer_id, None)
         self.send_command(

@@ -55,6 +55,11 @@ class ServerCnx(Protocol):
     def send_command(self, cmd: pb.BaseCommand) -> None:
         """Queue a command without payload (ACTIVE_CONSUMER_CHANGE, ...)."""
 
+    def send_receipt(
+        self, producer_id: int, sequence_id: int, ledger_id: int, entry_id: int, highest: int
+    ) -> None:
+        """Queue a SEND_RECEIPT (``commands.send_receipt``; the publish path's answer)."""
+
     def close_producer(self, producer_id: int) -> None:
         """The broker closed this producer (unload, fencing): the connection forgets it and
         sends CLOSE_PRODUCER; the client creates it again."""

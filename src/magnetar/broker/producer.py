@@ -34,7 +34,6 @@ from magnetar.common.stats import LatencyWindow
 from magnetar.managed_ledger.api import AddDone, ManagedLedgerTerminatedError, Position
 from magnetar.wire import commands, frames, markers, pb
 from magnetar.wire.errors import WireError
-from magnetar.wire.ids import MessageId
 from magnetar.wire.topics import TopicName
 
 log = logging.getLogger(__name__)
@@ -321,13 +320,8 @@ class Producer:
                     stored = True
                     now = now or perf_counter()
                     self.topic.publish_latency_ms.add((now - head.started) * 1000.0)
-                cnx.send_command(
-                    commands.send_receipt(
-                        producer_id=pid,
-                        sequence_id=head.sequence_id,
-                        message_id=MessageId(pos.ledger_id, pos.entry_id),
-                        highest_sequence_id=head.highest_sequence_id,
-                    )
+                cnx.send_receipt(
+                    pid, head.sequence_id, pos.ledger_id, pos.entry_id, head.highest_sequence_id
                 )
             elif isinstance(head.error, BrokerError):
                 self._send_error(head.sequence_id, head.error.code, head.error.message)  # type: ignore[arg-type]

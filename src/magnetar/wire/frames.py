@@ -31,7 +31,7 @@ from typing import Any, Final, TypeAlias
 import google_crc32c
 from google.protobuf.message import DecodeError, Message
 
-from magnetar.wire import commands, pb
+from magnetar.wire import commands, ids, pb
 from magnetar.wire.errors import (
     CorruptFrameError,
     CorruptMetadataError,
@@ -357,6 +357,54 @@ def _missing_type(raw: memoryview) -> WireError:
 
 
 # -- encoding ------------------------------------------------------------------------------
+
+
+_VARINT_1: Final = tuple(bytes((i,)) for i in range(128))
+
+
+def _varint(value: int) -> bytes:
+    """``value`` (unsigned) as a protobuf base-128 varint."""
+    if value < 0x80:
+        return _VARINT_1[value]
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_RECEIPT_HEAD: Final = bytes((0x08, pb.BaseCommand.SEND_RECEIPT, 0x3A))
+"""BaseCommand.type = SEND_RECEIPT, then field 7 (send_receipt), length-delimited."""
+
+
+def encode_send_receipt(
+    producer_id: int, sequence_id: int, ledger_id: int, entry_id: int, highest_sequence_id: int
+) -> bytes:
+    """The SEND_RECEIPT frame of ``commands.send_receipt`` (message id without partition or
+    batch index, ``highest_sequence_id`` set), encoded directly: the same bytes as the
+    protobuf encoder gives (tests/unit/wire/test_frames.py compares them), for about half
+    its cost, once per stored message on the publish path."""
+    seq = _varint(sequence_id)
+    mid = b"".join(
+        (b"\x08", _varint(ids.to_unsigned(ledger_id)), b"\x10", _varint(ids.to_unsigned(entry_id)))
+    )
+    body = b"".join(
+        (
+            b"\x08",
+            _varint(producer_id),
+            b"\x10",
+            seq,
+            b"\x1a",
+            _VARINT_1[len(mid)],  # at most 22 bytes
+            mid,
+            b"\x20",
+            seq if highest_sequence_id == sequence_id else _varint(highest_sequence_id),
+        )
+    )
+    size = _varint(len(body))
+    n = 3 + len(size) + len(body)
+    return b"".join((_SIZES.pack(n + 4, n), _RECEIPT_HEAD, size, body))
 
 
 def encode_command(cmd: pb.BaseCommand) -> bytes:

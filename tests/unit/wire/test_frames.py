@@ -336,3 +336,31 @@ def test_fuzz_mutated_valid_frames_raise_only_codec_errors() -> None:
             _check_only_wire_errors(bytes(mutated), rng.choice([1, 7, 512, len(mutated) or 1]))
         except CorruptMetadataError:
             pass
+
+
+_EDGES = [0, 1, 127, 128, 255, 16_383, 16_384, 2**21, 2**35 + 7, 2**63 - 1]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_send_receipt_encoded_directly_is_the_protobuf_encoding(seed: int) -> None:
+    """``encode_send_receipt`` writes the bytes ``commands.send_receipt`` would serialize to,
+    for every field's varint length, the duplicate id (-1:-1) and a highest sequence id of
+    its own; the decoder reads it back as that command."""
+    rng = random.Random(seed)
+    cases = [(v, v, v, v, v) for v in _EDGES] + [(3, 9, -1, -1, 9), (0, 5, 7, 8, 12)]
+    cases += [tuple(rng.choice(_EDGES) for _ in range(5)) for _ in range(200)]
+    for pid, seq, lid, eid, highest in cases:
+        want = frames.encode_command(
+            commands.send_receipt(
+                producer_id=pid,
+                sequence_id=seq,
+                message_id=MessageId(lid, eid),
+                highest_sequence_id=highest,
+            )
+        )
+        got = frames.encode_send_receipt(pid, seq, lid, eid, highest)
+        assert got == want, (pid, seq, lid, eid, highest)
+        (frame,) = list(FrameDecoder().feed(got))
+        r = frame.command.send_receipt
+        assert (r.producer_id, r.sequence_id, r.highest_sequence_id) == (pid, seq, highest)
+        assert MessageId.from_proto(r.message_id)[:2] == (lid, eid)

@@ -83,6 +83,18 @@ class FakeCnx:
     def send_command(self, cmd: pb.BaseCommand) -> None:
         self.commands.append(cmd)
 
+    def send_receipt(
+        self, producer_id: int, sequence_id: int, ledger_id: int, entry_id: int, highest: int
+    ) -> None:
+        self.commands.append(
+            commands.send_receipt(
+                producer_id=producer_id,
+                sequence_id=sequence_id,
+                message_id=MessageId(ledger_id, entry_id),
+                highest_sequence_id=highest,
+            )
+        )
+
     def close_producer(self, producer_id: int) -> None:
         self.commands.append(
             commands.close_producer(producer_id=producer_id, request_id=PRODUCER_CLOSE_REQUEST_ID)
