@@ -7,11 +7,22 @@ import gc
 import os
 import signal
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from magnetar.common import watchdog
 
 T = TypeVar("T")
+
+
+def settle(fut: asyncio.Future[T], result: T | None, error: BaseException | None) -> None:
+    """Complete ``fut`` with ``error``, else with ``result``, unless it is done already: a
+    callback-style outcome (``functools.partial(settle, fut)``) into a future."""
+    if fut.done():
+        return
+    if error is not None:
+        fut.set_exception(error)
+    else:
+        fut.set_result(cast(T, result))
 
 
 def run(main: Coroutine[Any, Any, T]) -> T:

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import grpc
 
-from magnetar.common import grpctls
+from magnetar.common import aio, grpctls
 from magnetar.ledger.errors import BookieError, NoSuchEntryError
 from magnetar.rpc import bookie_pb2, bookie_pb2_grpc
 
@@ -176,12 +176,7 @@ class BookieClient:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         def done(error: BaseException | None) -> None:
-            if fut.done():
-                return
-            if error is None:
-                fut.set_result(None)
-            else:
-                fut.set_exception(error)
+            aio.settle(fut, None, error)
 
         self.add(
             ledger_id=ledger_id,

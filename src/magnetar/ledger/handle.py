@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from magnetar.common import aio
 from magnetar.ledger import entry
 from magnetar.ledger.bookie_client import FAILED_PRECONDITION
 from magnetar.ledger.errors import (
@@ -137,16 +138,7 @@ class LedgerHandle:
     def append(self, data: bytes) -> asyncio.Future[int]:
         """:meth:`add` with a future for the entry id. Futures complete in entry order."""
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-
-        def done(entry_id: int, error: BaseException | None) -> None:
-            if fut.done():
-                return
-            if error is None:
-                fut.set_result(entry_id)
-            else:
-                fut.set_exception(error)
-
-        self.add(data, done)
+        self.add(data, functools.partial(aio.settle, fut))
         return fut
 
     def _deliver_later(

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, Protocol
 
+from magnetar.common import aio
 from magnetar.common.stats import ENTRY_SIZE_BOUNDS, LATENCY_BOUNDS_US, StatsBuckets
 from magnetar.ledger import errors as ledger_errors
 from magnetar.ledger.handle import LedgerHandle
@@ -192,7 +193,7 @@ class LedgerWriter:
     def append(self, data: bytes) -> asyncio.Future[Position]:
         """:meth:`add` with a future for the position. Futures complete in call order."""
         fut: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
-        self.add(data, functools.partial(_settle, fut))
+        self.add(data, functools.partial(aio.settle, fut))
         return fut
 
     def _fail_op(self, op: _AddOp, error: BaseException) -> None:
@@ -421,16 +422,3 @@ class LedgerWriter:
         await self._host.record_closed(handle, next_ledger=None, terminated=terminated)
         self._list.current_id = None
         self._host.keep_closed(handle)
-
-
-def _settle(
-    fut: asyncio.Future[Position], pos: Position | None, error: BaseException | None
-) -> None:
-    """An add's outcome into the future :meth:`LedgerWriter.append` returned."""
-    if fut.done():
-        return
-    if error is None:
-        assert pos is not None
-        fut.set_result(pos)
-    else:
-        fut.set_exception(error)
