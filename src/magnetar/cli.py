@@ -467,7 +467,7 @@ def _autorecovery_flags(p: argparse.ArgumentParser) -> None:
         type=float,
         default=30.0,
         metavar="SECONDS",
-        help="auditorLostBookieRecoveryDelay: how long a bookie may be gone before its "
+        help="lostBookieRecoveryDelay: how long a bookie may be gone before its "
         "ledgers are re-replicated",
     )
     p.add_argument(
@@ -1136,6 +1136,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
         "autorecovery", help="auditor candidate + recovery worker: re-replicates lost copies"
     )
     commands["autorecovery"] = p
+    _config(p, "bookkeeper.conf")
     p.add_argument("--metadata-url", help="etcd://host:port[,host:port] (required)")
     p.add_argument("--http-port", type=int, default=8001, help="/metrics and /health")
     p.add_argument("--bind-address", default="0.0.0.0")

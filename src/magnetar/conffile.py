@@ -461,6 +461,19 @@ STANDALONE: Table = {
 }
 """standalone.conf keys of ``magnetar standalone``."""
 
+_AUTORECOVERY: dict[str, Opt | Fixed] = {
+    "lostBookieRecoveryDelay": Opt("lost_bookie_recovery_delay", _float),
+    # Magnetar's earlier name for it, still read (BookKeeper's is the one above)
+    "auditorLostBookieRecoveryDelay": Opt("lost_bookie_recovery_delay", _float),
+    "auditorPeriodicCheckInterval": Opt("periodic_check_interval", _float),
+    "openLedgerRereplicationGracePeriod": Opt("open_ledger_grace", _millis_to_s),
+    "replicationRateByBytes": Opt("replication_rate_by_bytes", _int),
+    "minNumRacksPerWriteQuorum": Opt("min_racks_per_write_quorum", _positive_int),
+    "enforceMinNumRacksPerWriteQuorum": Opt("enforce_min_racks_per_write_quorum", parse_bool),
+}
+"""bookkeeper.conf: the auditor's and the recovery workers' settings, read by a bookie with
+``autoRecoveryDaemonEnabled`` and by ``magnetar autorecovery`` alike."""
+
 BOOKIE: Table = {
     "metadataServiceUri": Opt("metadata_url", metadata_url),
     "bookiePort": Opt("port", _port),
@@ -475,17 +488,21 @@ BOOKIE: Table = {
     "gcWaitTime": Opt("gc_interval", _millis_to_s),
     "diskUsageThreshold": Opt("disk_usage_threshold", _float),
     "autoRecoveryDaemonEnabled": Opt("autorecovery", parse_bool),
-    "auditorLostBookieRecoveryDelay": Opt("lost_bookie_recovery_delay", _float),
-    "auditorPeriodicCheckInterval": Opt("periodic_check_interval", _float),
-    "openLedgerRereplicationGracePeriod": Opt("open_ledger_grace", _millis_to_s),
-    "replicationRateByBytes": Opt("replication_rate_by_bytes", _int),
-    "minNumRacksPerWriteQuorum": Opt("min_racks_per_write_quorum", _positive_int),
-    "enforceMinNumRacksPerWriteQuorum": Opt("enforce_min_racks_per_write_quorum", parse_bool),
+    **_AUTORECOVERY,
     **_NOT_IMPLEMENTED,
     **_METADATA_TLS,
     **_BOOKIE_TLS,
 }
 """bookkeeper.conf keys of ``magnetar bookie``."""
+
+AUTORECOVERY: Table = {
+    "metadataServiceUri": Opt("metadata_url", metadata_url),
+    **_AUTORECOVERY,
+    **_METADATA_TLS,
+}
+"""bookkeeper.conf keys of ``magnetar autorecovery``, which reads the bookies' file as
+BookKeeper's autorecovery does; the bookie's own keys in it (ports, directories, the
+bookie's TLS) are ignored. Its ports and its TLS towards the bookies are flags only."""
 
 _PROXY_SECURITY: dict[str, Opt | Fixed] = {
     **{key: rule for key, rule in _SECURITY.items() if key not in PROXY_SECURITY_LEFT_OUT},
@@ -527,6 +544,7 @@ TABLES: Mapping[str, Table] = {
     "broker": BROKER,
     "standalone": STANDALONE,
     "bookie": BOOKIE,
+    "autorecovery": AUTORECOVERY,
     "proxy": PROXY,
 }
 
@@ -608,10 +626,12 @@ KNOWN: Mapping[str, frozenset[str]] = {
     "broker": pulsar_keys.BROKER,
     "standalone": pulsar_keys.BROKER | pulsar_keys.BOOKKEEPER,
     "bookie": pulsar_keys.BOOKKEEPER,
+    "autorecovery": pulsar_keys.BOOKKEEPER,
     "proxy": pulsar_keys.PROXY,
 }
 """Apache Pulsar's keys of each command's file: broker.conf, standalone.conf (the broker's
-and, for its bookie, BookKeeper's), bookkeeper.conf, proxy.conf."""
+and, for its bookie, BookKeeper's), bookkeeper.conf (the bookie's and autorecovery's),
+proxy.conf."""
 
 
 def load(path: Path, table: Table, known: frozenset[str] = frozenset()) -> dict[str, object]:

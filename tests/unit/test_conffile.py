@@ -177,6 +177,42 @@ def test_bookie_file(tmp_path: Path) -> None:
     )
 
 
+def test_bookkeepers_key_for_the_lost_bookie_delay(tmp_path: Path) -> None:
+    """``lostBookieRecoveryDelay`` is BookKeeper's key (and Pulsar's bookkeeper.conf's); the
+    name Magnetar read before, ``auditorLostBookieRecoveryDelay``, is still read."""
+    for key in ("lostBookieRecoveryDelay", "auditorLostBookieRecoveryDelay"):
+        conf = write(tmp_path, "bookkeeper.conf", f"metadataServiceUri=etcd://e:2379\n{key}=300\n")
+        args = cli.parse_args(["bookie", "--config", conf, "--data-dir", "/d"])
+        assert args.lost_bookie_recovery_delay == 300.0, key
+
+
+def test_autorecovery_reads_the_bookies_file(tmp_path: Path) -> None:
+    """``magnetar autorecovery --config bookkeeper.conf``: the metadata URL and the
+    autorecovery keys; the bookie's own keys are not used (logged); flags win."""
+    conf = write(
+        tmp_path,
+        "bookkeeper.conf",
+        "metadataServiceUri=metadata-store:etcd:http://etcd:2379\n"
+        "bookiePort=3181\nledgerDirectories=/l\njournalDirectories=/j\n"
+        "autoRecoveryDaemonEnabled=false\nlostBookieRecoveryDelay=120\n"
+        "auditorPeriodicCheckInterval=0\nopenLedgerRereplicationGracePeriod=45000\n"
+        "replicationRateByBytes=1048576\nminNumRacksPerWriteQuorum=2\n"
+        "enforceMinNumRacksPerWriteQuorum=true\n",
+    )
+    args = cli.parse_args(["autorecovery", "--config", conf])
+    assert args.metadata_url == "etcd://etcd:2379"
+    assert (args.lost_bookie_recovery_delay, args.periodic_check_interval) == (120.0, 0.0)
+    assert args.open_ledger_grace == 45.0
+    assert args.replication_rate_by_bytes == 1048576
+    assert (args.min_racks_per_write_quorum, args.enforce_min_racks_per_write_quorum) == (2, True)
+    flags = cli.parse_args(["autorecovery", "--config", conf, "--lost-bookie-recovery-delay=7"])
+    assert flags.lost_bookie_recovery_delay == 7.0
+    typo = write(tmp_path, "typo.conf", "metadataServiceUri=etcd://e:2379\nlostBookieDelay=1\n")
+    with pytest.raises(SystemExit) as refused:
+        cli.parse_args(["autorecovery", "--config", typo])
+    assert refused.value.code == 2
+
+
 @pytest.mark.parametrize(
     ("command", "name", "text", "message"),
     [

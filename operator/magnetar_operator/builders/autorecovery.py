@@ -37,7 +37,8 @@ def enabled(spec: ClusterSpec) -> bool:
 
 
 BOOKIE_CONFIG_FLAGS = {
-    "auditorLostBookieRecoveryDelay": "--lost-bookie-recovery-delay",
+    "auditorLostBookieRecoveryDelay": "--lost-bookie-recovery-delay",  # Magnetar's earlier name
+    "lostBookieRecoveryDelay": "--lost-bookie-recovery-delay",  # after it: BookKeeper's wins
     "auditorPeriodicCheckInterval": "--periodic-check-interval",
     "openLedgerRereplicationGracePeriod": "--open-ledger-grace",
     "replicationRateByBytes": "--replication-rate-by-bytes",

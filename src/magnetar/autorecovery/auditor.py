@@ -10,7 +10,7 @@ leaves nothing half done: the next one simply audits again.
 Each audit (every ``audit_interval`` seconds):
 
 * bookies not registered (no live lease) are *lost* once they have been missing for
-  ``lost_bookie_recovery_delay`` seconds (BookKeeper's ``auditorLostBookieRecoveryDelay``,
+  ``lost_bookie_recovery_delay`` seconds (BookKeeper's ``lostBookieRecoveryDelay``,
   counted from when this auditor first saw them missing); decommissioning bookies count as
   lost at once;
 * every ledger whose ensembles hold a lost bookie is marked

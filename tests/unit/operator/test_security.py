@@ -341,6 +341,11 @@ def test_autorecovery_settings_of_the_bookie_config_apply_with_tls(tmp_path: Any
     )
     with pytest.raises(SystemExit):  # refused by the command, naming the flag
         cli.parse_args(autorecovery.args(OWNER, bad))
+    # BookKeeper's name for the delay; beside Magnetar's earlier name, BookKeeper's wins
+    bookkeepers = {"lostBookieRecoveryDelay": "300"}
+    for config in (bookkeepers, {**settings, **bookkeepers}):
+        both = ClusterSpec.parse({**SPECS["secured-3"], "bookies": {"config": config}})
+        assert cli.parse_args(autorecovery.args(OWNER, both)).lost_bookie_recovery_delay == 300.0
 
 
 def test_secured_proxy_conf() -> None:
