@@ -302,8 +302,10 @@ class LedgerHandle:
             return
         self._closing = True
         if self._pending:
-            self._drained = asyncio.get_running_loop().create_future()
-            await self._drained
+            drained = self._drained
+            if drained is None or drained.done():  # a second close() waits on the same one
+                drained = self._drained = asyncio.get_running_loop().create_future()
+            await asyncio.shield(drained)  # a cancelled close() leaves it to the others
         if self._change_task is not None and not self._change_task.done():
             with contextlib.suppress(Exception):
                 await self._change_task

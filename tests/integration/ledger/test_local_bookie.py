@@ -198,7 +198,7 @@ async def test_add_outcomes_come_in_entry_order_never_from_inside_add(env: Local
         handle.add(f"e{i}".encode(), raises if i == 300 else done)
         inside = False
     assert seen == []  # nothing before the loop ran
-    await handle.close()  # waits for every add in flight
+    await asyncio.gather(handle.close(), handle.close())  # both wait for every add in flight
     await asyncio.sleep(0)  # the last delivery runs once the add settled
     assert [(eid, err) for eid, err, _ in seen] == [(i, None) for i in range(600)]
     assert not any(was_inside for _, _, was_inside in seen)
