@@ -830,7 +830,7 @@ def test_bookie_roll_waits_for_zero_under_replicated(installed: Installed) -> No
     # bookie's ledgers are marked, and a copy begun, before it is back), and its recovery
     # worker copies at most 32 KiB/s: its first 1 MiB ledger at once, the next 32 s later
     rolled_once = len(cluster_events(inst, {"RollingBookie"}))
-    slow = {"auditorLostBookieRecoveryDelay": "1", "replicationRateByBytes": str(32 << 10)}
+    slow = {"lostBookieRecoveryDelay": "1", "replicationRateByBytes": str(32 << 10)}
     patch_cluster(inst, {"bookies": {"config": slow, "extraArgs": ["--audit-interval=0.5"]}})
 
     def settled(n_rolls: int) -> bool:
