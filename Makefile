@@ -22,12 +22,15 @@ GO := $(shell command -v go 2>/dev/null || ls /usr/local/go/bin/go 2>/dev/null)
 # without `make demo`), and the reduced PulsarCluster suite: install, an offload to the chart's
 # MinIO, one bookie kill, one version roll.
 # Without root or Go they skip with a message naming what is missing.
+# The suite runs against the compiled hot paths `make setup` builds (scripts/native.py); the
+# unit tests run a second time on the pure-Python modules (MAGNETAR_NATIVE=0).
 test: setup lint
 	@if [ -n "$(GO)" ]; then PATH="$$(dirname $(GO)):$$PATH" bash scripts/k8s/install-all.sh; fi
 	@if [ -n "$(GO)" ]; then PATH="$$(dirname $(GO)):$$PATH" bash scripts/k8s/install-minio.sh >/dev/null; fi
 	@if [ "$$(id -u)" = 0 ]; then BASE_IMAGE="$(BASE_IMAGE)" bash scripts/images/build.sh; \
 	else echo "[test] not root: images not built (tests/images and e2e skip)"; fi
 	@MAGNETAR_K8S_TESTS=$(if $(GO),1,) $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	@MAGNETAR_NATIVE=0 $(PY) -m pytest -m "not slow" tests/unit -q $(PYTEST_ARGS)
 	@MAGNETAR_E2E_REDUCED=1 $(PY) -m pytest e2e/test_docs.py e2e/test_pulsarcluster.py -rs $(PYTEST_ARGS)
 
 test-fast: setup

@@ -19,17 +19,19 @@ log() { printf '[setup] %s\n' "$*"; }
 # prometheus: the real Prometheus the metrics tests scrape with (tests/support/prometheus.py;
 # its service is not started: the tests run their own on free loopback ports).
 APT_PKGS=(etcd-server etcd-client openjdk-17-jre-headless prometheus)
-missing=()
-for p in "${APT_PKGS[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    SUDO=""
+apt_install() {
+    local missing=() p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    done
+    [ ${#missing[@]} -gt 0 ] || return 0
+    local SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     log "apt-get install ${missing[*]}"
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+}
+apt_install "${APT_PKGS[@]}"
 # The Debian package starts no daemon inside containers; make sure none of ours is left
 # running either way (tests start their own etcd on free ports).
 # --- Python --------------------------------------------------------------------------------
@@ -54,4 +56,19 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
 fi
 # --- generated code ------------------------------------------------------------------------
 make -s proto
+# --- compiled hot paths --------------------------------------------------------------------
+# mypyc (it comes with mypy) compiles the modules scripts/native.py lists into C extensions,
+# cached in .cache/native by a hash of their sources (about a minute on two cores, once per
+# change). The package loads them only while those sources are unchanged
+# (src/magnetar/native.py). MAGNETAR_NATIVE=0 skips the build; the pure-Python modules run.
+if [ "${MAGNETAR_NATIVE:-1}" != 0 ]; then
+    command -v gcc >/dev/null 2>&1 || apt_install gcc
+    "$VENV/bin/python" -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+        || apt_install python3-dev
+    "$VENV/bin/python" scripts/native.py || {
+        echo "setup: the compiled build failed (above); MAGNETAR_NATIVE=0 make setup skips it" >&2
+        exit 1
+    }
+fi
 log "ready"

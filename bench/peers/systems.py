@@ -339,10 +339,11 @@ class MagnetarStandalone(System):
             raise StartError(f"{exe} not found (run `make setup`)")
         self.exe = exe
         res = subprocess.run([str(exe), "--version"], capture_output=True, text=True, check=False)
-        self.version = (res.stdout.strip() or res.stderr.strip()).removeprefix("magnetar ") or "?"
+        # "0.1.0, 15 hot-path modules compiled (mypyc)" or "0.1.0, pure Python (...)"
+        text = (res.stdout.strip() or res.stderr.strip()).removeprefix("magnetar ") or "?"
+        number, _, code = text.partition(", ")
         head = git_head()
-        if head:
-            self.version += f" ({head})"
+        self.version = number + (f" ({head})" if head else "") + (f", {code}" if code else "")
 
     def argv(self) -> tuple[list[str], dict[str, str], Path]:
         port, self.http_port = free_port(), free_port()

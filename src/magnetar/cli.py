@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from magnetar import __version__, conffile
+from magnetar import __version__, conffile, native
 from magnetar.broker import workers
 from magnetar.broker.config import BrokerConfig
 from magnetar.common import grpctls, tlsfiles
@@ -962,7 +962,8 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     """The parser, and the subcommand parsers that take ``--config`` by command name."""
     parser = argparse.ArgumentParser(prog="magnetar", description=__doc__)
     commands: dict[str, argparse.ArgumentParser] = {}
-    parser.add_argument("--version", action="version", version=f"magnetar {__version__}")
+    version = f"magnetar {__version__}, {native.describe()}"
+    parser.add_argument("--version", action="version", version=version)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p = sub.add_parser("standalone", help="broker + bookie + embedded metadata in one process")
     commands["standalone"] = p

@@ -29,6 +29,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from magnetar import native
 from magnetar.bookie import metrics as bookie_metrics
 from magnetar.bookie.server import BookieOptions, BookieServer
 from magnetar.broker import admin
@@ -161,6 +162,7 @@ async def run(options: StandaloneOptions) -> None:
         if cfg.web_service_url_tls:
             lines.append(f"  HTTPS URL:   {cfg.web_service_url_tls}")
         lines.append(f"  data dir:    {data_dir}")
+        lines.append(f"  code:        {native.describe()}")
         print("\n".join(lines), flush=True)
         aio.tune_gc_for_server()
         await wait_for_signal()
