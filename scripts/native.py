@@ -46,8 +46,16 @@ MODULES: tuple[str, ...] = (
     "magnetar/broker/transport.py",
     "magnetar/broker/connection.py",
     "magnetar/broker/producer.py",
-    # managed ledger: the writer and the tail cache
+    # dispatch: the subscriptions' read-ahead, dispatchers, consumers, acknowledgements
+    "magnetar/broker/consumers.py",
+    "magnetar/broker/subscriptions/dispatch.py",
+    "magnetar/broker/subscriptions/dispatchers.py",
+    "magnetar/broker/subscriptions/consumer.py",
+    "magnetar/broker/subscriptions/entries.py",
+    "magnetar/broker/subscriptions/acknowledgements.py",
+    # managed ledger: the writer, the reader and its tail cache
     "magnetar/managed_ledger/writer.py",
+    "magnetar/managed_ledger/reader.py",
     "magnetar/managed_ledger/cache.py",
     # the ledger client
     "magnetar/ledger/handle.py",

@@ -150,10 +150,12 @@ class DispatchLoop:
         while not sub.closed:
             self._wake.clear()
             try:
+                # no break inside the `async with` (a try/finally): mypyc does not compile it
                 async with sub.lock:
-                    if sub.closed:
-                        break
-                    outcome, cnxs = await self._round()
+                    done = None if sub.closed else await self._round()
+                if done is None:
+                    break
+                outcome, cnxs = done
             except asyncio.CancelledError:
                 raise
             except (ManagedLedgerClosedError, ManagedLedgerFencedError) as exc:
