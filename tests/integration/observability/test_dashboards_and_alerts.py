@@ -289,12 +289,15 @@ def test_every_panel_returns_data(stack: Stack, path: Path) -> None:
 
 
 def test_every_alert_expression_reads_data(stack: Stack) -> None:
+    # without MinIO nothing is offloaded, so the offloader's series do not exist yet (the
+    # offload dashboard's test skips then too); `make test` builds MinIO and checks them
+    unreadable = () if stack.offload else ("_ledgeroffloader_",)
     empty = [
         f"{rule['alert']}: {operand}"
         for path in obs.rule_files()
         for rule in obs.alert_rules(path)
         for operand in obs.operands(rule["expr"])
-        if not obs.has_data(stack.prom, operand)
+        if not any(part in operand for part in unreadable) and not obs.has_data(stack.prom, operand)
     ]
     assert not empty, "alert expressions reading no series:\n" + "\n".join(empty)
     # and the rule engine evaluated each of them without error
