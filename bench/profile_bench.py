@@ -133,6 +133,12 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=15.0, help="sampling time")
     ap.add_argument("--rate", type=int, default=250, help="samples per second")
     ap.add_argument("--gil", action="store_true", help="only the thread holding the GIL")
+    ap.add_argument(
+        "--native",
+        action="store_true",
+        help="unwind native frames too (the compiled modules' functions; pauses the server "
+        "for each sample)",
+    )
     ap.add_argument("--backlog-mb", type=int, default=512, help="w4's backlog")
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--raw", type=Path, help="keep py-spy's collapsed stacks here")
@@ -189,7 +195,8 @@ def profile(
     pid = server.pid()
     cpu0 = server.cpu_seconds()
     spy = [str(PY_SPY), "record", "-p", str(pid), "-d", str(int(args.seconds)), "-r",
-           str(args.rate), "-f", "raw", "-o", str(raw), "--nonblocking"]  # fmt: skip
+           str(args.rate), "-f", "raw", "-o", str(raw)]  # fmt: skip
+    spy.append("--native" if args.native else "--nonblocking")
     if args.gil:
         spy.append("--gil")
     subprocess.run(spy, check=True, capture_output=True)

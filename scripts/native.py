@@ -46,6 +46,7 @@ MODULES: tuple[str, ...] = (
     "magnetar/broker/transport.py",
     "magnetar/broker/connection.py",
     "magnetar/broker/producer.py",
+    "magnetar/broker/dedup.py",
     # dispatch: the subscriptions' read-ahead, dispatchers, consumers, acknowledgements
     "magnetar/broker/consumers.py",
     "magnetar/broker/subscriptions/dispatch.py",
@@ -60,12 +61,15 @@ MODULES: tuple[str, ...] = (
     # the ledger client
     "magnetar/ledger/handle.py",
     "magnetar/ledger/bookie_client.py",
+    "magnetar/ledger/metadata.py",
+    "magnetar/ledger/entry.py",
     # the bookie: service, journal, entry log, index, write cache
     "magnetar/bookie/service.py",
     "magnetar/bookie/storage/journal.py",
     "magnetar/bookie/storage/entrylog.py",
     "magnetar/bookie/storage/index.py",
     "magnetar/bookie/storage/cache.py",
+    "magnetar/bookie/storage/db.py",
 )
 
 

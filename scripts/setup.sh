@@ -58,7 +58,7 @@ fi
 make -s proto
 # --- compiled hot paths --------------------------------------------------------------------
 # mypyc (it comes with mypy) compiles the modules scripts/native.py lists into C extensions,
-# cached in .cache/native by a hash of their sources (about a minute on two cores, once per
+# cached in .cache/native by a hash of their sources (about two minutes on two cores, once per
 # change). The package loads them only while those sources are unchanged
 # (src/magnetar/native.py). MAGNETAR_NATIVE=0 skips the build; the pure-Python modules run.
 if [ "${MAGNETAR_NATIVE:-1}" != 0 ]; then

@@ -20,7 +20,6 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import grpc
@@ -53,17 +52,32 @@ AddCallback = Callable[[BaseException | None], None]
 """Called once per add: with None when the bookie made the entry durable, else the error."""
 
 
-@dataclass(slots=True)
 class _QueuedAdd:
-    ledger_id: int
-    entry_id: int
-    master_key: bytes
-    lac: int
-    recovery: bool
-    data: bytes
-    callback: AddCallback
-    queued_at: float
-    done: bool = False
+    """One add waiting for its bookie (a plain class: see ``handle.PendingAddOp``)."""
+
+    __slots__ = ("callback", "data", "done", "entry_id", "lac", "ledger_id", "master_key",
+                 "queued_at", "recovery")  # fmt: skip
+
+    def __init__(
+        self,
+        ledger_id: int,
+        entry_id: int,
+        master_key: bytes,
+        lac: int,
+        recovery: bool,
+        data: bytes,
+        callback: AddCallback,
+        queued_at: float,
+    ) -> None:
+        self.ledger_id = ledger_id
+        self.entry_id = entry_id
+        self.master_key = master_key
+        self.lac = lac
+        self.recovery = recovery
+        self.data = data
+        self.callback = callback
+        self.queued_at = queued_at
+        self.done = False
 
     def finish(self, error: BaseException | None) -> None:
         if not self.done:

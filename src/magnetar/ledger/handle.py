@@ -23,7 +23,7 @@ import functools
 import logging
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from magnetar.common import aio
 from magnetar.ledger import entry
@@ -45,20 +45,25 @@ AddDone = Callable[[int, BaseException | None], None]
 """An add's outcome: (entry id, None) once durable, or (-1, the error)."""
 
 
-@dataclass(eq=False, slots=True)
 class PendingAddOp:
-    """One entry on its way to its write set."""
+    """One entry on its way to its write set.
 
-    entry_id: int
-    stored: bytes
-    length: int
-    done: AddDone
-    finished: bool = False
-    """Completed (or failed): its outcome is on its way to ``done``."""
-    sent_to: dict[int, BookieId] = field(default_factory=dict)
-    """Ensemble position -> bookie the entry was last sent to at that position."""
-    acked: dict[int, BookieId] = field(default_factory=dict)
-    """Ensemble position -> bookie that confirmed it durable."""
+    A plain class, not a dataclass: in the compiled build a dataclass's generated
+    ``__init__`` stays interpreted, and one of these is made per entry."""
+
+    __slots__ = ("acked", "done", "entry_id", "finished", "length", "sent_to", "stored")
+
+    def __init__(self, entry_id: int, stored: bytes, length: int, done: AddDone) -> None:
+        self.entry_id = entry_id
+        self.stored = stored
+        self.length = length
+        self.done = done
+        self.finished = False
+        """Completed (or failed): its outcome is on its way to ``done``."""
+        self.sent_to: dict[int, BookieId] = {}
+        """Ensemble position -> bookie the entry was last sent to at that position."""
+        self.acked: dict[int, BookieId] = {}
+        """Ensemble position -> bookie that confirmed it durable."""
 
 
 class LedgerHandle:

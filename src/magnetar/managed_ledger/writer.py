@@ -27,7 +27,6 @@ import logging
 import time
 from collections import deque
 from collections.abc import Coroutine, Sized
-from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, Protocol
 
@@ -88,16 +87,20 @@ class WriterHost(Protocol):
     async def delete_ledger(self, ledger_id: int) -> None: ...
 
 
-@dataclass(eq=False, slots=True)
 class _AddOp:
-    data: bytes
-    done: api.AddDone
-    finished: bool = False
-    attempts: int = 0
-    started: float = 0.0
-    """``perf_counter`` when the add was asked for (the managed ledger's add latency)."""
-    sent: float = 0.0
-    """``perf_counter`` when it went to the current ledger (the ledger's add latency)."""
+    """One add of the managed ledger (a plain class: see ``ledger.handle.PendingAddOp``)."""
+
+    __slots__ = ("attempts", "data", "done", "finished", "sent", "started")
+
+    def __init__(self, data: bytes, done: api.AddDone, started: float) -> None:
+        self.data = data
+        self.done = done
+        self.finished = False
+        self.attempts = 0
+        self.started = started
+        """``perf_counter`` when the add was asked for (the managed ledger's add latency)."""
+        self.sent = 0.0
+        """``perf_counter`` when it went to the current ledger (the ledger's add latency)."""
 
 
 class AddStats:

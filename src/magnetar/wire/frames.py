@@ -25,7 +25,6 @@ from __future__ import annotations
 import enum
 import struct
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
 import google_crc32c
@@ -82,25 +81,43 @@ class Checksum(enum.Enum):
     UNVERIFIED = "unverified"  # present, verification switched off in the decoder
 
 
-@dataclass(slots=True, eq=False)
 class Frame:
     """One decoded frame. Views point into the received bytes and are read-only.
 
     A view keeps the whole chunk it came from alive (up to the socket read size): code that
     holds payloads for long (an entry cache) should keep ``bytes(view)`` rather than the view.
+
+    A plain class, not a dataclass: in the compiled build (docs/architecture.md, "Compiled hot
+    paths") a dataclass's generated ``__init__`` stays interpreted, and every frame makes one.
     """
 
-    command: pb.BaseCommand
-    type: commands.CommandType
-    #: SEND/MESSAGE: the stored form of the message, from the 0x0e01 magic (or from
-    #: metadataSize when no checksum was sent) to the end -- broker entry metadata excluded.
-    headers_and_payload: memoryview | None = None
-    #: Raw BrokerEntryMetadata when the frame carried a 0x0e02 section.
-    broker_entry_metadata: memoryview | None = None
-    #: Raw MessageMetadata (None when a checksum mismatch left the layout unreadable).
-    metadata: memoryview | None = None
-    payload: memoryview | None = None
-    checksum: Checksum = Checksum.ABSENT
+    __slots__ = ("broker_entry_metadata", "checksum", "command", "headers_and_payload",
+                 "metadata", "payload", "type")  # fmt: skip
+
+    def __init__(
+        self,
+        command: pb.BaseCommand,
+        type: commands.CommandType,
+        headers_and_payload: memoryview | None = None,
+        broker_entry_metadata: memoryview | None = None,
+        metadata: memoryview | None = None,
+        payload: memoryview | None = None,
+        checksum: Checksum = Checksum.ABSENT,
+    ) -> None:
+        self.command = command
+        self.type = type
+        self.headers_and_payload = headers_and_payload
+        """SEND/MESSAGE: the stored form of the message, from the 0x0e01 magic (or from
+        metadataSize when no checksum was sent) to the end -- broker entry metadata excluded."""
+        self.broker_entry_metadata = broker_entry_metadata
+        """Raw BrokerEntryMetadata when the frame carried a 0x0e02 section."""
+        self.metadata = metadata
+        """Raw MessageMetadata (None when a checksum mismatch left the layout unreadable)."""
+        self.payload = payload
+        self.checksum = checksum
+
+    def __repr__(self) -> str:
+        return f"Frame({self.type}, checksum={self.checksum.value})"
 
     @property
     def body(self) -> Message:

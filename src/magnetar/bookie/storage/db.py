@@ -540,25 +540,15 @@ class DbLedgerStorage:
     ) -> list[bytes]:
         loop = asyncio.get_running_loop()
         for attempt in range(3):
+            missing: FileNotFoundError | None = None
+            datas: list[bytes] = []
             self._reads_in_flight += 1
             try:
                 datas = await loop.run_in_executor(
                     self._read_pool, self._reader.read_many, ledger_id, wanted
                 )
             except FileNotFoundError as exc:
-                # compaction moved the entries and removed the log since the index lookup
-                if attempt == 2:
-                    raise api.StorageCorruptedError(f"entry log missing: {exc}") from exc
-                relooked = []
-                for eid, _ in wanted:
-                    loc = self._idx.get(ledger_id, eid)
-                    if loc is None:
-                        raise api.NoSuchEntryError(
-                            f"entry {ledger_id}/{eid} is not on this bookie"
-                        ) from exc
-                    relooked.append((eid, loc))
-                wanted = relooked
-                continue
+                missing = exc
             except OSError as exc:
                 raise api.StorageIOError(f"entry log read failed: {exc}") from exc
             finally:
@@ -566,6 +556,20 @@ class DbLedgerStorage:
                 if not self._reads_in_flight and self._retired_logs:
                     self._reader.forget(self._retired_logs)
                     self._retired_logs = []
+            if missing is not None:
+                # compaction moved the entries and removed the log since the index lookup
+                if attempt == 2:
+                    raise api.StorageCorruptedError(f"entry log missing: {missing}") from missing
+                relooked = []
+                for eid, _ in wanted:
+                    loc = self._idx.get(ledger_id, eid)
+                    if loc is None:
+                        raise api.NoSuchEntryError(
+                            f"entry {ledger_id}/{eid} is not on this bookie"
+                        ) from missing
+                    relooked.append((eid, loc))
+                wanted = relooked
+                continue
             put = self._read_cache.put
             for (eid, _), data in zip(wanted, datas, strict=True):
                 put(ledger_id, eid, data)
