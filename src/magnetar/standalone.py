@@ -118,7 +118,7 @@ async def run(options: StandaloneOptions) -> None:
     try:
         await bookie.start()
         assert bookie.service is not None
-        # the broker's adds reach the in-process bookie directly (reads still use gRPC)
+        # the broker's adds and reads reach the in-process bookie directly (no gRPC)
         ledgers = LedgerClient(store, local_bookies={bookie.bookie_id: bookie.service})
         config = broker_config(options)
         managed_ledgers = open_managed_ledgers(
