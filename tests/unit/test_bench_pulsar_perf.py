@@ -185,3 +185,12 @@ def test_the_targets_table_judges_each_row_by_its_direction() -> None:
     none: list[str] = []
     report.targets(results, ["magnetar"], none.append, "##")
     assert none == []
+
+
+def test_a_full_run_is_titled_by_the_systems_it_measured() -> None:
+    assert report.title_systems(["Apache Pulsar"]) == "Apache Pulsar"
+    assert report.title_systems(["Apache Pulsar", "Magnetar"]) == "Apache Pulsar and Magnetar"
+    assert (
+        report.title_systems(["Apache Pulsar", "Magnetar", "Magnetar cluster"])
+        == "Apache Pulsar, Magnetar and Magnetar cluster"
+    )
