@@ -175,6 +175,9 @@ class BrokerService:
         """Connections to the other clusters, for the replicators (docs/geo-replication.md)."""
         self.topics: dict[str, Topic] = {}
         self._loading: dict[str, asyncio.Future[Topic]] = {}
+        self._retiring: dict[str, asyncio.Task[None]] = {}
+        """Topics out of service and still closing, by name: a new load of one waits for
+        the close (:meth:`_retire`)."""
         self._tasks: set[asyncio.Task[Any]] = set()
         self._background: list[asyncio.Task[None]] = []
         self._producer_prefix = "0"
@@ -254,6 +257,7 @@ class BrokerService:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
         await self.unload_all(reason="broker shutting down")
+        await asyncio.gather(*self._retiring.values(), return_exceptions=True)
         await self.transactions.close()
         for task in list(self._tasks):
             task.cancel()
@@ -272,16 +276,37 @@ class BrokerService:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def _retire(self, topic: Topic, *, reason: str) -> asyncio.Task[None]:
+        """Take ``topic`` out of service and close it. Until the close is done a new load of
+        its name waits (:meth:`get_topic`): a client reconnecting at once must not get a
+        topic sharing the managed ledger the old one still settles its in-flight adds on,
+        nor deduplication state replayed before those adds were stored."""
+        name = topic.full_name
+        if self.topics.get(name) is topic:
+            del self.topics[name]
+        closing = asyncio.get_running_loop().create_task(
+            topic.close(reason=reason), name=f"close {name}"
+        )
+        self._retiring[name] = closing
+
+        def retired(task: asyncio.Task[None]) -> None:
+            if self._retiring.get(name) is task:
+                del self._retiring[name]
+            if not task.cancelled() and task.exception() is not None:
+                log.warning("%s: closing failed: %r", name, task.exception())
+
+        closing.add_done_callback(retired)
+        return closing
+
     async def unload_all(self, *, reason: str) -> None:
-        topics = list(self.topics.values())
-        self.topics.clear()
-        await asyncio.gather(*(t.close(reason=reason) for t in topics), return_exceptions=True)
+        closing = [self._retire(t, reason=reason) for t in list(self.topics.values())]
+        await asyncio.gather(*closing, return_exceptions=True)
 
     async def unload(self, name: str, *, reason: str = "unload") -> bool:
-        topic = self.topics.pop(name, None)
+        topic = self.topics.get(name)
         if topic is None:
             return False
-        await topic.close(reason=reason)
+        await asyncio.shield(self._retire(topic, reason=reason))
         return True
 
     async def unload_bundle(self, bundle: Bundle) -> int:
@@ -348,8 +373,7 @@ class BrokerService:
 
     def _topic_fenced(self, topic: Topic) -> None:
         if self.topics.get(topic.full_name) is topic:
-            del self.topics[topic.full_name]
-            self._spawn(topic.close(reason="managed ledger fenced"))
+            self._retire(topic, reason="managed ledger fenced")
 
     # --- names and namespaces -----------------------------------------------------------------
 
@@ -489,6 +513,11 @@ class BrokerService:
         found = self.topics.get(name)
         if found is not None:
             return found
+        retiring = self._retiring.get(name)
+        if retiring is not None and not retiring.done():  # a client reconnecting at once
+            log.info("%s: loaded again while still closing: waits for the close", name)
+            await asyncio.wait([retiring])
+            return await self.get_topic(topic, create=create, explicit=explicit)
         pending = self._loading.get(name)
         if pending is None:
             pending = asyncio.get_running_loop().create_future()
@@ -732,9 +761,8 @@ class BrokerService:
         if limit <= 0 or now - topic.idle_since < limit:
             return
         if self.topics.get(topic.full_name) is topic:
-            del self.topics[topic.full_name]
             log.info("%s: inactive, dropped", topic.full_name)
-            self._spawn(topic.close(reason="inactive"))
+            self._retire(topic, reason="inactive")
 
     async def _load_loop(self) -> None:
         while True:
