@@ -121,8 +121,10 @@ async def run(args: argparse.Namespace) -> list[dict[str, float]]:
         await bookie.start()
         client = LedgerClient(store)
         try:
-            config = ManagedLedgerConfig(max_entries_per_ledger=50_000, cache_max_bytes=16 << 20)
-            factory = ManagedLedgerFactoryImpl(store, client, default_config=config)
+            config = ManagedLedgerConfig(max_entries_per_ledger=50_000)
+            factory = ManagedLedgerFactoryImpl(
+                store, client, default_config=config, cache_bytes=16 << 20
+            )
             rows = [await one_round(factory, args, r) for r in range(args.rounds)]
             await factory.close()
             return rows

@@ -81,8 +81,10 @@ async def main(seconds: float, window: int) -> None:
             raw = report("ledger handle appends (baseline)", n, time.perf_counter() - t)
             await handle.close()
 
-            config = ManagedLedgerConfig(max_entries_per_ledger=50_000, cache_max_bytes=256 << 20)
-            factory = ManagedLedgerFactoryImpl(store, client, default_config=config)
+            config = ManagedLedgerConfig(max_entries_per_ledger=50_000)
+            factory = ManagedLedgerFactoryImpl(
+                store, client, default_config=config, cache_bytes=256 << 20
+            )
             ml = await factory.open("bench/ns/persistent/t")
             cursor = await ml.open_cursor("sub", initial_position=InitialPosition.EARLIEST)
             t = time.perf_counter()

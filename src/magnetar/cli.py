@@ -126,6 +126,8 @@ _BROKER_FLAGS = {
     "deduplication_producer_inactivity": "deduplication_producer_inactivity_s",
     "deduplication_max_producers": "deduplication_max_producers",
     "replication_producer_queue_size": "replication_producer_queue_size",
+    "managed_ledger_cache_size_mb": "managed_ledger_cache_size_mb",
+    "managed_ledger_cache_eviction_watermark": "managed_ledger_cache_eviction_watermark",
     "replicated_subscriptions_enabled": "replicated_subscriptions_enabled",
     "replicated_subscriptions_snapshot_frequency": "replicated_subscriptions_snapshot_frequency_s",
     "replicated_subscriptions_snapshot_timeout": "replicated_subscriptions_snapshot_timeout_s",
@@ -592,6 +594,23 @@ def _bool_option(
     )
 
 
+def _entry_cache(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--managed-ledger-cache-size-mb",
+        type=_argument(conffile.non_negative_int),
+        default=_BC.managed_ledger_cache_size_mb,
+        metavar="MB",
+        help="the entry cache budget all topics share (0: none; default: a fifth of the "
+        "memory the broker may use, 64 to 1024)",
+    )
+    p.add_argument(
+        "--managed-ledger-cache-eviction-watermark",
+        type=_argument(conffile.fraction),
+        default=_BC.managed_ledger_cache_eviction_watermark,
+        help="a full entry cache is brought down to this fraction of its budget",
+    )
+
+
 def _replicated_subscriptions(p: argparse.ArgumentParser) -> None:
     """Replicated subscriptions (docs/geo-replication.md): a broker and a standalone alike."""
     _bool_option(
@@ -995,6 +1014,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     )
     _non_persistent_inactive(p)
     _deduplication(p)
+    _entry_cache(p)
     _replicated_subscriptions(p)
     _backlog_quota(p)
     _force_delete(p)
@@ -1067,6 +1087,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     p.add_argument("--max-ledger-age", type=float, default=_ML.max_ledger_age_s, metavar="SECONDS")
     p.add_argument("--min-ledger-age", type=float, default=_ML.min_ledger_age_s, metavar="SECONDS")
     _deduplication(p)
+    _entry_cache(p)
     _replicated_subscriptions(p)
     _backlog_quota(p)
     _force_delete(p)

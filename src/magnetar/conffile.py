@@ -76,6 +76,19 @@ def positive_int(text: str) -> int:
     return _positive_int(text)
 
 
+def non_negative_int(text: str) -> int:
+    """An integer >= 0 (the CLI's flag of a key parsed with :func:`_non_negative_int`)."""
+    return _non_negative_int(text)
+
+
+def fraction(text: str) -> float:
+    """A number above 0 and at most 1."""
+    value = float(text)
+    if not 0 < value <= 1:
+        raise ValueError("expected a number above 0 and at most 1")
+    return value
+
+
 def _non_negative_int(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -301,6 +314,8 @@ _SERVING: dict[str, Opt | Fixed] = {
     ),
     "defaultNumPartitions": Opt("default_num_partitions", _positive_int),
     "managedLedgerMaxEntriesPerLedger": Opt("max_entries_per_ledger", _positive_int),
+    "managedLedgerCacheSizeMB": Opt("managed_ledger_cache_size_mb", _non_negative_int),
+    "managedLedgerCacheEvictionWatermark": Opt("managed_ledger_cache_eviction_watermark", fraction),
 }
 
 _OFFLOAD: dict[str, Opt | Fixed] = {

@@ -121,9 +121,7 @@ async def run(options: StandaloneOptions) -> None:
         # the broker's adds and reads reach the in-process bookie directly (no gRPC)
         ledgers = LedgerClient(store, local_bookies={bookie.bookie_id: bookie.service})
         config = broker_config(options)
-        managed_ledgers = open_managed_ledgers(
-            store, ledgers, config.managed_ledger, config.offload
-        )
+        managed_ledgers = open_managed_ledgers(store, ledgers, config)
         service = BrokerService(config=config, store=store, managed_ledgers=managed_ledgers)
         cfg = service.config
         sec = cfg.security

@@ -119,10 +119,14 @@ def test_broker_file_sets_options_and_converts_units(tmp_path: Path) -> None:
         "authenticationEnabled=false\n"
         "bookkeeperClientRackawarePolicyEnabled=true\n"
         "bookkeeperClientMinNumRacksPerWriteQuorum=2\n"
-        "bookkeeperClientEnforceMinNumRacksPerWriteQuorum=true\n",
+        "bookkeeperClientEnforceMinNumRacksPerWriteQuorum=true\n"
+        "managedLedgerCacheSizeMB=512\n"
+        "managedLedgerCacheEvictionWatermark=0.75\n",
     )
     args = cli.parse_args(["broker", "--config", conf])
     config = cli.broker_config(args)
+    assert config.managed_ledger_cache_size_mb == 512
+    assert config.managed_ledger_cache_eviction_watermark == 0.75
     assert config.bookkeeper_min_racks_per_write_quorum == 2
     assert config.bookkeeper_enforce_min_racks is True
     assert config.replication_producer_queue_size == 250
@@ -494,3 +498,19 @@ def test_replication_window_flag(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.broker_config(cli.parse_args(["standalone"])).replication_producer_queue_size == 1000
     err = refused(capsys, ["standalone", "--replication-producer-queue-size", "0"])
     assert "--replication-producer-queue-size: expected a positive integer" in err
+
+
+def test_entry_cache_budget_keys_and_flags(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Pulsar's files leave the size empty: the default (a fifth of the memory, 64 to 1024 MB)
+    conf = write(tmp_path, "standalone.conf", "managedLedgerCacheSizeMB=\n")
+    config = cli.broker_config(cli.parse_args(["standalone", "--config", conf]))
+    assert config.managed_ledger_cache_size_mb is None
+    assert config.managed_ledger_cache_eviction_watermark == 0.9
+    args = cli.parse_args(["standalone", "--managed-ledger-cache-size-mb", "0"])
+    assert cli.broker_config(args).managed_ledger_cache_size_mb == 0, "0: no cache"
+    err = refused(capsys, ["standalone", "--managed-ledger-cache-size-mb", "-1"])
+    assert "--managed-ledger-cache-size-mb: expected an integer >= 0" in err
+    err = refused(capsys, ["broker", "--managed-ledger-cache-eviction-watermark", "1.5"])
+    assert "expected a number above 0 and at most 1" in err

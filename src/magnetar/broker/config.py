@@ -107,6 +107,14 @@ class BrokerConfig:
     deduplication_max_producers: int = 10_000
     """brokerDeduplicationMaxNumberOfProducers: producers kept in a snapshot."""
 
+    managed_ledger_cache_size_mb: int | None = None
+    """managedLedgerCacheSizeMB: the entry caches of all of the broker's topics share this
+    budget (0: no cache); None: a fifth of the memory the broker may use, 64 MiB to 1 GiB
+    (``managed_ledger.cache.default_size_mb``). A broker of N worker processes gives each
+    an N-th."""
+    managed_ledger_cache_eviction_watermark: float = 0.9
+    """managedLedgerCacheEvictionWatermark: a full cache is brought down to this fraction."""
+
     replication_producer_queue_size: int = 1000
     """Pulsar's replicationProducerQueueSize: the window of a replicator, entries read and
     sent to the remote cluster whose receipts have not all come back (docs/geo-replication.md)."""

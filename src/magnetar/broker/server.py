@@ -32,10 +32,9 @@ from magnetar.common import aio
 from magnetar.functions import kubernetes as functions_kubernetes
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.placement import RackAwarePlacement
-from magnetar.managed_ledger import factory
-from magnetar.managed_ledger.api import ManagedLedgerConfig, ManagedLedgerFactory
+from magnetar.managed_ledger import cache, factory
+from magnetar.managed_ledger.api import ManagedLedgerFactory
 from magnetar.metadata import api, open_store
-from magnetar.offload.config import S3Config
 from magnetar.offload.offloader import Offloader
 from magnetar.security import listener
 from magnetar.security.tls import ServerTls
@@ -46,14 +45,26 @@ log = logging.getLogger(__name__)
 def open_managed_ledgers(
     store: api.MetadataStore,
     ledgers: LedgerClient,
-    config: ManagedLedgerConfig,
-    offload: S3Config | None = None,
+    config: BrokerConfig,
+    *,
+    processes: int = 1,
 ) -> ManagedLedgerFactory:
     """The managed-ledger implementation over ``ledgers`` (magnetar.managed_ledger), with
-    an offloader when ``offload`` is configured (closed by :func:`close_managed_ledgers`)."""
-    offloader = Offloader(offload) if offload is not None else None
+    an offloader when offload is configured (closed by :func:`close_managed_ledgers`), and
+    the entry cache budget of one of ``processes`` broker processes."""
+    offloader = Offloader(config.offload) if config.offload is not None else None
+    mb = config.managed_ledger_cache_size_mb
+    if mb is None:
+        budget = cache.default_size_mb(processes=processes) * cache.MiB
+    else:
+        budget = mb * cache.MiB // max(1, processes)
     return factory.ManagedLedgerFactoryImpl(
-        store, ledgers, default_config=config, offloader=offloader
+        store,
+        ledgers,
+        default_config=config.managed_ledger,
+        offloader=offloader,
+        cache_bytes=budget,
+        cache_watermark=config.managed_ledger_cache_eviction_watermark,
     )
 
 
@@ -276,7 +287,9 @@ async def run(
         write_quorum=config.managed_ledger.write_quorum,
     )
     ledgers = LedgerClient(store, tls=bookie_tls, placement=placement)
-    managed_ledgers = open_managed_ledgers(store, ledgers, config.managed_ledger, config.offload)
+    managed_ledgers = open_managed_ledgers(
+        store, ledgers, config, processes=slot.count if slot is not None else 1
+    )
     service = BrokerService(config=config, store=store, managed_ledgers=managed_ledgers)
     extensions: list[Callable[[web.Application], None]] = [admin.extension]
     k8s_functions: functions_kubernetes.KubernetesRuntime | None = None

@@ -119,8 +119,6 @@ class ManagedLedgerConfig:
     window (Pulsar's rule), oldest first, never the current one."""
     cursor_persist_interval_s: float = 1.0
     """Durable cursors persist their state at most this often (the crash redelivery window)."""
-    cache_max_bytes: int = 64 * 1024**2
-    """Entry cache for tail reads (shared budget per managed ledger)."""
     offload_threshold_bytes: int = -1
     """Pulsar's ``offloadThreshold``: bytes kept on bookies, older closed ledgers are
     offloaded (-1: off; needs an offloader, docs/offload.md)."""

@@ -16,6 +16,7 @@ from magnetar.ledger import errors as ledger_errors
 from magnetar.ledger.client import LedgerClient
 from magnetar.managed_ledger import api, records
 from magnetar.managed_ledger.acks import AckState
+from magnetar.managed_ledger.cache import WATERMARK, CacheBudget
 from magnetar.managed_ledger.cursor import owned_ledgers
 from magnetar.managed_ledger.ledger import ManagedLedgerImpl, Options, State
 from magnetar.managed_ledger.storage import storage_error
@@ -37,6 +38,8 @@ class ManagedLedgerFactoryImpl:
         trim_interval_s: float = 5.0,
         cursor_ledger_max_entries: int = 10_000,
         offloader: Offloader | None = None,
+        cache_bytes: int = 64 * 1024 * 1024,
+        cache_watermark: float = WATERMARK,
     ) -> None:
         self.store = store
         self.offloader = offloader
@@ -46,6 +49,9 @@ class ManagedLedgerFactoryImpl:
         self.options = Options(
             trim_interval_s=trim_interval_s, cursor_ledger_max_entries=cursor_ledger_max_entries
         )
+        self.cache = CacheBudget(cache_bytes, watermark=cache_watermark)
+        """The entry caches' budget, shared by every managed ledger opened here (Pulsar's
+        ``managedLedgerCacheSizeMB``)."""
         self._open: dict[str, ManagedLedgerImpl] = {}
         self._opening: dict[str, asyncio.Future[ManagedLedgerImpl]] = {}
         self._closed = False
@@ -80,6 +86,7 @@ class ManagedLedgerFactoryImpl:
                 options=self.options,
                 on_closed=self._forget,
                 offloader=self.offloader,
+                cache=self.cache,
             )
         except BaseException as err:
             fut.set_exception(err)

@@ -46,7 +46,7 @@ from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.handle import LedgerHandle
 from magnetar.managed_ledger import api, aux, ledger_stats, offloading, records
 from magnetar.managed_ledger.api import Entry, Position
-from magnetar.managed_ledger.cache import EntryCache
+from magnetar.managed_ledger.cache import CacheBudget, EntryCache
 from magnetar.managed_ledger.cursor import ManagedCursorImpl, PersistentHost
 from magnetar.managed_ledger.cursors import CursorRegistry
 from magnetar.managed_ledger.ledger_list import LedgerList, ListedPositions
@@ -78,6 +78,7 @@ class ManagedLedgerImpl(ListedPositions):
         options: Options,
         on_closed: Callable[[ManagedLedgerImpl], None] | None = None,
         offloader: Offloader | None = None,
+        cache: CacheBudget,
     ) -> None:
         self._store = store
         self._ledgers = ledgers
@@ -87,7 +88,7 @@ class ManagedLedgerImpl(ListedPositions):
         self._on_closed = on_closed
         self._list = LedgerList()
         self._stored = ListStore(store, path, self._list)
-        self._cache = EntryCache(config.cache_max_bytes)
+        self._cache = EntryCache(cache)
         self._writer = LedgerWriter(self, self._list, self._cache)
         self.offload = (
             LedgerOffload(self, offloader, config, self.check_usable) if offloader else None
@@ -120,7 +121,10 @@ class ManagedLedgerImpl(ListedPositions):
         options: Options,
         on_closed: Callable[[ManagedLedgerImpl], None] | None = None,
         offloader: Offloader | None = None,
+        cache: CacheBudget,
     ) -> ManagedLedgerImpl:
+        """Open (recover) the managed ledger; its entry cache is bounded by ``cache``, the
+        budget the broker's managed ledgers share."""
         ml = cls(
             store=store,
             ledgers=ledgers,
@@ -129,6 +133,7 @@ class ManagedLedgerImpl(ListedPositions):
             options=options,
             on_closed=on_closed,
             offloader=offloader,
+            cache=cache,
         )
         try:
             await ml._initialize()
@@ -182,12 +187,12 @@ class ManagedLedgerImpl(ListedPositions):
             self._timer.cancel()
         for cursor in list(self._cursors.by_name.values()):
             cursor.abandon()
+        self._cache.close()
 
     def update_config(self, config: api.ManagedLedgerConfig) -> None:
-        """Apply a new config (namespace policies changed): limits, retention, cache size
-        take effect from now; quorum sizes from the next ledger on."""
+        """Apply a new config (namespace policies changed): limits and retention take effect
+        from now; quorum sizes from the next ledger on."""
         self.config = config
-        self._cache.max_bytes = config.cache_max_bytes
         self._writer.thresholds()
         if self.offload is not None:
             self.offload.update_config(config)
@@ -465,6 +470,7 @@ class ManagedLedgerImpl(ListedPositions):
                 log.warning("%s: close of the current ledger failed: %s", self.name, err)
         if self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
+        self._cache.close()
         log.info("%s closed", self.name)
         if self._on_closed is not None:
             self._on_closed(self)
@@ -507,6 +513,7 @@ class ManagedLedgerImpl(ListedPositions):
         finally:
             if self._background:
                 await asyncio.gather(*list(self._background), return_exceptions=True)
+            self._cache.close()
             if self._on_closed is not None:
                 self._on_closed(self)
         log.info("%s deleted", self.name)

@@ -85,8 +85,9 @@ async def test_tail_reads_hit_the_cache(env: Env) -> None:
     assert ml.read_stats.bookie_entries == 200
 
 
-async def test_cache_is_bounded(env: Env) -> None:
-    ml = await env.factory.open(NAME, cfg(cache_max_bytes=10_000))
+async def test_cache_is_bounded_by_the_budget_the_managed_ledgers_share(env: Env) -> None:
+    factory = env.new_factory(cache_bytes=10_000)
+    ml = await factory.open(NAME)
     await ml.open_cursor("sub")  # without a cursor nothing is cached (below)
     for _ in range(50):
         await ml.add_entry(bytes(1000))
@@ -95,6 +96,15 @@ async def test_cache_is_bounded(env: Env) -> None:
     got = await ml.read_entries(ml.first_position, max_entries=100)
     assert len(got) == 50
     assert ml.read_stats.bookie_entries == 40
+    # a second managed ledger takes its room from the first, the larger one
+    other = await factory.open(NAME + "-2")
+    await other.open_cursor("sub")
+    for _ in range(5):
+        await other.add_entry(bytes(1000))
+    assert factory.cache.size == ml.cache.size + other.cache.size <= 10_000
+    assert len(other.cache) == 5 and len(ml.cache) < 10
+    await other.close()
+    assert factory.cache.size == ml.cache.size and other.cache not in factory.cache.caches
 
 
 async def test_adds_are_cached_only_while_a_cursor_is_open(env: Env) -> None:

@@ -7,7 +7,12 @@ import json
 import pytest
 
 from magnetar.managed_ledger.api import Position
-from magnetar.managed_ledger.cache import EntryCache
+from magnetar.managed_ledger.cache import (
+    CacheBudget,
+    EntryCache,
+    default_size_mb,
+    memory_limit,
+)
 from magnetar.managed_ledger.records import (
     CursorPointer,
     LedgerRecord,
@@ -57,14 +62,43 @@ def test_cursor_pointer_json() -> None:
 
 
 def test_entry_cache_bounds_and_eviction() -> None:
-    c = EntryCache(100)
+    budget = CacheBudget(100, watermark=0.5)
+    c = EntryCache(budget)
     for e in range(20):
         c.put(1, e, bytes(10))
-    assert c.size == 100 and len(c) == 10
-    assert c.get(1, 5) is None and c.get(1, 15) is not None
+    # over 100 bytes (the 11th and the 17th entry) it fell to 50, oldest entries first
+    assert budget.evictions == 2 and c.size == budget.size == 80 and len(c) == 8
+    assert c.get(1, 11) is None and c.get(1, 12) is not None
     c.evict_before(1, 18)
-    assert len(c) == 2
-    c.put(2, 0, bytes(500))  # larger than the whole cache: not kept
+    assert len(c) == 2 and budget.size == 20
+    c.put(2, 0, bytes(60))  # more than the watermark of the whole budget: not kept
     assert c.get(2, 0) is None
     c.drop_ledger(1)
-    assert c.size == 0 and len(c) == 0
+    assert c.size == budget.size == 0 and len(c) == 0
+    assert EntryCache(CacheBudget(0)).put(1, 0, b"x") is None  # a budget of 0 keeps nothing
+
+
+def test_the_caches_share_one_budget_and_the_largest_give_room() -> None:
+    budget = CacheBudget(1000, watermark=0.9)
+    big, mid, small = EntryCache(budget), EntryCache(budget), EntryCache(budget)
+    for e in range(50):
+        big.put(1, e, bytes(10))  # 500 bytes
+    for e in range(30):
+        mid.put(2, e, bytes(10))  # 300
+    for e in range(20):
+        small.put(3, e, bytes(10))  # 200: the budget is full, not over
+    assert budget.size == 1000 and budget.evictions == 0
+    small.put(3, 20, bytes(10))  # over: down to 900, from the largest caches holding > half
+    assert budget.evictions == 1 and budget.size <= 900
+    assert budget.size == big.size + mid.size + small.size
+    assert len(small) == 21, "the smallest cache keeps everything"
+    assert big.get(1, 0) is None and big.get(1, 49) is not None, "the oldest entries go"
+    assert 500 - big.size > 300 - mid.size > 0, "the largest gives the most"
+    small.close()
+    assert small not in budget.caches and budget.size == big.size + mid.size
+
+
+def test_default_budget_is_a_fifth_of_memory_within_bounds() -> None:
+    mb = default_size_mb()
+    assert mb == max(64, min(1024, memory_limit() // 5 // (1024 * 1024)))
+    assert default_size_mb(processes=4) == mb // 4
