@@ -82,7 +82,9 @@ def _tolerant(message_type: Any) -> Callable[[bytes], Any]:
 
 
 def _checked(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """Answer INVALID_ARGUMENT to a garbled unary request instead of calling ``method``."""
+    """Answer INVALID_ARGUMENT to a garbled unary request instead of calling ``method``, and
+    a refusal or a storage error of ``method`` with its status. The status is sent after the
+    except block, not from it: structure/test_compiled_handlers.py."""
 
     @functools.wraps(method)
     async def wrapper(self: Any, request: Any, context: Any) -> Any:
@@ -90,7 +92,13 @@ def _checked(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[A
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, f"malformed request: {request.reason}"
             )
-        return await method(self, request, context)
+        try:
+            return await method(self, request, context)
+        except _Refused as refused:
+            code, message = refused.code, refused.message
+        except storage.StorageError as err:
+            code, message = status_of(err), str(err)
+        return await context.abort(code, message)
 
     return wrapper
 
@@ -114,6 +122,8 @@ class BookieService:
             asyncio.Queue(maxsize=_MAX_IN_FLIGHT_BATCHES)
         )
         writer = asyncio.create_task(self._write_results(batches, context))
+        # not a `finally` that waits for the writer: structure/test_compiled_handlers.py
+        failed: BaseException | None = None
         try:
             while True:
                 request = await context.read()
@@ -128,11 +138,14 @@ class BookieService:
                 await batches.put((request.ledger_id, asyncio.create_task(self._add(request))))
                 if writer.done():
                     break
-        finally:
-            with contextlib.suppress(asyncio.QueueFull):
-                batches.put_nowait(None)
-            if not writer.done():
-                await writer
+        except BaseException as exc:  # the writer still ends first
+            failed = exc
+        with contextlib.suppress(asyncio.QueueFull):
+            batches.put_nowait(None)
+        if not writer.done():
+            await writer
+        if failed is not None:
+            raise failed
 
     async def _add(self, request: Any) -> list[storage.AddResult]:
         ledger_id = storage.LedgerId(request.ledger_id)
@@ -226,18 +239,15 @@ class BookieService:
 
     @_checked
     async def ReadEntries(self, request: Any, context: Any) -> Any:
-        try:
-            entries, lac, fenced = await self._read_request(
-                request.ledger_id,
-                request.first_entry_id,
-                request.last_entry_id,
-                past_lac=request.past_lac,
-                fence=request.fence,
-                master_key=request.master_key,
-                max_bytes=request.max_bytes,
-            )
-        except _Refused as refused:
-            await context.abort(refused.code, refused.message)
+        entries, lac, fenced = await self._read_request(  # refusals: @_checked answers them
+            request.ledger_id,
+            request.first_entry_id,
+            request.last_entry_id,
+            past_lac=request.past_lac,
+            fence=request.fence,
+            master_key=request.master_key,
+            max_bytes=request.max_bytes,
+        )
         return bookie_pb2.ReadResponse(
             entries=[bookie_pb2.Entry(entry_id=eid, data=data) for eid, data in entries],
             last_add_confirmed=lac,
@@ -341,43 +351,31 @@ class BookieService:
     @_checked
     async def ReadLac(self, request: Any, context: Any) -> Any:
         ledger_id = storage.LedgerId(request.ledger_id)
-        try:
-            return bookie_pb2.ReadLacResponse(
-                last_add_confirmed=await self.storage.last_add_confirmed(ledger_id),
-                last_entry_id=await self.storage.last_entry_id(ledger_id),
-                fenced=await self.storage.is_fenced(ledger_id),
-            )
-        except storage.StorageError as err:
-            await context.abort(status_of(err), str(err))
+        return bookie_pb2.ReadLacResponse(
+            last_add_confirmed=await self.storage.last_add_confirmed(ledger_id),
+            last_entry_id=await self.storage.last_entry_id(ledger_id),
+            fenced=await self.storage.is_fenced(ledger_id),
+        )
 
     @_checked
     async def WriteLac(self, request: Any, context: Any) -> Any:
-        try:
-            await self.storage.write_lac(
-                storage.LedgerId(request.ledger_id),
-                request.master_key,
-                request.last_add_confirmed,
-            )
-        except storage.StorageError as err:
-            await context.abort(status_of(err), str(err))
+        await self.storage.write_lac(
+            storage.LedgerId(request.ledger_id),
+            request.master_key,
+            request.last_add_confirmed,
+        )
         return bookie_pb2.WriteLacResponse()
 
     @_checked
     async def Fence(self, request: Any, context: Any) -> Any:
         ledger_id = storage.LedgerId(request.ledger_id)
-        try:
-            lac = await self.storage.fence(ledger_id, request.master_key)
-            last = await self.storage.last_entry_id(ledger_id)
-        except storage.StorageError as err:
-            await context.abort(status_of(err), str(err))
+        lac = await self.storage.fence(ledger_id, request.master_key)
+        last = await self.storage.last_entry_id(ledger_id)
         return bookie_pb2.FenceResponse(last_add_confirmed=lac, last_entry_id=last)
 
     @_checked
     async def DeleteLedger(self, request: Any, context: Any) -> Any:
-        try:
-            await self.storage.delete_ledger(storage.LedgerId(request.ledger_id))
-        except storage.StorageError as err:
-            await context.abort(status_of(err), str(err))
+        await self.storage.delete_ledger(storage.LedgerId(request.ledger_id))
         return bookie_pb2.DeleteLedgerResponse()
 
     @_checked

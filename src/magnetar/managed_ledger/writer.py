@@ -336,11 +336,12 @@ class LedgerWriter:
             except BaseException:
                 host.spawn(self._discard_created(creating))
                 raise
+            ahead: LedgerHandle | None = None
             try:
-                created = await creating
+                ahead = await creating
             except Exception as err:  # the ledger created ahead failed: try once more now
                 log.info("%s: ledger created ahead failed (%s); creating again", host.name, err)
-                created = await host.create_ledger()
+            created = ahead if ahead is not None else await host.create_ledger()
             await host.record_closed(old, next_ledger=created.ledger_id)
             if self.state is not State.ROLLING:  # fenced or closed meanwhile
                 return

@@ -141,15 +141,18 @@ class DbLedgerStorage:
             raise RuntimeError("storage already started")
         self._started = True
         loop = asyncio.get_running_loop()
+        failed: BaseException | None = None
         try:
             await loop.run_in_executor(self._flush_pool, self._open_sync)
-        except BaseException:
+        except BaseException as exc:
+            failed = exc
+        if failed is not None:  # undone outside the handler: structure/test_compiled_handlers.py
             self._closed = True
             await loop.run_in_executor(self._flush_pool, self._close_sync)
             self._flush_pool.shutdown(wait=True)
             self._read_pool.shutdown(wait=True)
             await self._journal.close()
-            raise
+            raise failed
         self._journal.start()
         self._check_disk()
         self._tasks = [
@@ -681,7 +684,9 @@ class DbLedgerStorage:
                 await self.flush()
             except Exception:
                 log.exception("bookie flush failed")
-                await self._sleep_or_stop(1.0)
+            else:
+                continue
+            await self._sleep_or_stop(1.0)
 
     async def _sleep_or_stop(self, delay: float) -> None:
         with contextlib.suppress(TimeoutError):

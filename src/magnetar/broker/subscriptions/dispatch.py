@@ -164,14 +164,17 @@ class DispatchLoop:
                 return
             except ManagedLedgerError as exc:
                 log.warning("subscription %s/%s: read failed: %s", sub.owner.topic, sub.name, exc)
-                await self._sleep_or_wake(0.5)
-                continue
+                pause = 0.5
             except Exception:
                 log.exception("subscription %s/%s: dispatch error", sub.owner.topic, sub.name)
                 if not sub.policy.uses_replay:
                     # entries read but not sent must not be skipped
                     sub.redelivery.rewind = True
-                await self._sleep_or_wake(1.0)
+                pause = 1.0
+            else:
+                pause = 0.0
+            if pause:  # waited outside the handler (structure/test_compiled_handlers.py)
+                await self._sleep_or_wake(pause)
                 continue
             if outcome is _Outcome.PROGRESS:
                 spurious = 0
