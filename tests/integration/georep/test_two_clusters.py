@@ -302,6 +302,7 @@ def test_unloads_on_both_sides_mid_replication(clusters: dict[str, StandalonePro
         # topic just before the close; Pulsar's at-least-once), and what is checked here is
         # what b stored: each message once, in order
         cb.subscribe(topic, "s").close()
+        live = cb.subscribe(topic, "live")  # connected through both unloads
         producer = ca.create_producer(
             topic, batching_enabled=False, max_pending_messages=n, block_if_queue_full=True
         )
@@ -317,6 +318,13 @@ def test_unloads_on_both_sides_mid_replication(clusters: dict[str, StandalonePro
         assert set(results) == {pulsar.Result.Ok}
         on_b = cb.subscribe(topic, "s")
         assert _receive_all(on_b, n) == [b"u%05d" % i for i in range(n)]
+        # the connected consumer gets every message at least once, first times in order
+        first_seen: dict[bytes, None] = {}
+        while len(first_seen) < n:
+            msg = live.receive(timeout_millis=60_000)
+            live.acknowledge(msg)
+            first_seen.setdefault(msg.data(), None)
+        assert list(first_seen) == [b"u%05d" % i for i in range(n)]
         wait_until(lambda: _drained(a, topic, "b"), timeout=60, what="a -> b drained")
         assert _nothing_more(on_b)
 
