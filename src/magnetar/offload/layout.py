@@ -36,7 +36,7 @@ import uuid as uuidlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import google_crc32c
+from awscrt.checksums import crc32c as _crc32c
 
 from magnetar.offload.errors import OffloadedDataError
 
@@ -72,7 +72,7 @@ def attempt_of(key_prefix: str, ledger_id: int, key: str) -> str | None:
 
 
 def crc32c(data: bytes | bytearray | memoryview) -> int:
-    return int(google_crc32c.value(data if isinstance(data, bytes) else bytes(data)))
+    return int(_crc32c(data))
 
 
 def _u32_array(values: Sequence[int] | array.array[int]) -> array.array[int]:

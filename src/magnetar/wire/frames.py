@@ -27,7 +27,7 @@ import struct
 from collections.abc import Iterator, Sequence
 from typing import Any, Final, TypeAlias
 
-import google_crc32c
+from awscrt.checksums import crc32c as _crc32c
 from google.protobuf.message import DecodeError, Message
 
 from magnetar.wire import commands, ids, pb
@@ -63,13 +63,10 @@ _HAS_FIELD: Final[Any] = pb.BaseCommand.HasField  # called with a computed field
 _EMPTY: Final = memoryview(b"")
 
 
-def crc32c(data: Buffer) -> int:
-    """crc32c (Castagnoli), hardware accelerated.
-
-    google_crc32c only takes ``bytes``, so a view is copied first; the copy costs about as
-    much as the checksum itself, which is small next to the rest of a frame's handling.
-    """
-    return int(google_crc32c.value(data if type(data) is bytes else bytes(data)))
+def crc32c(data: Buffer, value: int = 0) -> int:
+    """crc32c (Castagnoli), hardware accelerated, of any buffer in place (no copy of a view),
+    continuing from ``value``."""
+    return int(_crc32c(data, value))
 
 
 class Checksum(enum.Enum):
@@ -440,9 +437,7 @@ def encode_headers_and_payload(
     head = _U32.pack(len(meta)) + meta
     if not checksum:
         return b"".join((head, payload))
-    crc = google_crc32c.extend(
-        google_crc32c.value(head), payload if type(payload) is bytes else bytes(payload)
-    )
+    crc = _crc32c(payload, _crc32c(head))
     return b"".join((_MAGIC_U32.pack(MAGIC_CRC32C, crc), head, payload))
 
 

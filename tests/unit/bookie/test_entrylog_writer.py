@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from magnetar.bookie.storage import entrylog
 
 MIB = 1024 * 1024
@@ -77,3 +79,27 @@ def test_every_location_holds_its_record_and_each_record_is_written_once(
     for log_id in logs:
         end = max(loc.offset + loc.size for loc, _ in written.values() if loc.log_id == log_id)
         assert os.path.getsize(tmp_path / entrylog.file_name(log_id)) == end
+
+
+def test_a_short_writev_is_completed_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernel may write less than a ``writev`` asked for; the rest follows, in order."""
+    real = os.writev
+    calls: list[int] = []
+
+    def short(fd: int, buffers: list[bytes | memoryview]) -> int:
+        calls.append(len(buffers))
+        first = bytes(buffers[0])
+        return real(fd, [first[: max(1, len(first) // 2)]])
+
+    monkeypatch.setattr(os, "writev", short)
+    chunks: list[bytes | memoryview] = [b"a" * 10, memoryview(b"b" * 2000), b"c" * 5] * 700
+    path = tmp_path / "log"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        entrylog.write_all(fd, chunks)
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == b"".join(chunks)
+    assert len(calls) == 3, "2,100 chunks go in batches of at most 1,024"

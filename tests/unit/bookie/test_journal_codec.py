@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import google_crc32c
 import pytest
+from awscrt.checksums import crc32c
 
 from magnetar.bookie.storage import api, journal
 
@@ -30,7 +30,7 @@ def test_frame_is_length_and_crc32c() -> None:
     payload = journal.encode_delete(1)
     length, crc = journal.HEADER.unpack(journal.frame(payload))
     assert length == len(payload)
-    assert crc == google_crc32c.value(payload)
+    assert crc == crc32c(payload)
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-import google_crc32c
+from awscrt.checksums import crc32c
 
 from magnetar.bookie.storage import api, journal
 
@@ -34,6 +34,7 @@ _KEY = struct.Struct(">QQ")  # also the index key of the entry
 LOCATION = struct.Struct(">IQI")  # the index value: log id, offset, size
 _PREFIX = struct.Struct(">II")
 _WRITE_BUFFER = 4 * 1024 * 1024
+_IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024)
 SCAN_CHUNK = 4 * 1024 * 1024
 """Bytes a scan reads at a time (a record larger than this is read whole)."""
 
@@ -59,10 +60,12 @@ def list_logs(directory: Path) -> list[int]:
     return sorted(ids)
 
 
-def encode_record(ledger_id: int, entry_id: int, data: bytes) -> tuple[bytes, bytes]:
+def encode_record(
+    ledger_id: int, entry_id: int, data: bytes | memoryview
+) -> tuple[bytes, bytes | memoryview]:
     """The 24-byte record head and the data (no copy of ``data``)."""
     key = _KEY.pack(ledger_id, entry_id)
-    crc = google_crc32c.extend(google_crc32c.value(key), data)
+    crc = crc32c(data, crc32c(key))
     return _PREFIX.pack(16 + len(data), crc) + key, data
 
 
@@ -76,13 +79,30 @@ def decode_record(record: bytes | memoryview, ledger_id: int, entry_id: int, whe
     if length != len(record) - 8:
         raise api.StorageCorruptedError(f"{where}: record length {length} != {len(record) - 8}")
     data = bytes(record[RECORD_HEAD.size :])
-    if google_crc32c.extend(google_crc32c.value(bytes(record[8 : RECORD_HEAD.size])), data) != crc:
+    if crc32c(data, crc32c(record[8 : RECORD_HEAD.size])) != crc:
         raise api.StorageCorruptedError(f"{where}: checksum mismatch")
     if lid != ledger_id or eid != entry_id:
         raise api.StorageCorruptedError(
             f"{where}: holds {lid}/{eid}, the index said {ledger_id}/{entry_id}"
         )
     return data
+
+
+def write_all(fd: int, chunks: list[bytes | memoryview]) -> None:
+    """Write ``chunks`` in order with ``writev``, at most :data:`_IOV_MAX` at a time (the
+    kernel copies them; no joined copy is made, and the GIL is released for the copy)."""
+    for at in range(0, len(chunks), _IOV_MAX):
+        batch = chunks[at : at + _IOV_MAX]
+        written = os.writev(fd, batch)
+        want = sum(map(len, batch))
+        if written < want:  # a short write (rare on a regular file): the rest, in order
+            rest = memoryview(b"".join(batch))[written:]
+            while rest:
+                # the count is bound before the slice: mypyc evaluates a slice bound twice
+                # when the sliced object is a memoryview, so ``rest[os.write(...) :]`` would
+                # write twice
+                n = os.write(fd, rest)
+                rest = rest[n:]
 
 
 class EntryLogWriter:
@@ -95,7 +115,7 @@ class EntryLogWriter:
         self._fd = -1
         self._log_id = -1
         self._offset = 0
-        self._buf: list[bytes] = []
+        self._buf: list[bytes | memoryview] = []
         self._buf_bytes = 0
         self._unsynced: list[int] = []  # rotated-out fds not yet synced
         self._dir_dirty = False
@@ -114,8 +134,6 @@ class EntryLogWriter:
         self._dir_dirty = True
 
     def append(self, ledger_id: int, entry_id: int, data: bytes | memoryview) -> Location:
-        if type(data) is not bytes:
-            data = bytes(data)  # crc32c wants bytes; callers normally pass bytes
         size = RECORD_HEAD.size + len(data)
         if self._fd < 0:
             self._open_next()
@@ -146,8 +164,7 @@ class EntryLogWriter:
         pack_key = _KEY.pack
         pack_prefix = _PREFIX.pack
         pack_location = LOCATION.pack
-        crc = google_crc32c.value
-        crc_extend = google_crc32c.extend
+        crc = crc32c
         add_location = locations.append
         buf = self._buf
         add = buf.append
@@ -158,8 +175,6 @@ class EntryLogWriter:
         written = 0
         for entry_id in sorted(entries):
             data = entries[entry_id]
-            if type(data) is not bytes:
-                data = bytes(data)
             size = 24 + len(data)
             if offset + size > max_bytes and offset > len(MAGIC):
                 if written:
@@ -171,7 +186,7 @@ class EntryLogWriter:
                 self._open_next()
                 log_id, offset, pending = self._log_id, self._offset, 0
             key = pack_key(ledger_id, entry_id)
-            add(pack_prefix(16 + len(data), crc_extend(crc(key), data)) + key)
+            add(pack_prefix(16 + len(data), crc(data, crc(key))) + key)
             add(data)
             add_location((key, pack_location(log_id, offset, size)))
             offset += size
@@ -188,15 +203,11 @@ class EntryLogWriter:
     def _write_buffer(self) -> None:
         if not self._buf:
             return
-        data = b"".join(self._buf)
-        self._buf.clear()
-        self._buf_bytes = 0
-        view = memoryview(data)
-        while view:
-            # the count is bound before the slice: mypyc evaluates a slice bound twice when
-            # the sliced object is a memoryview, so ``view[os.write(...) :]`` wrote twice
-            written = os.write(self._fd, view)
-            view = view[written:]
+        try:
+            write_all(self._fd, self._buf)
+        finally:
+            self._buf.clear()
+            self._buf_bytes = 0
 
     def sync(self) -> None:
         """Make everything appended so far durable (data, rotated logs, new directory entries)."""
@@ -339,7 +350,7 @@ class EntryLogReader:
                         where.offset,
                     )
                 body = buf[where.offset + 8 - buf_at : stop - buf_at]
-                if google_crc32c.value(body) != crc:
+                if crc32c(body) != crc:
                     if stop == size:
                         return
                     raise api.StorageCorruptedError(

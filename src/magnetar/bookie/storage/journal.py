@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-import google_crc32c
+from awscrt.checksums import crc32c
 
 from magnetar.bookie.storage import api
 
@@ -87,7 +87,7 @@ Record = AddRecord | FenceRecord | DeleteRecord | LacRecord
 
 def frame(payload: bytes) -> bytes:
     """The ``[len][crc]`` header that goes in front of ``payload``."""
-    return HEADER.pack(len(payload), google_crc32c.value(payload))
+    return HEADER.pack(len(payload), crc32c(payload))
 
 
 def encode_add(
@@ -261,7 +261,7 @@ def replay(directory: Path, start: Position, apply: Callable[[Record], None]) ->
                     reason = f"partial record ({size - offset} of {stop - offset} bytes)"
                 else:
                     payload = data[offset + HEADER.size : stop]
-                    if google_crc32c.value(payload) != crc:
+                    if crc32c(payload) != crc:
                         reason = "checksum mismatch"
                     else:
                         record = decode(payload)
