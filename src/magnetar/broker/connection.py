@@ -613,7 +613,7 @@ class ServerConnection:
             seq,
             highest if highest > seq else seq,
             send.num_messages,
-            bytes(hp),
+            hp,  # a view into the received frame: the ledger makes the one copy (wrap)
             send.is_chunk,
             TxnId.of(send) if send.HasField("txnid_most_bits") else None,
         )

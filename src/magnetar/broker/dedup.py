@@ -35,6 +35,7 @@ from typing import Final
 
 from magnetar.broker import replication
 from magnetar.broker.subscriptions.entries import split_entry
+from magnetar.common.buffers import Payload
 from magnetar.managed_ledger.api import (
     CursorNotFoundError,
     InitialPosition,
@@ -180,7 +181,7 @@ class Deduplication:
         return Verdict.NEW
 
     @staticmethod
-    def highest_sequence_id(data: bytes) -> int | None:
+    def highest_sequence_id(data: Payload) -> int | None:
         """The highest sequence id of a SEND's entry whose command did not say it (a batch
         from a C++-based client): its last message's (wire.batch.highest_sequence_id), so a
         producer reconnecting after a crash is told the last id really stored, and an

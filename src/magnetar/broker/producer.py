@@ -30,6 +30,7 @@ from magnetar.broker.contracts import BrokerError, ServerCnx
 from magnetar.broker.dedup import Deduplication, Verdict
 from magnetar.broker.subscriptions.entries import split_entry
 from magnetar.broker.transactions.ids import TxnId
+from magnetar.common.buffers import Payload
 from magnetar.common.stats import LatencyWindow
 from magnetar.managed_ledger.api import AddDone, ManagedLedgerTerminatedError, Position
 from magnetar.wire import commands, frames, markers, pb
@@ -50,9 +51,9 @@ class ProducerTopic(Protocol):
     msg_in: int
     bytes_in: int
     publish_latency_ms: LatencyWindow
-    add: Callable[[bytes, AddDone], None]
+    add: Callable[[Payload, AddDone], None]
 
-    def append_txn(self, txn: TxnId, data: bytes) -> asyncio.Future[Position]: ...
+    def append_txn(self, txn: TxnId, data: Payload) -> asyncio.Future[Position]: ...
     def replicated_marker(self, position: Position, marker_type: int, payload: bytes) -> None: ...
     def add_failed(self, exc: BaseException) -> None: ...
     def entries_added(self) -> None: ...
@@ -97,7 +98,7 @@ class MessageInFlightError(Exception):
     """A resend of a message whose first copy is still being stored."""
 
 
-def _replicated_subscription_marker(data: bytes) -> tuple[int, bytes] | None:
+def _replicated_subscription_marker(data: Payload) -> tuple[int, bytes] | None:
     """(type, payload) when ``data`` is a replicated-subscription marker, else None (most
     entries are told apart by two bytes, without parsing)."""
     try:
@@ -112,7 +113,7 @@ def _replicated_subscription_marker(data: bytes) -> tuple[int, bytes] | None:
     return marker_type, bytes(payload)
 
 
-def _is_last_chunk(data: bytes) -> bool:
+def _is_last_chunk(data: Payload) -> bool:
     meta = frames.parse_message_metadata(split_entry(data)[0])
     return not meta.HasField("chunk_id") or meta.chunk_id >= meta.num_chunks_from_msg - 1
 
@@ -210,7 +211,7 @@ class Producer:
         sequence_id: int,
         highest_sequence_id: int,
         num_messages: int,
-        data: bytes,
+        data: Payload,
         is_chunk: bool = False,
         txn: TxnId | None = None,
     ) -> None:

@@ -35,6 +35,7 @@ from magnetar.broker.replicated_subscriptions import ReplicatedSubscriptionsCont
 from magnetar.broker.replication import TopicReplication, producer_name
 from magnetar.broker.transactions.buffer import TransactionBuffer
 from magnetar.broker.transactions.ids import NOT_ENABLED, TxnId
+from magnetar.common.buffers import Payload
 from magnetar.common.stats import LatencyWindow
 from magnetar.managed_ledger.api import (
     AddDone,
@@ -59,7 +60,7 @@ NON_PERSISTENT_POSITION: Final = Position(0, 0)
 class Topic:
     """Producers, subscriptions, counters and unloading: what both kinds of topic share."""
 
-    add: Callable[[bytes, AddDone], None]
+    add: Callable[[Payload, AddDone], None]
     """Take one producer entry (the publish path); the callback gets the position to
     acknowledge it with once that is safe (stored, for a persistent topic), or the error,
     never from inside the call. An instance attribute bound at construction, so a SEND
@@ -127,7 +128,7 @@ class Topic:
         if self.replicated_subscriptions is not None:
             self.replicated_subscriptions.received(position, marker_type, payload)
 
-    def append_txn(self, txn: TxnId, data: bytes) -> asyncio.Future[Position]:
+    def append_txn(self, txn: TxnId, data: Payload) -> asyncio.Future[Position]:
         """A transactional SEND's entry (raises BrokerError when it cannot be taken)."""
         if self.txn_buffer is None:
             raise BrokerError(pb.NotAllowedError, f"{self.full_name}: {NOT_ENABLED}")
@@ -613,9 +614,9 @@ class NonPersistentTopic(Topic):
         """Entries published (Pulsar's ``entriesAddedCounter``)."""
         self.idle_since = time.monotonic()
 
-    def _hand_out(self, data: bytes, done: AddDone) -> None:
+    def _hand_out(self, data: Payload, done: AddDone) -> None:
         self.entries_in += 1
-        self.broadcaster.broadcast(data)
+        self.broadcaster.broadcast(bytes(data))  # not a view into the received frame
         asyncio.get_running_loop().call_soon(done, NON_PERSISTENT_POSITION, None)
 
     def idle(self) -> bool:

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from magnetar.common import aio
+from magnetar.common.buffers import Payload
 from magnetar.ledger import entry
 from magnetar.ledger.bookie_client import FAILED_PRECONDITION
 from magnetar.ledger.errors import (
@@ -117,30 +118,36 @@ class LedgerHandle:
 
     # --- adds ------------------------------------------------------------------------------
 
-    def add(self, data: bytes, done: AddDone) -> None:
+    def add(self, data: Payload, done: AddDone) -> Payload:
         """Start adding ``data``; ``done`` gets its entry id once durable on Aq bookies, or
         the error. Outcomes are delivered in entry order, from the event loop, never from
-        inside this call."""
+        inside this call.
+
+        Returns the payload as the ledger keeps it: a view into the stored entry, the one
+        copy made of ``data`` (which may be a view into a receive buffer). A caller that
+        keeps the payload (an entry cache) keeps this, not ``data``."""
         if self._loop is None:  # bound on first use: get_running_loop() costs a getpid()
             self._loop = asyncio.get_running_loop()
         if not self.writable or self.metadata.closed or self._closing:
             self._deliver_later(done, LedgerClosedError(f"ledger {self.ledger_id} is not writable"))
-            return
+            return data
         if self._failed is not None:
             self._deliver_later(done, self._failed)
-            return
+            return data
         self._pushed_length += len(data)
+        stored = entry.wrap(self._pushed_length, data)
         op = PendingAddOp(
             entry_id=self._next_entry_id,
-            stored=entry.wrap(self._pushed_length, data),
+            stored=stored,
             length=self._pushed_length,
             done=done,
         )
         self._next_entry_id += 1
         self._pending.append(op)
         self._send(op)
+        return entry.payload_of(stored)
 
-    def append(self, data: bytes) -> asyncio.Future[int]:
+    def append(self, data: Payload) -> asyncio.Future[int]:
         """:meth:`add` with a future for the entry id. Futures complete in entry order."""
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self.add(data, functools.partial(aio.settle, fut))
@@ -171,7 +178,7 @@ class LedgerHandle:
         if drained is not None and not drained.done():
             drained.set_result(None)
 
-    async def add_entry(self, data: bytes) -> int:
+    async def add_entry(self, data: Payload) -> int:
         return await self.append(data)
 
     def _send(self, op: PendingAddOp) -> None:
@@ -361,9 +368,10 @@ class LedgerHandle:
             self.last_add_confirmed = max(self.last_add_confirmed, lac)
         return self.last_add_confirmed
 
-    async def read(self, first: int, last: int) -> list[tuple[int, bytes]]:
+    async def read(self, first: int, last: int) -> list[tuple[int, Payload]]:
         """Entries ``first..last`` (inclusive) as (entry id, payload), with failover to the
-        other replicas of each entry. Only entries up to the LAC are readable."""
+        other replicas of each entry. Only entries up to the LAC are readable. Each payload
+        is a view into the entry as read (no copy)."""
         if first < 0 or last < first:
             raise ValueError(f"bad range {first}..{last}")
         if last > self.last_add_confirmed:
@@ -380,7 +388,8 @@ class LedgerHandle:
             if not await self._adopt_moved_fragments():
                 raise failed
             stored = await self._client.read_entries(self.metadata, first, last)
-        return [(eid, entry.unwrap(data)[1]) for eid, data in stored]
+        payload_of = entry.payload_of
+        return [(eid, payload_of(data)) for eid, data in stored]
 
     async def _adopt_moved_fragments(self) -> bool:
         """After a failed read: take the stored metadata when re-replication has since moved

@@ -219,8 +219,8 @@ class AckState:
         return json.dumps(doc, separators=(",", ":")).encode()
 
     @classmethod
-    def decode(cls, raw: bytes) -> AckState:
-        doc = json.loads(raw)
+    def decode(cls, raw: bytes | memoryview) -> AckState:
+        doc = json.loads(bytes(raw))
         md = doc["markDelete"]
         state = cls(Position(int(md[0]), int(md[1])), doc.get("properties") or {})
         for lid, blob in doc.get("individual", []):

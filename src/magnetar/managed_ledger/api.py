@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from magnetar.common import errors
+from magnetar.common.buffers import Payload
 
 # --- positions and entries -----------------------------------------------------------------
 
@@ -54,7 +55,8 @@ AddDone = Callable[[Position | None, BaseException | None], None]
 @dataclass(frozen=True, slots=True)
 class Entry:
     position: Position
-    data: bytes
+    data: Payload
+    """The payload: ``bytes``, or a view into the stored entry (magnetar.common.buffers)."""
 
 
 class InitialPosition(enum.Enum):
@@ -209,12 +211,12 @@ class AuxLedger(Protocol):
     def length(self) -> int:
         """Bytes of entries written."""
 
-    def append(self, data: bytes) -> asyncio.Future[int]:
+    def append(self, data: Payload) -> asyncio.Future[int]:
         """Start an add; the future gives the entry id once durable. In order."""
 
     async def close(self) -> None: ...
 
-    async def read(self, first: int, last: int) -> list[tuple[int, bytes]]:
+    async def read(self, first: int, last: int) -> list[tuple[int, Payload]]:
         """Entries ``first..last`` (inclusive) as (entry id, data)."""
 
 
@@ -330,15 +332,15 @@ class ManagedLedger(Protocol):
     def cursors(self) -> Mapping[str, ManagedCursor]:
         """Durable and non-durable cursors by name."""
 
-    def add(self, data: bytes, done: AddDone) -> None:
+    def add(self, data: Payload, done: AddDone) -> None:
         """Start an add; ``done`` gets (the position, None) once durable on Aq bookies, in
         call order, or (None, the error); never from inside this call. The hot path: no
         future per message."""
 
-    def append(self, data: bytes) -> asyncio.Future[Position]:
+    def append(self, data: Payload) -> asyncio.Future[Position]:
         """:meth:`add` with a future for the position. Futures complete in call order."""
 
-    async def add_entry(self, data: bytes) -> Position:
+    async def add_entry(self, data: Payload) -> Position:
         """Append; returns once durable on Aq bookies. Concurrent calls complete in order
         (the positions increase in call order)."""
 

@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from magnetar.common.buffers import Payload
 from magnetar.ledger import errors as ledger_errors
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.handle import LedgerHandle
@@ -42,7 +43,7 @@ class AuxLedgerHandle:
     def length(self) -> int:
         return self._handle.length
 
-    def append(self, data: bytes) -> asyncio.Future[int]:
+    def append(self, data: Payload) -> asyncio.Future[int]:
         return self._handle.append(data)
 
     async def close(self) -> None:
@@ -51,7 +52,7 @@ class AuxLedgerHandle:
         except (ledger_errors.LedgerError, md.MetadataError) as err:
             raise storage_error(err) from err
 
-    async def read(self, first: int, last: int) -> list[tuple[int, bytes]]:
+    async def read(self, first: int, last: int) -> list[tuple[int, Payload]]:
         try:
             return await self._handle.read(first, last)
         except (ledger_errors.LedgerError, md.MetadataError) as err:

@@ -22,6 +22,8 @@ from collections import deque
 from pathlib import Path
 from typing import Final
 
+from magnetar.common.buffers import Payload
+
 Key = tuple[int, int]
 """(ledger id, entry id)."""
 
@@ -90,14 +92,14 @@ class EntryCache:
         """Entries dropped to make room or because every reader was past them."""
         self.evictions = 0
         """Times entries were dropped from this cache to bring the caches under the budget."""
-        self._entries: dict[Key, bytes] = {}
+        self._entries: dict[Key, Payload] = {}
         self._order: deque[Key] = deque()
         budget.caches.add(self)
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def put(self, ledger_id: int, entry_id: int, data: bytes) -> None:
+    def put(self, ledger_id: int, entry_id: int, data: Payload) -> None:
         budget = self.budget
         n = len(data)
         if n > budget.max_bytes * budget.watermark:
@@ -113,7 +115,7 @@ class EntryCache:
         if budget.size > budget.max_bytes:
             budget.evict()
 
-    def get(self, ledger_id: int, entry_id: int) -> bytes | None:
+    def get(self, ledger_id: int, entry_id: int) -> Payload | None:
         data = self._entries.get((ledger_id, entry_id))
         if data is None:
             self.misses += 1
@@ -121,7 +123,7 @@ class EntryCache:
             self.hits += 1
         return data
 
-    def peek(self, ledger_id: int, entry_id: int) -> bytes | None:
+    def peek(self, ledger_id: int, entry_id: int) -> Payload | None:
         """The cached entry, without counting a hit or a miss (the managed ledger's reads
         count theirs in :class:`~magnetar.managed_ledger.reader.ReadStats`)."""
         return self._entries.get((ledger_id, entry_id))

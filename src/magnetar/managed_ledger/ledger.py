@@ -41,6 +41,7 @@ import logging
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from magnetar.common.buffers import Payload
 from magnetar.ledger import errors as ledger_errors
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.handle import LedgerHandle
@@ -259,17 +260,17 @@ class ManagedLedgerImpl(ListedPositions):
 
     # --- adds (the writer) --------------------------------------------------------------------
 
-    def add(self, data: bytes, done: api.AddDone) -> None:
+    def add(self, data: Payload, done: api.AddDone) -> None:
         """Start an add; ``done`` gets the position once durable on Aq bookies, or the error
         (:meth:`LedgerWriter.add`)."""
         self._writer.add(data, done)
 
-    def append(self, data: bytes) -> asyncio.Future[Position]:
+    def append(self, data: Payload) -> asyncio.Future[Position]:
         """Start an add; the future gives the position once durable on Aq bookies. Futures
         complete in call order."""
         return self._writer.append(data)
 
-    async def add_entry(self, data: bytes) -> Position:
+    async def add_entry(self, data: Payload) -> Position:
         return await self._writer.append(data)
 
     async def wait_for_entries(self, after: Position) -> None:

@@ -21,6 +21,7 @@ import time
 from collections.abc import Coroutine, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from magnetar.common.buffers import Payload
 from magnetar.managed_ledger import api, records
 from magnetar.managed_ledger.acks import AckState
 from magnetar.managed_ledger.api import Entry, Position
@@ -62,7 +63,7 @@ class MemoryAuxLedger:
     def length(self) -> int:
         return sum(len(e) for e in self.entries)
 
-    def append(self, data: bytes) -> asyncio.Future[int]:
+    def append(self, data: Payload) -> asyncio.Future[int]:
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         if self.closed:
             fut.set_exception(api.ManagedLedgerClosedError(f"ledger {self._id} is closed"))
@@ -75,7 +76,7 @@ class MemoryAuxLedger:
     async def close(self) -> None:
         self.closed = True
 
-    async def read(self, first: int, last: int) -> list[tuple[int, bytes]]:
+    async def read(self, first: int, last: int) -> list[tuple[int, Payload]]:
         if first < 0 or last < first or last > self.last_add_confirmed:
             raise api.InvalidPositionError(f"ledger {self._id}: no entries {first}..{last}")
         return [(i, self.entries[i]) for i in range(first, last + 1)]
@@ -154,7 +155,7 @@ class MemoryManagedLedger(ListedPositions):
             return api.ManagedLedgerTerminatedError(f"{self._name}: terminated")
         return api.ManagedLedgerClosedError(f"{self._name}: closed")
 
-    def add(self, data: bytes, done: api.AddDone) -> None:
+    def add(self, data: Payload, done: api.AddDone) -> None:
         """``append``'s outcome handed to ``done`` by its future's callback (so never from
         inside this call)."""
 
@@ -168,7 +169,7 @@ class MemoryManagedLedger(ListedPositions):
 
         self.append(data).add_done_callback(settled)
 
-    def append(self, data: bytes) -> asyncio.Future[Position]:
+    def append(self, data: Payload) -> asyncio.Future[Position]:
         fut: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
         if self._closed or self.terminated:
             fut.set_exception(self._state_error())
@@ -188,7 +189,7 @@ class MemoryManagedLedger(ListedPositions):
             self._start_ledger()
         return fut
 
-    async def add_entry(self, data: bytes) -> Position:
+    async def add_entry(self, data: Payload) -> Position:
         return await self.append(data)
 
     def _start_ledger(self) -> None:

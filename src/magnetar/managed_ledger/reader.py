@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from magnetar.common.buffers import Payload
 from magnetar.ledger import errors as ledger_errors
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.handle import LedgerHandle
@@ -50,7 +51,7 @@ class ReadStats:
 
 
 class _Readable(Protocol):
-    async def read(self, first: int, last: int) -> list[tuple[int, bytes]]: ...
+    async def read(self, first: int, last: int) -> list[tuple[int, Payload]]: ...
 
 
 OffloadedOpener = Callable[[records.LedgerRecord], Awaitable[_Readable] | None]

@@ -31,6 +31,7 @@ from time import perf_counter
 from typing import Any, Protocol
 
 from magnetar.common import aio
+from magnetar.common.buffers import Payload
 from magnetar.common.stats import ENTRY_SIZE_BOUNDS, LATENCY_BOUNDS_US, StatsBuckets
 from magnetar.ledger import errors as ledger_errors
 from magnetar.ledger.handle import LedgerHandle
@@ -92,7 +93,7 @@ class _AddOp:
 
     __slots__ = ("attempts", "data", "done", "finished", "sent", "started")
 
-    def __init__(self, data: bytes, done: api.AddDone, started: float) -> None:
+    def __init__(self, data: Payload, done: api.AddDone, started: float) -> None:
         self.data = data
         self.done = done
         self.finished = False
@@ -175,7 +176,7 @@ class LedgerWriter:
 
     # --- adds ---------------------------------------------------------------------------------
 
-    def add(self, data: bytes, done: api.AddDone) -> None:
+    def add(self, data: Payload, done: api.AddDone) -> None:
         """Start an add; ``done`` gets the position once durable on Aq bookies (called from
         the ledger's delivery of its completions, in call order), or the error (from an
         event-loop callback of its own). Never called from inside this call."""
@@ -193,7 +194,7 @@ class LedgerWriter:
             self.stats.add_errors += 1
             self._loop.call_soon(done, None, self.state_error())
 
-    def append(self, data: bytes) -> asyncio.Future[Position]:
+    def append(self, data: Payload) -> asyncio.Future[Position]:
         """:meth:`add` with a future for the position. Futures complete in call order."""
         fut: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
         self.add(data, functools.partial(aio.settle, fut))
@@ -212,7 +213,7 @@ class LedgerWriter:
         assert handle is not None
         op.attempts += 1
         op.sent = perf_counter()
-        handle.add(op.data, functools.partial(self._on_added, op, handle))
+        op.data = handle.add(op.data, functools.partial(self._on_added, op, handle))
         self.sent += 1
         self._sent_bytes += len(op.data)
         if self.sent >= self._check_entries or self._sent_bytes >= self._check_bytes:

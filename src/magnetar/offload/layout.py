@@ -94,7 +94,7 @@ class BlockBuilder:
     def size(self) -> int:
         return len(self._buf)
 
-    def add(self, entry_id: int, payload: bytes) -> None:
+    def add(self, entry_id: int, payload: bytes | memoryview) -> None:
         if entry_id != self.first_entry_id + self.count:
             raise ValueError(f"entry {entry_id} out of order in block from {self.first_entry_id}")
         self.offsets.append(len(self._buf))

@@ -32,6 +32,7 @@ from collections.abc import AsyncIterator, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from magnetar.common.buffers import Payload
 from magnetar.offload import layout, metrics
 from magnetar.offload.config import S3Config
 from magnetar.offload.errors import (
@@ -66,7 +67,7 @@ class ReadableLedger(Protocol):
     @property
     def length(self) -> int: ...
 
-    async def read(self, first: int, last: int) -> list[tuple[int, bytes]]: ...
+    async def read(self, first: int, last: int) -> list[tuple[int, Payload]]: ...
 
 
 def _now_ms() -> int:
@@ -331,12 +332,12 @@ class Offloader:
 
     async def _batches(
         self, ledger: ReadableLedger, last: int, labels: tuple[str, str]
-    ) -> AsyncIterator[list[tuple[int, bytes]]]:
+    ) -> AsyncIterator[list[tuple[int, Payload]]]:
         """The ledger's entries in batches of about READ_BATCH_BYTES, the next batch read
         from the bookies while the current one is being packed."""
         entry_size = 1024  # a guess until the first batch says otherwise
 
-        async def read(first: int, count: int) -> list[tuple[int, bytes]]:
+        async def read(first: int, count: int) -> list[tuple[int, Payload]]:
             t0 = time.perf_counter()
             got = await ledger.read(first, min(last, first + count - 1))
             metrics.READ_LEDGER_LATENCY.labels(*labels).observe((time.perf_counter() - t0) * 1e6)
@@ -345,7 +346,9 @@ class Offloader:
         def count() -> int:
             return max(1, min(READ_BATCH_MAX_ENTRIES, READ_BATCH_BYTES // max(1, entry_size)))
 
-        nxt: asyncio.Task[list[tuple[int, bytes]]] | None = asyncio.ensure_future(read(0, count()))
+        nxt: asyncio.Task[list[tuple[int, Payload]]] | None = asyncio.ensure_future(
+            read(0, count())
+        )
         try:
             while nxt is not None:
                 batch = await nxt

@@ -18,6 +18,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 
+from magnetar.common.buffers import Payload
 from magnetar.offload import layout, metrics
 from magnetar.offload.errors import NoSuchOffloadedEntryError, OffloadError
 from magnetar.offload.s3 import S3Client
@@ -156,7 +157,7 @@ class OffloadedLedgerReader:
 
         return fetch
 
-    async def read(self, first: int, last: int) -> list[tuple[int, bytes]]:
+    async def read(self, first: int, last: int) -> list[tuple[int, Payload]]:
         if first < 0 or last < first:
             raise ValueError(f"bad range {first}..{last}")
         if last > self.index.last_entry_id:
@@ -164,7 +165,7 @@ class OffloadedLedgerReader:
                 f"ledger {self.ledger_id}: entry {last} is past the last offloaded entry "
                 f"{self.index.last_entry_id}"
             )
-        out: list[tuple[int, bytes]] = []
+        out: list[tuple[int, Payload]] = []
         try:
             b = self.index.block_of(first)
             e = first

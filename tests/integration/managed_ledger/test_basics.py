@@ -85,6 +85,29 @@ async def test_tail_reads_hit_the_cache(env: Env) -> None:
     assert ml.read_stats.bookie_entries == 200
 
 
+async def test_an_add_copies_the_callers_buffer_once_into_the_stored_entry(env: Env) -> None:
+    """A SEND's payload reaches the managed ledger as a view into the frame it arrived in. The
+    ledger copies it once, into the stored entry (behind the 8-byte envelope), and the cache
+    and the reads hand out views into stored entries: nothing keeps the caller's buffer, and
+    no other copy is made (docs/architecture.md, "Copies on the publish and dispatch paths")."""
+    ml = await env.factory.open(NAME)
+    cursor = await ml.open_cursor("sub")
+    received = bytearray(b"frame-head|payload-0123456789|next-frame")
+    await ml.add_entry(memoryview(received)[11:29].toreadonly())
+    received[11:29] = b"X" * 18  # what held the frame is reused
+    (cached,) = await cursor.read_entries(10)
+    assert ml.read_stats.bookie_entries == 0
+    assert cached.data == b"payload-0123456789"
+    assert isinstance(cached.data, memoryview) and isinstance(cached.data.obj, bytes)
+    assert len(cached.data.obj) == 8 + 18, "a view into the stored entry, not a second copy"
+    ml.cache.clear()
+    cursor.rewind()
+    (read,) = await cursor.read_entries(10)
+    assert ml.read_stats.bookie_entries == 1
+    assert read.data == b"payload-0123456789"
+    assert isinstance(read.data, memoryview) and len(read.data.obj) == 8 + 18
+
+
 async def test_cache_is_bounded_by_the_budget_the_managed_ledgers_share(env: Env) -> None:
     factory = env.new_factory(cache_bytes=10_000)
     ml = await factory.open(NAME)

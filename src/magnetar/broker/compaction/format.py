@@ -43,7 +43,7 @@ def encode_raw(position: Position, data: bytes | memoryview) -> bytes:
     return b"".join((_U32.pack(len(raw)), raw, _U32.pack(len(data)), data))
 
 
-def decode_raw(raw: bytes) -> tuple[Position, bytes]:
+def decode_raw(raw: bytes | memoryview) -> tuple[Position, bytes]:
     """(original position, stored entry) of a compacted-ledger entry."""
     mv = memoryview(raw)
     if len(mv) < 8:
@@ -108,7 +108,9 @@ def iter_keys(
             yield m.key, (position, m.batch_index), m.tombstone
 
 
-def retain(position: Position, data: bytes, latest: dict[str, MessageKey]) -> bytes | None:
+def retain(
+    position: Position, data: bytes | memoryview, latest: dict[str, MessageKey]
+) -> bytes | memoryview | None:
     """The entry as the compacted ledger keeps it (``latest``: each live key's last
     message), or None when nothing of it is kept (phase two)."""
     parsed = parse(data)

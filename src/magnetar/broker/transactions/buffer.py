@@ -31,6 +31,7 @@ from typing import Final
 from magnetar.broker.contracts import BrokerError
 from magnetar.broker.subscriptions.entries import EntryMeta, read_meta
 from magnetar.broker.transactions.ids import TXN_ABORT_MARKER, TXN_COMMIT_MARKER, TxnId
+from magnetar.common.buffers import Payload
 from magnetar.managed_ledger.api import InitialPosition, ManagedCursor, ManagedLedger, Position
 from magnetar.metadata import keys
 from magnetar.wire import frames, pb
@@ -112,7 +113,7 @@ class TransactionBuffer:
                         await cursor.reset(self.ml.next_position(bound))
                     self._cursor = cursor
 
-    def append(self, txn: TxnId, data: bytes) -> asyncio.Future[Position]:
+    def append(self, txn: TxnId, data: Payload) -> asyncio.Future[Position]:
         """Store a transactional entry (the publish path; synchronous up to the add)."""
         if txn in self._ended:
             raise BrokerError(

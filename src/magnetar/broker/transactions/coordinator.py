@@ -112,7 +112,7 @@ class TransactionCoordinator:
             if not entries:
                 break
             for entry in entries:
-                self._replay(entry.position, json.loads(entry.data))
+                self._replay(entry.position, json.loads(bytes(entry.data)))
             position = self.ml.next_position(entries[-1].position)
         log.info(
             "transaction coordinator %d: loaded, %d live transaction(s), next id %d",
