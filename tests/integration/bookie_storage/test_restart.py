@@ -25,7 +25,14 @@ def journal_files(tmp_path: Path) -> list[Path]:
     ]
 
 
-async def test_restart_without_flush_replays_everything_acknowledged(open_storage: Open) -> None:
+@pytest.mark.parametrize(
+    "size",
+    [64, 8192],
+    ids=["small entries, journaled joined", "large entries, journaled as parts"],
+)
+async def test_restart_without_flush_replays_everything_acknowledged(
+    open_storage: Open, size: int
+) -> None:
     s = await open_storage()
     for batch in range(5):
         results = await s.add_entries(
@@ -33,7 +40,7 @@ async def test_restart_without_flush_replays_everything_acknowledged(open_storag
                 add(
                     1 + batch % 2,
                     batch * 10 + i,
-                    payload(1, batch * 10 + i),
+                    payload(1, batch * 10 + i, size),
                     lac=batch * 10 + i - 1,
                 )
                 for i in range(10)
@@ -45,7 +52,7 @@ async def test_restart_without_flush_replays_everything_acknowledged(open_storag
     for batch in range(5):
         for i in range(10):
             eid = batch * 10 + i
-            assert await s2.read_entry(L(1 + batch % 2), E(eid)) == payload(1, eid)
+            assert await s2.read_entry(L(1 + batch % 2), E(eid)) == payload(1, eid, size)
     assert await s2.last_entry_id(L(1)) == 49
     assert await s2.last_add_confirmed(L(2)) == 38
 

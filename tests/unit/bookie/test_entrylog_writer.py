@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.bookie.storage import entrylog
+from magnetar.bookie.storage import entrylog, journal
 
 MIB = 1024 * 1024
 
@@ -98,7 +98,7 @@ def test_a_short_writev_is_completed_in_order(
     path = tmp_path / "log"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
     try:
-        entrylog.write_all(fd, chunks)
+        journal.write_all(fd, chunks)
     finally:
         os.close(fd)
     assert path.read_bytes() == b"".join(chunks)

@@ -33,6 +33,17 @@ def test_frame_is_length_and_crc32c() -> None:
     assert crc == crc32c(payload)
 
 
+def test_an_add_framed_as_parts_is_the_record_framed_whole() -> None:
+    """Large entries are journaled uncopied (the parts go to ``writev``): the header over the
+    parts is the one over the joined payload, and the bytes written are the same."""
+    datas = [b"a" * 5000, memoryview(b"b" * 7000), b""]
+    parts = journal.encode_add_parts(3, 1, b"key", [4, 5, 6], datas)
+    whole = journal.encode_add(3, 1, b"key", [4, 5, 6], datas)
+    assert b"".join(parts) == whole
+    assert parts[1] is datas[0] and parts[2] is datas[1], "the data is not copied"
+    assert journal.frame_parts(parts, len(whole)) == journal.frame(whole)
+
+
 @pytest.mark.parametrize(
     "payload",
     [

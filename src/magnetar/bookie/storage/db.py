@@ -41,6 +41,8 @@ from magnetar.bookie.storage.config import BookieStorageConfig
 log = logging.getLogger(__name__)
 
 NO_ENTRY = api.NO_ENTRY
+_JOURNAL_PARTS_MIN = 4096
+"""Average entry size from which a journal record's entries are written uncopied."""
 
 
 class _Ledger:
@@ -378,12 +380,20 @@ class DbLedgerStorage:
         eids: list[int],
         datas: list[cache.Data],
     ) -> int:
-        """Frame one ledger's accepted entries as one journal record; returns its size."""
-        payload = journal.encode_add(ledger_id, lac, key, eids, datas)
-        chunks.append(journal.frame(payload))
-        chunks.append(payload)
-        runs.append((st, ledger_id, lac, eids, datas, len(payload), max(eids)))
-        return journal.HEADER.size + len(payload)
+        """Frame one ledger's accepted entries as one journal record; returns its size.
+        Large entries go to the journal's ``writev`` as they are; small ones are joined
+        (a checksum call per part would cost more than the copy)."""
+        parts = journal.encode_add_parts(ledger_id, lac, key, eids, datas)
+        size = sum(map(len, parts))
+        if size >= _JOURNAL_PARTS_MIN * len(eids):
+            chunks.append(journal.frame_parts(parts, size))
+            chunks.extend(parts)
+        else:
+            payload = b"".join(parts)
+            chunks.append(journal.frame(payload))
+            chunks.append(payload)
+        runs.append((st, ledger_id, lac, eids, datas, size, max(eids)))
+        return journal.HEADER.size + size
 
     def _apply_adds(self, runs: list[_Run]) -> None:
         """On the loop, when the runs are durable: make them readable, raise LAC/last entry."""

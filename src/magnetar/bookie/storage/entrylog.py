@@ -34,7 +34,6 @@ _KEY = struct.Struct(">QQ")  # also the index key of the entry
 LOCATION = struct.Struct(">IQI")  # the index value: log id, offset, size
 _PREFIX = struct.Struct(">II")
 _WRITE_BUFFER = 4 * 1024 * 1024
-_IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024)
 SCAN_CHUNK = 4 * 1024 * 1024
 """Bytes a scan reads at a time (a record larger than this is read whole)."""
 
@@ -86,23 +85,6 @@ def decode_record(record: bytes | memoryview, ledger_id: int, entry_id: int, whe
             f"{where}: holds {lid}/{eid}, the index said {ledger_id}/{entry_id}"
         )
     return data
-
-
-def write_all(fd: int, chunks: list[bytes | memoryview]) -> None:
-    """Write ``chunks`` in order with ``writev``, at most :data:`_IOV_MAX` at a time (the
-    kernel copies them; no joined copy is made, and the GIL is released for the copy)."""
-    for at in range(0, len(chunks), _IOV_MAX):
-        batch = chunks[at : at + _IOV_MAX]
-        written = os.writev(fd, batch)
-        want = sum(map(len, batch))
-        if written < want:  # a short write (rare on a regular file): the rest, in order
-            rest = memoryview(b"".join(batch))[written:]
-            while rest:
-                # the count is bound before the slice: mypyc evaluates a slice bound twice
-                # when the sliced object is a memoryview, so ``rest[os.write(...) :]`` would
-                # write twice
-                n = os.write(fd, rest)
-                rest = rest[n:]
 
 
 class EntryLogWriter:
@@ -204,7 +186,7 @@ class EntryLogWriter:
         if not self._buf:
             return
         try:
-            write_all(self._fd, self._buf)
+            journal.write_all(self._fd, self._buf)
         finally:
             self._buf.clear()
             self._buf_bytes = 0

@@ -50,6 +50,24 @@ _IOV_MAX = 1024
 
 Buffer = bytes | memoryview
 
+
+def write_all(fd: int, chunks: Sequence[Buffer]) -> None:
+    """Write ``chunks`` in order with ``writev``, at most :data:`_IOV_MAX` at a time (the
+    kernel copies them: no joined copy is made, and the GIL is released for the copy)."""
+    for at in range(0, len(chunks), _IOV_MAX):
+        batch = chunks[at : at + _IOV_MAX]
+        written = os.writev(fd, batch)
+        want = sum(map(len, batch))
+        if written < want:  # a short write (rare on a regular file): the rest, in order
+            rest = memoryview(b"".join(batch))[written:]
+            while rest:
+                # the count is bound before the slice: mypyc evaluates a slice bound twice
+                # when the sliced object is a memoryview, so ``rest[os.write(...) :]`` would
+                # write twice
+                n = os.write(fd, rest)
+                rest = rest[n:]
+
+
 # --- record codec (no I/O) ------------------------------------------------------------------
 
 ADD, FENCE, DELETE, LAC = 1, 2, 3, 4
@@ -90,6 +108,15 @@ def frame(payload: bytes) -> bytes:
     return HEADER.pack(len(payload), crc32c(payload))
 
 
+def frame_parts(parts: Sequence[Buffer], nbytes: int) -> bytes:
+    """The header in front of a payload given as parts (``nbytes`` in all): the checksum
+    runs over each part in turn, as over the parts joined."""
+    crc = 0
+    for part in parts:
+        crc = crc32c(part, crc)
+    return HEADER.pack(nbytes, crc)
+
+
 def encode_add(
     ledger_id: int,
     lac: int,
@@ -99,17 +126,29 @@ def encode_add(
 ) -> bytes:
     """One add-batch payload of one ledger: a header, the entry ids and data lengths as two
     packed columns (one ``struct`` call each, not one per entry), then the data back to back."""
+    return b"".join(encode_add_parts(ledger_id, lac, master_key, entry_ids, datas))
+
+
+def encode_add_parts(
+    ledger_id: int,
+    lac: int,
+    master_key: bytes,
+    entry_ids: Sequence[int],
+    datas: Sequence[Buffer],
+) -> list[Buffer]:
+    """:func:`encode_add`'s payload as its parts: the head (everything up to the data), then
+    each entry's data as given, uncopied (for ``writev``; :func:`frame_parts` frames them)."""
     n = len(entry_ids)
-    return b"".join(
+    head = b"".join(
         [
             _ADD_HEAD.pack(ADD, ledger_id, lac, len(master_key)),
             master_key,
             _COUNT.pack(n),
             struct.pack(f">{n}Q", *entry_ids),
             struct.pack(f">{n}I", *map(len, datas)),
-            *datas,
         ]
     )
+    return [head, *datas]
 
 
 def encode_fence(ledger_id: int, master_key: bytes) -> bytes:
@@ -527,15 +566,7 @@ class Journal:
         """In the journal thread: one writev (per IOV_MAX buffers), one fdatasync."""
         started = time.perf_counter()
         fd = self._fd
-        for i in range(0, len(bufs), _IOV_MAX):
-            part = bufs[i : i + _IOV_MAX]
-            want = sum(len(b) for b in part) if len(bufs) > _IOV_MAX else nbytes
-            done = os.writev(fd, part)
-            if done < want:  # short write: finish the rest plainly
-                rest = memoryview(b"".join(part))[done:]
-                while rest:
-                    done = os.write(fd, rest)  # bound first: see EntryLogWriter._write_buffer
-                    rest = rest[done:]
+        write_all(fd, bufs)
         if self._fsync:
             os.fdatasync(fd)
             self.fsyncs += 1
