@@ -20,11 +20,19 @@ def wrap(cumulative_length: int, payload: Payload) -> bytes:
     return b"".join((_HEADER.pack(cumulative_length), payload))
 
 
-def payload_of(stored: bytes) -> memoryview:
-    """The caller's bytes in a stored entry, in place: a view, not a copy (a payload kept
-    for long, such as in an entry cache, keeps the stored entry's bytes, 8 more)."""
+VIEW_MIN = 2048
+"""From this size on :func:`payload_of` gives a view; a smaller payload is cheaper to copy
+than to view (a memoryview object is about 200 bytes and two allocations)."""
+
+
+def payload_of(stored: bytes) -> Payload:
+    """The caller's bytes in a stored entry: from :data:`VIEW_MIN` bytes on a view in place,
+    not a copy (a payload kept for long, such as in an entry cache, keeps the stored entry's
+    bytes, 8 more); below it, a copy."""
     if len(stored) < HEADER_SIZE:
         raise ValueError(f"stored entry too short ({len(stored)} bytes)")
+    if len(stored) - HEADER_SIZE < VIEW_MIN:
+        return stored[HEADER_SIZE:]
     return memoryview(stored)[HEADER_SIZE:]
 
 

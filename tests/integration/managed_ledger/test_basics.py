@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+from magnetar.ledger import entry
 from magnetar.managed_ledger import api
 from magnetar.managed_ledger.ledger import ManagedLedgerImpl
 from tests.integration.managed_ledger.conftest import TEST_CONFIG, Env, bookie_reads
@@ -89,23 +90,28 @@ async def test_an_add_copies_the_callers_buffer_once_into_the_stored_entry(env: 
     """A SEND's payload reaches the managed ledger as a view into the frame it arrived in. The
     ledger copies it once, into the stored entry (behind the 8-byte envelope), and the cache
     and the reads hand out views into stored entries: nothing keeps the caller's buffer, and
-    no other copy is made (docs/architecture.md, "Copies on the publish and dispatch paths")."""
+    no other copy is made of a payload of ``entry.VIEW_MIN`` bytes or more (docs/architecture.md,
+    "Copies on the publish and dispatch paths"). Smaller payloads are copied out instead."""
     ml = await env.factory.open(NAME)
     cursor = await ml.open_cursor("sub")
-    received = bytearray(b"frame-head|payload-0123456789|next-frame")
-    await ml.add_entry(memoryview(received)[11:29].toreadonly())
-    received[11:29] = b"X" * 18  # what held the frame is reused
-    (cached,) = await cursor.read_entries(10)
+    size = entry.VIEW_MIN
+    body = bytes(range(256)) * (size // 256)
+    received = bytearray(b"frame-head|" + body + b"|small|next-frame")
+    await ml.add_entry(memoryview(received)[11 : 11 + size].toreadonly())
+    await ml.add_entry(memoryview(received)[12 + size : 17 + size].toreadonly())
+    received[:] = b"X" * len(received)  # what held the frame is reused
+    big, small = await cursor.read_entries(10)
     assert ml.read_stats.bookie_entries == 0
-    assert cached.data == b"payload-0123456789"
-    assert isinstance(cached.data, memoryview) and isinstance(cached.data.obj, bytes)
-    assert len(cached.data.obj) == 8 + 18, "a view into the stored entry, not a second copy"
+    assert big.data == body and small.data == b"small"
+    assert isinstance(big.data, memoryview) and isinstance(big.data.obj, bytes)
+    assert len(big.data.obj) == 8 + size, "a view into the stored entry, not a second copy"
+    assert isinstance(small.data, bytes)
     ml.cache.clear()
     cursor.rewind()
-    (read,) = await cursor.read_entries(10)
-    assert ml.read_stats.bookie_entries == 1
-    assert read.data == b"payload-0123456789"
-    assert isinstance(read.data, memoryview) and len(read.data.obj) == 8 + 18
+    big, small = await cursor.read_entries(10)
+    assert ml.read_stats.bookie_entries == 2
+    assert big.data == body and small.data == b"small"
+    assert isinstance(big.data, memoryview) and len(big.data.obj) == 8 + size
 
 
 async def test_cache_is_bounded_by_the_budget_the_managed_ledgers_share(env: Env) -> None:
