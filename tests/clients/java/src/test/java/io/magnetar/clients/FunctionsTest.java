@@ -21,6 +21,7 @@ import org.apache.pulsar.common.policies.data.FunctionStats;
 import org.apache.pulsar.common.policies.data.FunctionStatus;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.DisabledIfSystemProperty;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * {@code PulsarAdmin.functions()} with a Python function (Pulsar's exclamation example),
@@ -50,8 +51,7 @@ class FunctionsTest extends Target {
     private static final long WAIT_MS = 60_000;
 
     @Test
-    void createGetListStatusStatsTriggerDelete() throws Exception {
-        Path dir = Files.createTempDirectory("jt-functions");
+    void createGetListStatusStatsTriggerDelete(@TempDir Path dir) throws Exception {
         Path py = dir.resolve("exclamation_function.py");
         Files.writeString(py, SOURCE, StandardCharsets.UTF_8);
         String name = "excl-" + shortId();
@@ -107,8 +107,7 @@ class FunctionsTest extends Target {
     }
 
     @Test
-    void badFunctionsAreRefusedAtCreateTime() throws Exception {
-        Path dir = Files.createTempDirectory("jt-functions");
+    void badFunctionsAreRefusedAtCreateTime(@TempDir Path dir) throws Exception {
         Path py = dir.resolve("exclamation_function.py");
         Files.writeString(py, SOURCE, StandardCharsets.UTF_8);
         FunctionConfig config = new FunctionConfig();
