@@ -124,8 +124,9 @@ class LedgerHandle:
         inside this call.
 
         Returns the payload as the ledger keeps it: a view into the stored entry, the one
-        copy made of ``data`` (which may be a view into a receive buffer). A caller that
-        keeps the payload (an entry cache) keeps this, not ``data``."""
+        copy made of ``data`` (which may be a view into a receive buffer), or under
+        ``entry.VIEW_MIN`` bytes a copy of it. A caller that keeps the payload (an entry
+        cache) keeps this, not ``data``."""
         if self._loop is None:  # bound on first use: get_running_loop() costs a getpid()
             self._loop = asyncio.get_running_loop()
         if not self.writable or self.metadata.closed or self._closing:
@@ -371,7 +372,7 @@ class LedgerHandle:
     async def read(self, first: int, last: int) -> list[tuple[int, Payload]]:
         """Entries ``first..last`` (inclusive) as (entry id, payload), with failover to the
         other replicas of each entry. Only entries up to the LAC are readable. Each payload
-        is a view into the entry as read (no copy)."""
+        is a view into the entry as read, or a copy under ``entry.VIEW_MIN`` bytes."""
         if first < 0 or last < first:
             raise ValueError(f"bad range {first}..{last}")
         if last > self.last_add_confirmed:
