@@ -13,11 +13,11 @@ the server with py-spy (a dev dependency, installed by ``make setup``) while the
 * ``w1p``: pulsar-perf's Java producer at its maximum rate and its consumer, together
   (bench/peers/perf.py, as the w1p row); sampling starts once both JVMs are sending.
 
-It prints the load's rate, the server's CPU per message, and the functions by share of the
-samples: self (the function itself was running) and inclusive (it was on the stack). With
-``--gil`` only samples of the thread holding the GIL count, which on a CPU-bound event loop
-is the work that bounds the rate. ``--raw FILE`` keeps py-spy's collapsed stacks. Figures
-only: nothing here passes or fails.
+It prints the load's rate, the server's CPU (the loop thread and the others, user and
+system), and the functions by share of the samples: self (the function itself was running)
+and inclusive (it was on the stack). With ``--gil`` only samples of the thread holding the
+GIL count, which on a CPU-bound event loop is the work that bounds the rate. ``--raw FILE``
+keeps py-spy's collapsed stacks. Figures only: nothing here passes or fails.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).with_name("peers")))
@@ -96,6 +98,47 @@ def _load(args: argparse.Namespace, url: str, tag: str) -> list[dict[str, object
         {"role": "paced_publish", "url": url, "topic": topic, "size": 1024, "batching": True,
          "batch_delay_ms": 1, "rate": 5000, "seconds": args.seconds + 8, "measure": True},
     ]  # fmt: skip
+
+
+def _thread_times(pid: int) -> dict[int, tuple[float, float]]:
+    """User and system CPU seconds so far of each thread of ``pid``, by thread id."""
+    return {t.id: (t.user_time, t.system_time) for t in psutil.Process(pid).threads()}
+
+
+def _thread_name(pid: int, tid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+    except OSError:
+        return "?"
+
+
+def thread_split(
+    pid: int, before: dict[int, tuple[float, float]], after: dict[int, tuple[float, float]],
+    seconds: float,
+) -> list[str]:  # fmt: skip
+    """Lines saying where the server's CPU went between two ``_thread_times``: the loop
+    thread (the main thread) and the others, each as user + system share of a core."""
+    lines = []
+    others = [0.0, 0.0]
+    busiest: list[tuple[float, int]] = []
+    for tid, (user, system) in after.items():
+        u0, s0 = before.get(tid, (0.0, 0.0))
+        du, ds = user - u0, system - s0
+        if tid == pid:
+            lines.append(
+                f"  loop thread: {du / seconds:.0%} user + {ds / seconds:.0%} system of a core"
+            )
+        else:
+            others[0] += du
+            others[1] += ds
+            busiest.append((du + ds, tid))
+    lines.append(
+        f"  {len(after) - 1} other threads: {others[0] / seconds:.0%} user + "
+        f"{others[1] / seconds:.0%} system of a core"
+    )
+    for cpu, tid in sorted(busiest, reverse=True)[:4]:
+        lines.append(f"    thread {tid} ({_thread_name(pid, tid)}): {cpu / seconds:.0%} of a core")
+    return lines
 
 
 def _wait_for_perf_producer(log: Path, timeout: float = 180.0) -> None:
@@ -193,7 +236,9 @@ def profile(
         time.sleep(3)  # past the producers' start
     raw = args.raw or tmp / "stacks.txt"
     pid = server.pid()
+    assert pid is not None
     cpu0 = server.cpu_seconds()
+    threads0 = _thread_times(pid)
     spy = [str(PY_SPY), "record", "-p", str(pid), "-d", str(int(args.seconds)), "-r",
            str(args.rate), "-f", "raw", "-o", str(raw)]  # fmt: skip
     spy.append("--native" if args.native else "--nonblocking")
@@ -201,6 +246,7 @@ def profile(
         spy.append("--gil")
     subprocess.run(spy, check=True, capture_output=True)
     cpu = server.cpu_seconds() - cpu0
+    threads1 = _thread_times(pid)
     total, own, incl = shares(raw.read_text())
     if args.workload == "w1p":
         pair.join()
@@ -215,6 +261,7 @@ def profile(
         rate = float(str(first["messages"])) / float(str(first["seconds"]))
         print(f"workload {args.workload}: {rate:,.0f} msg/s ({first['messages']:,} messages)")
     print(f"server CPU while sampled: {cpu / args.seconds:.0%} of a core")
+    print("\n".join(thread_split(pid, threads0, threads1, args.seconds)))
     print(f"{total:,} samples{' (GIL holder only)' if args.gil else ''}")
     print("\nself (the function running):")
     for fn, n in own.most_common(args.top):
