@@ -8,6 +8,9 @@ the server with py-spy (a dev dependency, installed by ``make setup``) while the
 
 * ``w1``: 1 KiB messages, batching 1 ms, one publisher at its maximum rate (W1 publish);
 * ``w2``: 100 B messages, batching off, 1,000 outstanding (W2's maximum rate);
+* ``w3``: the fan-out at ``--w3-rate`` msg/s: a paced producer (1 KiB, batching 1 ms), 4
+  exclusive subscriptions and a shared one with 4 consumers, each reading end to end (W3's
+  sustained rate, its end-to-end p99 and its CPU per message);
 * ``w4``: a backlog of ``--backlog-mb`` drained from the earliest position while a paced
   producer publishes 5,000 msg/s (W4's drain and its publish latency);
 * ``w1p``: pulsar-perf's Java producer at its maximum rate and its consumer, together
@@ -40,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).with_name("peers")))
 
 import perf
 import systems
+from loadgen import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
 LOADGEN = ROOT / "bench" / "peers" / "loadgen.py"
@@ -91,6 +95,26 @@ def _load(args: argparse.Namespace, url: str, tag: str) -> list[dict[str, object
         return [
             {"role": "publish", "url": url, "topic": topic, "size": 100, "batching": False,
              "outstanding": 1000, "seconds": args.seconds + 8}
+        ]  # fmt: skip
+    if args.workload == "w3":
+        start_at = time.time() + 2
+        produce = args.seconds + 8
+        expected = int(args.w3_rate * produce)
+        deadline = start_at + produce + 10
+        subs: list[dict[str, object]] = [
+            {"role": "e2e_consume", "url": url, "topic": topic, "subscription": f"ex{i}",
+             "sub_type": "exclusive", "consumers": 1, "messages": expected, "deadline": deadline}
+            for i in range(4)
+        ]  # fmt: skip
+        subs.append(
+            {"role": "e2e_consume", "url": url, "topic": topic, "subscription": "shared",
+             "sub_type": "shared", "consumers": 4, "messages": expected, "deadline": deadline}
+        )  # fmt: skip
+        return [
+            {"role": "paced_publish", "url": url, "topic": topic, "size": 1024,
+             "batching": True, "batch_delay_ms": 1, "rate": args.w3_rate,
+             "seconds": produce, "start_at": start_at},
+            *subs,
         ]  # fmt: skip
     return [  # w4: the drain of a backlog built first (_backlog), with a paced producer
         {"role": "consume", "url": url, "topic": topic, "subscription": "catchup",
@@ -172,7 +196,7 @@ def _result(proc: subprocess.Popen[str]) -> dict[str, object]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workload", choices=("w1", "w2", "w4", "w1p"), default="w2")
+    ap.add_argument("--workload", choices=("w1", "w2", "w3", "w4", "w1p"), default="w2")
     ap.add_argument("--seconds", type=float, default=15.0, help="sampling time")
     ap.add_argument("--rate", type=int, default=250, help="samples per second")
     ap.add_argument("--gil", action="store_true", help="only the thread holding the GIL")
@@ -183,6 +207,7 @@ def main() -> int:
         "for each sample)",
     )
     ap.add_argument("--backlog-mb", type=int, default=512, help="w4's backlog")
+    ap.add_argument("--w3-rate", type=int, default=32000, help="w3's publish rate, msg/s")
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--raw", type=Path, help="keep py-spy's collapsed stacks here")
     args = ap.parse_args()
@@ -208,12 +233,16 @@ def profile(
     )  # fmt: skip
     _result(warm)
     tag = str(int(time.time()))
-    if args.workload == "w4":
+    if args.workload in ("w3", "w4"):
+        subscriptions = (
+            [f"ex{i}" for i in range(4)] + ["shared"] if args.workload == "w3" else ["catchup"]
+        )
         subscribe = _run_role(
             {"role": "subscribe", "url": url, "topic": f"persistent://public/default/profile-{tag}",
-             "subscriptions": ["catchup"]}
+             "subscriptions": subscriptions, "shared": ["shared"]}
         )  # fmt: skip
         _result(subscribe)
+    if args.workload == "w4":
         build = _run_role(
             {"role": "publish", "url": url, "topic": f"persistent://public/default/profile-{tag}",
              "size": 1024, "batching": True, "batch_delay_ms": 1,
@@ -257,6 +286,18 @@ def profile(
         )
     else:
         results = [_result(p) for p in roles]
+        if args.workload == "w3":
+            hist: collections.Counter[int] = collections.Counter()
+            for r in results[1:]:
+                counts = r["hist"]
+                assert isinstance(counts, dict)
+                hist.update({int(k): int(v) for k, v in counts.items()})
+            received = [int(str(r["messages"])) for r in results[1:]]
+            print(
+                f"workload w3: {float(str(results[0]['rate'])):,.0f} msg/s published; "
+                f"received per subscription {received}; end-to-end p50 "
+                f"{percentile(dict(hist), 0.5)} ms, p99 {percentile(dict(hist), 0.99)} ms"
+            )
         first = results[0]
         rate = float(str(first["messages"])) / float(str(first["seconds"]))
         print(f"workload {args.workload}: {rate:,.0f} msg/s ({first['messages']:,} messages)")
