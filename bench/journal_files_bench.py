@@ -9,6 +9,8 @@ a temporary file on the disk of ``.cache/`` (where the benches keep their data),
 
 * ``new``: an empty file that grows with each write (what the journal does today: every file
   is new, and deleted once flushed);
+* ``sized``: a file given its full size first (``ftruncate``: a hole, no blocks; as
+  BookKeeper's journal preallocates its files ahead of the writes);
 * ``fallocate``: a file given its blocks by ``posix_fallocate`` first (unwritten extents);
 * ``written``: a file whose blocks were all written and synced before (what reusing a flushed
   journal file would give, as BookKeeper's ``journalReuseFiles`` does).
@@ -28,11 +30,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MODES = ("new", "fallocate", "written")
+MODES = ("new", "sized", "fallocate", "written")
 
 
 def _prepare(fd: int, mode: str, total: int) -> None:
-    if mode == "fallocate":
+    if mode == "sized":
+        os.ftruncate(fd, total)
+        os.fsync(fd)
+    elif mode == "fallocate":
         os.posix_fallocate(fd, 0, total)
         os.fsync(fd)
     elif mode == "written":

@@ -20,7 +20,10 @@ It prints the load's rate, the server's CPU (the loop thread and the others, use
 system), and the functions by share of the samples: self (the function itself was running)
 and inclusive (it was on the stack). With ``--gil`` only samples of the thread holding the
 GIL count, which on a CPU-bound event loop is the work that bounds the rate. ``--raw FILE``
-keeps py-spy's collapsed stacks. Figures only: nothing here passes or fails.
+keeps py-spy's collapsed stacks. ``--system pulsar`` drives Apache Pulsar's standalone (as
+bench/peers/systems.py starts it) with the same load instead and prints only its CPU by
+thread, grouped by thread name (py-spy does not sample a JVM). Figures only: nothing here
+passes or fails.
 """
 
 from __future__ import annotations
@@ -129,6 +132,26 @@ def _thread_times(pid: int) -> dict[int, tuple[float, float]]:
     return {t.id: (t.user_time, t.system_time) for t in psutil.Process(pid).threads()}
 
 
+def machine_split(before: object, after: object, seconds: float) -> str:
+    """The whole machine's CPU between two ``psutil.cpu_times()``, in cores: the server, the
+    load generators and the kernel's own threads (writeback, interrupts) together."""
+    parts = []
+    for field in ("user", "system", "softirq", "irq", "iowait", "idle"):
+        spent = getattr(after, field, 0.0) - getattr(before, field, 0.0)
+        parts.append(f"{field} {spent / seconds:.2f}")
+    return "  machine, in cores: " + ", ".join(parts)
+
+
+def _kernel_threads_cpu() -> float:
+    """CPU seconds so far of the kernel's worker threads (kworker, writeback, jbd2: no
+    process is charged for them)."""
+    total = 0.0
+    for proc in psutil.process_iter(["name", "cpu_times", "ppid"]):
+        if proc.info["ppid"] == 2 and proc.info["cpu_times"] is not None:
+            total += proc.info["cpu_times"].system + proc.info["cpu_times"].user
+    return total
+
+
 def _thread_name(pid: int, tid: int) -> str:
     try:
         return Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
@@ -162,6 +185,20 @@ def thread_split(
     )
     for cpu, tid in sorted(busiest, reverse=True)[:4]:
         lines.append(f"    thread {tid} ({_thread_name(pid, tid)}): {cpu / seconds:.0%} of a core")
+    groups: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0, 0])
+    for tid, (user, system) in after.items():
+        u0, s0 = before.get(tid, (0.0, 0.0))
+        group = groups[re.sub(r"[-_]?\d+$", "", _thread_name(pid, tid))]
+        group[0] += user - u0
+        group[1] += system - s0
+        group[2] += 1
+    lines.append("  by thread name (digits at the end dropped):")
+    for name, (user, system, count) in sorted(groups.items(), key=lambda g: -(g[1][0] + g[1][1]))[
+        :8
+    ]:
+        lines.append(
+            f"    {name} (x{count:.0f}): {user / seconds:.0%} user + {system / seconds:.0%} system"
+        )
     return lines
 
 
@@ -194,6 +231,57 @@ def _result(proc: subprocess.Popen[str]) -> dict[str, object]:
     return result
 
 
+class _MagnetarWith(systems.MagnetarStandalone):
+    """``magnetar standalone`` with more command-line arguments (``--server-arg``)."""
+
+    def __init__(self, workdir: Path, extra: list[str], env: list[str]) -> None:
+        super().__init__(workdir)
+        self.extra = extra
+        self.env = dict(kv.split("=", 1) for kv in env)
+
+    def argv(self) -> tuple[list[str], dict[str, str], Path]:
+        argv, env, cwd = super().argv()
+        return [*argv, *self.extra], {**env, **self.env}, cwd
+
+
+def _latencies(ms: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:,.1f} ms" for k, v in ms.items() if k in ("p50", "p99")) or "-"
+
+
+def _report_load(
+    args: argparse.Namespace,
+    roles: list[subprocess.Popen[str]],
+    pair: threading.Thread | None,
+    perf_run: list[perf.PerfRun],
+) -> None:
+    """Wait for the load to end and print what it achieved."""
+    if pair is not None:
+        pair.join()
+        run = perf_run[0]
+        print(
+            f"workload w1p: {run.send_rate:,.0f} msg/s published, {run.receive_rate:,.0f} "
+            f"consumed ({run.sent:,} sent, {run.received:,} received); publish latency "
+            f"{_latencies(run.publish_latency_ms)}, end to end {_latencies(run.e2e_latency_ms)}"
+        )
+        return
+    results = [_result(p) for p in roles]
+    if args.workload == "w3":
+        hist: collections.Counter[int] = collections.Counter()
+        for r in results[1:]:
+            counts = r["hist"]
+            assert isinstance(counts, dict)
+            hist.update({int(k): int(v) for k, v in counts.items()})
+        received = [int(str(r["messages"])) for r in results[1:]]
+        print(
+            f"workload w3: {float(str(results[0]['rate'])):,.0f} msg/s published; "
+            f"received per subscription {received}; end-to-end p50 "
+            f"{percentile(dict(hist), 0.5)} ms, p99 {percentile(dict(hist), 0.99)} ms"
+        )
+    first = results[0]
+    rate = float(str(first["messages"])) / float(str(first["seconds"]))
+    print(f"workload {args.workload}: {rate:,.0f} msg/s ({first['messages']:,} messages)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workload", choices=("w1", "w2", "w3", "w4", "w1p"), default="w2")
@@ -208,14 +296,39 @@ def main() -> int:
     )
     ap.add_argument("--backlog-mb", type=int, default=512, help="w4's backlog")
     ap.add_argument("--w3-rate", type=int, default=32000, help="w3's publish rate, msg/s")
+    ap.add_argument(
+        "--warm-seconds",
+        type=float,
+        default=5.0,
+        help="publish this long (1 KiB, batching 1 ms) before the load (a JVM's JIT warms up)",
+    )
+    ap.add_argument(
+        "--server-arg",
+        action="append",
+        default=[],
+        help="one more argument for `magnetar standalone` (repeat it: --server-arg=--flag "
+        "--server-arg=value)",
+    )
+    ap.add_argument(
+        "--server-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="one more environment variable for `magnetar standalone` (repeat it)",
+    )
+    ap.add_argument("--system", choices=("magnetar", "pulsar"), default="magnetar")
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--raw", type=Path, help="keep py-spy's collapsed stacks here")
     args = ap.parse_args()
-    if not PY_SPY.exists():
+    if args.system == "magnetar" and not PY_SPY.exists():
         print(f"{PY_SPY} not found: run `make setup` (py-spy is a dev dependency)")
         return 2
     with tempfile.TemporaryDirectory(prefix="profile-bench-") as tmp:
-        server = systems.MagnetarStandalone(Path(tmp))
+        server: systems.System = (
+            _MagnetarWith(Path(tmp), args.server_arg, args.server_env)
+            if args.system == "magnetar"
+            else systems.PulsarStandalone(Path(tmp))
+        )
         server.install()
         url = server.start()
         try:
@@ -224,12 +337,10 @@ def main() -> int:
             server.stop()
 
 
-def profile(
-    server: systems.MagnetarStandalone, url: str, args: argparse.Namespace, tmp: Path
-) -> int:
+def profile(server: systems.System, url: str, args: argparse.Namespace, tmp: Path) -> int:
     warm = _run_role(
         {"role": "publish", "url": url, "topic": "persistent://public/default/profile-warm",
-         "size": 1024, "batching": True, "batch_delay_ms": 1, "seconds": 5}
+         "size": 1024, "batching": True, "batch_delay_ms": 1, "seconds": args.warm_seconds}
     )  # fmt: skip
     _result(warm)
     tag = str(int(time.time()))
@@ -268,6 +379,18 @@ def profile(
     assert pid is not None
     cpu0 = server.cpu_seconds()
     threads0 = _thread_times(pid)
+    machine0, kernel0 = psutil.cpu_times(), _kernel_threads_cpu()
+    if args.system == "pulsar":
+        time.sleep(args.seconds)
+        cpu = server.cpu_seconds() - cpu0
+        threads1 = _thread_times(pid)
+        machine1, kernel1 = psutil.cpu_times(), _kernel_threads_cpu()
+        _report_load(args, roles, pair if args.workload == "w1p" else None, perf_run)
+        print(f"server CPU while measured: {cpu / args.seconds:.0%} of a core")
+        print("\n".join(thread_split(pid, threads0, threads1, args.seconds)))
+        print(machine_split(machine0, machine1, args.seconds))
+        print(f"  kernel threads: {(kernel1 - kernel0) / args.seconds:.0%} of a core")
+        return 0
     spy = [str(PY_SPY), "record", "-p", str(pid), "-d", str(int(args.seconds)), "-r",
            str(args.rate), "-f", "raw", "-o", str(raw)]  # fmt: skip
     spy.append("--native" if args.native else "--nonblocking")
@@ -276,33 +399,13 @@ def profile(
     subprocess.run(spy, check=True, capture_output=True)
     cpu = server.cpu_seconds() - cpu0
     threads1 = _thread_times(pid)
+    machine1, kernel1 = psutil.cpu_times(), _kernel_threads_cpu()
     total, own, incl = shares(raw.read_text())
-    if args.workload == "w1p":
-        pair.join()
-        run = perf_run[0]
-        print(
-            f"workload w1p: {run.send_rate:,.0f} msg/s published, {run.receive_rate:,.0f} "
-            f"consumed ({run.sent:,} sent, {run.received:,} received)"
-        )
-    else:
-        results = [_result(p) for p in roles]
-        if args.workload == "w3":
-            hist: collections.Counter[int] = collections.Counter()
-            for r in results[1:]:
-                counts = r["hist"]
-                assert isinstance(counts, dict)
-                hist.update({int(k): int(v) for k, v in counts.items()})
-            received = [int(str(r["messages"])) for r in results[1:]]
-            print(
-                f"workload w3: {float(str(results[0]['rate'])):,.0f} msg/s published; "
-                f"received per subscription {received}; end-to-end p50 "
-                f"{percentile(dict(hist), 0.5)} ms, p99 {percentile(dict(hist), 0.99)} ms"
-            )
-        first = results[0]
-        rate = float(str(first["messages"])) / float(str(first["seconds"]))
-        print(f"workload {args.workload}: {rate:,.0f} msg/s ({first['messages']:,} messages)")
+    _report_load(args, roles, pair if args.workload == "w1p" else None, perf_run)
     print(f"server CPU while sampled: {cpu / args.seconds:.0%} of a core")
     print("\n".join(thread_split(pid, threads0, threads1, args.seconds)))
+    print(machine_split(machine0, machine1, args.seconds))
+    print(f"  kernel threads: {(kernel1 - kernel0) / args.seconds:.0%} of a core")
     print(f"{total:,} samples{' (GIL holder only)' if args.gil else ''}")
     print("\nself (the function running):")
     for fn, n in own.most_common(args.top):
