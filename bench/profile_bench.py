@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).with_name("peers")))
 
 import perf
 import systems
+import workloads
 from loadgen import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,14 +108,15 @@ def _load(args: argparse.Namespace, url: str, tag: str) -> list[dict[str, object
         subs: list[dict[str, object]] = [
             {"role": "e2e_consume", "url": url, "topic": topic, "subscription": f"ex{i}",
              "sub_type": "exclusive", "consumers": 1, "messages": expected, "deadline": deadline}
-            for i in range(4)
+            for i in range(workloads.W3_EXCLUSIVE)
         ]  # fmt: skip
         subs.append(
             {"role": "e2e_consume", "url": url, "topic": topic, "subscription": "shared",
-             "sub_type": "shared", "consumers": 4, "messages": expected, "deadline": deadline}
+             "sub_type": "shared", "consumers": workloads.W3_SHARED_CONSUMERS,
+             "messages": expected, "deadline": deadline}
         )  # fmt: skip
         return [
-            {"role": "paced_publish", "url": url, "topic": topic, "size": 1024,
+            {"role": "paced_publish", "url": url, "topic": topic, "size": workloads.W3_SIZE,
              "batching": True, "batch_delay_ms": 1, "rate": args.w3_rate,
              "seconds": produce, "start_at": start_at},
             *subs,
@@ -163,36 +165,32 @@ def thread_split(
     pid: int, before: dict[int, tuple[float, float]], after: dict[int, tuple[float, float]],
     seconds: float,
 ) -> list[str]:  # fmt: skip
-    """Lines saying where the server's CPU went between two ``_thread_times``: the loop
-    thread (the main thread) and the others, each as user + system share of a core."""
-    lines = []
-    others = [0.0, 0.0]
-    busiest: list[tuple[float, int]] = []
+    """Lines saying where the server's CPU went between two ``_thread_times``: the main
+    thread (Magnetar's loop), the others, the busiest of them and every thread name, each as
+    user + system share of a core."""
+    spent: dict[int, tuple[float, float]] = {}
     for tid, (user, system) in after.items():
         u0, s0 = before.get(tid, (0.0, 0.0))
-        du, ds = user - u0, system - s0
-        if tid == pid:
-            lines.append(
-                f"  loop thread: {du / seconds:.0%} user + {ds / seconds:.0%} system of a core"
-            )
-        else:
-            others[0] += du
-            others[1] += ds
-            busiest.append((du + ds, tid))
-    lines.append(
-        f"  {len(after) - 1} other threads: {others[0] / seconds:.0%} user + "
-        f"{others[1] / seconds:.0%} system of a core"
+        spent[tid] = (user - u0, system - s0)
+    main_user, main_system = spent.pop(pid, (0.0, 0.0))
+    lines = [
+        f"  loop thread: {main_user / seconds:.0%} user + {main_system / seconds:.0%} system "
+        "of a core",
+        f"  {len(spent)} other threads: {sum(u for u, _ in spent.values()) / seconds:.0%} user + "
+        f"{sum(s for _, s in spent.values()) / seconds:.0%} system of a core",
+    ]
+    names = {tid: _thread_name(pid, tid) for tid in spent}
+    lines.extend(
+        f"    thread {tid} ({names[tid]}): {sum(spent[tid]) / seconds:.0%} of a core"
+        for tid in sorted(spent, key=lambda t: -sum(spent[t]))[:4]
     )
-    for cpu, tid in sorted(busiest, reverse=True)[:4]:
-        lines.append(f"    thread {tid} ({_thread_name(pid, tid)}): {cpu / seconds:.0%} of a core")
     groups: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0, 0])
-    for tid, (user, system) in after.items():
-        u0, s0 = before.get(tid, (0.0, 0.0))
-        group = groups[re.sub(r"[-_]?\d+$", "", _thread_name(pid, tid))]
-        group[0] += user - u0
-        group[1] += system - s0
+    for tid, (user, system) in spent.items():
+        group = groups[re.sub(r"[-_]?\d+$", "", names[tid])]
+        group[0] += user
+        group[1] += system
         group[2] += 1
-    lines.append("  by thread name (digits at the end dropped):")
+    lines.append("  other threads by name (digits at the end dropped):")
     for name, (user, system, count) in sorted(groups.items(), key=lambda g: -(g[1][0] + g[1][1]))[
         :8
     ]:
@@ -200,6 +198,26 @@ def thread_split(
             f"    {name} (x{count:.0f}): {user / seconds:.0%} user + {system / seconds:.0%} system"
         )
     return lines
+
+
+class _CpuSnapshot:
+    """The server's CPU (all its processes, and by thread of its main one), the machine's and
+    the kernel threads', at one moment."""
+
+    def __init__(self, server: systems.System, pid: int) -> None:
+        self.pid = pid
+        self.server = server.cpu_seconds()
+        self.threads = _thread_times(pid)
+        self.machine = psutil.cpu_times()
+        self.kernel = _kernel_threads_cpu()
+
+    def report(self, later: _CpuSnapshot, seconds: float) -> list[str]:
+        return [
+            f"server CPU while measured: {(later.server - self.server) / seconds:.0%} of a core",
+            *thread_split(self.pid, self.threads, later.threads, seconds),
+            machine_split(self.machine, later.machine, seconds),
+            f"  kernel threads: {(later.kernel - self.kernel) / seconds:.0%} of a core",
+        ]
 
 
 def _wait_for_perf_producer(log: Path, timeout: float = 180.0) -> None:
@@ -244,6 +262,10 @@ class _MagnetarWith(systems.MagnetarStandalone):
         return [*argv, *self.extra], {**env, **self.env}, cwd
 
 
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f} ms"
+
+
 def _latencies(ms: dict[str, float]) -> str:
     return ", ".join(f"{k} {v:,.1f} ms" for k, v in ms.items() if k in ("p50", "p99")) or "-"
 
@@ -275,7 +297,7 @@ def _report_load(
         print(
             f"workload w3: {float(str(results[0]['rate'])):,.0f} msg/s published; "
             f"received per subscription {received}; end-to-end p50 "
-            f"{percentile(dict(hist), 0.5)} ms, p99 {percentile(dict(hist), 0.99)} ms"
+            f"{_ms(percentile(dict(hist), 0.5))}, p99 {_ms(percentile(dict(hist), 0.99))}"
         )
     first = results[0]
     rate = float(str(first["messages"])) / float(str(first["seconds"]))
@@ -346,7 +368,9 @@ def profile(server: systems.System, url: str, args: argparse.Namespace, tmp: Pat
     tag = str(int(time.time()))
     if args.workload in ("w3", "w4"):
         subscriptions = (
-            [f"ex{i}" for i in range(4)] + ["shared"] if args.workload == "w3" else ["catchup"]
+            [f"ex{i}" for i in range(workloads.W3_EXCLUSIVE)] + ["shared"]
+            if args.workload == "w3"
+            else ["catchup"]
         )
         subscribe = _run_role(
             {"role": "subscribe", "url": url, "topic": f"persistent://public/default/profile-{tag}",
@@ -377,19 +401,12 @@ def profile(server: systems.System, url: str, args: argparse.Namespace, tmp: Pat
     raw = args.raw or tmp / "stacks.txt"
     pid = server.pid()
     assert pid is not None
-    cpu0 = server.cpu_seconds()
-    threads0 = _thread_times(pid)
-    machine0, kernel0 = psutil.cpu_times(), _kernel_threads_cpu()
+    before = _CpuSnapshot(server, pid)
     if args.system == "pulsar":
         time.sleep(args.seconds)
-        cpu = server.cpu_seconds() - cpu0
-        threads1 = _thread_times(pid)
-        machine1, kernel1 = psutil.cpu_times(), _kernel_threads_cpu()
+        after = _CpuSnapshot(server, pid)
         _report_load(args, roles, pair if args.workload == "w1p" else None, perf_run)
-        print(f"server CPU while measured: {cpu / args.seconds:.0%} of a core")
-        print("\n".join(thread_split(pid, threads0, threads1, args.seconds)))
-        print(machine_split(machine0, machine1, args.seconds))
-        print(f"  kernel threads: {(kernel1 - kernel0) / args.seconds:.0%} of a core")
+        print("\n".join(before.report(after, args.seconds)))
         return 0
     spy = [str(PY_SPY), "record", "-p", str(pid), "-d", str(int(args.seconds)), "-r",
            str(args.rate), "-f", "raw", "-o", str(raw)]  # fmt: skip
@@ -397,15 +414,10 @@ def profile(server: systems.System, url: str, args: argparse.Namespace, tmp: Pat
     if args.gil:
         spy.append("--gil")
     subprocess.run(spy, check=True, capture_output=True)
-    cpu = server.cpu_seconds() - cpu0
-    threads1 = _thread_times(pid)
-    machine1, kernel1 = psutil.cpu_times(), _kernel_threads_cpu()
+    after = _CpuSnapshot(server, pid)
     total, own, incl = shares(raw.read_text())
     _report_load(args, roles, pair if args.workload == "w1p" else None, perf_run)
-    print(f"server CPU while sampled: {cpu / args.seconds:.0%} of a core")
-    print("\n".join(thread_split(pid, threads0, threads1, args.seconds)))
-    print(machine_split(machine0, machine1, args.seconds))
-    print(f"  kernel threads: {(kernel1 - kernel0) / args.seconds:.0%} of a core")
+    print("\n".join(before.report(after, args.seconds)))
     print(f"{total:,} samples{' (GIL holder only)' if args.gil else ''}")
     print("\nself (the function running):")
     for fn, n in own.most_common(args.top):

@@ -53,7 +53,7 @@ def test_thread_split_puts_a_busy_thread_among_the_others_and_not_on_the_main_th
     assert user_share >= 30, lines
     named = [line for line in lines if line.startswith("    thread ")]
     assert named and f"thread {worker.native_id} " in named[0], lines
-    assert any("by thread name" in line for line in lines)
+    assert any("other threads by name" in line for line in lines)
 
 
 def test_machine_split_reports_each_field_in_cores() -> None:
