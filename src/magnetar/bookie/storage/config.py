@@ -35,6 +35,10 @@ class BookieStorageConfig:
     """Journal files rotate at this size; files before the checkpoint are deleted."""
     journal_fsync: bool = True
     """Off only for tests that do not care about durability."""
+    journal_remove_from_page_cache: bool = True
+    """Drop each group's pages from the kernel's page cache once synced, as BookKeeper's
+    journalRemoveFromPageCache (on by default there too): the journal is read back only at
+    replay. docs/benchmarks.md, "Page cache growth"."""
 
     # write cache / flush
     write_cache_flush_bytes: int = 32 * MiB
@@ -46,6 +50,15 @@ class BookieStorageConfig:
 
     # entry logs / index / read cache
     entry_log_max_bytes: int = 512 * MiB
+    entry_log_page_cache_bytes: int | None = 2048 * MiB
+    """How much of the entry logs last written may stay in the kernel's page cache: after
+    each flush, the pages of older flushes are dropped, so the page cache does not grow with
+    every byte stored (on a virtual machine whose host backs guest memory on first touch, a
+    growing page cache cost each byte written about ten times more kernel time than recycled
+    pages). Entries older than the last 2 GiB are read from the disk, through the read
+    cache; what reads bring back into the page cache is left to the kernel. None: the kernel
+    decides everything (BookKeeper's buffered entry logger; its direct-I/O one keeps none).
+    docs/benchmarks.md, "Page cache growth"."""
     index_map_size: int = 4 * 1024 * MiB
     """LMDB map size (address space, not disk: the file grows as needed)."""
     read_cache_max_bytes: int = 32 * MiB

@@ -113,6 +113,7 @@ class DbLedgerStorage:
             max_group_wait_s=cfg.journal_max_group_wait_ms / 1000.0,
             max_file_bytes=cfg.journal_max_file_bytes,
             fsync=cfg.journal_fsync,
+            drop_cache=cfg.journal_remove_from_page_cache,
             on_sync=on_journal_sync,
         )
         self._idx: index.Index
@@ -179,7 +180,10 @@ class DbLedgerStorage:
         for log_id in [i for i in self._log_usage if i not in logs]:
             log.error("entry log %08x is in the index but missing on disk", log_id)
         self._writer = entrylog.EntryLogWriter(
-            self._entry_dir, next_log_id=next_id, max_bytes=cfg.entry_log_max_bytes
+            self._entry_dir,
+            next_log_id=next_id,
+            max_bytes=cfg.entry_log_max_bytes,
+            page_cache_bytes=cfg.entry_log_page_cache_bytes,
         )
         self._reader = entrylog.EntryLogReader(self._entry_dir)
         checkpoint = self._idx.checkpoint() or journal.Position(0, 0)

@@ -20,6 +20,7 @@ import contextlib
 import os
 import struct
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
@@ -90,16 +91,32 @@ def decode_record(record: bytes | memoryview, ledger_id: int, entry_id: int, whe
 class EntryLogWriter:
     """Appends records to the current log, rotating at ``max_bytes``. One thread at a time."""
 
-    def __init__(self, directory: Path, *, next_log_id: int, max_bytes: int) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        next_log_id: int,
+        max_bytes: int,
+        page_cache_bytes: int | None = None,
+    ) -> None:
+        """``page_cache_bytes``: after each :meth:`sync`, the pages of all but the last this
+        many bytes synced leave the page cache (None: the kernel decides)."""
         self._dir = directory
         self._max_bytes = max_bytes
+        self._keep = page_cache_bytes
+        self._cached_from = 0
+        """Where in the current log the pages synced but not yet dropped start."""
+        self._cached: deque[tuple[int, int, int]] = deque()
+        """Synced ranges whose pages may be cached, oldest first: (log id, start, end)."""
+        self._cached_bytes = 0
         self._next_id = next_log_id
         self._fd = -1
         self._log_id = -1
         self._offset = 0
         self._buf: list[bytes | memoryview] = []
         self._buf_bytes = 0
-        self._unsynced: list[int] = []  # rotated-out fds not yet synced
+        self._unsynced: list[tuple[int, int, int, int]] = []
+        """Rotated-out logs not yet synced: (fd, log id, cached from, size)."""
         self._dir_dirty = False
 
     @property
@@ -113,6 +130,7 @@ class EntryLogWriter:
         fd = os.open(self._dir / file_name(log_id), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         os.write(fd, MAGIC)
         self._fd, self._log_id, self._offset = fd, log_id, len(MAGIC)
+        self._cached_from = 0
         self._dir_dirty = True
 
     def append(self, ledger_id: int, entry_id: int, data: bytes | memoryview) -> Location:
@@ -121,7 +139,7 @@ class EntryLogWriter:
             self._open_next()
         elif self._offset + size > self._max_bytes and self._offset > len(MAGIC):
             self._write_buffer()
-            self._unsynced.append(self._fd)
+            self._rotate_out()
             self._open_next()
         head, _ = encode_record(ledger_id, entry_id, data)
         loc = Location(self._log_id, self._offset, size)
@@ -164,7 +182,7 @@ class EntryLogWriter:
                     written = 0
                 self._offset, self._buf_bytes = offset, pending
                 self._write_buffer()
-                self._unsynced.append(self._fd)
+                self._rotate_out()
                 self._open_next()
                 log_id, offset, pending = self._log_id, self._offset, 0
             key = pack_key(ledger_id, entry_id)
@@ -182,6 +200,9 @@ class EntryLogWriter:
             usage.append((log_id, written))
         return usage
 
+    def _rotate_out(self) -> None:
+        self._unsynced.append((self._fd, self._log_id, self._cached_from, self._offset))
+
     def _write_buffer(self) -> None:
         if not self._buf:
             return
@@ -192,17 +213,58 @@ class EntryLogWriter:
             self._buf_bytes = 0
 
     def sync(self) -> None:
-        """Make everything appended so far durable (data, rotated logs, new directory entries)."""
+        """Make everything appended so far durable (data, rotated logs, new directory entries);
+        then, with ``page_cache_bytes``, the older synced pages out of the page cache."""
         self._write_buffer()
-        for fd in self._unsynced:
+        synced: list[tuple[int, int, int]] = []
+        for fd, log_id, start, end in self._unsynced:
             os.fdatasync(fd)
             os.close(fd)
+            synced.append((log_id, start, end))
         self._unsynced.clear()
         if self._fd >= 0:
             os.fdatasync(self._fd)
+            synced.append((self._log_id, self._cached_from, self._offset))
+            self._cached_from = self._offset
         if self._dir_dirty:
             journal.fsync_dir(self._dir)
             self._dir_dirty = False
+        if self._keep is not None:
+            self._drop(synced)
+
+    def _drop(self, synced: list[tuple[int, int, int]]) -> None:
+        """Take the pages of the oldest synced bytes out of the page cache until only the
+        last ``page_cache_bytes`` may remain. A drop starts at the folio boundary before its
+        range (``journal.FOLIO_SPAN``): the kernel drops only whole folios."""
+        keep = self._keep
+        assert keep is not None
+        cached = self._cached
+        for log_id, start, end in synced:
+            if end > start:
+                cached.append((log_id, start, end))
+                self._cached_bytes += end - start
+        span = journal.FOLIO_SPAN
+        while cached and self._cached_bytes > keep:
+            log_id, start, end = cached.popleft()
+            cut = min(end, start + self._cached_bytes - keep)
+            self._cached_bytes -= cut - start
+            if cut < end:
+                cached.appendleft((log_id, cut, end))
+            first = start // span * span
+            # a whole range: through the folio its end falls in (at most a folio of the next
+            # range goes with it)
+            stop = cut if cut < end else -(-cut // span) * span
+            if log_id == self._log_id and self._fd >= 0:
+                os.posix_fadvise(self._fd, first, stop - first, os.POSIX_FADV_DONTNEED)
+                continue
+            try:
+                fd = os.open(self._dir / file_name(log_id), os.O_RDONLY)
+            except FileNotFoundError:
+                continue  # compacted away meanwhile
+            try:
+                os.posix_fadvise(fd, first, stop - first, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
 
     def roll(self) -> None:
         """Close the current log (synced) so that the next append starts a new one."""
@@ -214,7 +276,7 @@ class EntryLogWriter:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.sync()
-        for fd in [*self._unsynced, self._fd]:
+        for fd in [*(u[0] for u in self._unsynced), self._fd]:
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)

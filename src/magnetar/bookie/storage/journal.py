@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from awscrt.checksums import crc32c
 
@@ -49,6 +49,12 @@ HEADER = struct.Struct(">II")  # payload length, crc32c(payload)
 _IOV_MAX = 1024
 
 Buffer = bytes | memoryview
+
+
+FOLIO_SPAN: Final = 2 * 1024 * 1024
+"""The largest page-cache folio a file's pages come in (a PMD): POSIX_FADV_DONTNEED drops
+only folios wholly inside its range, so a drop restarts at the boundary before the last
+one's end."""
 
 
 def write_all(fd: int, chunks: Sequence[Buffer]) -> None:
@@ -369,16 +375,22 @@ class Journal:
         max_group_wait_s: float,
         max_file_bytes: int,
         fsync: bool = True,
+        drop_cache: bool = False,
         on_sync: Callable[[float], None] | None = None,
     ) -> None:
         """``on_sync(seconds)`` is called from the journal thread after each group's write +
-        fdatasync (for the sync latency histogram); it must be thread-safe and quick."""
+        fdatasync (for the sync latency histogram); it must be thread-safe and quick.
+        ``drop_cache``: each group's pages leave the page cache once synced (only with
+        ``fsync``: unsynced pages are dirty, and the kernel keeps dirty pages)."""
         self._dir = directory
         self._on_sync = on_sync
         self._max_group_bytes = max_group_bytes
         self._max_wait = max_group_wait_s
         self._max_file_bytes = max_file_bytes
         self._fsync = fsync
+        self._drop_cache = drop_cache and fsync
+        self._cached_from = 0
+        """Where the pages of the current file not yet dropped start (``drop_cache``)."""
         self._queue: deque[_Pending] = deque()
         self._queue_bytes = 0
         self._queue_entries = 0
@@ -556,6 +568,7 @@ class Journal:
                     seq = self._seq + 1
                     fd = await loop.run_in_executor(self._executor, self._create, seq)
                     os.close(self._fd)
+                    self._cached_from = 0
                     self._rotated_sizes[self._seq] = self._offset
                     self._fd, self._seq, self._offset = fd, seq, len(MAGIC)
                 except OSError as exc:
@@ -563,12 +576,21 @@ class Journal:
                     self.failed = exc
 
     def _write_group(self, bufs: list[Buffer], nbytes: int) -> None:
-        """In the journal thread: one writev (per IOV_MAX buffers), one fdatasync."""
+        """In the journal thread: one writev (per IOV_MAX buffers), one fdatasync, then the
+        group's pages out of the page cache (``drop_cache``). ``self._offset`` is where the
+        group starts: the loop moves it only after this returns (and a rotation, which
+        resets ``_cached_from``, runs in this thread too)."""
         started = time.perf_counter()
         fd = self._fd
         write_all(fd, bufs)
         if self._fsync:
             os.fdatasync(fd)
             self.fsyncs += 1
+            if self._drop_cache:
+                # from where pages may still be cached to the end of the file: the kernel
+                # drops only whole folios (up to FOLIO_SPAN), and a group's first one may
+                # have begun in an earlier group
+                os.posix_fadvise(fd, self._cached_from, 0, os.POSIX_FADV_DONTNEED)
+                self._cached_from = (self._offset + nbytes) // FOLIO_SPAN * FOLIO_SPAN
         if self._on_sync is not None:
             self._on_sync(time.perf_counter() - started)
