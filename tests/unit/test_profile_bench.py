@@ -1,8 +1,8 @@
-"""bench/profile_bench.py's CPU split by thread and over the machine, and
-bench/journal_files_bench.py's file modes (issue 24): the split on a real process of this
-test's own (a thread that burns CPU beside the main thread, which waits), the machine split on
-fixed figures, the journal bench on a small file in each mode. No timing assertions: the
-figures themselves go in bench/."""
+"""bench/profile_bench.py's CPU split by thread and over the machine,
+bench/journal_files_bench.py's file modes and bench/page_cache_bench.py's two writers (issue
+24): the split on a real process of this test's own (a thread that burns CPU beside the main
+thread, which waits), the machine split on fixed figures, the file benches on small files. No
+timing assertions: the figures themselves go in bench/."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench" / "peers"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import journal_files_bench as jfb
+import page_cache_bench as pcb
 import profile_bench as pb
 
 
@@ -75,4 +76,14 @@ def test_journal_files_bench_writes_every_mode_and_leaves_nothing(tmp_path: Path
     for mode in jfb.MODES:
         rate, system, user = jfb.run(tmp_path, mode, 2 << 20, 256 << 10)
         assert rate > 0 and system >= 0 and user >= 0
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_page_cache_bench_reports_each_step_of_both_writers_and_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    for drop in (False, True):
+        steps = pcb.run(tmp_path, 3, 1 << 20, drop, step_bytes=4 << 20)
+        assert len(steps) == 3
+        assert all(rate > 0 and system >= 0 for rate, system in steps)
     assert list(tmp_path.iterdir()) == []

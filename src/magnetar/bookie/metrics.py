@@ -54,6 +54,12 @@ JOURNAL_SYNC = Histogram(
     buckets=_LATENCY_BUCKETS,
     registry=REGISTRY,
 )
+JOURNAL_QUEUE_LATENCY = Histogram(
+    "bookie_journal_JOURNAL_QUEUE_LATENCY",
+    "An add batch's wait in the journal's queue until its group is written, seconds",
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
 ADD_ENTRY = Histogram(
     "bookie_ADD_ENTRY",
     "Add request (a batch of entries) until durable, seconds",
@@ -74,6 +80,10 @@ READ_ENTRIES = Counter("bookie_read_entries", "Entries read", registry=REGISTRY)
 
 def observe_journal_sync(seconds: float) -> None:
     JOURNAL_SYNC.observe(seconds)
+
+
+def observe_journal_queue(seconds: float) -> None:
+    JOURNAL_QUEUE_LATENCY.observe(seconds)
 
 
 class StorageCollector(Collector):

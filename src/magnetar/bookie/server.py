@@ -112,7 +112,11 @@ class BookieServer:
             data_dir=self._cfg.data_dir,
         )
         self.instance_id = cookie.instance_id
-        self.storage = open_storage(self._cfg, on_journal_sync=metrics.observe_journal_sync)
+        self.storage = open_storage(
+            self._cfg,
+            on_journal_sync=metrics.observe_journal_sync,
+            on_journal_queue=metrics.observe_journal_queue,
+        )
         await self.storage.start()
         self._collector = metrics.StorageCollector(self.storage.stats)
         try:

@@ -31,6 +31,8 @@ async def test_metrics_follow_adds_and_reads(bookies, ledgers: LedgerClient) -> 
     text = bookie.metrics()
     assert value(text, "bookie_journal_JOURNAL_SYNC_count") >= 1
     assert value(text, "bookie_journal_JOURNAL_SYNC_sum") > 0
+    # each add batch waited in the journal's queue once (20 adds, one at a time: 20 batches)
+    assert value(text, "bookie_journal_JOURNAL_QUEUE_LATENCY_count") >= 20
     assert value(text, "bookie_ADD_ENTRY_count") >= 20
     assert value(text, "bookie_add_entries_total") == 20
     assert value(text, "bookie_add_bytes_total") >= 20 * 1000

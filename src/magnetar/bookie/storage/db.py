@@ -95,6 +95,7 @@ class DbLedgerStorage:
         cfg: BookieStorageConfig,
         *,
         on_journal_sync: Callable[[float], None] | None = None,
+        on_journal_queue: Callable[[float], None] | None = None,
     ) -> None:
         self._cfg = cfg
         self._entry_dir = cfg.data_dir / "entrylogs"
@@ -115,6 +116,7 @@ class DbLedgerStorage:
             fsync=cfg.journal_fsync,
             drop_cache=cfg.journal_remove_from_page_cache,
             on_sync=on_journal_sync,
+            on_queue=on_journal_queue,
         )
         self._idx: index.Index
         self._writer: entrylog.EntryLogWriter

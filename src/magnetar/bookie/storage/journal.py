@@ -377,13 +377,17 @@ class Journal:
         fsync: bool = True,
         drop_cache: bool = False,
         on_sync: Callable[[float], None] | None = None,
+        on_queue: Callable[[float], None] | None = None,
     ) -> None:
         """``on_sync(seconds)`` is called from the journal thread after each group's write +
         fdatasync (for the sync latency histogram); it must be thread-safe and quick.
+        ``on_queue(seconds)`` is called on the loop with each submitted batch's wait in the
+        queue, when its group is taken (BookKeeper's JOURNAL_QUEUE_LATENCY).
         ``drop_cache``: each group's pages leave the page cache once synced (only with
         ``fsync``: unsynced pages are dirty, and the kernel keeps dirty pages)."""
         self._dir = directory
         self._on_sync = on_sync
+        self._on_queue = on_queue
         self._max_group_bytes = max_group_bytes
         self._max_wait = max_group_wait_s
         self._max_file_bytes = max_file_bytes
@@ -525,8 +529,12 @@ class Journal:
             group: list[_Pending] = []
             bufs: list[Buffer] = []
             nbytes = entries = 0
+            on_queue = self._on_queue
+            now = loop.time()
             while queue and (not group or nbytes + queue[0].nbytes <= self._max_group_bytes):
                 p = queue.popleft()
+                if on_queue is not None:
+                    on_queue(now - p.since)
                 group.append(p)
                 bufs.extend(p.chunks)
                 nbytes += p.nbytes
