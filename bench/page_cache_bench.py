@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from journal_files_bench import timed
 
 ROOT = Path(__file__).resolve().parents[1]
 WRITE = 1700 * 1024
@@ -41,30 +41,27 @@ def run(
     """(MB/s, system ms per MB) of each ``step_bytes`` written, ``steps`` times."""
     chunk = b"x" * WRITE
     fd, name = tempfile.mkstemp(prefix="page-cache-", dir=directory)
-    out: list[tuple[float, float]] = []
-    offset = synced = 0
+    state = {"offset": 0, "synced": 0}
+
+    def write() -> int:
+        done = 0
+        while done < step_bytes:
+            n = os.write(fd, chunk)
+            done += n
+            state["offset"] += n
+            if state["offset"] - state["synced"] >= sync_bytes:
+                os.fdatasync(fd)
+                if drop:  # from the folio boundary before, as the bookie's drops
+                    start = state["synced"] // FOLIO * FOLIO
+                    os.posix_fadvise(fd, start, 0, os.POSIX_FADV_DONTNEED)
+                state["synced"] = state["offset"]
+        return done
+
     try:
-        for _ in range(steps):
-            before = resource.getrusage(resource.RUSAGE_SELF)
-            started = time.perf_counter()
-            done = 0
-            while done < step_bytes:
-                n = os.write(fd, chunk)
-                done += n
-                offset += n
-                if offset - synced >= sync_bytes:
-                    os.fdatasync(fd)
-                    if drop:  # from the folio boundary before, as the bookie's drops
-                        os.posix_fadvise(fd, synced // FOLIO * FOLIO, 0, os.POSIX_FADV_DONTNEED)
-                    synced = offset
-            seconds = time.perf_counter() - started
-            after = resource.getrusage(resource.RUSAGE_SELF)
-            mb = done / 1e6
-            out.append((mb / seconds, (after.ru_stime - before.ru_stime) / mb * 1e3))
+        return [timed(write)[:2] for _ in range(steps)]
     finally:
         os.close(fd)
         os.unlink(name)
-    return out
 
 
 def main() -> int:
