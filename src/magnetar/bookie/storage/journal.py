@@ -586,8 +586,8 @@ class Journal:
     def _write_group(self, bufs: list[Buffer], nbytes: int) -> None:
         """In the journal thread: one writev (per IOV_MAX buffers), one fdatasync, then the
         group's pages out of the page cache (``drop_cache``). ``self._offset`` is where the
-        group starts: the loop moves it only after this returns (and a rotation, which
-        resets ``_cached_from``, runs in this thread too)."""
+        group starts: the loop moves it only after this returns, and resets ``_cached_from`` at a
+        rotation only after the new file's creation (also in this thread) returned."""
         started = time.perf_counter()
         fd = self._fd
         write_all(fd, bufs)
