@@ -50,7 +50,7 @@ _LATENCY_BUCKETS = (
 
 JOURNAL_SYNC = Histogram(
     "bookie_journal_JOURNAL_SYNC",
-    "Journal group commit: one write + fdatasync, seconds",
+    "Journal sync: one fdatasync, covering every group written before it began, seconds",
     buckets=_LATENCY_BUCKETS,
     registry=REGISTRY,
 )

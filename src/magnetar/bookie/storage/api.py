@@ -114,7 +114,8 @@ class StorageStats:
     journal_queue_bytes: int
     journal_files: int
     journal_writes: int
-    """Group writes done (each one write syscall batch followed by one fdatasync)."""
+    """Group writes done (each one write syscall batch; a sync covers every group written
+    before it began)."""
     journal_fsyncs: int
     journal_entries: int
     """Entries made durable through the journal since start."""

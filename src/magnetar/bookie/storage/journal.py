@@ -4,9 +4,12 @@ Why this module exists: an add may only be acknowledged once it survives a crash
 ``fdatasync`` per entry would cap a bookie at the disk's sync rate. So, as in BookKeeper's
 ``Journal``, a single writer task takes every record waiting in the queue (a *group*, bounded
 by ``max_group_bytes`` and by how long the oldest record may wait), writes the group with one
-``writev`` and makes it durable with one ``fdatasync`` in a dedicated thread (the event loop is
-never blocked on the disk), then runs each waiter's completion callback and resolves its future
-— one future per submitted batch, not per entry.
+``writev`` in a dedicated thread (the event loop is never blocked on the disk) and makes it
+durable with ``fdatasync`` in a second one, then runs each waiter's completion callback and
+resolves its future — one future per submitted batch, not per entry. As with BookKeeper's
+force-write thread, the next group is written while the previous one syncs, and one sync
+covers every group written before it started: the disk's sync time no longer adds up group
+after group.
 
 On disk: ``journal-<seq:016x>.jnl`` files in the journal directory, each starting with
 :data:`MAGIC`, then records ``[u32 len][u32 crc32c(payload)][payload]`` (big endian). Payloads
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import struct
@@ -379,8 +383,9 @@ class Journal:
         on_sync: Callable[[float], None] | None = None,
         on_queue: Callable[[float], None] | None = None,
     ) -> None:
-        """``on_sync(seconds)`` is called from the journal thread after each group's write +
-        fdatasync (for the sync latency histogram); it must be thread-safe and quick.
+        """``on_sync(seconds)`` is called from the sync thread after each fdatasync, which
+        may cover several groups (for the sync latency histogram); it must be thread-safe
+        and quick.
         ``on_queue(seconds)`` is called on the loop with each submitted batch's wait in the
         queue, when its group is taken (BookKeeper's JOURNAL_QUEUE_LATENCY).
         ``drop_cache``: each group's pages leave the page cache once synced (only with
@@ -406,6 +411,11 @@ class Journal:
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="journal")
+        self._sync_executor = ThreadPoolExecutor(1, thread_name_prefix="journal-sync")
+        self._written_end = 0  # bytes written over the journal's life (all files)
+        self._synced_end = 0  # of those, covered by a finished fdatasync
+        self._last_sync: asyncio.Future[None] | None = None
+        self._durable = Position(0, 0)
         self._rotated_sizes: dict[int, int] = {}  # seq -> final size, of files rotated out
         self.failed: BaseException | None = None
         # counters
@@ -419,7 +429,7 @@ class Journal:
     @property
     def durable_position(self) -> Position:
         """Everything before this position is durable and its callbacks have run."""
-        return Position(self._seq, self._offset)
+        return self._durable
 
     @property
     def queue_entries(self) -> int:
@@ -440,6 +450,7 @@ class Journal:
         self._seq = (seqs[-1] + 1) if seqs else 1
         self._fd = self._create(self._seq)
         self._offset = len(MAGIC)
+        self._durable = Position(self._seq, self._offset)
 
     def _create(self, seq: int) -> int:
         path = self._dir / file_name(seq)
@@ -460,10 +471,18 @@ class Journal:
         if self._task is not None:
             await self._task
             self._task = None
+        await self._syncs_done()
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
         self._executor.shutdown(wait=True)
+        self._sync_executor.shutdown(wait=True)
+
+    async def _syncs_done(self) -> None:
+        """Until the last sync submitted has finished (its group completed or failed)."""
+        if self._last_sync is not None:
+            await asyncio.wait([self._last_sync])
+            await asyncio.sleep(0)  # its done-callback (the group's completion) runs first
 
     def releasable(self, checkpoint: Position) -> list[Path]:
         """The journal files wholly before ``checkpoint`` (their content is flushed), now
@@ -543,62 +562,95 @@ class Journal:
             self._queue_entries -= entries
             if self._queue_bytes < self._max_group_bytes:
                 self._full.clear()
+            fd = self._fd
             try:
                 if self.failed is not None:
                     raise self.failed
-                await loop.run_in_executor(self._executor, self._write_group, bufs, nbytes)
+                await loop.run_in_executor(self._executor, write_all, fd, bufs)
             except Exception as exc:
-                if self.failed is None:
-                    log.error("journal write failed, the bookie turns read-only: %s", exc)
-                    self.failed = exc
-                err = api.StorageIOError(f"journal write failed: {exc}")
-                for p in group:
-                    if not p.future.done():
-                        p.future.set_exception(err)
+                self._fail(group, exc, "journal write failed")
                 continue
             self._offset += nbytes
+            self._written_end += nbytes
             self.writes += 1
             self.entries_written += entries
             self.bytes_written += nbytes
-            for p in group:
-                try:
-                    if p.on_durable is not None:
-                        p.on_durable()
-                except Exception as exc:
-                    log.exception("journal completion callback failed")
-                    if not p.future.done():
-                        p.future.set_exception(exc)
-                    continue
-                if not p.future.done():
-                    p.future.set_result(None)
+            done_at = Position(self._seq, self._offset)
+            if self._fsync:
+                sync = loop.run_in_executor(self._sync_executor, self._sync, fd, self._written_end)
+                sync.add_done_callback(functools.partial(self._on_synced, group, done_at))
+                self._last_sync = sync
+            else:
+                self._complete(group, done_at)
             if self._offset >= self._max_file_bytes:
+                # the old file's syncs finish before its descriptor closes
+                await self._syncs_done()
                 try:
                     seq = self._seq + 1
-                    fd = await loop.run_in_executor(self._executor, self._create, seq)
+                    new_fd = await loop.run_in_executor(self._executor, self._create, seq)
                     os.close(self._fd)
                     self._cached_from = 0
                     self._rotated_sizes[self._seq] = self._offset
-                    self._fd, self._seq, self._offset = fd, seq, len(MAGIC)
+                    self._fd, self._seq, self._offset = new_fd, seq, len(MAGIC)
                 except OSError as exc:
                     log.error("journal rotation failed, the bookie turns read-only: %s", exc)
                     self.failed = exc
 
-    def _write_group(self, bufs: list[Buffer], nbytes: int) -> None:
-        """In the journal thread: one writev (per IOV_MAX buffers), one fdatasync, then the
-        group's pages out of the page cache (``drop_cache``). ``self._offset`` is where the
-        group starts: the loop moves it only after this returns, and resets ``_cached_from`` at a
-        rotation only after the new file's creation (also in this thread) returned."""
+    def _fail(self, group: list[_Pending], exc: BaseException, what: str) -> None:
+        if self.failed is None:
+            log.error("%s, the bookie turns read-only: %s", what, exc)
+            self.failed = exc
+        err = api.StorageIOError(f"{what}: {exc}")
+        for p in group:
+            if not p.future.done():
+                p.future.set_exception(err)
+
+    def _complete(self, group: list[_Pending], done_at: Position) -> None:
+        """On the loop, in journal order: the group is durable."""
+        for p in group:
+            try:
+                if p.on_durable is not None:
+                    p.on_durable()
+            except Exception as exc:
+                log.exception("journal completion callback failed")
+                if not p.future.done():
+                    p.future.set_exception(exc)
+                continue
+            if not p.future.done():
+                p.future.set_result(None)
+        self._durable = done_at
+
+    def _on_synced(
+        self, group: list[_Pending], done_at: Position, sync: asyncio.Future[None]
+    ) -> None:
+        """A group's sync finished (syncs finish in the order they were submitted). Once one
+        has failed, no later group completes: a later fdatasync may succeed without the data
+        the failed one lost."""
+        exc = sync.exception() if not sync.cancelled() else asyncio.CancelledError()
+        if exc is None and self.failed is not None:
+            exc = self.failed
+        if exc is not None:
+            self._fail(group, exc, "journal sync failed")
+            return
+        self._complete(group, done_at)
+
+    def _sync(self, fd: int, end: int) -> None:
+        """In the sync thread: make everything written so far durable, unless a sync that
+        started after ``end`` was written already did."""
+        if self._synced_end >= end:
+            return
+        # the file's end first: the loop moves it before ``_written_end``, so read in this
+        # order the drop never reaches past what the sync covers
+        file_end = self._offset
+        target = self._written_end
         started = time.perf_counter()
-        fd = self._fd
-        write_all(fd, bufs)
-        if self._fsync:
-            os.fdatasync(fd)
-            self.fsyncs += 1
-            if self._drop_cache:
-                # from where pages may still be cached to the end of the file: the kernel
-                # drops only whole folios (up to FOLIO_SPAN), and a group's first one may
-                # have begun in an earlier group
-                os.posix_fadvise(fd, self._cached_from, 0, os.POSIX_FADV_DONTNEED)
-                self._cached_from = (self._offset + nbytes) // FOLIO_SPAN * FOLIO_SPAN
+        os.fdatasync(fd)
+        self.fsyncs += 1
+        self._synced_end = target
+        if self._drop_cache:
+            # from where pages may still be cached to the end of the file: the kernel drops
+            # only whole folios (up to FOLIO_SPAN), and pages written since are dirty and stay
+            os.posix_fadvise(fd, self._cached_from, 0, os.POSIX_FADV_DONTNEED)
+            self._cached_from = file_end // FOLIO_SPAN * FOLIO_SPAN
         if self._on_sync is not None:
             self._on_sync(time.perf_counter() - started)
