@@ -146,6 +146,7 @@ _BROKER_FLAGS = {
     "enforce_min_racks_per_write_quorum": "bookkeeper_enforce_min_racks",
     "expose_topic_level_metrics_in_prometheus": "expose_topic_level_metrics",
     "expose_consumer_level_metrics_in_prometheus": "expose_consumer_level_metrics",
+    "precise_dispatcher_flow_control": "precise_dispatcher_flow_control",
 }
 """Parsed flag (its ``dest``) -> BrokerConfig field."""
 
@@ -749,6 +750,16 @@ def _metrics_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _dispatch_options(p: argparse.ArgumentParser) -> None:
+    """Pulsar's dispatcher switches."""
+    _bool_option(
+        p,
+        "--precise-dispatcher-flow-control",
+        _BC.precise_dispatcher_flow_control,
+        "Exclusive/Failover: read permits / messages per entry, never past the permits",
+    )
+
+
 _OFFLOAD_FLAGS = (
     # (flag, broker.conf key, help)
     ("--offload-driver", "managedLedgerOffloadDriver", "aws-s3 or S3 (S3-compatible); unset: off"),
@@ -1019,6 +1030,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     _backlog_quota(p)
     _force_delete(p)
     _metrics_options(p)
+    _dispatch_options(p)
     _offload(p)
     _security(p)
     p.add_argument("--log-level", default=None)
@@ -1092,6 +1104,7 @@ def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser
     _backlog_quota(p)
     _force_delete(p)
     _metrics_options(p)
+    _dispatch_options(p)
     p.add_argument(
         "--deduplication-max-producers", type=int, default=_BC.deduplication_max_producers
     )

@@ -360,6 +360,7 @@ _FORCE_DELETE: dict[str, Opt | Fixed] = {
     "exposeConsumerLevelMetricsInPrometheus": Opt(
         "expose_consumer_level_metrics_in_prometheus", parse_bool
     ),
+    "preciseDispatcherFlowControl": Opt("precise_dispatcher_flow_control", parse_bool),
     "forceDeleteNamespaceAllowed": Opt("force_delete_namespace_allowed", parse_bool),
     "transactionCoordinatorEnabled": Opt("transaction_coordinator_enabled", parse_bool),
 }

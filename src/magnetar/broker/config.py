@@ -94,6 +94,12 @@ class BrokerConfig:
     expose_consumer_level_metrics: bool = False
     """Pulsar's exposeConsumerLevelMetricsInPrometheus: ``pulsar_consumer_*`` per consumer
     (with topic-level metrics on)."""
+    precise_dispatcher_flow_control: bool = False
+    """Pulsar's preciseDispatcherFlowControl. Off (Pulsar's default), an Exclusive or
+    Failover subscription reads as many entries as its consumer has permits (up to 100) and
+    sends them all, so batches may take the consumer's permits below zero; on, it reads
+    permits / the average messages per entry and stops at the permits (docs/configuration.md,
+    "Dispatch flow control")."""
 
     deduplication_enabled: bool = False
     """Pulsar's brokerDeduplicationEnabled: the default when neither the namespace nor the

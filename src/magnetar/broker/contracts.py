@@ -178,8 +178,13 @@ class BroadcastSubscriptions(TopicSubscriptions, Protocol):
 
 class TopicSubscriptionsFactory(Protocol):
     def __call__(
-        self, *, topic: TopicName, managed_ledger: ManagedLedger, compacted: Any = None
+        self,
+        *,
+        topic: TopicName,
+        managed_ledger: ManagedLedger,
+        compacted: Any = None,
+        precise_flow_control: bool = False,
     ) -> TopicSubscriptions:
         """``compacted``: the topic's compacted view
         (:class:`magnetar.broker.compaction.view.CompactedTopic`), read by read_compacted
-        subscriptions."""
+        subscriptions; ``precise_flow_control``: Pulsar's preciseDispatcherFlowControl."""

@@ -573,7 +573,10 @@ class BrokerService:
         view = CompactedTopic(ml)
         await view.load()
         subscriptions: TopicSubscriptions = self.subscriptions_factory(
-            topic=topic, managed_ledger=ml, compacted=view
+            topic=topic,
+            managed_ledger=ml,
+            compacted=view,
+            precise_flow_control=self.config.precise_dispatcher_flow_control,
         )
         dedup = self.deduplication(ml)
         replicators = replication.TopicReplication(

@@ -113,13 +113,22 @@ class Policy:
 
 
 class SingleActive(Policy):
-    """Exclusive and Failover: every entry to the one active consumer."""
+    """Exclusive and Failover: every entry to the one active consumer.
+
+    How much a round reads follows Pulsar's preciseDispatcherFlowControl. Off (``precise``
+    False, Pulsar's default) a round reads one entry per permit, up to
+    :data:`MAX_READ_ENTRIES`, and sends everything read: with batches, the consumer gets
+    more messages than it asked for and its permits go below zero until its FLOWs catch up,
+    so a consumer with a small receiver queue still gets many batches per round trip. On, a
+    round reads the permits over the average messages per entry and stops at the permits.
+    """
 
     uses_replay = False
 
-    def __init__(self, sub: Subscription, sub_type: SubType) -> None:
+    def __init__(self, sub: Subscription, sub_type: SubType, *, precise: bool = False) -> None:
         super().__init__(sub)
         self.sub_type = sub_type
+        self.precise = precise
         self.active: Consumer | None = None
 
     def budget(self) -> tuple[int, list[ServerCnx]]:
@@ -128,6 +137,8 @@ class SingleActive(Policy):
             return 0, []
         if not c.cnx.is_writable():
             return 0, [c.cnx]
+        if not self.precise:
+            return min(MAX_READ_ENTRIES, c.permits), []
         return entries_for(c.permits, self.sub.avg_messages_per_entry), []
 
     def replay_candidates(self, budget: int) -> list[Position]:
@@ -141,8 +152,9 @@ class SingleActive(Policy):
             return 0
         send = self.sub.send
         sent = 0
+        precise = self.precise
         for entry, meta in entries:
-            if c.permits <= 0:
+            if precise and c.permits <= 0:
                 # read ahead of the permits (batches were bigger than the average guessed):
                 # the rest is read again once the consumer asks for more
                 self.sub.cursor.seek(entry.position)
@@ -295,9 +307,12 @@ class KeySharedPolicy(Policy):
         return out
 
 
-def make_policy(sub: Subscription, sub_type: SubType, *, key_shared_mode: int) -> Policy:
+def make_policy(
+    sub: Subscription, sub_type: SubType, *, key_shared_mode: int, precise: bool = False
+) -> Policy:
+    """``precise``: Pulsar's preciseDispatcherFlowControl (:class:`SingleActive`)."""
     if sub_type == SHARED:
         return SharedPolicy(sub)
     if sub_type == KEY_SHARED:
         return KeySharedPolicy(sub, key_shared_mode)
-    return SingleActive(sub, sub_type)
+    return SingleActive(sub, sub_type, precise=precise)

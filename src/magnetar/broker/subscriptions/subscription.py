@@ -70,6 +70,7 @@ class SubscriptionOwner(Protocol):
     topic: TopicName
     managed_ledger: ManagedLedger
     meta_cache: EntryMetaCache
+    precise_flow_control: bool
     txn_buffer: TxnReadFilter | None
     txn_acks: TxnAckHolds | None
     snapshots: SnapshotSink | None
@@ -116,7 +117,9 @@ class Subscription:
         self.sub_type: SubType = sub_type
         self.key_shared_mode = key_shared_mode
         self.consumers: list[Consumer] = []
-        self.policy = dispatchers.make_policy(self, sub_type, key_shared_mode=key_shared_mode)
+        self.policy = dispatchers.make_policy(
+            self, sub_type, key_shared_mode=key_shared_mode, precise=self.owner.precise_flow_control
+        )
         self.owner_of: dict[Position, Consumer] = {}
         """Which consumer holds each position delivered and not acknowledged."""
         self.lock = asyncio.Lock()
@@ -227,7 +230,9 @@ class Subscription:
         was_replaying = bool(self.redelivery.replay) or len(self.delayed) > 0
         self.sub_type = sub_type
         self.key_shared_mode = key_shared_mode
-        self.policy = dispatchers.make_policy(self, sub_type, key_shared_mode=key_shared_mode)
+        self.policy = dispatchers.make_policy(
+            self, sub_type, key_shared_mode=key_shared_mode, precise=self.owner.precise_flow_control
+        )
         if was_replaying and not self.policy.uses_replay:
             self.redelivery.clear()
             self.delayed.clear()

@@ -84,11 +84,14 @@ class TopicSubscriptionsImpl:
         topic: TopicName,
         managed_ledger: ManagedLedger,
         compacted: CompactedTopic | None = None,
+        precise_flow_control: bool = False,
     ) -> None:
         self.topic = topic
         self.managed_ledger = managed_ledger
         self.compacted = compacted
         """The topic's compacted view (read_compacted subscriptions read through it)."""
+        self.precise_flow_control = precise_flow_control
+        """Pulsar's preciseDispatcherFlowControl (``dispatchers.SingleActive``)."""
         self.meta_cache = EntryMetaCache()
         self.txn_buffer: TxnReadFilter | None = None
         """The topic's transaction buffer when transactions are enabled."""

@@ -28,8 +28,8 @@ FAILOVER = pb.CommandSubscribe.Failover
 KEY_SHARED = pb.CommandSubscribe.Key_Shared
 
 
-def topic_subs(ml: Ledger, name: str = "t") -> TopicSubscriptionsImpl:
-    return TopicSubscriptionsImpl(TopicName.parse(name), ml)
+def topic_subs(ml: Ledger, name: str = "t", *, precise: bool = False) -> TopicSubscriptionsImpl:
+    return TopicSubscriptionsImpl(TopicName.parse(name), ml, precise_flow_control=precise)
 
 
 @pytest.fixture
@@ -37,11 +37,33 @@ def ml() -> Ledger:
     return Ledger()
 
 
-async def test_permits_bound_dispatch_and_batches_cost_their_size(ml: Ledger) -> None:
+async def test_by_default_a_permit_reads_an_entry_and_all_read_is_sent(ml: Ledger) -> None:
+    """Pulsar's preciseDispatcherFlowControl off (its default)."""
     for _ in range(3):
         ml.add(entry_data(batch_size=4))
     ml.add(entry_data())
+    ml.add(entry_data())
     subs = topic_subs(ml)
+    cnx = FakeCnx()
+    c = await subs.subscribe(subscribe_cmd(1), cnx)
+    c.flow(4)
+    await settle()
+    assert cnx.received(1) == [0, 1, 2, 3]  # four permits, four entries: 13 messages
+    assert c.stats()["availablePermits"] == -9
+    c.flow(9)
+    await settle()
+    assert cnx.received(1) == [0, 1, 2, 3]  # back to zero: nothing more
+    c.flow(1)
+    await settle()
+    assert cnx.received(1) == [0, 1, 2, 3, 4]
+    assert c.stats()["availablePermits"] == 0
+
+
+async def test_precise_permits_bound_dispatch_and_batches_cost_their_size(ml: Ledger) -> None:
+    for _ in range(3):
+        ml.add(entry_data(batch_size=4))
+    ml.add(entry_data())
+    subs = topic_subs(ml, precise=True)
     cnx = FakeCnx()
     c = await subs.subscribe(subscribe_cmd(1), cnx)
     await settle()
