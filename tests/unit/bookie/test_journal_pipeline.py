@@ -83,6 +83,19 @@ def _submit(j: journal.Journal, entry_id: int, done: list[int]) -> asyncio.Futur
     return j.submit([rec], len(rec), 1, on_durable=lambda: done.append(entry_id))
 
 
+async def _written_behind_held_sync(
+    j: journal.Journal, sync: BlockedSync, done: list[int], groups: int
+) -> list[asyncio.Future[None]]:
+    """Submit ``groups`` groups: the first one's sync is held, the others are written (one
+    group each) while it is."""
+    futures = [_submit(j, 0, done)]
+    await _until(sync.entered.is_set)
+    for entry_id in range(1, groups):
+        futures.append(_submit(j, entry_id, done))
+        await _until(lambda n=entry_id + 1: j.writes == n)
+    return futures
+
+
 def test_groups_written_during_a_sync_share_the_next_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -91,17 +104,12 @@ def test_groups_written_during_a_sync_share_the_next_one(
     done: list[int] = []
 
     async def body(j: journal.Journal) -> None:
-        first = _submit(j, 0, done)
-        await _until(sync.entered.is_set)
         # the first group's sync is held: the next two groups are written all the same
-        second = _submit(j, 1, done)
-        await _until(lambda: j.writes == 2)
-        third = _submit(j, 2, done)
-        await _until(lambda: j.writes == 3)
-        assert done == [] and not first.done() and not second.done() and not third.done()
+        futures = await _written_behind_held_sync(j, sync, done, 3)
+        assert done == [] and not any(f.done() for f in futures)
         start = j.durable_position
         sync.release.set()
-        await asyncio.gather(first, second, third)
+        await asyncio.gather(*futures)
         assert done == [0, 1, 2]
         assert j.durable_position > start
         # one sync for the first group, one for the two written while it ran
@@ -127,13 +135,10 @@ def test_a_failed_sync_fails_its_group_and_every_later_one(
     done: list[int] = []
 
     async def body(j: journal.Journal) -> None:
-        first = _submit(j, 0, done)
-        await _until(sync.entered.is_set)
-        second = _submit(j, 1, done)
-        await _until(lambda: j.writes == 2)
+        futures = await _written_behind_held_sync(j, sync, done, 2)
         start = j.durable_position
         sync.release.set()
-        for fut in (first, second):
+        for fut in futures:
             with pytest.raises(api.StorageIOError, match="journal sync failed"):
                 await fut
         assert done == [] and j.durable_position == start
