@@ -121,10 +121,12 @@ def test_broker_file_sets_options_and_converts_units(tmp_path: Path) -> None:
         "bookkeeperClientMinNumRacksPerWriteQuorum=2\n"
         "bookkeeperClientEnforceMinNumRacksPerWriteQuorum=true\n"
         "managedLedgerCacheSizeMB=512\n"
-        "managedLedgerCacheEvictionWatermark=0.75\n",
+        "managedLedgerCacheEvictionWatermark=0.75\n"
+        "preciseDispatcherFlowControl=true\n",
     )
     args = cli.parse_args(["broker", "--config", conf])
     config = cli.broker_config(args)
+    assert config.precise_dispatcher_flow_control is True
     assert config.managed_ledger_cache_size_mb == 512
     assert config.managed_ledger_cache_eviction_watermark == 0.75
     assert config.bookkeeper_min_racks_per_write_quorum == 2
