@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -149,3 +150,29 @@ def test_a_failed_sync_fails_its_group_and_every_later_one(
     j = asyncio.run(_with_journal(tmp_path, sync, body))
     assert isinstance(j.failed, OSError)
     assert done == []
+
+
+def test_groups_are_written_and_synced_while_the_loop_is_busy(tmp_path: Path) -> None:
+    """The writer and sync threads hand groups to each other without the event loop: a
+    loop busy elsewhere (a drain, say) delays only the completions, once per sync. When each
+    group went through the loop between its write and its sync, a busy loop held up both."""
+
+    async def body() -> None:
+        j = journal.Journal(
+            tmp_path, max_group_bytes=64 * 1024, max_group_wait_s=0.0, max_file_bytes=64 << 20
+        )
+        j.open()
+        j.start()
+        done: list[int] = []
+        futures = [_submit(j, e, done) for e in range(3)]
+        deadline = time.monotonic() + WAIT_S
+        # the loop is held here (no await): the journal's threads go on alone
+        while j.fsyncs == 0 or j.bytes_written < 3 * len(_record(0)):
+            assert time.monotonic() < deadline, "nothing written or synced while the loop was busy"
+            time.sleep(0.001)
+        assert not any(f.done() for f in futures) and done == []  # completions need the loop
+        await asyncio.gather(*futures)
+        assert done == [0, 1, 2]
+        await j.close()
+
+    asyncio.run(body())

@@ -2,14 +2,15 @@
 
 Why this module exists: an add may only be acknowledged once it survives a crash, and one
 ``fdatasync`` per entry would cap a bookie at the disk's sync rate. So, as in BookKeeper's
-``Journal``, a single writer task takes every record waiting in the queue (a *group*, bounded
-by ``max_group_bytes`` and by how long the oldest record may wait), writes the group with one
-``writev`` in a dedicated thread (the event loop is never blocked on the disk) and makes it
-durable with ``fdatasync`` in a second one, then runs each waiter's completion callback and
-resolves its future — one future per submitted batch, not per entry. As with BookKeeper's
-force-write thread, the next group is written while the previous one syncs, and one sync
-covers every group written before it started: the disk's sync time no longer adds up group
-after group.
+``Journal``, a writer thread takes every record waiting in the queue (a *group*, bounded by
+``max_group_bytes`` and by how long the oldest record may wait) and writes it with one
+``writev``, and a sync thread makes it durable with ``fdatasync``; then, on the event loop,
+each waiter's completion callback runs and its future resolves — one future per submitted
+batch, not per entry. As with BookKeeper's force-write thread, the next group is written
+while the previous one syncs, and one sync covers every group written before it started: the
+disk's sync time no longer adds up group after group. The two threads hand groups to each
+other directly; the loop is woken once per sync (a round trip through a busy loop per group
+written took as long as the write itself).
 
 On disk: ``journal-<seq:016x>.jnl`` files in the journal directory, each starting with
 :data:`MAGIC`, then records ``[u32 len][u32 crc32c(payload)][payload]`` (big endian). Payloads
@@ -30,14 +31,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import os
 import struct
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, NamedTuple
@@ -368,8 +368,30 @@ class _Pending:
         self.since = since
 
 
+class _Written:
+    """A group the writer thread has written, on its way to the sync thread."""
+
+    __slots__ = ("close_after", "done_at", "fd", "group")
+
+    def __init__(self, fd: int, group: list[_Pending], done_at: Position, close_after: bool):
+        self.fd = fd
+        self.group = group
+        self.done_at = done_at
+        """The file and the offset the group ends at."""
+        self.close_after = close_after
+        """The journal moved to a new file after this group: the sync thread closes ``fd``
+        once it has synced it."""
+
+
 class Journal:
-    """Group-committing append-only journal. Create, :func:`replay`, then :meth:`open`."""
+    """Group-committing append-only journal. Create, :func:`replay`, then :meth:`open`.
+
+    Two threads of its own do the disk work, as BookKeeper's journal and force-write
+    threads do: the *writer* takes everything queued (a group) and writes it, the *syncer*
+    takes every group written since its last ``fdatasync`` and makes them durable with one
+    more. Neither waits for the event loop: a group goes from the writer to the syncer
+    directly, and the loop only hears of it when it is durable (one ``call_soon_threadsafe``
+    per sync, completing its groups in journal order). The loop's part is :meth:`submit`."""
 
     def __init__(
         self,
@@ -384,10 +406,9 @@ class Journal:
         on_queue: Callable[[float], None] | None = None,
     ) -> None:
         """``on_sync(seconds)`` is called from the sync thread after each fdatasync, which
-        may cover several groups (for the sync latency histogram); it must be thread-safe
-        and quick.
-        ``on_queue(seconds)`` is called on the loop with each submitted batch's wait in the
-        queue, when its group is taken (BookKeeper's JOURNAL_QUEUE_LATENCY).
+        may cover several groups (for the sync latency histogram); ``on_queue(seconds)`` from
+        the writer thread with each submitted batch's wait in the queue, when its group is
+        taken (BookKeeper's JOURNAL_QUEUE_LATENCY). Both must be thread-safe and quick.
         ``drop_cache``: each group's pages leave the page cache once synced (only with
         ``fsync``: unsynced pages are dirty, and the kernel keeps dirty pages)."""
         self._dir = directory
@@ -398,26 +419,29 @@ class Journal:
         self._max_file_bytes = max_file_bytes
         self._fsync = fsync
         self._drop_cache = drop_cache and fsync
-        self._cached_from = 0
-        """Where the pages of the current file not yet dropped start (``drop_cache``)."""
+        # shared between the loop and the two threads, under the lock
+        self._lock = threading.Lock()
+        self._queued = threading.Condition(self._lock)  # submit -> writer
         self._queue: deque[_Pending] = deque()
         self._queue_bytes = 0
         self._queue_entries = 0
-        self._wakeup = asyncio.Event()
-        self._full = asyncio.Event()
+        self._closing = False
+        self._written_ready = threading.Condition(self._lock)  # writer -> syncer
+        self._written: deque[_Written] = deque()
+        self._writer_done = False
+        self._rotated_sizes: dict[int, int] = {}  # seq -> final size, of files rotated out
+        # the writer thread's (the loop's before start and after close)
         self._fd = -1
         self._seq = 0
         self._offset = 0
-        self._task: asyncio.Task[None] | None = None
-        self._closing = False
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="journal")
-        self._sync_executor = ThreadPoolExecutor(1, thread_name_prefix="journal-sync")
-        self._written_end = 0  # bytes written over the journal's life (all files)
-        self._synced_end = 0  # of those, covered by a finished fdatasync
-        self._last_sync: asyncio.Future[None] | None = None
+        # the loop's
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._threads: list[threading.Thread] = []
+        self._stopped: asyncio.Future[None] | None = None
         self._durable = Position(0, 0)
-        self._rotated_sizes: dict[int, int] = {}  # seq -> final size, of files rotated out
         self.failed: BaseException | None = None
+        """Set by the thread that hit a write, sync or rotation failure: from then on no
+        group completes and every submit fails."""
         # counters
         self.writes = 0
         self.fsyncs = 0
@@ -462,41 +486,45 @@ class Journal:
         return fd
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="journal-writer")
+        loop = self._loop = asyncio.get_running_loop()
+        self._stopped = loop.create_future()
+        self._threads = [
+            threading.Thread(target=self._write_loop, name="journal", daemon=True),
+            threading.Thread(target=self._sync_loop, name="journal-sync", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
 
     async def close(self) -> None:
-        """Write what is queued, then stop."""
-        self._closing = True
-        self._wakeup.set()
-        if self._task is not None:
-            await self._task
-            self._task = None
-        await self._syncs_done()
+        """Write and sync what is queued, complete it, then stop."""
+        with self._lock:
+            self._closing = True
+            self._queued.notify()
+        if self._stopped is not None:
+            await self._stopped  # after the last group's completion, on the loop
+            self._stopped = None
+        for thread in self._threads:
+            thread.join()
+        self._threads = []
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
-        self._executor.shutdown(wait=True)
-        self._sync_executor.shutdown(wait=True)
-
-    async def _syncs_done(self) -> None:
-        """Until the last sync submitted has finished (its group completed or failed)."""
-        if self._last_sync is not None:
-            await asyncio.wait([self._last_sync])
-            await asyncio.sleep(0)  # its done-callback (the group's completion) runs first
 
     def releasable(self, checkpoint: Position) -> list[Path]:
         """The journal files wholly before ``checkpoint`` (their content is flushed), now
         forgotten: the caller deletes them with :func:`delete_files`, off the event loop (the
         kernel frees a large file's blocks within the unlink: about 100 ms for a full one)."""
         out: list[Path] = []
-        for seq in list_files(self._dir):
-            if seq == self._seq:
-                continue
-            if seq < checkpoint.seq or (
-                seq == checkpoint.seq and checkpoint.offset >= self._rotated_sizes.get(seq, -1) > 0
-            ):
-                self._rotated_sizes.pop(seq, None)
-                out.append(self._dir / file_name(seq))
+        with self._lock:  # the writer thread rotates files under it
+            for seq in list_files(self._dir):
+                if seq == self._seq:
+                    continue
+                if seq < checkpoint.seq or (
+                    seq == checkpoint.seq
+                    and checkpoint.offset >= self._rotated_sizes.get(seq, -1) > 0
+                ):
+                    self._rotated_sizes.pop(seq, None)
+                    out.append(self._dir / file_name(seq))
         return out
 
     # the hot path
@@ -510,147 +538,185 @@ class Journal:
     ) -> asyncio.Future[None]:
         """Queue already framed records; the future resolves once they are durable, right
         after ``on_durable`` ran (on the loop, in journal order)."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        pending = _Pending(chunks, nbytes, entries, on_durable, future, time.monotonic())
+        with self._lock:
+            if self.failed is None and not self._closing:
+                self._queue.append(pending)
+                self._queue_bytes += nbytes
+                self._queue_entries += entries
+                self._queued.notify()
+                return future
         if self.failed is not None:
             future.set_exception(api.StorageIOError(f"journal failed: {self.failed}"))
-            return future
-        if self._closing:
+        else:
             future.set_exception(api.ReadOnlyError("the journal is closed"))
-            return future
-        self._queue.append(_Pending(chunks, nbytes, entries, on_durable, future, loop.time()))
-        self._queue_bytes += nbytes
-        self._queue_entries += entries
-        self._wakeup.set()
-        if self._queue_bytes >= self._max_group_bytes:
-            self._full.set()
         return future
 
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
+    def _take_group(self) -> list[_Pending] | None:
+        """In the writer thread: wait for adds, then take a group (None: closed and drained)."""
         queue = self._queue
-        while True:
+        with self._lock:
+            while not queue and not self._closing:
+                self._queued.wait()
             if not queue:
-                if self._closing:
-                    return
-                self._wakeup.clear()
-                await self._wakeup.wait()
-                continue
-            # let the callers woken by the previous group queue their next batch
-            await asyncio.sleep(0)
-            if self._max_wait > 0 and self._queue_bytes < self._max_group_bytes:
-                delay = queue[0].since + self._max_wait - loop.time()
-                if delay > 0 and not self._closing:
-                    self._full.clear()
-                    with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(delay):
-                            await self._full.wait()
+                return None
+            if self._max_wait > 0:
+                deadline = queue[0].since + self._max_wait
+                while not self._closing and self._queue_bytes < self._max_group_bytes:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._queued.wait(remaining)
             group: list[_Pending] = []
-            bufs: list[Buffer] = []
             nbytes = entries = 0
-            on_queue = self._on_queue
-            now = loop.time()
             while queue and (not group or nbytes + queue[0].nbytes <= self._max_group_bytes):
                 p = queue.popleft()
-                if on_queue is not None:
-                    on_queue(now - p.since)
                 group.append(p)
-                bufs.extend(p.chunks)
                 nbytes += p.nbytes
                 entries += p.entries
             self._queue_bytes -= nbytes
             self._queue_entries -= entries
-            if self._queue_bytes < self._max_group_bytes:
-                self._full.clear()
-            fd = self._fd
-            try:
-                if self.failed is not None:
-                    raise self.failed
-                await loop.run_in_executor(self._executor, write_all, fd, bufs)
-            except Exception as exc:
-                self._fail(group, exc, "journal write failed")
-                continue
-            self._offset += nbytes
-            self._written_end += nbytes
-            self.writes += 1
-            self.entries_written += entries
-            self.bytes_written += nbytes
-            done_at = Position(self._seq, self._offset)
-            if self._fsync:
-                sync = loop.run_in_executor(self._sync_executor, self._sync, fd, self._written_end)
-                sync.add_done_callback(functools.partial(self._on_synced, group, done_at))
-                self._last_sync = sync
-            else:
-                self._complete(group, done_at)
-            if self._offset >= self._max_file_bytes:
-                # the old file's syncs finish before its descriptor closes
-                await self._syncs_done()
-                try:
-                    seq = self._seq + 1
-                    new_fd = await loop.run_in_executor(self._executor, self._create, seq)
-                    os.close(self._fd)
-                    self._cached_from = 0
-                    self._rotated_sizes[self._seq] = self._offset
-                    self._fd, self._seq, self._offset = new_fd, seq, len(MAGIC)
-                except OSError as exc:
-                    log.error("journal rotation failed, the bookie turns read-only: %s", exc)
-                    self.failed = exc
+        return group
+
+    def _write_loop(self) -> None:
+        """The writer thread: write each group, hand it to the syncer, rotate full files."""
+        loop = self._loop
+        assert loop is not None
+        try:
+            while (group := self._take_group()) is not None:
+                now = time.monotonic()
+                on_queue = self._on_queue
+                bufs: list[Buffer] = []
+                nbytes = entries = 0
+                for p in group:
+                    if on_queue is not None:
+                        on_queue(now - p.since)
+                    bufs.extend(p.chunks)
+                    nbytes += p.nbytes
+                    entries += p.entries
+                failed = self.failed
+                if failed is None:
+                    try:
+                        write_all(self._fd, bufs)
+                    except OSError as exc:
+                        failed = self._failure(exc, "journal write failed")
+                if failed is not None:
+                    loop.call_soon_threadsafe(self._fail, group, failed, "journal write failed")
+                    continue
+                self._offset += nbytes
+                self.writes += 1
+                self.entries_written += entries
+                self.bytes_written += nbytes
+                fd, done_at = self._fd, Position(self._seq, self._offset)
+                new_fd = -1
+                if self._offset >= self._max_file_bytes:
+                    try:
+                        new_fd = self._create(self._seq + 1)
+                    except OSError as exc:
+                        self._failure(exc, "journal rotation failed")
+                with self._lock:
+                    self._written.append(_Written(fd, group, done_at, new_fd >= 0))
+                    self._written_ready.notify()
+                    if new_fd >= 0:
+                        self._rotated_sizes[self._seq] = self._offset
+                        self._fd, self._seq, self._offset = new_fd, self._seq + 1, len(MAGIC)
+        except BaseException as exc:  # a bug: nothing more is acknowledged
+            log.exception("journal writer stopped")
+            self._failure(exc, "journal writer stopped")
+        finally:
+            with self._lock:
+                self._writer_done = True
+                self._written_ready.notify()
+
+    def _sync_loop(self) -> None:
+        """The sync thread: one ``fdatasync`` for every group written since the last one,
+        then their completion on the loop, in journal order."""
+        loop = self._loop
+        assert loop is not None
+        written = self._written
+        cached: dict[int, int] = {}  # fd -> where its pages not yet dropped start
+        try:
+            while True:
+                with self._lock:
+                    while not written and not self._writer_done:
+                        self._written_ready.wait()
+                    if not written:
+                        return
+                    batch = list(written)
+                    written.clear()
+                if self.failed is None and self._fsync:
+                    ends: dict[int, int] = {}  # each file's end, the older file first
+                    for item in batch:
+                        ends[item.fd] = item.done_at.offset
+                    try:
+                        for fd, end in ends.items():
+                            self._sync(fd, end, cached)
+                    except OSError as exc:
+                        self._failure(exc, "journal sync failed")
+                for item in batch:
+                    if item.close_after:
+                        cached.pop(item.fd, None)
+                        os.close(item.fd)
+                loop.call_soon_threadsafe(self._synced, batch, self.failed)
+        except BaseException as exc:  # a bug: nothing more is acknowledged
+            log.exception("journal sync thread stopped")
+            self._failure(exc, "journal sync thread stopped")
+        finally:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                loop.call_soon_threadsafe(self._on_stopped)
+
+    def _sync(self, fd: int, end: int, cached: dict[int, int]) -> None:
+        """Make ``fd`` durable (it holds at least ``end`` bytes) and, with ``drop_cache``,
+        drop its pages from where they may still be cached to ``end``'s folio."""
+        started = time.perf_counter()
+        os.fdatasync(fd)
+        self.fsyncs += 1
+        if self._drop_cache:
+            # the kernel drops only whole folios (up to FOLIO_SPAN); pages written since the
+            # sync began are dirty and stay, so the next drop starts at ``end``'s folio
+            os.posix_fadvise(fd, cached.get(fd, 0), 0, os.POSIX_FADV_DONTNEED)
+            cached[fd] = end // FOLIO_SPAN * FOLIO_SPAN
+        if self._on_sync is not None:
+            self._on_sync(time.perf_counter() - started)
+
+    def _failure(self, exc: BaseException, what: str) -> BaseException:
+        """In a journal thread: the first failure turns the journal read-only."""
+        with self._lock:
+            if self.failed is None:
+                log.error("%s, the bookie turns read-only: %s", what, exc)
+                self.failed = exc
+            return self.failed
+
+    # on the loop
 
     def _fail(self, group: list[_Pending], exc: BaseException, what: str) -> None:
-        if self.failed is None:
-            log.error("%s, the bookie turns read-only: %s", what, exc)
-            self.failed = exc
         err = api.StorageIOError(f"{what}: {exc}")
         for p in group:
             if not p.future.done():
                 p.future.set_exception(err)
 
-    def _complete(self, group: list[_Pending], done_at: Position) -> None:
-        """On the loop, in journal order: the group is durable."""
-        for p in group:
-            try:
-                if p.on_durable is not None:
-                    p.on_durable()
-            except Exception as exc:
-                log.exception("journal completion callback failed")
-                if not p.future.done():
-                    p.future.set_exception(exc)
+    def _synced(self, batch: list[_Written], failed: BaseException | None) -> None:
+        """A sync finished (or was skipped after a failure). Once one has failed, no later
+        group completes: a later fdatasync may succeed without the data the failed one
+        lost."""
+        for item in batch:
+            if failed is not None:
+                self._fail(item.group, failed, "journal sync failed")
                 continue
-            if not p.future.done():
-                p.future.set_result(None)
-        self._durable = done_at
+            for p in item.group:
+                try:
+                    if p.on_durable is not None:
+                        p.on_durable()
+                except Exception as exc:
+                    log.exception("journal completion callback failed")
+                    if not p.future.done():
+                        p.future.set_exception(exc)
+                    continue
+                if not p.future.done():
+                    p.future.set_result(None)
+            self._durable = item.done_at
 
-    def _on_synced(
-        self, group: list[_Pending], done_at: Position, sync: asyncio.Future[None]
-    ) -> None:
-        """A group's sync finished (syncs finish in the order they were submitted). Once one
-        has failed, no later group completes: a later fdatasync may succeed without the data
-        the failed one lost."""
-        exc = sync.exception() if not sync.cancelled() else asyncio.CancelledError()
-        if exc is None and self.failed is not None:
-            exc = self.failed
-        if exc is not None:
-            self._fail(group, exc, "journal sync failed")
-            return
-        self._complete(group, done_at)
-
-    def _sync(self, fd: int, end: int) -> None:
-        """In the sync thread: make everything written so far durable, unless a sync that
-        started after ``end`` was written already did."""
-        if self._synced_end >= end:
-            return
-        # the file's end first: the loop moves it before ``_written_end``, so read in this
-        # order the drop never reaches past what the sync covers
-        file_end = self._offset
-        target = self._written_end
-        started = time.perf_counter()
-        os.fdatasync(fd)
-        self.fsyncs += 1
-        self._synced_end = target
-        if self._drop_cache:
-            # from where pages may still be cached to the end of the file: the kernel drops
-            # only whole folios (up to FOLIO_SPAN), and pages written since are dirty and stay
-            os.posix_fadvise(fd, self._cached_from, 0, os.POSIX_FADV_DONTNEED)
-            self._cached_from = file_end // FOLIO_SPAN * FOLIO_SPAN
-        if self._on_sync is not None:
-            self._on_sync(time.perf_counter() - started)
+    def _on_stopped(self) -> None:
+        if self._stopped is not None and not self._stopped.done():
+            self._stopped.set_result(None)
