@@ -176,3 +176,35 @@ def test_groups_are_written_and_synced_while_the_loop_is_busy(tmp_path: Path) ->
         await j.close()
 
     asyncio.run(body())
+
+
+def test_a_bug_in_a_journal_thread_fails_the_adds_instead_of_hanging_them(
+    tmp_path: Path,
+) -> None:
+    """An unexpected exception in the writer thread (here the queue-latency callback the
+    metrics pass in) fails the group it was writing and turns the journal read-only; the
+    thread lives on to fail what comes after, and close() still returns."""
+
+    def broken_metric(_: float) -> None:
+        raise ValueError("metric broke")
+
+    async def body() -> None:
+        j = journal.Journal(
+            tmp_path,
+            max_group_bytes=64 * 1024,
+            max_group_wait_s=0.0,
+            max_file_bytes=64 << 20,
+            on_queue=broken_metric,
+        )
+        j.open()
+        j.start()
+        done: list[int] = []
+        async with asyncio.timeout(WAIT_S):
+            with pytest.raises(api.StorageIOError, match="metric broke"):
+                await _submit(j, 0, done)
+            with pytest.raises(api.StorageIOError, match="journal failed"):
+                await _submit(j, 1, done)
+            await j.close()
+        assert done == [] and isinstance(j.failed, ValueError)
+
+    asyncio.run(body())

@@ -585,49 +585,56 @@ class Journal:
         assert loop is not None
         try:
             while (group := self._take_group()) is not None:
-                now = time.monotonic()
-                on_queue = self._on_queue
-                bufs: list[Buffer] = []
-                nbytes = entries = 0
-                for p in group:
-                    if on_queue is not None:
-                        on_queue(now - p.since)
-                    bufs.extend(p.chunks)
-                    nbytes += p.nbytes
-                    entries += p.entries
-                failed = self.failed
-                if failed is None:
-                    try:
-                        write_all(self._fd, bufs)
-                    except OSError as exc:
-                        failed = self._failure(exc, "journal write failed")
-                if failed is not None:
+                try:
+                    self._write(group)
+                except Exception as exc:  # a bug: this group and every later one fail
+                    log.exception("journal writer failed")
+                    failed = self._failure(exc, "journal writer failed")
                     loop.call_soon_threadsafe(self._fail, group, failed, "journal write failed")
-                    continue
-                self._offset += nbytes
-                self.writes += 1
-                self.entries_written += entries
-                self.bytes_written += nbytes
-                fd, done_at = self._fd, Position(self._seq, self._offset)
-                new_fd = -1
-                if self._offset >= self._max_file_bytes:
-                    try:
-                        new_fd = self._create(self._seq + 1)
-                    except OSError as exc:
-                        self._failure(exc, "journal rotation failed")
-                with self._lock:
-                    self._written.append(_Written(fd, group, done_at, new_fd >= 0))
-                    self._written_ready.notify()
-                    if new_fd >= 0:
-                        self._rotated_sizes[self._seq] = self._offset
-                        self._fd, self._seq, self._offset = new_fd, self._seq + 1, len(MAGIC)
-        except BaseException as exc:  # a bug: nothing more is acknowledged
-            log.exception("journal writer stopped")
-            self._failure(exc, "journal writer stopped")
         finally:
             with self._lock:
                 self._writer_done = True
                 self._written_ready.notify()
+
+    def _write(self, group: list[_Pending]) -> None:
+        loop = self._loop
+        assert loop is not None
+        now = time.monotonic()
+        on_queue = self._on_queue
+        bufs: list[Buffer] = []
+        nbytes = entries = 0
+        for p in group:
+            if on_queue is not None:
+                on_queue(now - p.since)
+            bufs.extend(p.chunks)
+            nbytes += p.nbytes
+            entries += p.entries
+        failed = self.failed
+        if failed is None:
+            try:
+                write_all(self._fd, bufs)
+            except OSError as exc:
+                failed = self._failure(exc, "journal write failed")
+        if failed is not None:
+            loop.call_soon_threadsafe(self._fail, group, failed, "journal write failed")
+            return
+        self._offset += nbytes
+        self.writes += 1
+        self.entries_written += entries
+        self.bytes_written += nbytes
+        fd, done_at = self._fd, Position(self._seq, self._offset)
+        new_fd = -1
+        if self._offset >= self._max_file_bytes:
+            try:
+                new_fd = self._create(self._seq + 1)
+            except OSError as exc:
+                self._failure(exc, "journal rotation failed")
+        with self._lock:
+            self._written.append(_Written(fd, group, done_at, new_fd >= 0))
+            self._written_ready.notify()
+            if new_fd >= 0:
+                self._rotated_sizes[self._seq] = self._offset
+                self._fd, self._seq, self._offset = new_fd, self._seq + 1, len(MAGIC)
 
     def _sync_loop(self) -> None:
         """The sync thread: one ``fdatasync`` for every group written since the last one,
@@ -645,26 +652,32 @@ class Journal:
                         return
                     batch = list(written)
                     written.clear()
-                if self.failed is None and self._fsync:
-                    ends: dict[int, int] = {}  # each file's end, the older file first
-                    for item in batch:
-                        ends[item.fd] = item.done_at.offset
-                    try:
-                        for fd, end in ends.items():
-                            self._sync(fd, end, cached)
-                    except OSError as exc:
-                        self._failure(exc, "journal sync failed")
-                for item in batch:
-                    if item.close_after:
-                        cached.pop(item.fd, None)
-                        os.close(item.fd)
+                try:
+                    self._sync_batch(batch, cached)
+                except Exception as exc:  # a bug: this batch and every later one fail
+                    log.exception("journal sync thread failed")
+                    self._failure(exc, "journal sync thread failed")
                 loop.call_soon_threadsafe(self._synced, batch, self.failed)
-        except BaseException as exc:  # a bug: nothing more is acknowledged
-            log.exception("journal sync thread stopped")
-            self._failure(exc, "journal sync thread stopped")
+        except RuntimeError:  # the loop is closed: nobody waits for the completions
+            return
         finally:
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+            with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(self._on_stopped)
+
+    def _sync_batch(self, batch: list[_Written], cached: dict[int, int]) -> None:
+        if self.failed is None and self._fsync:
+            ends: dict[int, int] = {}  # each file's end, the older file first
+            for item in batch:
+                ends[item.fd] = item.done_at.offset
+            try:
+                for fd, end in ends.items():
+                    self._sync(fd, end, cached)
+            except OSError as exc:
+                self._failure(exc, "journal sync failed")
+        for item in batch:
+            if item.close_after:
+                cached.pop(item.fd, None)
+                os.close(item.fd)
 
     def _sync(self, fd: int, end: int, cached: dict[int, int]) -> None:
         """Make ``fd`` durable (it holds at least ``end`` bytes) and, with ``drop_cache``,
