@@ -168,28 +168,32 @@ def medians(results: dict[str, Any], system: str, workload: str) -> dict[str, An
 def _common_rate_row(
     results: dict[str, Any], systems: list[str], meds: dict[str, dict[str, Any]], add: Any
 ) -> None:
-    """End-to-end p99 of every system at one rate, the highest all of them kept up with (the
-    rows above compare each system at its own limit)."""
+    """End-to-end p50 and p99 of every system at one rate, the highest all of them kept up
+    with (the rows above compare each system at its own limit). Ladders recorded before the
+    steps kept their p50 give the p99 row only."""
     rates = [meds[s].get("sustained_msgs") for s in systems if meds[s]["rounds_ok"]]
     if len(rates) < 2 or not all(rates):
         return
     common = min(r for r in rates if r)
-    cells: dict[str, float | None] = {}
-    for s in systems:
-        vals = []
-        for run in _runs(results, s, "w3"):
-            for step in (run.get("result") or {}).get("ladder", []):
-                if step["rate"] == common and step["ok"] and step["p99_ms"] is not None:
-                    vals.append(step["p99_ms"])
-                    break
-        cells[s] = statistics.median(vals) if vals else None
-    row = [_fmt(cells[s], "ms") for s in systems]
-    row += [_ratio(cells[a], cells[b]) for _, a, b in ratio_pairs(systems, results["systems"])]
-    add(
-        f"| end-to-end p99 at {common:,} msg/s, a rate all kept up with (ms, lower is better) | "
-        + " | ".join(row)
-        + " |"
-    )
+    pairs = ratio_pairs(systems, results["systems"])
+    for key, label in (("p50_ms", "p50"), ("p99_ms", "p99")):
+        cells: dict[str, float | None] = {}
+        for s in systems:
+            vals = []
+            for run in _runs(results, s, "w3"):
+                for step in (run.get("result") or {}).get("ladder", []):
+                    if step["rate"] == common and step["ok"] and step.get(key) is not None:
+                        vals.append(step[key])
+                        break
+            cells[s] = statistics.median(vals) if vals else None
+        if key == "p50_ms" and not any(v is not None for v in cells.values()):
+            continue
+        row = [_fmt(cells[s], "ms") for s in systems]
+        row += [_ratio(cells[a], cells[b]) for _, a, b in pairs]
+        add(
+            f"| end-to-end {label} at {common:,} msg/s, a rate all kept up with "
+            "(ms, lower is better) | " + " | ".join(row) + " |"
+        )
 
 
 TARGETS: list[tuple[str, str, float]] = [

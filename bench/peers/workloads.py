@@ -334,7 +334,7 @@ def w3(conn: Conn, prefix: str, p: Params) -> dict[str, Any]:
         "e2e_p50_ms": best["p50_ms"] if best else None,
         "e2e_p99_ms": best["p99_ms"] if best else None,
         "ladder": [
-            {k: s[k] for k in ("rate", "achieved", "ok", "p99_ms", "received", "sent")}
+            {k: s[k] for k in ("rate", "achieved", "ok", "p50_ms", "p99_ms", "received", "sent")}
             for s in steps
         ],
         "limit": (

@@ -194,3 +194,48 @@ def test_a_full_run_is_titled_by_the_systems_it_measured() -> None:
         report.title_systems(["Apache Pulsar", "Magnetar", "Magnetar cluster"])
         == "Apache Pulsar, Magnetar and Magnetar cluster"
     )
+
+
+def test_w3_latencies_are_also_compared_at_the_rate_every_system_kept_up_with() -> None:
+    """A system that sustains a higher step is measured there; the common-rate rows put the
+    systems side by side at the highest step all of them kept up with, p50 and p99 (a
+    ladder recorded before its steps kept their p50 gives the p99 row only)."""
+
+    def run(system: str, ladder: list[dict[str, object]], best: int) -> dict[str, object]:
+        return {
+            "round": 0,
+            "system": system,
+            "workload": "w3",
+            "result": {"sustained_msgs": best, "ladder": ladder},
+        }
+
+    def step(rate: int, ok: bool, p50: float | None, p99: float) -> dict[str, object]:
+        out: dict[str, object] = {"rate": rate, "ok": ok, "p99_ms": p99}
+        if p50 is not None:
+            out["p50_ms"] = p50
+        return out
+
+    info = {"pulsar": {"name": "Apache Pulsar"}, "magnetar": {"name": "Magnetar"}}
+    results = {
+        "systems": info,
+        "runs": [
+            run("pulsar", [step(1000, True, 10.0, 60.0), step(2000, False, 90.0, 900.0)], 1000),
+            run("magnetar", [step(1000, True, 4.0, 30.0), step(2000, True, 80.0, 200.0)], 2000),
+        ],
+    }
+    systems = ["pulsar", "magnetar"]
+    meds = {s: report.medians(results, s, "w3") for s in systems}
+    lines: list[str] = []
+    report._common_rate_row(results, systems, meds, lines.append)
+    assert lines == [
+        "| end-to-end p50 at 1,000 msg/s, a rate all kept up with (ms, lower is better) "
+        "| 10.0 | 4.00 | 0.40x |",
+        "| end-to-end p99 at 1,000 msg/s, a rate all kept up with (ms, lower is better) "
+        "| 60.0 | 30.0 | 0.50x |",
+    ]
+    for r in results["runs"]:  # type: ignore[attr-defined]
+        for s in r["result"]["ladder"]:
+            s.pop("p50_ms")
+    older: list[str] = []
+    report._common_rate_row(results, systems, meds, older.append)
+    assert older == lines[1:]
