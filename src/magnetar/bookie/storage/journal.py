@@ -553,8 +553,9 @@ class Journal:
             future.set_exception(api.ReadOnlyError("the journal is closed"))
         return future
 
-    def _take_group(self) -> list[_Pending] | None:
-        """In the writer thread: wait for adds, then take a group (None: closed and drained)."""
+    def _take_group(self) -> tuple[list[_Pending], int, int] | None:
+        """In the writer thread: wait for adds, then take a group with its bytes and entries
+        (None: closed and drained)."""
         queue = self._queue
         with self._lock:
             while not queue and not self._closing:
@@ -577,16 +578,17 @@ class Journal:
                 entries += p.entries
             self._queue_bytes -= nbytes
             self._queue_entries -= entries
-        return group
+        return group, nbytes, entries
 
     def _write_loop(self) -> None:
         """The writer thread: write each group, hand it to the syncer, rotate full files."""
         loop = self._loop
         assert loop is not None
         try:
-            while (group := self._take_group()) is not None:
+            while (taken := self._take_group()) is not None:
+                group = taken[0]
                 try:
-                    self._write(group)
+                    self._write(*taken)
                 except Exception as exc:  # a bug: this group and every later one fail
                     log.exception("journal writer failed")
                     failed = self._failure(exc, "journal writer failed")
@@ -596,19 +598,16 @@ class Journal:
                 self._writer_done = True
                 self._written_ready.notify()
 
-    def _write(self, group: list[_Pending]) -> None:
+    def _write(self, group: list[_Pending], nbytes: int, entries: int) -> None:
         loop = self._loop
         assert loop is not None
         now = time.monotonic()
         on_queue = self._on_queue
         bufs: list[Buffer] = []
-        nbytes = entries = 0
         for p in group:
             if on_queue is not None:
                 on_queue(now - p.since)
             bufs.extend(p.chunks)
-            nbytes += p.nbytes
-            entries += p.entries
         failed = self.failed
         if failed is None:
             try:
