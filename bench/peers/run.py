@@ -234,7 +234,11 @@ def run_system(
             log(f"round {rnd + 1}: {s.name}: {w}")
             try:
                 cpu0 = s.cpu_seconds()
-                res = workloads.WORKLOADS[w](s.conn(), prefix, params)
+                run = workloads.WORKLOADS[w]
+                if w in workloads.STEPPED:
+                    res = run(s.conn(), prefix, params, cpu=s.cpu_seconds)
+                else:
+                    res = run(s.conn(), prefix, params)
                 # Server CPU per message published in the workload, over all the system's
                 # processes: the speed must come from parallelism, not from burning more.
                 if res.get("server_msgs"):

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,10 @@ Conn = dict[str, str]
 """How a load generator reaches the system: ``url``, and for a secured system
 ``tls_trust_certs`` (the CA file, hostname verified) and ``token``
 (``systems.System.conn``)."""
+
+ServerCpu = Callable[[], float]
+"""The system's CPU seconds so far over all its processes (``systems.System.cpu_seconds``):
+a workload that steps its rate reads it around each step."""
 
 
 @dataclass
@@ -219,7 +224,9 @@ W3_SHARED_CONSUMERS = 4
 W3_MAX_P99_MS = 1000.0
 
 
-def _w3_step(conn: Conn, topic: str, rate: int, seconds: float) -> dict[str, Any]:
+def _w3_step(
+    conn: Conn, topic: str, rate: int, seconds: float, cpu: ServerCpu | None
+) -> dict[str, Any]:
     n_expected = int(rate * seconds)
     start_at = time.time() + 1.5
     grace = 5.0
@@ -262,7 +269,9 @@ def _w3_step(conn: Conn, topic: str, rate: int, seconds: float) -> dict[str, Any
             "start_at": start_at,
         }
     )
+    cpu0 = cpu() if cpu else 0.0
     results = _run_all(cfgs, seconds + grace + 60)
+    cpu_s = cpu() - cpu0 if cpu else None
     prod = results[-1]
     subs = results[:-1]
     hist = _merge([r["hist"] for r in subs])
@@ -282,6 +291,9 @@ def _w3_step(conn: Conn, topic: str, rate: int, seconds: float) -> dict[str, Any
         "ok": complete and kept_rate and bounded,
         "producer_cpu": prod["cpu"],
         "max_consumer_cpu": max(r["cpu"] for r in subs),
+        # The server's CPU over the step (its consumers' catch-up included) per message
+        # published in it, so that systems can be compared at one rate.
+        "server_cpu_us": cpu_s / sent * 1e6 if cpu_s is not None and sent else None,
     }
 
 
@@ -297,12 +309,13 @@ def _why(step: dict[str, Any]) -> str:
     return ", ".join(reasons) or "?"
 
 
-def w3(conn: Conn, prefix: str, p: Params) -> dict[str, Any]:
+def w3(conn: Conn, prefix: str, p: Params, cpu: ServerCpu | None = None) -> dict[str, Any]:
     """Fan-out: 1 producer (1 KiB, batching 1 ms), 4 exclusive subscriptions and 1 shared
     subscription with 4 consumers. The rate steps up a ladder; the sustained rate is the
     highest step every subscription kept up with (all messages delivered within 5 s of the
     producer's end, end-to-end p99 <= 1 s, producer at >= 95% of the target; a failed step
-    is tried twice); e2e p99 is at that step."""
+    is tried twice); e2e p99 is at that step. With ``cpu``, each step also records the
+    server's CPU per message published in it."""
     best: dict[str, Any] | None = None
     steps: list[dict[str, Any]] = []
     for i, rate in enumerate(p.w3_rates):
@@ -320,7 +333,7 @@ def w3(conn: Conn, prefix: str, p: Params) -> dict[str, Any]:
                 },
                 60,
             )
-            step = _w3_step(conn, topic, rate, p.w3_step_seconds)
+            step = _w3_step(conn, topic, rate, p.w3_step_seconds, cpu)
             steps.append(step)
             if step["ok"]:
                 break
@@ -334,7 +347,21 @@ def w3(conn: Conn, prefix: str, p: Params) -> dict[str, Any]:
         "e2e_p50_ms": best["p50_ms"] if best else None,
         "e2e_p99_ms": best["p99_ms"] if best else None,
         "ladder": [
-            {k: s[k] for k in ("rate", "achieved", "ok", "p50_ms", "p99_ms", "received", "sent")}
+            {
+                k: s[k]
+                for k in (
+                    "rate",
+                    "achieved",
+                    "ok",
+                    "p50_ms",
+                    "p99_ms",
+                    "received",
+                    "sent",
+                    "server_cpu_us",
+                    "producer_cpu",
+                    "max_consumer_cpu",
+                )
+            }
             for s in steps
         ],
         "limit": (
@@ -422,4 +449,13 @@ def w4(conn: Conn, prefix: str, p: Params) -> dict[str, Any]:
 
 from perf import w1p  # noqa: E402 (perf reads WorkloadError from here)
 
-WORKLOADS = {"w1": w1, "w2": w2, "w3": w3, "w4": w4, "w1p": w1p}
+WORKLOADS: dict[str, Callable[..., dict[str, Any]]] = {
+    "w1": w1,
+    "w2": w2,
+    "w3": w3,
+    "w4": w4,
+    "w1p": w1p,
+}
+
+STEPPED = {"w3"}
+"""The workloads that step their rate and take the server's CPU clock (``ServerCpu``)."""
