@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.bookie.storage import api
+from magnetar.bookie.storage import api, entrylog
 from magnetar.common import errors
 from tests.integration.bookie_storage.conftest import MakeConfig, Open, add, payload
 
@@ -186,7 +186,7 @@ async def test_corrupted_entry_log_record_is_a_named_error(
     raw = bytearray(log.read_bytes())
     raw[-1] ^= 0xFF  # the last byte of entry 1
     log.write_bytes(bytes(raw))
-    s._reader.forget([1])  # drop the cached descriptor (the file was replaced)
+    entrylog.close_fds(s._reader.forget([1]))  # drop the cached descriptor (file replaced)
     assert await s.read_entry(L(1), E(0)) == b"a" * 100
     with pytest.raises(api.StorageCorruptedError):
         await s.read_entry(L(1), E(1))

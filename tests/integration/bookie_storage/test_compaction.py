@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,43 @@ async def test_reads_during_compaction_still_succeed(open_storage: Open) -> None
 
     await asyncio.gather(s.compact(), reader(), reader())
     await reader()
+
+
+async def test_removed_logs_are_closed_in_the_flush_thread_not_on_the_loop(
+    open_storage: Open, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last close of an unlinked entry log is where the kernel frees its blocks (hundreds
+    of ms for a few GB): the reader's descriptors of the logs a compaction removed are closed
+    in the storage's flush thread, never on the event loop's."""
+    s = await open_storage(entry_log_max_bytes=256 * 1024, read_cache_max_bytes=0)
+    await fill(s, [1], 60)
+    await fill(s, [2], 10)
+    # reading ledger 1 caches a descriptor for each of its logs
+    got = await s.read_range(L(1), E(0), E(59), 1 << 30)
+    assert len(got) == 60
+    cached = dict(s._reader._fds)
+    assert len(cached) >= 2
+    loop_thread = threading.current_thread().name
+    closed: dict[int, str] = {}
+    real_close = os.close
+
+    def spy(fd: int) -> None:
+        if fd in cached.values():
+            closed[fd] = threading.current_thread().name
+        real_close(fd)
+
+    monkeypatch.setattr(os, "close", spy)
+    await s.delete_ledger(L(1))
+    await s.compact()
+    removed = [lid for lid in cached if lid not in entrylog.list_logs(s._entry_dir)]
+    assert len(removed) >= 2  # the logs that held only ledger 1
+    # the flush thread runs one job at a time: this one runs after the closes queued there
+    await asyncio.get_running_loop().run_in_executor(s._flush_pool, lambda: None)
+    for lid in removed:
+        assert cached[lid] in closed, f"the descriptor of removed log {lid} was not closed"
+    assert loop_thread not in closed.values()
+    assert all(name.startswith("bookie-flush") for name in closed.values()), closed
+    assert await s.read_entry(L(2), E(9)) == payload(2, 9, SIZE)
 
 
 async def test_compaction_steps_over_garbage_from_headers_and_is_paced(

@@ -573,7 +573,7 @@ class DbLedgerStorage:
             finally:
                 self._reads_in_flight -= 1
                 if not self._reads_in_flight and self._retired_logs:
-                    self._reader.forget(self._retired_logs)
+                    self._close_later(self._reader.forget(self._retired_logs))
                     self._retired_logs = []
             if missing is not None:
                 # compaction moved the entries and removed the log since the index lookup
@@ -733,7 +733,7 @@ class DbLedgerStorage:
             if self._reads_in_flight:
                 self._retired_logs.extend(outcome.removed_logs)
             else:
-                self._reader.forget(outcome.removed_logs)
+                self._close_later(self._reader.forget(outcome.removed_logs))
             log.info(
                 "compaction: removed %d entry logs (%d bytes), moved %d entries",
                 len(outcome.removed_logs),
@@ -741,6 +741,17 @@ class DbLedgerStorage:
                 outcome.moved_entries,
             )
             return outcome.freed_bytes
+
+    def _close_later(self, fds: list[int]) -> None:
+        """Close the descriptors of removed entry logs in the flush thread: the kernel frees
+        an unlinked log's blocks at its last close, which held the event loop for 400-670 ms
+        when a compaction removed 4 GB of logs (docs/benchmarks.md, "Tails: W3 and W4")."""
+        if not fds:
+            return
+        try:
+            self._flush_pool.submit(entrylog.close_fds, fds)
+        except RuntimeError:  # the pool is shut down: the storage is closing
+            entrylog.close_fds(fds)
 
     def _compact_sync(
         self, the_plan: compaction.Plan, live: frozenset[int], usage: dict[int, dict[int, int]]

@@ -404,13 +404,27 @@ class EntryLogReader:
         finally:
             os.close(fd)
 
-    def forget(self, log_ids: list[int]) -> None:
-        """Close the descriptors of logs that were deleted. Call with no read in flight."""
+    def forget(self, log_ids: list[int]) -> list[int]:
+        """Stop reading the logs through their cached descriptors (logs that were deleted: a
+        later read opens the file again, or finds it gone) and return those descriptors for
+        :func:`close_fds`. Call with no read in flight. The descriptors are not closed here:
+        the last close of an unlinked log is where the kernel frees its blocks (hundreds of ms
+        for a few GB), which must not happen on the event loop."""
+        fds: list[int] = []
         with self._lock:
             for log_id in log_ids:
                 fd = self._fds.pop(log_id, None)
                 if fd is not None:
-                    os.close(fd)
+                    fds.append(fd)
+        return fds
 
     def close(self) -> None:
-        self.forget(list(self._fds))
+        close_fds(self.forget(list(self._fds)))
+
+
+def close_fds(fds: list[int]) -> None:
+    """Close descriptors :meth:`EntryLogReader.forget` returned (in a thread of the
+    storage's, not on the event loop)."""
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
