@@ -155,7 +155,8 @@ async def test_group_commit_uses_far_fewer_fsyncs_than_adds(open_storage: Open) 
     st = s.stats()
     assert st.journal_entries == n
     assert 1 <= st.journal_fsyncs <= n // 10, st
-    assert st.journal_fsyncs == st.journal_writes
+    # one sync covers every group written since the one before (the journal's sync thread)
+    assert st.journal_fsyncs <= st.journal_writes
 
 
 async def test_read_only_above_disk_threshold(open_storage: Open) -> None:
